@@ -1,0 +1,86 @@
+// The step program: a schedule instantiated for a concrete rank count N.
+//
+// This is the IR every pass after the front end consumes. Semantics are lock-step: steps are
+// global (every rank has the same number of steps, some of them empty); every op of step k reads
+// the state at the start of step k and its writes land at the end of step k.
+//
+// Buffers (per rank, each `nchunks` chunks long):
+//   output  - the working buffer. Logically it starts equal to the rank's input (lowering makes
+//             the first read of a not-yet-written chunk come from the input buffer), and it is
+//             what the user gets back.
+//   input   - the rank's original input. Read-only: an op may name it as a source.
+//   scratch - per-rank staging space; its chunks start undefined.
+//
+// An op on rank r:  reduce: r.dst[c] = r.dst[c] (+) peer.src[c]   for c in chunks
+//                   copy:   r.dst[c] = peer.src[c]
+// Within one step a destination chunk may take any number of reduces (their sources combine,
+// e.g. one-shot) or exactly one copy.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ccc/diagnostics.h"
+
+namespace ccc {
+
+enum class Collective { AllReduce, ReduceScatter, AllGather, Broadcast, Reduce };
+enum class OpKind { Reduce, Copy };
+enum class Buffer { Output, Input, Scratch };
+
+const char* collective_name(Collective c);  // "allreduce", "reduce_scatter", ...
+const char* op_kind_name(OpKind k);         // "reduce", "copy"
+const char* buffer_name(Buffer b);          // "output", "input", "scratch"
+
+// Half-open chunk range [begin, begin + count).
+struct ChunkRange {
+  int64_t begin = 0;
+  int64_t count = 1;
+  int64_t end() const { return begin + count; }
+  bool overlaps(const ChunkRange& o) const { return begin < o.end() && o.begin < end(); }
+  friend bool operator==(const ChunkRange&, const ChunkRange&) = default;
+};
+
+struct Op {
+  OpKind kind = OpKind::Copy;
+  ChunkRange chunks;
+  int peer = 0;                  // the rank read from (may be the rank itself: a local op)
+  Buffer src = Buffer::Output;   // peer's buffer read
+  Buffer dst = Buffer::Output;   // own buffer written
+  SourceLoc loc;                 // the DSL op that made it
+  friend bool operator==(const Op&, const Op&) = default;
+};
+
+struct Phase {
+  std::string name;
+  SourceLoc loc;
+};
+
+// What is common to step k on every rank.
+struct StepInfo {
+  int phase = 0;       // index into StepProgram::phases
+  std::string label;   // e.g. "reduce_scatter s=2" (loop variable values), for humans
+  SourceLoc loc;       // the DSL `step` that made it
+};
+
+struct StepProgram {
+  std::string file;              // schedule file name, for diagnostics
+  std::string schedule;          // the schedule's name, e.g. "ring"
+  Collective collective = Collective::AllReduce;
+  int root = -1;                 // broadcast / reduce root; -1 otherwise
+  int nranks = 0;
+  int64_t nchunks = 0;
+  std::vector<Phase> phases;
+  std::vector<StepInfo> steps;              // size nsteps()
+  std::vector<std::vector<std::vector<Op>>> ops;  // ops[rank][step]; ops.size() == nranks
+
+  int nsteps() const { return static_cast<int>(steps.size()); }
+  int64_t num_ops() const;
+};
+
+// Chunk ownership for reduce_scatter and allgather: rank r owns chunks
+// [r * nchunks / N, (r + 1) * nchunks / N). (nchunks must be a multiple of N for these.)
+ChunkRange owned_chunks(const StepProgram& p, int rank);
+
+}  // namespace ccc

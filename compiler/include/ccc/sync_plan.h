@@ -1,0 +1,45 @@
+// The synchronisation plan: lock-step relaxed into point-to-point waits.
+//
+// Ranks run at their own pace. Before rank r starts step k it waits until every peer named in
+// waits[r][k] has *completed* the named step. Step -1 stands for the virtual start vertex ("the
+// peer has entered this collective: its inputs are ready and it no longer reads the previous
+// launch's data"); index nsteps in waits[r] holds the exit waits that must hold before rank r
+// returns (no peer still reads r's buffers).
+//
+// Waits are per (rank, step) and apply identically to every tile and channel: tiles and channels
+// partition every chunk the same way, so the dependency between (rank, step) pairs holds slice by
+// slice.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "ccc/step_program.h"
+
+namespace ccc {
+
+enum class SyncReason { RAW, WAR, WAW, Entry, Exit };
+const char* sync_reason_name(SyncReason r);  // "RAW", "WAR", ...
+
+struct Wait {
+  int peer = 0;
+  int step = -1;        // wait until `peer` has completed this step; -1 = peer has started
+  SyncReason reason = SyncReason::RAW;
+  std::string why;      // human text: "reads output chunk 3 written by rank 2 at step 4 (ring.sched:9)"
+};
+
+struct SyncPlan {
+  // waits[r][k] for k in [0, nsteps]; k == nsteps are the exit waits.
+  std::vector<std::vector<std::vector<Wait>>> waits;
+  int64_t cross_rank_edges = 0;   // cross-rank dependencies before transitive reduction
+  int64_t waits_kept = 0;         // after reduction
+  std::vector<std::string> notes; // e.g. staging decisions taken
+};
+
+// A verified schedule ready for lowering: the (possibly staged) program and its waits.
+struct PlannedProgram {
+  StepProgram program;
+  SyncPlan sync;
+};
+
+}  // namespace ccc

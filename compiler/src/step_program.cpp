@@ -1,0 +1,39 @@
+#include "ccc/step_program.h"
+
+namespace ccc {
+
+const char* collective_name(Collective c) {
+  switch (c) {
+    case Collective::AllReduce: return "allreduce";
+    case Collective::ReduceScatter: return "reduce_scatter";
+    case Collective::AllGather: return "allgather";
+    case Collective::Broadcast: return "broadcast";
+    case Collective::Reduce: return "reduce";
+  }
+  return "?";
+}
+
+const char* op_kind_name(OpKind k) { return k == OpKind::Reduce ? "reduce" : "copy"; }
+
+const char* buffer_name(Buffer b) {
+  switch (b) {
+    case Buffer::Output: return "output";
+    case Buffer::Input: return "input";
+    case Buffer::Scratch: return "scratch";
+  }
+  return "?";
+}
+
+int64_t StepProgram::num_ops() const {
+  int64_t n = 0;
+  for (const auto& rank : ops)
+    for (const auto& step : rank) n += static_cast<int64_t>(step.size());
+  return n;
+}
+
+ChunkRange owned_chunks(const StepProgram& p, int rank) {
+  int64_t per = p.nchunks / p.nranks;
+  return {rank * per, per};
+}
+
+}  // namespace ccc
