@@ -3,7 +3,10 @@
 // postcondition is checked. (Hazards and synchronisation are the verify pass's business.)
 #include <gtest/gtest.h>
 
+#include <filesystem>
+
 #include "front_end_util.h"
+#include "golden_util.h"
 
 using namespace ccc;
 
@@ -123,3 +126,14 @@ TEST(ShippedSchedules, DbtreeRanksAreInnerInAtMostOneTree) {
 }
 
 }  // namespace
+
+// docs/dsl.md shows every shipped schedule verbatim.
+TEST(ShippedSchedules, DslDocShowsEachScheduleVerbatim) {
+  std::string doc = test::read_file(std::string(CCC_SOURCE_DIR) + "/docs/dsl.md");
+  for (const auto& e : std::filesystem::directory_iterator(std::string(CCC_SOURCE_DIR) + "/schedules")) {
+    if (e.path().extension() != ".sched") continue;
+    std::string text = test::read_file(e.path());
+    EXPECT_NE(doc.find("```\n" + text + "```"), std::string::npos)
+        << "docs/dsl.md does not show " << e.path().filename() << " as it is";
+  }
+}
