@@ -4,23 +4,21 @@
 #include <set>
 
 #include "ccc/select.h"
-#include "schedule_builders.h"
+#include "cost_model_util.h"
 
 using namespace ccc;
 using namespace ccc::test;
 
 namespace {
 
-// The five allreduce algorithms at one rank count, as selection candidates.
+// Every shipped allreduce schedule for n ranks.
 struct Menu {
-  explicit Menu(int n) : programs{build_ring(n), build_oneshot(n), build_twoshot(n), build_butterfly(n), build_tree(n)} {
-    for (const StepProgram& p : programs) candidates.push_back({p.schedule, &p, nullptr});
-  }
-  std::vector<StepProgram> programs;
+  explicit Menu(int n) : menu(Collective::AllReduce, n, shipped_schedule_sources()), candidates(menu.candidates()) {}
+  ScheduleMenu menu;
   std::vector<CandidateSchedule> candidates;
 };
 
-const std::set<std::string> kLatencyBound = {"oneshot", "tree", "butterfly"};
+const std::set<std::string> kLatencyBound = {"oneshot", "tree", "dbtree", "butterfly"};
 const std::set<std::string> kBandwidthBound = {"ring", "twoshot"};
 
 std::string chosen(const Topology& t, const Menu& m, int64_t bytes) {
@@ -81,7 +79,7 @@ TEST(Select, ForcedByOptionOrEnvironment) {
   Choice c = select_schedule(Collective::AllReduce, 8, 4, t, m.candidates, opt);
   EXPECT_EQ(c.name(), "ring");
   EXPECT_TRUE(c.forced);
-  EXPECT_EQ(c.candidate, &m.candidates[0]);
+  EXPECT_EQ(c.candidate->program->schedule, "ring");
 
   ::setenv("CCC_ALGO", "tree", 1);
   Choice env = select_schedule(Collective::AllReduce, 1 << 30, 4, t, m.candidates);
@@ -92,7 +90,7 @@ TEST(Select, ForcedByOptionOrEnvironment) {
           select_schedule(Collective::AllReduce, 8, 4, t, m.candidates);
         } catch (const std::invalid_argument& e) {
           EXPECT_STREQ(e.what(),
-                       "CCC_ALGO=nope: no such allreduce schedule (candidates: ring, oneshot, twoshot, butterfly, tree)");
+                       "CCC_ALGO=nope: no such allreduce schedule (candidates: butterfly, dbtree, oneshot, ring, tree, twoshot)");
           throw;
         }
       },
@@ -106,10 +104,14 @@ TEST(Select, ForcedByOptionOrEnvironment) {
 TEST(Select, OnlyCandidatesOfTheCollectiveCount) {
   Topology t = shipped_topology("dgx-h100");
   Menu m(8);
-  m.programs[0].collective = Collective::AllGather;
-  auto all = tune_candidates(Collective::AllReduce, 1024, 4, t, m.candidates);
-  ASSERT_EQ(all.size(), 4u);
-  EXPECT_EQ(all[0].name(), "oneshot");
+  StepProgram gather = *m.candidates[0].program;
+  gather.collective = Collective::AllGather;
+  std::vector<CandidateSchedule> mixed = m.candidates;
+  mixed[0].program = &gather;
+  auto all = tune_candidates(Collective::AllReduce, 1024, 4, t, mixed);
+  ASSERT_EQ(all.size(), m.candidates.size() - 1);
+  EXPECT_EQ(all[0].name(), m.candidates[1].name);
+  EXPECT_EQ(tune_candidates(Collective::AllGather, 1024, 4, t, mixed).size(), 1u);
   EXPECT_THROW(select_schedule(Collective::Broadcast, 1024, 4, t, m.candidates), std::invalid_argument);
 }
 
@@ -134,7 +136,7 @@ TEST(Select, TuneTableHasOneRowPerSizeFrom8BytesTo1GiB) {
   EXPECT_EQ(text.substr(0, text.find("\n           8")),
             "# dgx-h100 allreduce\n"
             "# predicted time in us per schedule (best channels and tile for each)\n"
-            "       bytes       ring    oneshot    twoshot  butterfly       tree  choice");
+            "       bytes  butterfly     dbtree    oneshot       ring       tree    twoshot  choice");
   EXPECT_NE(text.find("  1073741824 "), std::string::npos);
 }
 

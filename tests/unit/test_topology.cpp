@@ -1,7 +1,7 @@
 #include <gtest/gtest.h>
 
 #include "ccc/topology.h"
-#include "schedule_builders.h"
+#include "cost_model_util.h"
 
 using namespace ccc;
 using namespace ccc::test;
