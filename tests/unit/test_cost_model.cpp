@@ -63,6 +63,31 @@ TEST(CostModel, BinaryTreeOnCompleteTrees) {
   }
 }
 
+TEST(CostModel, RingReduceScatterAndAllGatherOverTheWholeVector) {
+  for (int n : {2, 5, 8}) {
+    Topology sw = uniform_switch(n, kBand, kAlpha, kReduce);
+    int64_t bytes = 64 * n * 4096;
+    double share = 1.0 * (n - 1) / n * bytes;
+    EXPECT_NEAR(estimate_cost(shipped_program("ring_reduce_scatter", n), nullptr, sw, bytes, {}).time,
+                (n - 1) * kAlpha + share / kBand + share / kReduce, 1e-12);
+    EXPECT_NEAR(estimate_cost(shipped_program("ring_allgather", n), nullptr, sw, bytes, {}).time,
+                (n - 1) * kAlpha + share / kBand, 1e-12);
+  }
+}
+
+// The chain broadcast in P tiles: (N - 2 + P) (alpha + (n/P) beta), the pipeline formula exactly.
+TEST(CostModel, PipelinedChainBroadcast) {
+  Topology sw = uniform_switch(8, kBand, kAlpha, kReduce);
+  StepProgram chain = shipped_program("ring_broadcast", 8);
+  for (int64_t tiles : {1, 4, 64}) {
+    Estimate e = estimate_cost(chain, nullptr, sw, kBytes, {1, kBytes / tiles});
+    EXPECT_EQ(e.tiles, tiles);
+    EXPECT_NEAR(e.time, (8 - 2 + tiles) * (kAlpha + kBytes / tiles / kBand), 1e-12) << tiles;
+  }
+  EXPECT_DOUBLE_EQ(estimate_cost(chain, nullptr, sw, kBytes, {}).busbw,
+                   estimate_cost(chain, nullptr, sw, kBytes, {}).algbw);
+}
+
 TEST(CostModel, RingAtOddRankCounts) {
   for (int n : {3, 5, 7}) {
     Topology sw = uniform_switch(n, kBand, kAlpha, kReduce);
