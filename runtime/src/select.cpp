@@ -21,11 +21,12 @@ std::vector<int> channel_grid(const Topology& t, int nranks, const SelectOptions
 // The fastest parameters; within `tolerance` of it, the fewest channels, then the fewest tiles
 // (more of either costs SMs and syncs the model does not charge for).
 Choice best_params(const CandidateSchedule& cand, int64_t bytes, const Topology& t, const SelectOptions& o) {
+  CostModel model(*cand.program, cand.sync, t);
   std::vector<Choice> tried;
   for (int c : channel_grid(t, cand.program->nranks, o))
     for (int64_t tile : o.tiles.empty() ? kDefaultTiles : o.tiles) {
       CostParams params{c, tile};
-      tried.push_back(Choice{&cand, params, estimate_cost(*cand.program, cand.sync, t, bytes, params), false});
+      tried.push_back(Choice{&cand, params, model.estimate(bytes, params), false});
     }
   if (tried.empty()) throw std::invalid_argument("empty channel or tile grid");
   double fastest = std::min_element(tried.begin(), tried.end(), [](const Choice& a, const Choice& b) {

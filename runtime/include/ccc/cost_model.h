@@ -16,6 +16,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 
 #include "ccc/step_program.h"
 #include "ccc/sync_plan.h"
@@ -43,11 +44,29 @@ struct Estimate {
 // nccl-tests' busbw factor: allreduce 2(N-1)/N, reduce_scatter and allgather (N-1)/N, else 1.
 double bus_factor(Collective c, int nranks);
 
-// Predicts one run of `program` on GPUs 0..nranks-1 of `topo`. `bytes` is the size of the
-// buffer the schedule's chunks partition: the message for allreduce, broadcast and reduce; the
-// whole N-block input of reduce_scatter; the whole N-block output of allgather. `sync` may be
-// null (lock-step). Throws std::invalid_argument when the topology has too few GPUs or no path
-// between two ranks, when the sync plan does not match the program, or on bad params.
+// A step program prepared for one topology: routes and per-step fabric loads are worked out
+// once (they do not depend on the size), so estimate() prices any size and parameters cheaply.
+// Rank r runs on GPU r. `sync` may be null (lock-step). The model copies what it needs.
+class CostModel {
+ public:
+  // Throws std::invalid_argument when the topology has too few GPUs or no path between two
+  // ranks, or the sync plan does not match the program.
+  CostModel(const StepProgram& program, const SyncPlan* sync, const Topology& topo);
+  ~CostModel();
+  CostModel(CostModel&&) noexcept;
+  CostModel& operator=(CostModel&&) noexcept;
+
+  // `bytes` is the size of the buffer the schedule's chunks partition: the message for
+  // allreduce, broadcast and reduce; the whole N-block input of reduce_scatter; the whole
+  // N-block output of allgather. Throws std::invalid_argument on bad params.
+  Estimate estimate(int64_t bytes, const CostParams& params) const;
+
+ private:
+  struct Prepared;
+  std::unique_ptr<const Prepared> prepared_;
+};
+
+// CostModel(program, sync, topo).estimate(bytes, params).
 Estimate estimate_cost(const StepProgram& program, const SyncPlan* sync, const Topology& topo, int64_t bytes,
                        const CostParams& params);
 
