@@ -201,7 +201,7 @@ Estimate CostModel::estimate(int64_t bytes, const CostParams& params) const {
     e.period = std::max(e.period, busy);
   }
 
-  e.time = e.fill + static_cast<double>(e.tiles - 1) * e.period;
+  e.time = e.fill + (e.tiles > 1 ? static_cast<double>(e.tiles - 1) * e.period : 0.0);  // no 0 * inf
   if (e.time == 0) return e;  // nothing to do (one rank): no meaningful bandwidth
   e.algbw = static_cast<double>(bytes) / e.time;
   e.busbw = e.algbw * bus_factor(m.collective, m.nranks);

@@ -141,3 +141,21 @@ TEST(Select, TuneTableHasOneRowPerSizeFrom8BytesTo1GiB) {
 }
 
 }  // namespace
+
+namespace {
+
+TEST(ScheduleMenu, KeepsTheCollectivesSchedulesThatFitN) {
+  ScheduleMenu menu(Collective::AllReduce, 6, shipped_schedule_sources());
+  std::vector<std::string> names;
+  for (const CandidateSchedule& c : menu.candidates()) names.push_back(c.name);
+  EXPECT_EQ(names, (std::vector<std::string>{"dbtree", "oneshot", "ring", "tree", "twoshot"}));
+  ASSERT_EQ(menu.skipped().size(), 1u);
+  EXPECT_NE(menu.skipped()[0].find("butterfly.sched: "), std::string::npos) << menu.skipped()[0];
+  for (const CandidateSchedule& c : menu.candidates()) EXPECT_EQ(c.program->nranks, 6);
+
+  ScheduleMenu gather(Collective::AllGather, 6, shipped_schedule_sources());
+  ASSERT_EQ(gather.candidates().size(), 1u);
+  EXPECT_EQ(gather.candidates()[0].name, "ring_allgather");
+}
+
+}  // namespace
