@@ -109,9 +109,9 @@ std::string format_tune_table(const std::vector<TuneRow>& rows, const std::strin
     out += fmt::format("{:>12}", row.bytes);
     for (const Choice& c : row.per_schedule) out += fmt::format(" {:>10.2f}", c.estimate.time * 1e6);
     const Choice& ch = row.choice;
-    out += fmt::format("  {} channels={} tile={}{}\n", ch.name(), ch.params.channels,
+    out += fmt::format("  {} channels={} tile={} busbw={:.1f}GB/s{}\n", ch.name(), ch.params.channels,
                        ch.params.tile_bytes ? fmt::format("{}", ch.params.tile_bytes) : "whole",
-                       ch.forced ? " (forced)" : "");
+                       ch.estimate.busbw / 1e9, ch.forced ? " (forced)" : "");
   }
   return out;
 }
