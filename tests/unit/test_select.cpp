@@ -1,10 +1,12 @@
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <set>
 
 #include "ccc/select.h"
 #include "cost_model_util.h"
+#include "golden_util.h"
 
 using namespace ccc;
 using namespace ccc::test;
@@ -157,5 +159,28 @@ TEST(ScheduleMenu, KeepsTheCollectivesSchedulesThatFitN) {
   ASSERT_EQ(gather.candidates().size(), 1u);
   EXPECT_EQ(gather.candidates()[0].name, "ring_allgather");
 }
+
+}  // namespace
+
+namespace {
+
+// The whole prediction table per shipped topology, so a model change shows up in review.
+class TuneGolden : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(TuneGolden, MatchesTheCommittedTable) {
+  Topology t = shipped_topology(GetParam());
+  Menu m(t.ngpus());
+  std::string text = format_tune_table(tune_table(Collective::AllReduce, 4, t, m.candidates),
+                                       std::string(GetParam()) + ": allreduce f32, shipped schedules");
+  test::expect_matches_golden(text, std::string("tests/golden/tune/") + GetParam() + ".txt", "Shipped/TuneGolden.*");
+}
+
+INSTANTIATE_TEST_SUITE_P(Shipped, TuneGolden,
+                         ::testing::Values("dgx-a100", "dgx-h100", "pcie-4gpu", "nvlink-ring-4"),
+                         [](const auto& info) {
+                           std::string name = info.param;
+                           std::replace(name.begin(), name.end(), '-', '_');
+                           return name;
+                         });
 
 }  // namespace
