@@ -102,12 +102,17 @@ std::vector<TuneRow> tune_table(Collective collective, int elem_size, const Topo
 std::string format_tune_table(const std::vector<TuneRow>& rows, const std::string& title) {
   std::string out = fmt::format("# {}\n# predicted time in us per schedule (best channels and tile for each)\n", title);
   if (rows.empty()) return out;
+  std::vector<size_t> width;  // each column as wide as its schedule's name, at least 10
   out += fmt::format("{:>12}", "bytes");
-  for (const Choice& c : rows[0].per_schedule) out += fmt::format(" {:>10}", c.name());
+  for (const Choice& c : rows[0].per_schedule) {
+    width.push_back(std::max<size_t>(10, c.name().size()));
+    out += fmt::format(" {:>{}}", c.name(), width.back());
+  }
   out += "  choice\n";
   for (const TuneRow& row : rows) {
     out += fmt::format("{:>12}", row.bytes);
-    for (const Choice& c : row.per_schedule) out += fmt::format(" {:>10.2f}", c.estimate.time * 1e6);
+    for (size_t i = 0; i < row.per_schedule.size(); ++i)
+      out += fmt::format(" {:>{}.2f}", row.per_schedule[i].estimate.time * 1e6, width[i]);
     const Choice& ch = row.choice;
     out += fmt::format("  {} channels={} tile={} busbw={:.1f}GB/s{}\n", ch.name(), ch.params.channels,
                        ch.params.tile_bytes ? fmt::format("{}", ch.params.tile_bytes) : "whole",
