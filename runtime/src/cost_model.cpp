@@ -65,12 +65,12 @@ void check_inputs(const StepProgram& p, const SyncPlan* sync, const Topology& t)
 
 }  // namespace
 
-// What rank r does in step k, in units of one tile of one chunk (size-independent).
+// What rank r does in step k, in units of one window of one chunk (size-independent).
 struct RankStep {
   double alpha = 0;
   std::vector<int> resources;  // every resource its reads cross
-  int64_t moved = 0;           // chunk tiles read
-  int64_t reduced = 0;         // chunk tiles reduced
+  int64_t moved = 0;           // chunk windows read
+  int64_t reduced = 0;         // chunk windows reduced
   std::vector<Wait> waits;     // from the sync plan
   bool active() const { return moved > 0 || alpha > 0; }
 };
@@ -81,7 +81,7 @@ struct CostModel::Prepared {
   int64_t nchunks = 0;
   bool lock_step = true;
   std::vector<std::vector<RankStep>> steps;  // [step][rank]
-  std::vector<std::vector<int64_t>> load;    // [step][resource] chunk tiles crossing it
+  std::vector<std::vector<int64_t>> load;    // [step][resource] chunk windows crossing it
   std::vector<double> bandwidth;             // [resource]
   std::vector<std::vector<Wait>> exit_waits; // [rank]
   std::vector<double> exit_alpha;            // [rank] latency of its exit waits
@@ -143,16 +143,18 @@ double bus_factor(Collective c, int n) {
 }
 
 Estimate CostModel::estimate(int64_t bytes, const CostParams& params) const {
-  if (params.channels < 1 || params.tile_bytes < 0) throw std::invalid_argument("channels must be >= 1, tile >= 0");
+  if (params.channels < 1 || params.tile_bytes < 0 || params.pipeline < 1)
+    throw std::invalid_argument("channels and pipeline must be >= 1, the tile size >= 0");
   const Prepared& m = *prepared_;
   Estimate e;
   if (bytes <= 0) return e;
 
-  // The largest chunk, its per-channel slice, and the tile every step moves per chunk.
+  // The largest chunk, its per-channel slice, and the window every step moves per chunk.
   const int64_t chunk = std::min(bytes, round_up(ceil_div(bytes, m.nchunks), kCutGranule));
   const int64_t slice = std::min(chunk, round_up(ceil_div(chunk, params.channels), kCutGranule));
-  e.tiles = params.tile_bytes > 0 ? std::max<int64_t>(1, ceil_div(slice, params.tile_bytes)) : 1;
-  const double piece = static_cast<double>(slice) / static_cast<double>(e.tiles);
+  const int64_t window = params.tile_bytes * params.pipeline;
+  e.windows = window > 0 ? std::max<int64_t>(1, ceil_div(slice, window)) : 1;
+  const double piece = static_cast<double>(slice) / static_cast<double>(e.windows);
   const double channels = params.channels;
   const size_t nsteps = m.steps.size();
   const size_t nranks = static_cast<size_t>(m.nranks);
@@ -201,7 +203,7 @@ Estimate CostModel::estimate(int64_t bytes, const CostParams& params) const {
     e.period = std::max(e.period, busy);
   }
 
-  e.time = e.fill + (e.tiles > 1 ? static_cast<double>(e.tiles - 1) * e.period : 0.0);  // no 0 * inf
+  e.time = e.fill + (e.windows > 1 ? static_cast<double>(e.windows - 1) * e.period : 0.0);  // no 0 * inf
   if (e.time == 0) return e;  // nothing to do (one rank): no meaningful bandwidth
   e.algbw = static_cast<double>(bytes) / e.time;
   e.busbw = e.algbw * bus_factor(m.collective, m.nranks);

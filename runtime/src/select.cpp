@@ -18,14 +18,14 @@ std::vector<int> channel_grid(const Topology& t, int nranks, const SelectOptions
   return grid;
 }
 
-// The fastest parameters; within `tolerance` of it, the fewest channels, then the fewest tiles
+// The fastest parameters; within `tolerance` of it, the fewest channels, then the fewest windows
 // (more of either costs SMs and syncs the model does not charge for).
 Choice best_params(const CandidateSchedule& cand, int64_t bytes, const Topology& t, const SelectOptions& o) {
   CostModel model(*cand.program, cand.sync, t);
   std::vector<Choice> tried;
   for (int c : channel_grid(t, cand.program->nranks, o))
     for (int64_t tile : o.tiles.empty() ? kDefaultTiles : o.tiles) {
-      CostParams params{c, tile};
+      CostParams params{c, tile, o.pipeline};
       tried.push_back(Choice{&cand, params, model.estimate(bytes, params), false});
     }
   if (tried.empty()) throw std::invalid_argument("empty channel or tile grid");
@@ -37,7 +37,7 @@ Choice best_params(const CandidateSchedule& cand, int64_t bytes, const Topology&
     if (c.estimate.time <= fastest * (1 + o.tolerance)) close.push_back(c);
   return *std::min_element(close.begin(), close.end(), [](const Choice& a, const Choice& b) {
     if (a.params.channels != b.params.channels) return a.params.channels < b.params.channels;
-    if (a.estimate.tiles != b.estimate.tiles) return a.estimate.tiles < b.estimate.tiles;
+    if (a.estimate.windows != b.estimate.windows) return a.estimate.windows < b.estimate.windows;
     return a.estimate.time < b.estimate.time;
   });
 }

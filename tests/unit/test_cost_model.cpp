@@ -75,14 +75,14 @@ TEST(CostModel, RingReduceScatterAndAllGatherOverTheWholeVector) {
   }
 }
 
-// The chain broadcast in P tiles: (N - 2 + P) (alpha + (n/P) beta), the pipeline formula exactly.
+// The chain broadcast in P windows: (N - 2 + P) (alpha + (n/P) beta), the pipeline formula exactly.
 TEST(CostModel, PipelinedChainBroadcast) {
   Topology sw = uniform_switch(8, kBand, kAlpha, kReduce);
   StepProgram chain = shipped_program("ring_broadcast", 8);
-  for (int64_t tiles : {1, 4, 64}) {
-    Estimate e = estimate_cost(chain, nullptr, sw, kBytes, {1, kBytes / tiles});
-    EXPECT_EQ(e.tiles, tiles);
-    EXPECT_NEAR(e.time, (8 - 2 + tiles) * (kAlpha + kBytes / tiles / kBand), 1e-12) << tiles;
+  for (int64_t windows : {1, 4, 64}) {
+    Estimate e = estimate_cost(chain, nullptr, sw, kBytes, {1, kBytes / windows / 2, 2});  // 2 tiles a window
+    EXPECT_EQ(e.windows, windows);
+    EXPECT_NEAR(e.time, (8 - 2 + windows) * (kAlpha + kBytes / windows / kBand), 1e-12) << windows;
   }
   EXPECT_DOUBLE_EQ(estimate_cost(chain, nullptr, sw, kBytes, {}).busbw,
                    estimate_cost(chain, nullptr, sw, kBytes, {}).algbw);
@@ -131,7 +131,7 @@ TEST(CostModel, TilesPipelineTheTreeButOnlyAddLatencyToTheRing) {
   StepProgram tree = shipped_program("tree", 7);
   Estimate whole = estimate_cost(tree, nullptr, sw, kBytes, {1, 0});
   Estimate tiled = estimate_cost(tree, nullptr, sw, kBytes, {1, kBytes / 16});
-  EXPECT_EQ(tiled.tiles, 16);
+  EXPECT_EQ(tiled.windows, 16);
   // Ranks 1 and 2 are the busiest: they read two children, then their parent, whose egress
   // port also serves the other child.
   double tile = kBytes / 16.0;
