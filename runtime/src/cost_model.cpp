@@ -1,6 +1,7 @@
 #include "ccc/cost_model.h"
 
 #include <algorithm>
+#include <map>
 #include <stdexcept>
 
 #include <fmt/format.h>
@@ -35,7 +36,7 @@ std::vector<int> resources_used(const Topology& t, const Route& r, int src, int 
   return {};
 }
 
-Route path(const Topology& t, int src, int dst) {
+Route checked_route(const Topology& t, int src, int dst) {
   auto r = route(t, src, dst);
   if (!r) throw std::invalid_argument(fmt::format("GPUs {} and {} have no P2P path", src, dst));
   return *r;
@@ -101,13 +102,19 @@ CostModel::CostModel(const StepProgram& p, const SyncPlan* sync, const Topology&
   m->load.assign(static_cast<size_t>(p.nsteps()), std::vector<int64_t>(m->bandwidth.size(), 0));
   m->exit_waits.resize(static_cast<size_t>(p.nranks));
   m->exit_alpha.assign(static_cast<size_t>(p.nranks), 0.0);
+  std::map<std::pair<int, int>, Route> routes;  // route() scans every fabric: once per pair
+  auto path = [&](int src, int dst) -> const Route& {
+    auto it = routes.find({src, dst});
+    if (it == routes.end()) it = routes.emplace(std::make_pair(src, dst), checked_route(t, src, dst)).first;
+    return it->second;
+  };
   for (int r = 0; r < p.nranks; ++r) {
     m->channel_bandwidth.push_back(t.gpus[r].channel_bandwidth);
     m->reduce_bandwidth.push_back(t.gpus[r].reduce_bandwidth);
     for (int k = 0; k < p.nsteps(); ++k) {
       RankStep& rs = m->steps[k][r];
       for (const Op& op : p.ops[r][k]) {
-        Route in = path(t, op.peer, r);
+        const Route& in = path(op.peer, r);
         rs.alpha = std::max(rs.alpha, in.spec.latency);
         for (int id : resources_used(t, in, op.peer, r)) {
           rs.resources.push_back(id);
@@ -118,11 +125,11 @@ CostModel::CostModel(const StepProgram& p, const SyncPlan* sync, const Topology&
       }
       if (!sync) continue;
       rs.waits = sync->waits[r][k];
-      for (const Wait& w : rs.waits) rs.alpha = std::max(rs.alpha, path(t, w.peer, r).spec.latency);
+      for (const Wait& w : rs.waits) rs.alpha = std::max(rs.alpha, path(w.peer, r).spec.latency);
     }
     if (!sync) continue;
     m->exit_waits[r] = sync->waits[r][p.nsteps()];
-    for (const Wait& w : m->exit_waits[r]) m->exit_alpha[r] = std::max(m->exit_alpha[r], path(t, w.peer, r).spec.latency);
+    for (const Wait& w : m->exit_waits[r]) m->exit_alpha[r] = std::max(m->exit_alpha[r], path(w.peer, r).spec.latency);
   }
   prepared_ = std::move(m);
 }

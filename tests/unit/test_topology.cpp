@@ -166,6 +166,11 @@ TEST(Topology, LoadReportsAMissingFile) {
   EXPECT_NE(errors.find("cannot read topology file"), std::string::npos) << errors;
 }
 
+TEST(Topology, FilesOver1MiBAreRefused) {
+  EXPECT_EQ(parse_errors(std::string((1 << 20) + 1, '#')),
+            "t.topo: error: the file is larger than 1048576 bytes (1 MiB), the limit for a topology\n");
+}
+
 TEST(Topology, TheLargestFileParsesQuickly) {
   SourceFile f{"big.topo",
                "gpus 4096 arch=sm_90 memory=1TB/s reduce=1TB/s channel=1GB/s channels=1\n"
