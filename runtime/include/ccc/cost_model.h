@@ -1,12 +1,12 @@
 // The alpha-beta-gamma cost model, evaluated on a step program (and its sync plan when there is
 // one) over a topology. docs/cost_model.md derives it and lists its approximations.
 //
-// Per tile, the cost of rank r's step k is
+// Per window (below) and channel, the cost of rank r's step k is
 //   tau(r,k) = alpha + transfer + reduced bytes * gamma
 // where alpha is the slowest latency among the routes r reads over or waits on in that step,
 // transfer is the longest drain time among the fabric resources r's reads use (a resource's
-// bandwidth is shared by every read crossing it in that step, from any rank), and at least
-// r's bytes / (channels * channel bandwidth). Channels split every chunk evenly, a channel's
+// bandwidth is shared by every read crossing it in that step, from any rank, and by every
+// channel), and at least the bytes r's channel moves / channel bandwidth. Channels split every chunk evenly, a channel's
 // slice is cut into tiles, and `pipeline` tiles make a window: the unit between two progress
 // updates (the kernel's sync granularity). Windows pipeline through the steps:
 //   time = fill + (windows - 1) * period
