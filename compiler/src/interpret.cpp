@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <numeric>
 #include <random>
 
 #include "ccc/describe.h"
@@ -98,7 +99,10 @@ class Dataflow {
  public:
   Dataflow(const StepProgram& p, const InterpretOptions& o)
       : p_(p), plan_(*o.plan), mem_(p, o.in_place), inputs_(interpreter_inputs(p, o.seed)), rng_(o.seed ^ 0x5eed),
-        done_(p.nranks, -2), rank_(p.nranks) {}
+        uniform_(o.seed % 2 == 1), priority_(p.nranks), done_(p.nranks, -2), rank_(p.nranks) {
+    std::iota(priority_.begin(), priority_.end(), 0);
+    std::shuffle(priority_.begin(), priority_.end(), rng_);
+  }
 
   InterpretResult run() {
     InterpretResult res{true, "", ChunkValues(p_.nranks)};
@@ -122,7 +126,7 @@ class Dataflow {
         res.error = blocked();
         return res;
       }
-      auto [r, e] = enabled[std::uniform_int_distribution<size_t>(0, enabled.size() - 1)(rng_)];
+      auto [r, e] = enabled[choose(enabled)];
       fire(r, e, res);
     }
   }
@@ -136,6 +140,23 @@ class Dataflow {
     std::vector<int> phase;  // per update: 0 unread, 1 read, 2 written
     int written = 0;
   };
+
+  // Odd seeds pick uniformly among enabled events. Even seeds run the enabled rank with the
+  // highest priority and now and then reshuffle the priorities, which starves ranks for long
+  // stretches: that is what exposes a missing entry or exit wait.
+  size_t choose(const std::vector<std::pair<int, int>>& enabled) {
+    if (uniform_) return std::uniform_int_distribution<size_t>(0, enabled.size() - 1)(rng_);
+    if (rng_() % 16 == 0) std::shuffle(priority_.begin(), priority_.end(), rng_);
+    size_t best = 0;
+    for (size_t i = 1; i < enabled.size(); ++i)
+      if (priority_[enabled[i].first] > priority_[enabled[best].first]) best = i;
+    size_t same = 0;  // among the chosen rank's events, pick at random
+    for (const auto& ev : enabled) same += ev.first == enabled[best].first;
+    size_t nth = std::uniform_int_distribution<size_t>(0, same - 1)(rng_);
+    for (size_t i = 0; i < enabled.size(); ++i)
+      if (enabled[i].first == enabled[best].first && nth-- == 0) return i;
+    return best;
+  }
 
   bool waits_hold(int r, int k) const {
     for (const Wait& w : plan_.waits[r][k])
@@ -199,6 +220,8 @@ class Dataflow {
   Memory mem_;
   ChunkValues inputs_;
   std::mt19937_64 rng_;
+  bool uniform_;
+  std::vector<int> priority_;
   std::vector<int> done_;  // per rank: -2 not started, -1 started, k = finished step k
   std::vector<RankState> rank_;
 };

@@ -216,9 +216,11 @@ class Planner {
         return fmt::format("reads {} of rank {}, written at {}{}", mem, c.peer, describe_step(p_, c.step),
                            at_line(p_.ops[r][k][c.to_op].loc));
       case DepKind::Entry:
-        return fmt::format("reads {} of rank {}, which it has not written{}", mem, c.peer,
+        return fmt::format("reads {} of rank {}, ready once it has started{}", mem, c.peer,
                            at_line(p_.ops[r][k][c.to_op].loc));
       case DepKind::WAR:
+        if (opt_.in_place && c.buffer == Buffer::Input)
+          mem = describe_chunks(Buffer::Output, c.chunks) + " (in place: its input)";
         return fmt::format("overwrites {}, which rank {} reads at {}{}", mem, c.peer, describe_step(p_, c.step),
                            at_line(p_.ops[r][k][c.to_op].loc));
       case DepKind::Exit:
@@ -275,9 +277,9 @@ std::optional<PlannedProgram> plan_syncs(StepProgram program, const SyncOptions&
     if (!planner.collect()) return std::nullopt;
     std::vector<std::pair<int, int>> cyclic;
     if (planner.order_steps(cyclic)) {
-      PlannedProgram out{std::move(program), planner.reduce()};
-      out.sync.notes = std::move(notes);
-      return out;
+      SyncPlan sync = planner.reduce();
+      sync.notes = std::move(notes);
+      return PlannedProgram{std::move(program), std::move(sync)};
     }
     std::string why_not = round > 0 ? "the staged program still has a cycle" : "";
     StepProgram staged = program;

@@ -114,6 +114,7 @@ inline StepProgram random_program(std::mt19937_64& rng) {
 // peer, chunk, kind or buffer, or move it to another step.
 inline StepProgram mutate(StepProgram p, std::mt19937_64& rng) {
   auto pick = [&](int n) { return static_cast<int>(std::uniform_int_distribution<int>(0, n - 1)(rng)); };
+  if (p.nsteps() == 0) return p;
   int r = pick(p.nranks), k = pick(p.nsteps());
   auto& ops = p.ops[r][k];
   if (ops.empty() || pick(5) == 0) return p;
