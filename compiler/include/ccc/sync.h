@@ -24,7 +24,7 @@ namespace ccc {
 
 struct SyncOptions {
   bool in_place = false;  // each rank's input and output buffers are the same memory
-  int64_t clock_budget = int64_t{1} << 24;  // vector-clock entries kept (4 bytes each)
+  int64_t clock_budget = int64_t{1} << 24;  // vector-clock entries kept (2 bytes each, 4 past 32 K steps)
 };
 
 // Plans the waits for a program that verify() accepted. Returns nullopt, with diagnostics, when a
