@@ -12,8 +12,8 @@ int run_check(const ParsedArgs& args, std::ostream& out, std::ostream& err) {
   std::optional<StepProgram> program = run_front_end_on(*fe, {}, err);
   if (!program) return kExitScheduleError;
   out << fe->path << ": ok: " << program->schedule << " (" << collective_name(program->collective)
-      << ") for N = " << program->nranks << ": " << program->nsteps() << " steps, " << program->num_ops()
-      << " ops\n";
+      << ") for N = " << program->nranks << ": " << program->nsteps() << (program->nsteps() == 1 ? " step, " : " steps, ")
+      << program->num_ops() << " ops\n";
   return kExitOk;
 }
 
