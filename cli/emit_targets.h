@@ -3,7 +3,6 @@
 // renders the result.
 #pragma once
 
-#include <span>
 #include <string>
 
 #include "ccc/pipeline.h"
@@ -18,7 +17,6 @@ struct EmitTarget {
   std::string (*emit)(const StepProgram&);
 };
 
-std::span<const EmitTarget> emit_targets();
 const EmitTarget* find_emit_target(const std::string& name);
 std::string emit_target_names();  // "steps, ..." for help and errors
 
