@@ -3,7 +3,6 @@
 // renders the result. Targets whose last pass is verify or later get the planned program.
 #pragma once
 
-#include <span>
 #include <string>
 
 #include "ccc/pipeline.h"
@@ -19,7 +18,6 @@ struct EmitTarget {
   std::string (*emit)(const StepProgram& program, const PlannedProgram* planned);
 };
 
-std::span<const EmitTarget> emit_targets();
 const EmitTarget* find_emit_target(const std::string& name);
 std::string emit_target_names();  // "steps, ..." for help and errors
 
