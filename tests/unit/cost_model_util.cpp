@@ -30,14 +30,11 @@ std::vector<SourceFile> shipped_schedule_sources() {
   return files;
 }
 
-SyncPlan ring_sync_plan(const StepProgram& ring) {
-  SyncPlan s;
-  int n = ring.nranks;
-  s.waits.assign(static_cast<size_t>(n), std::vector<std::vector<Wait>>(static_cast<size_t>(ring.nsteps() + 1)));
-  for (int r = 0; r < n; ++r)
-    for (int k = 0; k <= ring.nsteps(); ++k)
-      s.waits[r][k].push_back(Wait{(r - 1 + n) % n, k - 1, SyncReason::RAW, ""});
-  return s;
+PlannedProgram shipped_planned(const char* name, int n) {
+  Diagnostics diags;
+  auto planned = run_analysis(shipped_program(name, n), SyncOptions{}, diags);
+  EXPECT_TRUE(planned.has_value()) << diags.render(nullptr);
+  return planned.value_or(PlannedProgram{});
 }
 
 static Topology uniform_gpus(int n, double reduce_bandwidth) {

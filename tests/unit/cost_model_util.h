@@ -14,9 +14,8 @@ StepProgram shipped_program(const char* name, int n);
 // Every schedules/*.sched, by name.
 std::vector<SourceFile> shipped_schedule_sources();
 
-// The waits of a ring: each step waits on its predecessor's previous step (and the exit on its
-// last one).
-SyncPlan ring_sync_plan(const StepProgram& ring);
+// schedules/<name>.sched instantiated, verified and sync-planned (out of place) for n ranks.
+PlannedProgram shipped_planned(const char* name, int n);
 
 // N GPUs on one switch; no per-channel cap, so closed forms hold with one channel.
 Topology uniform_switch(int n, double bandwidth, double latency, double reduce_bandwidth);

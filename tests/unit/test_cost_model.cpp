@@ -146,12 +146,13 @@ TEST(CostModel, TilesPipelineTheTreeButOnlyAddLatencyToTheRing) {
   EXPECT_NEAR(ring_tiled.time - ring_whole.time, 3 * 14 * kAlpha, 1e-12);
 }
 
+// The planner's ring waits chain each rank to its predecessor, so the longest path is the
+// lock-step sum, plus the exit wait's latency (no rank returns while a peer still reads it).
 TEST(CostModel, SyncPlanLongestPathMatchesLockStepOnTheRingPlusTheExitWait) {
   Topology sw = uniform_switch(8, kBand, kAlpha, kReduce);
-  StepProgram ring = shipped_program("ring", 8);
-  SyncPlan plan = ring_sync_plan(ring);
-  double lock = estimate_cost(ring, nullptr, sw, kBytes, {}).time;
-  EXPECT_NEAR(estimate_cost(ring, &plan, sw, kBytes, {}).time, lock + kAlpha, 1e-12);
+  PlannedProgram ring = shipped_planned("ring", 8);
+  double lock = estimate_cost(ring.program, nullptr, sw, kBytes, {}).time;
+  EXPECT_NEAR(estimate_cost(ring.program, &ring.sync, sw, kBytes, {}).time, lock + kAlpha, 1e-12);
 }
 
 TEST(CostModel, SyncPlanLetsIndependentRanksRunAhead) {
@@ -180,7 +181,7 @@ TEST(CostModel, RejectsMismatchedInputs) {
   Topology sw = uniform_switch(4, kBand, kAlpha, kReduce);
   EXPECT_THROW(estimate_cost(shipped_program("ring", 8), nullptr, sw, kBytes, {}), std::invalid_argument);
   EXPECT_THROW(estimate_cost(shipped_program("ring", 4), nullptr, sw, kBytes, {0, 0}), std::invalid_argument);
-  SyncPlan wrong = ring_sync_plan(shipped_program("ring", 2));
+  SyncPlan wrong = shipped_planned("ring", 2).sync;
   EXPECT_THROW(estimate_cost(shipped_program("ring", 4), &wrong, sw, kBytes, {}), std::invalid_argument);
   Topology split = sw;
   split.switches.clear();

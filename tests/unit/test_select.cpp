@@ -155,6 +155,11 @@ TEST(ScheduleMenu, KeepsTheCollectivesSchedulesThatFitN) {
   EXPECT_NE(menu.skipped()[0].find("butterfly.sched: "), std::string::npos) << menu.skipped()[0];
   for (const CandidateSchedule& c : menu.candidates()) EXPECT_EQ(c.program->nranks, 6);
 
+  for (const CandidateSchedule& c : menu.candidates()) {
+    ASSERT_NE(c.sync, nullptr) << c.name;  // priced with the planner's waits
+    EXPECT_EQ(c.sync->waits.size(), 6u);
+  }
+
   ScheduleMenu gather(Collective::AllGather, 6, shipped_schedule_sources());
   ASSERT_EQ(gather.candidates().size(), 1u);
   EXPECT_EQ(gather.candidates()[0].name, "ring_allgather");
