@@ -5,7 +5,7 @@
 #include <fmt/format.h>
 
 #include "ccc/content_hash.h"
-#include "ccc/embedded_prelude.h"
+#include "ccc/embedded_files.h"
 
 namespace ccc {
 

@@ -1,7 +1,7 @@
 // NVRTC and host compiles of small kernels that use the embedded device prelude.
 #include <gtest/gtest.h>
 
-#include "ccc/embedded_prelude.h"
+#include "ccc/embedded_files.h"
 #include "ccc_abi.h"
 #include "ccc/host_compile.h"
 #include "ccc/nvrtc_compile.h"
