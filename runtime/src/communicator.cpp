@@ -1,0 +1,227 @@
+#include "ccc/communicator.h"
+
+#include <cstdlib>
+#include <map>
+#include <optional>
+
+#include <fmt/format.h>
+
+#include "ccc/cuda_backend.h"
+#include "ccc/host_backend.h"
+#include "ccc/kernel_source.h"
+#include "ccc/nvrtc_compile.h"
+
+namespace ccc {
+
+namespace {
+
+[[noreturn]] void invalid(const std::string& message) {
+  throw Error(ErrorKind::InvalidArgument, message);
+}
+
+// All ranks in place or none: the kernel is specialised for one of the two.
+bool call_is_in_place(const CollectiveCall& call, int nranks) {
+  int in_place = 0;
+  const uint64_t block = call.count * data_type_size(call.dtype);
+  for (int r = 0; r < nranks; ++r) {
+    const auto send = reinterpret_cast<uintptr_t>(call.send[r]);
+    const auto recv = reinterpret_cast<uintptr_t>(call.recv[r]);
+    switch (call.collective) {
+      case Collective::ReduceScatter: in_place += recv == send + r * block; break;
+      case Collective::AllGather: in_place += send == recv + r * block; break;
+      default: in_place += send == recv;
+    }
+  }
+  if (in_place != 0 && in_place != nranks)
+    invalid(fmt::format("{}: {} of {} ranks are in place; all or none must be",
+                        collective_name(call.collective), in_place, nranks));
+  return in_place == nranks;
+}
+
+}  // namespace
+
+struct Communicator::Impl {
+  struct Loaded {
+    KernelSource kernel;
+    HostKernel host;     // host backend
+    int cuda_index = -1;  // cuda backend
+  };
+
+  CommOptions options;
+  std::optional<HostRanks> host;
+  std::unique_ptr<CudaRanks> cuda;
+  std::map<std::string, Loaded> kernels;  // by schedule and shape
+
+  int nranks() const { return host ? host->nranks() : cuda->nranks(); }
+  JitCache& cache() const { return options.cache ? *options.cache : JitCache::process_cache(); }
+
+  std::string algorithm() const {
+    if (!options.algo.empty()) return options.algo;
+    if (const char* env = std::getenv("CCC_ALGO"); env != nullptr && *env != '\0') return env;
+    return "ring";
+  }
+
+  const Loaded& kernel_for(const CollectiveCall& call, bool in_place) {
+    KernelShape shape;
+    shape.collective = call.collective;
+    shape.nranks = nranks();
+    shape.root = call.root;
+    shape.dtype = call.dtype;
+    shape.op = call.op;
+    shape.channels = options.channels;
+    shape.tile_bytes = options.tile_bytes;
+    shape.in_place = in_place;
+    const std::string algo = algorithm();
+    const std::string key =
+        fmt::format("{}/{}/{}/{}/{}/{}/{}/{}/{}", algo, collective_name(shape.collective),
+                    shape.nranks, shape.root, data_type_name(shape.dtype),
+                    reduce_op_name(shape.op), shape.channels, shape.tile_bytes, in_place);
+    if (auto it = kernels.find(key); it != kernels.end()) return it->second;
+
+    Loaded loaded;
+    loaded.kernel = generate_kernel(shipped_schedule(call.collective, algo), shape);
+    if (loaded.kernel.channels > kMaxChannels)
+      invalid(fmt::format("{} channels requested; at most {}", loaded.kernel.channels, kMaxChannels));
+    if (host) {
+      loaded.host = load_host_kernel(cache(), loaded.kernel.source, loaded.kernel.name);
+    } else {
+      NvrtcRequest req;
+      req.source = loaded.kernel.source;
+      req.name = loaded.kernel.name + ".cu";
+      req.arch = cuda->arch();
+      loaded.cuda_index = cuda->load(*nvrtc_compile_cached(cache(), req), loaded.kernel.name);
+    }
+    return kernels.emplace(key, std::move(loaded)).first->second;
+  }
+
+  void run(const CollectiveCall& call, Streams streams) {
+    const int n = nranks();
+    validate_call(call, n);
+    if (!streams.empty() && streams.size() != static_cast<size_t>(n))
+      invalid(fmt::format("{}: expected {} streams (one per rank), got {}",
+                          collective_name(call.collective), n, streams.size()));
+    if (call.count == 0) return;
+    if (cuda) {
+      for (int r = 0; r < n; ++r) {
+        cuda->check_buffer(r, call.send[r], "send");
+        cuda->check_buffer(r, call.recv[r], "recv");
+      }
+    }
+    const bool in_place = call_is_in_place(call, n);
+    const Loaded& k = kernel_for(call, in_place);
+    const uint64_t scratch = k.kernel.uses_scratch ? call.count * data_type_size(call.dtype) : 0;
+    const auto timeout_ns = static_cast<uint64_t>(options.timeout_seconds * 1e9);
+    if (host)
+      host->launch(k.host, k.kernel.channels, call.send, call.recv, call.count, scratch, timeout_ns);
+    else
+      cuda->launch(k.cuda_index, k.kernel.channels, k.kernel.threads, call.send, call.recv,
+                   call.count, scratch, timeout_ns, streams);
+  }
+};
+
+Communicator::Communicator(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Communicator::Communicator(Communicator&&) noexcept = default;
+Communicator& Communicator::operator=(Communicator&&) noexcept = default;
+Communicator::~Communicator() = default;
+
+Communicator Communicator::host(int nranks, CommOptions options) {
+  if (nranks < 1) invalid(fmt::format("a communicator needs at least one rank, got {}", nranks));
+  auto impl = std::make_unique<Impl>();
+  impl->options = std::move(options);
+  impl->host.emplace(nranks, kMaxChannels);
+  return Communicator(std::move(impl));
+}
+
+namespace {
+
+std::unique_ptr<CudaRanks> open_cuda(std::vector<int> devices, int virtual_ranks) {
+  try {
+    return std::make_unique<CudaRanks>(std::move(devices), virtual_ranks, Communicator::kMaxChannels);
+  } catch (const NoCudaDevice& e) {
+    throw Error(ErrorKind::NoDevice, e.what());
+  } catch (const CudaError& e) {
+    throw Error(ErrorKind::Cuda, e.what());
+  }
+}
+
+}  // namespace
+
+Communicator Communicator::cuda(std::vector<int> devices, CommOptions options) {
+  auto impl = std::make_unique<Impl>();
+  impl->options = std::move(options);
+  impl->cuda = open_cuda(std::move(devices), 0);
+  return Communicator(std::move(impl));
+}
+
+Communicator Communicator::cuda_virtual(int device, int nranks, CommOptions options) {
+  if (nranks < 1) invalid(fmt::format("a communicator needs at least one rank, got {}", nranks));
+  auto impl = std::make_unique<Impl>();
+  impl->options = std::move(options);
+  impl->cuda = open_cuda({device}, nranks);
+  return Communicator(std::move(impl));
+}
+
+Communicator::Impl& Communicator::live() const {
+  if (!impl_) throw Error(ErrorKind::InvalidUsage, "communicator used after destroy");
+  return *impl_;
+}
+
+int Communicator::size() const { return live().nranks(); }
+BackendKind Communicator::backend() const { return live().host ? BackendKind::Host : BackendKind::Cuda; }
+
+void Communicator::run(const CollectiveCall& call, Streams streams) {
+  Impl& impl = live();
+  try {
+    impl.run(call, streams);
+  } catch (const CudaError& e) {
+    throw Error(ErrorKind::Cuda, e.what());
+  } catch (const JitError& e) {
+    throw Error(ErrorKind::Compile, e.what());
+  }
+}
+
+void Communicator::all_reduce(Sends send, Recvs recv, uint64_t count, DataType dtype, ReduceOp op,
+                              Streams streams) {
+  run({Collective::AllReduce, count, dtype, op, -1, send, recv}, streams);
+}
+
+void Communicator::reduce_scatter(Sends send, Recvs recv, uint64_t recv_count, DataType dtype,
+                                  ReduceOp op, Streams streams) {
+  run({Collective::ReduceScatter, recv_count, dtype, op, -1, send, recv}, streams);
+}
+
+void Communicator::all_gather(Sends send, Recvs recv, uint64_t send_count, DataType dtype,
+                              Streams streams) {
+  run({Collective::AllGather, send_count, dtype, ReduceOp::Sum, -1, send, recv}, streams);
+}
+
+void Communicator::broadcast(Sends send, Recvs recv, uint64_t count, DataType dtype, int root,
+                             Streams streams) {
+  run({Collective::Broadcast, count, dtype, ReduceOp::Sum, root, send, recv}, streams);
+}
+
+void Communicator::reduce(Sends send, Recvs recv, uint64_t count, DataType dtype, ReduceOp op,
+                          int root, Streams streams) {
+  run({Collective::Reduce, count, dtype, op, root, send, recv}, streams);
+}
+
+void Communicator::synchronize() {
+  Impl& impl = live();
+  if (!impl.cuda) return;  // host calls complete before they return
+  try {
+    impl.cuda->synchronize();
+  } catch (const CudaError& e) {
+    throw Error(ErrorKind::Cuda, e.what());
+  }
+}
+
+std::string Communicator::algorithm_for(Collective, uint64_t, DataType) const {
+  return live().algorithm();
+}
+
+void Communicator::destroy() {
+  live();
+  impl_.reset();
+}
+
+}  // namespace ccc
