@@ -1,6 +1,7 @@
 # Writes OUTPUT: a C++ source defining `std::span<const ccc::EmbeddedFile> FUNCTION()`, one entry
-# per file in FILES (a ;-list, possibly empty), each file's text as a raw string literal.
+# per file in FILES (a |-separated list, possibly empty), each file's text as a raw string literal.
 # Run as: cmake -DOUTPUT=... -DFUNCTION=... -DFILES=... -P embed_files.cmake
+string(REPLACE "|" ";" FILES "${FILES}")
 set(entries "")
 list(LENGTH FILES count)
 foreach(path IN LISTS FILES)

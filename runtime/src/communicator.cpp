@@ -9,6 +9,7 @@
 #include "ccc/cuda_backend.h"
 #include "ccc/host_backend.h"
 #include "ccc/kernel_source.h"
+#include "ccc/shipped_schedules.h"
 #include "ccc/nvrtc_compile.h"
 
 namespace ccc {
@@ -79,7 +80,7 @@ struct Communicator::Impl {
     if (auto it = kernels.find(key); it != kernels.end()) return it->second;
 
     Loaded loaded;
-    loaded.kernel = generate_kernel(shipped_schedule(call.collective, algo), shape);
+    loaded.kernel = generate_kernel(find_shipped_schedule(call.collective, algo).file, shape);
     if (loaded.kernel.channels > kMaxChannels)
       invalid(fmt::format("{} channels requested; at most {}", loaded.kernel.channels, kMaxChannels));
     if (host) {

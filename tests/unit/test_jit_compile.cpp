@@ -1,10 +1,12 @@
 // NVRTC and host compiles of small kernels that use the embedded device prelude.
 #include <gtest/gtest.h>
 
+#include "ccc/collective_types.h"
 #include "ccc/embedded_files.h"
 #include "ccc_abi.h"
 #include "ccc/host_compile.h"
 #include "ccc/nvrtc_compile.h"
+#include "ccc/shipped_schedules.h"
 #include "runtime_test_support.h"
 
 using namespace ccc;
@@ -134,4 +136,17 @@ TEST(HostCompile, CachedObjectLoadsFromDisk) {
   SharedObject so(*loaded);
   EXPECT_NE(so.symbol("ccc_test_entry"), nullptr);
   EXPECT_FALSE(host_compiler_version().empty());
+}
+
+TEST(EmbeddedSchedules, ShippedSchedulesAreIndexedByCollectiveAndName) {
+  const ShippedSchedule& ring = find_shipped_schedule(Collective::AllReduce, "ring");
+  EXPECT_EQ(ring.file.name, "schedules/ring.sched");
+  EXPECT_TRUE(contains(ring.file.text, "allreduce ring {"));
+  try {
+    find_shipped_schedule(Collective::AllReduce, "nope");
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_TRUE(contains(e.what(), "no shipped allreduce schedule named 'nope' (there are: ")) << e.what();
+    EXPECT_TRUE(contains(e.what(), "ring")) << e.what();
+  }
 }

@@ -35,8 +35,4 @@ struct KernelSource {
 // fit the shape (e.g. `requires N is pow2`) or fails verification.
 KernelSource generate_kernel(const SourceFile& schedule, const KernelShape& shape);
 
-// The shipped schedule (embedded_files.h) named `name` for `collective`; throws
-// Error(InvalidArgument) listing the shipped names when there is none.
-const SourceFile& shipped_schedule(Collective collective, const std::string& name);
-
 }  // namespace ccc
