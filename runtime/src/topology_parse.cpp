@@ -1,7 +1,10 @@
 // The topology text format reader (docs/topology.md). One directive per line:
 //   name NAME | gpus COUNT KEY=VALUE... | gpu INDEX KEY=VALUE... | link A B KEY=VALUE... |
 //   switch NAME KEY=VALUE...
+#include <cerrno>
 #include <charconv>
+#include <cstdio>
+#include <cstring>
 #include <cmath>
 #include <map>
 #include <set>
@@ -336,6 +339,28 @@ class Parser {
 
 std::optional<Topology> parse_topology(const SourceFile& file, Diagnostics& diags) {
   return Parser(file, diags).run();
+}
+
+std::optional<Topology> load_topology(const std::string& path, std::string& errors) {
+  // stdio, not iostreams: it reports why a read failed (a directory gives EISDIR).
+  std::string text;
+  FILE* f = std::fopen(path.c_str(), "rb");
+  if (f) {
+    char buf[4096];
+    size_t got = 0;
+    while ((got = std::fread(buf, 1, sizeof buf, f)) > 0) text.append(buf, got);
+  }
+  if (!f || std::ferror(f)) {
+    errors = fmt::format("{}: error: cannot read topology file: {}\n", path, std::strerror(errno));
+    if (f) std::fclose(f);
+    return std::nullopt;
+  }
+  std::fclose(f);
+  SourceFile file{path, std::move(text)};
+  Diagnostics diags;
+  auto topo = parse_topology(file, diags);
+  if (!topo) errors = diags.render(&file);
+  return topo;
 }
 
 }  // namespace ccc

@@ -1,8 +1,5 @@
 #include "schedule_builders.h"
 
-#include <fstream>
-#include <sstream>
-
 #include <gtest/gtest.h>
 
 namespace ccc::test {
@@ -121,14 +118,9 @@ Topology full_mesh(int n, double bandwidth, double latency, double reduce_bandwi
 }
 
 Topology shipped_topology(const char* name) {
-  std::string path = std::string(CCC_SOURCE_DIR) + "/topologies/" + name + ".topo";
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  SourceFile file{path, text.str()};
-  Diagnostics diags;
-  auto t = parse_topology(file, diags);
-  EXPECT_TRUE(t.has_value()) << diags.render(&file);
+  std::string errors;
+  auto t = load_topology(std::string(CCC_SOURCE_DIR) + "/topologies/" + name + ".topo", errors);
+  EXPECT_TRUE(t.has_value()) << errors;
   return t.value_or(Topology{});
 }
 

@@ -158,4 +158,21 @@ TEST(Topology, EveryBadLineIsReportedNotJustTheFirst) {
   EXPECT_NE(out.find("t.topo:3:8: error: a link needs two different GPUs"), std::string::npos) << out;
 }
 
+TEST(Topology, LoadReportsAMissingFile) {
+  std::string errors;
+  EXPECT_FALSE(load_topology("/nonexistent/x.topo", errors));
+  EXPECT_EQ(errors, "/nonexistent/x.topo: error: cannot read topology file: No such file or directory\n");
+  EXPECT_FALSE(load_topology(CCC_SOURCE_DIR "/topologies", errors));  // a directory
+  EXPECT_NE(errors.find("cannot read topology file"), std::string::npos) << errors;
+}
+
+TEST(Topology, TheLargestFileParsesQuickly) {
+  SourceFile f{"big.topo",
+               "gpus 4096 arch=sm_90 memory=1TB/s reduce=1TB/s channel=1GB/s channels=1\n"
+               "switch s kind=nvswitch gpus=0-4095 bandwidth=1GB/s latency=1us\n"};
+  Diagnostics d;
+  auto t = parse_topology(f, d);
+  ASSERT_TRUE(t) << d.render(&f);
+  EXPECT_EQ(t->ngpus(), 4096);
+}
 }  // namespace

@@ -82,6 +82,9 @@ std::string validate_topology(const Topology& t);
 // Reads the text format; errors go to `diags` as `file:line:col: error: ...`.
 std::optional<Topology> parse_topology(const SourceFile& file, Diagnostics& diags);
 
+// Reads and parses the file at `path`; on failure `errors` gets the rendered diagnostics.
+std::optional<Topology> load_topology(const std::string& path, std::string& errors);
+
 // Writes the text format (parse_topology(format_topology(t)) == t up to rounding of the units).
 std::string format_topology(const Topology& t);
 
