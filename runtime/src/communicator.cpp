@@ -7,10 +7,14 @@
 #include <fmt/format.h>
 
 #include "ccc/cuda_backend.h"
+#include "ccc/cuda_topology.h"
 #include "ccc/host_backend.h"
 #include "ccc/kernel_source.h"
 #include "ccc/shipped_schedules.h"
 #include "ccc/nvrtc_compile.h"
+#include "ccc/pipeline.h"
+#include "ccc/schedule_menu.h"
+#include "ccc/select.h"
 
 namespace ccc {
 
@@ -39,6 +43,20 @@ bool call_is_in_place(const CollectiveCall& call, int nranks) {
   return in_place == nranks;
 }
 
+// Without a topology to model: the collective's ring schedule (the first shipped one whose name
+// starts with "ring"), else its first shipped schedule.
+std::string default_schedule(Collective collective) {
+  std::string first;
+  for (const ShippedSchedule& s : shipped_schedules()) {
+    if (s.collective != collective) continue;
+    if (s.name.rfind("ring", 0) == 0) return s.name;
+    if (first.empty()) first = s.name;
+  }
+  if (first.empty())
+    invalid(fmt::format("no shipped schedule implements {}", collective_name(collective)));
+  return first;
+}
+
 }  // namespace
 
 struct Communicator::Impl {
@@ -48,39 +66,89 @@ struct Communicator::Impl {
     int cuda_index = -1;  // cuda backend
   };
 
+  // What selection picked for one call shape.
+  struct Choice {
+    std::string algo;
+    int channels = 0;
+    int64_t tile_bytes = 0;
+  };
+
   CommOptions options;
   std::optional<HostRanks> host;
   std::unique_ptr<CudaRanks> cuda;
-  std::map<std::string, Loaded> kernels;  // by schedule and shape
+  std::optional<Topology> topology;  // none: no cost model, ring unless forced
+  std::map<std::pair<Collective, int>, std::unique_ptr<ScheduleMenu>> menus;  // by collective, root
+  std::map<std::string, Choice> choices;  // by call shape
+  std::map<std::string, Loaded> kernels;  // by schedule and kernel shape
 
   int nranks() const { return host ? host->nranks() : cuda->nranks(); }
   JitCache& cache() const { return options.cache ? *options.cache : JitCache::process_cache(); }
 
-  std::string algorithm() const {
-    if (!options.algo.empty()) return options.algo;
-    if (const char* env = std::getenv("CCC_ALGO"); env != nullptr && *env != '\0') return env;
-    return "ring";
+  void load_topology_file() {
+    std::string path = options.topology_file;
+    if (const char* env = std::getenv("CCC_TOPO"); path.empty() && env != nullptr) path = env;
+    if (path.empty()) return;
+    std::string errors;
+    topology = load_topology(path, errors);
+    if (!topology) invalid(fmt::format("cannot use topology file {}:\n{}", path, errors));
+  }
+
+  const ScheduleMenu& menu_for(Collective collective, int root) {
+    std::unique_ptr<ScheduleMenu>& menu = menus[{collective, root}];
+    if (!menu) {
+      std::vector<SourceFile> files;
+      for (const ShippedSchedule& s : shipped_schedules()) files.push_back(s.file);
+      menu = std::make_unique<ScheduleMenu>(collective, nranks(), files, std::max(root, 0));
+    }
+    return *menu;
+  }
+
+  Choice choose(const CollectiveCall& call) {
+    const std::string key = fmt::format("{}/{}/{}/{}", collective_name(call.collective), call.count,
+                                        data_type_name(call.dtype), call.root);
+    if (auto it = choices.find(key); it != choices.end()) return it->second;
+    Choice choice{options.algo, options.channels, options.tile_bytes};
+    const char* env = std::getenv("CCC_ALGO");
+    if (choice.algo.empty() && env != nullptr) choice.algo = env;
+    if (!topology) {
+      if (choice.algo.empty()) choice.algo = default_schedule(call.collective);
+    } else {
+      SelectOptions select;
+      select.algo = options.algo;  // select_schedule reads CCC_ALGO itself
+      if (options.channels > 0) select.channels = {options.channels};
+      if (options.tile_bytes > 0) select.tiles = {options.tile_bytes};
+      const int n = nranks();
+      const auto bytes = static_cast<int64_t>(std::max(send_bytes(call, n), recv_bytes(call, n)));
+      try {
+        const ccc::Choice best = select_schedule(call.collective, bytes, static_cast<int>(data_type_size(call.dtype)),
+                                                 *topology, menu_for(call.collective, call.root).candidates(), select);
+        choice = {best.name(), best.params.channels, best.params.tile_bytes};
+      } catch (const std::invalid_argument& e) {
+        invalid(fmt::format("{}: no schedule fits: {}", collective_name(call.collective), e.what()));
+      }
+    }
+    return choices.emplace(key, choice).first->second;
   }
 
   const Loaded& kernel_for(const CollectiveCall& call, bool in_place) {
+    const Choice choice = choose(call);
     KernelShape shape;
     shape.collective = call.collective;
     shape.nranks = nranks();
     shape.root = call.root;
     shape.dtype = call.dtype;
     shape.op = call.op;
-    shape.channels = options.channels;
-    shape.tile_bytes = options.tile_bytes;
+    shape.channels = choice.channels;
+    shape.tile_bytes = choice.tile_bytes;
     shape.in_place = in_place;
-    const std::string algo = algorithm();
     const std::string key =
-        fmt::format("{}/{}/{}/{}/{}/{}/{}/{}/{}", algo, collective_name(shape.collective),
+        fmt::format("{}/{}/{}/{}/{}/{}/{}/{}/{}", choice.algo, collective_name(shape.collective),
                     shape.nranks, shape.root, data_type_name(shape.dtype),
                     reduce_op_name(shape.op), shape.channels, shape.tile_bytes, in_place);
     if (auto it = kernels.find(key); it != kernels.end()) return it->second;
 
     Loaded loaded;
-    loaded.kernel = generate_kernel(find_shipped_schedule(call.collective, algo).file, shape);
+    loaded.kernel = generate_kernel(find_shipped_schedule(call.collective, choice.algo).file, shape);
     if (loaded.kernel.channels > kMaxChannels)
       invalid(fmt::format("{} channels requested; at most {}", loaded.kernel.channels, kMaxChannels));
     if (host) {
@@ -130,6 +198,7 @@ Communicator Communicator::host(int nranks, CommOptions options) {
   auto impl = std::make_unique<Impl>();
   impl->options = std::move(options);
   impl->host.emplace(nranks, kMaxChannels);
+  impl->load_topology_file();
   return Communicator(std::move(impl));
 }
 
@@ -150,7 +219,8 @@ std::unique_ptr<CudaRanks> open_cuda(std::vector<int> devices, int virtual_ranks
 Communicator Communicator::cuda(std::vector<int> devices, CommOptions options) {
   auto impl = std::make_unique<Impl>();
   impl->options = std::move(options);
-  impl->cuda = open_cuda(std::move(devices), 0);
+  impl->cuda = open_cuda(devices, 0);
+  impl->topology = detect_cuda_topology(CudaDriver::get(), devices);
   return Communicator(std::move(impl));
 }
 
@@ -159,6 +229,7 @@ Communicator Communicator::cuda_virtual(int device, int nranks, CommOptions opti
   auto impl = std::make_unique<Impl>();
   impl->options = std::move(options);
   impl->cuda = open_cuda({device}, nranks);
+  impl->load_topology_file();
   return Communicator(std::move(impl));
 }
 
@@ -216,8 +287,8 @@ void Communicator::synchronize() {
   }
 }
 
-std::string Communicator::algorithm_for(Collective, uint64_t, DataType) const {
-  return live().algorithm();
+std::string Communicator::algorithm_for(const CollectiveCall& call) const {
+  return live().choose(call).algo;
 }
 
 void Communicator::destroy() {

@@ -6,8 +6,10 @@
 //   cuda - one rank per CUDA device (or N virtual ranks on one device); buffers are device memory
 //          of the rank's device; calls are asynchronous on the given streams (one per rank, or
 //          none: the default stream) and synchronize() reports a failed collective.
-// Each call picks a schedule (CommOptions::algo, else $CCC_ALGO, else the cost model), generates
-// and JIT-compiles the kernel once per shape (cached in memory and on disk), and launches it.
+// Each call picks a schedule and its channels and tile size (CommOptions::algo, else $CCC_ALGO,
+// else the cost model over the topology: detected for real CUDA devices, else read from
+// CommOptions::topology_file or $CCC_TOPO; with no topology, ring), generates and JIT-compiles
+// the kernel once per shape (cached in memory and on disk), and launches it.
 // Errors are ccc::Error (collective_types.h); a failed call leaves the communicator usable.
 #pragma once
 
@@ -27,6 +29,7 @@ struct CommOptions {
   std::string algo;             // schedule name for every call; empty: $CCC_ALGO, else selection
   int channels = 0;             // thread blocks per rank; 0: the selection's choice
   int64_t tile_bytes = 0;       // 0: the selection's choice
+  std::string topology_file;    // for selection on the host backend and virtual ranks
   double timeout_seconds = 30;  // a rank waiting longer on a peer fails the collective
   JitCache* cache = nullptr;    // null: JitCache::process_cache()
 };
@@ -73,8 +76,8 @@ class Communicator {
   // Waits for the ranks' outstanding work (cuda); throws Error(Remote) if a collective failed.
   void synchronize();
 
-  // The schedule a call of this collective, count and type would run.
-  std::string algorithm_for(Collective collective, uint64_t count, DataType dtype) const;
+  // The schedule `call` would run (its buffers are not looked at).
+  std::string algorithm_for(const CollectiveCall& call) const;
 
   // Releases everything; any later call throws Error(InvalidUsage).
   void destroy();

@@ -28,7 +28,7 @@ class NoCudaDevice : public CudaError {
 // (cuMemAlloc -> cuMemAlloc_v2); the members and dlsym follow the same mapping.
 #define CCC_CUDA_DRIVER_FUNCTIONS(X)                                                        \
   X(cuInit) X(cuDriverGetVersion) X(cuGetErrorString) X(cuDeviceGetCount) X(cuDeviceGet)    \
-  X(cuDeviceGetAttribute) X(cuDeviceGetName) X(cuDeviceCanAccessPeer)                       \
+  X(cuDeviceGetAttribute) X(cuDeviceGetName) X(cuDeviceGetPCIBusId) X(cuDeviceCanAccessPeer)  \
   X(cuDevicePrimaryCtxRetain) X(cuDevicePrimaryCtxRelease) X(cuCtxSetCurrent)               \
   X(cuCtxEnablePeerAccess) X(cuCtxSynchronize) X(cuModuleLoadData) X(cuModuleUnload)        \
   X(cuModuleGetFunction) X(cuLaunchKernel) X(cuMemAlloc) X(cuMemFree) X(cuMemcpyHtoD)       \
