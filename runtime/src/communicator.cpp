@@ -11,7 +11,7 @@
 #include "ccc/host_backend.h"
 #include "ccc/kernel_source.h"
 #include "ccc/shipped_schedules.h"
-#include "ccc/nvrtc_compile.h"
+#include "ccc/nvrtc_jit.h"
 #include "ccc/pipeline.h"
 #include "ccc/schedule_menu.h"
 #include "ccc/select.h"
@@ -158,7 +158,7 @@ struct Communicator::Impl {
       req.source = loaded.kernel.source;
       req.name = loaded.kernel.name + ".cu";
       req.arch = cuda->arch();
-      loaded.cuda_index = cuda->load(*nvrtc_compile_cached(cache(), req), loaded.kernel.name);
+      loaded.cuda_index = cuda->load(*nvrtc_build_cached(cache(), req), loaded.kernel.name);
     }
     return kernels.emplace(key, std::move(loaded)).first->second;
   }

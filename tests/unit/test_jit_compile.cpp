@@ -5,7 +5,7 @@
 #include "ccc/embedded_files.h"
 #include "ccc_abi.h"
 #include "ccc/host_compile.h"
-#include "ccc/nvrtc_compile.h"
+#include "ccc/nvrtc_jit.h"
 #include "ccc/shipped_schedules.h"
 #include "runtime_test_support.h"
 
@@ -46,7 +46,7 @@ TEST(Nvrtc, CompilesToCubinForAmpereAndHopper) {
     NvrtcRequest req;
     req.source = kCudaKernel;
     req.arch = arch;
-    const NvrtcOutput out = nvrtc_compile(req);
+    const NvrtcResult out = nvrtc_build(req);
     EXPECT_EQ(out.image.substr(0, 4), "\x7f" "ELF") << arch;
     EXPECT_EQ(out.log, "") << arch;
   }
@@ -56,7 +56,7 @@ TEST(Nvrtc, CompilesToPtx) {
   NvrtcRequest req;
   req.source = kCudaKernel;
   req.target = NvrtcTarget::Ptx;
-  const std::string ptx = nvrtc_compile(req).image;
+  const std::string ptx = nvrtc_build(req).image;
   EXPECT_TRUE(contains(ptx, ".target sm_90")) << ptx.substr(0, 400);
   EXPECT_TRUE(contains(ptx, ".entry scale"));
 }
@@ -66,7 +66,7 @@ TEST(Nvrtc, ReportsCompileErrorsWithTheLog) {
   req.source = "extern \"C\" __global__ void broken() { undeclared_name = 1; }\n";
   req.name = "broken.cu";
   try {
-    nvrtc_compile(req);
+    nvrtc_build(req);
     FAIL() << "expected a JitError";
   } catch (const JitError& e) {
     EXPECT_TRUE(contains(e.what(), "broken.cu")) << e.what();
@@ -79,7 +79,7 @@ TEST(Nvrtc, RejectsBadArch) {
     NvrtcRequest req;
     req.source = kCudaKernel;
     req.arch = arch;
-    EXPECT_THROW(nvrtc_compile(req), JitError) << arch;
+    EXPECT_THROW(nvrtc_build(req), JitError) << arch;
   }
   EXPECT_FALSE(nvrtc_version().empty());
 }
@@ -89,11 +89,11 @@ TEST(Nvrtc, CachedCompileIsADiskHitInAFreshCache) {
   NvrtcRequest req;
   req.source = kCudaKernel;
   JitCache first(dir.path());
-  const auto image = nvrtc_compile_cached(first, req);
+  const auto image = nvrtc_build_cached(first, req);
   JitCache second(dir.path());
-  EXPECT_EQ(*nvrtc_compile_cached(second, req), *image);
+  EXPECT_EQ(*nvrtc_build_cached(second, req), *image);
   req.arch = "sm_80";  // a different key
-  EXPECT_NE(*nvrtc_compile_cached(second, req), *image);
+  EXPECT_NE(*nvrtc_build_cached(second, req), *image);
   int entries = 0;
   for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator(dir.path())) ++entries;
   EXPECT_EQ(entries, 2);

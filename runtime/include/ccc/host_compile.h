@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "ccc/jit_cache.h"
-#include "ccc/nvrtc_compile.h"  // JitError
+#include "ccc/nvrtc_jit.h"  // JitError
 
 namespace ccc {
 

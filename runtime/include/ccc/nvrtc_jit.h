@@ -27,16 +27,16 @@ struct NvrtcRequest {
   std::vector<std::string> options;  // extra NVRTC options, e.g. "-lineinfo"
 };
 
-struct NvrtcOutput {
+struct NvrtcResult {
   std::string image;  // the PTX text or cubin bytes
   std::string log;    // NVRTC's log (warnings), possibly empty
 };
 
 // Compiles `req`; throws JitError carrying NVRTC's log on failure (or a bad arch).
-NvrtcOutput nvrtc_compile(const NvrtcRequest& req);
+NvrtcResult nvrtc_build(const NvrtcRequest& req);
 
 // The same through `cache`, keyed by source, options, arch, target, NVRTC version and prelude.
-std::shared_ptr<const std::string> nvrtc_compile_cached(JitCache& cache, const NvrtcRequest& req);
+std::shared_ptr<const std::string> nvrtc_build_cached(JitCache& cache, const NvrtcRequest& req);
 
 // "13.0": the NVRTC this library is linked against.
 std::string nvrtc_version();

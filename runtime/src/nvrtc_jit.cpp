@@ -1,4 +1,4 @@
-#include "ccc/nvrtc_compile.h"
+#include "ccc/nvrtc_jit.h"
 
 #include <nvrtc.h>
 
@@ -50,7 +50,7 @@ std::string nvrtc_version() {
   return fmt::format("{}.{}", major, minor);
 }
 
-NvrtcOutput nvrtc_compile(const NvrtcRequest& req) {
+NvrtcResult nvrtc_build(const NvrtcRequest& req) {
   const std::string digits = arch_digits(req.arch);
   std::vector<const char*> header_texts, header_names;
   for (const EmbeddedFile& f : device_prelude_files()) {
@@ -73,7 +73,7 @@ NvrtcOutput nvrtc_compile(const NvrtcRequest& req) {
 
   const nvrtcResult compiled =
       nvrtcCompileProgram(prog.handle, static_cast<int>(option_ptrs.size()), option_ptrs.data());
-  NvrtcOutput out;
+  NvrtcResult out;
   out.log = program_log(prog.handle);
   if (compiled != NVRTC_SUCCESS) {
     throw JitError(fmt::format("NVRTC failed to compile {} for {}: {}\n{}", req.name, req.arch,
@@ -93,14 +93,14 @@ NvrtcOutput nvrtc_compile(const NvrtcRequest& req) {
   return out;
 }
 
-std::shared_ptr<const std::string> nvrtc_compile_cached(JitCache& cache, const NvrtcRequest& req) {
+std::shared_ptr<const std::string> nvrtc_build_cached(JitCache& cache, const NvrtcRequest& req) {
   ContentHash key;
   key.add("nvrtc").add(nvrtc_version()).add(req.arch)
       .add(static_cast<uint64_t>(req.target)).add(req.source).add(device_prelude_hash());
   for (const std::string& o : req.options) key.add(o);
   const std::string what = fmt::format("nvrtc {} {} ({})", req.name, req.arch,
                                        req.target == NvrtcTarget::Cubin ? "cubin" : "ptx");
-  return cache.get(key.hex(), what, [&] { return nvrtc_compile(req).image; }).bytes;
+  return cache.get(key.hex(), what, [&] { return nvrtc_build(req).image; }).bytes;
 }
 
 }  // namespace ccc
