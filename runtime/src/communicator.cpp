@@ -108,6 +108,7 @@ struct Communicator::Impl {
                                         data_type_name(call.dtype), call.root);
     if (auto it = choices.find(key); it != choices.end()) return it->second;
     Choice choice{options.algo, options.channels, options.tile_bytes};
+    if (options.schedule) return choices.emplace(key, choice).first->second;  // the given one
     const char* env = std::getenv("CCC_ALGO");
     if (choice.algo.empty() && env != nullptr) choice.algo = env;
     if (!topology) {
@@ -148,7 +149,8 @@ struct Communicator::Impl {
     if (auto it = kernels.find(key); it != kernels.end()) return it->second;
 
     Loaded loaded;
-    loaded.kernel = generate_kernel(find_shipped_schedule(call.collective, choice.algo).file, shape);
+    loaded.kernel = generate_kernel(
+        options.schedule ? *options.schedule : find_shipped_schedule(call.collective, choice.algo).file, shape);
     if (loaded.kernel.channels > kMaxChannels)
       invalid(fmt::format("{} channels requested; at most {}", loaded.kernel.channels, kMaxChannels));
     if (host) {

@@ -15,18 +15,21 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
 
 #include "ccc/collective_call.h"
 #include "ccc/collective_types.h"
+#include "ccc/diagnostics.h"
 #include "ccc/jit_cache.h"
 
 namespace ccc {
 
 struct CommOptions {
   std::string algo;             // schedule name for every call; empty: $CCC_ALGO, else selection
+  std::optional<SourceFile> schedule;  // run this schedule (not a shipped one) for its collective
   int channels = 0;             // thread blocks per rank; 0: the selection's choice
   int64_t tile_bytes = 0;       // 0: the selection's choice
   std::string topology_file;    // for selection on the host backend and virtual ranks
