@@ -90,7 +90,8 @@ std::string rank_function(const KernelPlan& plan, int r, const SourceFile* sourc
   if (!rank.passthrough.empty()) body += "    // chunks no step writes: the input passes through\n";
   for (const Pass& pass : rank.passthrough) body += pass_call(plan, pass, r);
 
-  std::string out = fmt::format("// Rank {}.\nCCC_NOINLINE bool rank_{}(Channel& ch) {{\n", r, r);
+  const bool idle = body.empty() && rank.exit_waits.empty();  // e.g. one rank, in place
+  std::string out = fmt::format("// Rank {}.\nCCC_NOINLINE bool rank_{}(Channel&{}) {{\n", r, r, idle ? "" : " ch");
   if (!body.empty()) out += fmt::format("  for (long long w = 0; w < ch.windows(); ++w) {{\n{}  }}\n", body);
   for (const Wait& w : rank.exit_waits) out += "  " + wait_call(w, true);
   out += "  return true;\n}\n\n";
