@@ -1,0 +1,28 @@
+// `ccc check FILE --ranks N`: is the schedule valid for N ranks?
+#include "cli.h"
+#include "commands.h"
+
+namespace ccc::cli {
+namespace {
+
+int run_check(const ParsedArgs& args, std::ostream& out, std::ostream& err) {
+  int exit_code = kExitOk;
+  std::optional<FrontEndArgs> fe = front_end_args(check_command(), args, err, exit_code);
+  if (!fe) return exit_code;
+  std::optional<StepProgram> program = run_front_end_on(*fe, {}, err);
+  if (!program) return kExitScheduleError;
+  out << fe->path << ": ok: " << program->schedule << " (" << collective_name(program->collective)
+      << ") for N = " << program->nranks << ": " << program->nsteps() << " steps, " << program->num_ops()
+      << " ops\n";
+  return kExitOk;
+}
+
+}  // namespace
+
+const Command& check_command() {
+  static const Command cmd{"check", "parse, check and instantiate a schedule for N ranks",
+                           "ccc check FILE --ranks N [--root R]", front_end_options(), &run_check};
+  return cmd;
+}
+
+}  // namespace ccc::cli

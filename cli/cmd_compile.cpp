@@ -1,0 +1,71 @@
+// `ccc compile FILE --ranks N --emit TARGET [-o OUT] [--dump-after=PASS]`.
+#include <fmt/format.h>
+
+#include <fstream>
+
+#include "cli.h"
+#include "commands.h"
+#include "emit_targets.h"
+
+namespace ccc::cli {
+namespace {
+
+int run_compile(const ParsedArgs& args, std::ostream& out, std::ostream& err) {
+  const Command& cmd = compile_command();
+  int exit_code = kExitOk;
+  std::optional<FrontEndArgs> fe = front_end_args(cmd, args, err, exit_code);
+  if (!fe) return exit_code;
+
+  std::optional<std::string> emit_name = args.get("--emit");
+  if (!emit_name) return usage_error(cmd, fmt::format("--emit is required (one of: {})", emit_target_names()), err);
+  const EmitTarget* target = find_emit_target(*emit_name);
+  if (!target)
+    return usage_error(cmd, fmt::format("unknown --emit target '{}' (one of: {})", *emit_name, emit_target_names()), err);
+
+  DumpHook dump;
+  if (std::optional<std::string> pass = args.get("--dump-after")) {
+    dump.after = pass_from_name(*pass);
+    if (!dump.after)
+      return usage_error(cmd, fmt::format("unknown pass '{}' (one of: {})", *pass, pass_names()), err);
+    if (*dump.after > target->last_pass)
+      return usage_error(cmd, fmt::format("--emit {} stops after pass '{}', so there is no '{}' to dump",
+                                          target->name, pass_name(target->last_pass), *pass), err);
+    dump.write = [&err](std::string_view text) { err << text; };
+  }
+
+  std::optional<StepProgram> program = run_front_end_on(*fe, dump, err);
+  if (!program) return kExitScheduleError;
+  std::string text = target->emit(*program);
+
+  std::optional<std::string> path = args.get("-o");
+  if (!path || *path == "-") {
+    out << text;
+    return kExitOk;
+  }
+  std::ofstream file(*path, std::ios::binary);
+  file << text;
+  if (!file.flush()) {
+    err << fmt::format("ccc: error: cannot write '{}'\n", *path);
+    return kExitScheduleError;
+  }
+  return kExitOk;
+}
+
+std::vector<OptionSpec> compile_options() {
+  std::vector<OptionSpec> opts = front_end_options();
+  opts.push_back({"--emit", "TARGET", fmt::format("what to produce: {}", emit_target_names())});
+  opts.push_back({"-o", "OUT", "write the result to OUT instead of standard output"});
+  opts.push_back({"--dump-after", "PASS", fmt::format("also print that pass's result to standard error: {}", pass_names())});
+  return opts;
+}
+
+}  // namespace
+
+const Command& compile_command() {
+  static const Command cmd{"compile", "compile a schedule for N ranks",
+                           "ccc compile FILE --ranks N --emit TARGET [--root R] [-o OUT] [--dump-after=PASS]",
+                           compile_options(), &run_compile};
+  return cmd;
+}
+
+}  // namespace ccc::cli

@@ -1,0 +1,43 @@
+// The subcommands of `ccc`. Each lives in its own cmd_*.cpp and is listed in kCommands (cli.cpp);
+// `run`, `topo` and `tune` join the same way.
+#pragma once
+
+#include <optional>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "ccc/pipeline.h"
+#include "options.h"
+
+namespace ccc::cli {
+
+struct Command {
+  const char* name;
+  const char* summary;      // one line for `ccc --help`
+  const char* usage;        // "ccc check FILE --ranks N [--root R]"
+  std::vector<OptionSpec> options;
+  int (*run)(const ParsedArgs& args, std::ostream& out, std::ostream& err);
+};
+
+const Command& check_command();
+const Command& compile_command();
+
+// The options every front-end command takes.
+std::vector<OptionSpec> front_end_options();
+
+// Prints `ccc CMD: error: MESSAGE` and the usage line; returns kExitUsage.
+int usage_error(const Command& cmd, const std::string& message, std::ostream& err);
+
+// FILE, --ranks and --root from args, or a usage error (exit code in `exit_code`).
+struct FrontEndArgs {
+  std::string path;
+  InstantiateOptions options;
+};
+std::optional<FrontEndArgs> front_end_args(const Command& cmd, const ParsedArgs& args, std::ostream& err,
+                                           int& exit_code);
+
+// Reads and compiles the schedule through the front end; diagnostics go to err.
+std::optional<StepProgram> run_front_end_on(const FrontEndArgs& fe, const DumpHook& dump, std::ostream& err);
+
+}  // namespace ccc::cli

@@ -1,0 +1,56 @@
+#include <fmt/format.h>
+
+#include "cli.h"
+#include "commands.h"
+
+namespace ccc::cli {
+
+std::vector<OptionSpec> front_end_options() {
+  return {
+      {"--ranks", "N", fmt::format("number of ranks, 1 .. {}", kMaxRanks)},
+      {"--root", "R", "root rank of a broadcast or reduce (default 0)"},
+  };
+}
+
+int usage_error(const Command& cmd, const std::string& message, std::ostream& err) {
+  err << fmt::format("ccc {}: error: {}\nusage: {}\n(see 'ccc {} --help')\n", cmd.name, message, cmd.usage, cmd.name);
+  return kExitUsage;
+}
+
+std::optional<FrontEndArgs> front_end_args(const Command& cmd, const ParsedArgs& args, std::ostream& err,
+                                           int& exit_code) {
+  auto fail = [&](const std::string& msg) {
+    exit_code = usage_error(cmd, msg, err);
+    return std::nullopt;
+  };
+  if (args.positional.size() != 1)
+    return fail(args.positional.empty() ? "no schedule file given" : "give exactly one schedule file");
+  FrontEndArgs fe;
+  fe.path = args.positional[0];
+  std::optional<std::string> ranks = args.get("--ranks");
+  if (!ranks) return fail("--ranks N is required");
+  // Any count parses here; instantiation reports one outside the documented limits.
+  std::optional<int> n = parse_int(*ranks, 0, 1 << 30);
+  if (!n) return fail(fmt::format("--ranks expects a non-negative integer, not '{}'", *ranks));
+  fe.options.nranks = *n;
+  if (std::optional<std::string> root = args.get("--root")) {
+    std::optional<int> r = parse_int(*root, 0, 1 << 30);
+    if (!r) return fail(fmt::format("--root expects a non-negative integer, not '{}'", *root));
+    fe.options.root = *r;
+  }
+  return fe;
+}
+
+std::optional<StepProgram> run_front_end_on(const FrontEndArgs& fe, const DumpHook& dump, std::ostream& err) {
+  Diagnostics diags;
+  std::optional<SourceFile> file = read_source(fe.path, diags);
+  if (!file) {
+    for (const Diagnostic& d : diags.all()) err << "ccc: error: " << d.message << "\n";
+    return std::nullopt;
+  }
+  std::optional<StepProgram> program = run_front_end(*file, fe.options, diags, dump);
+  err << diags.render(&*file);
+  return program;
+}
+
+}  // namespace ccc::cli

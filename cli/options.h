@@ -1,0 +1,35 @@
+// A small option parser shared by the subcommands: `--name VALUE`, `--name=VALUE`, `-o VALUE`,
+// flags, and positional arguments. Anything unknown is a usage error.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace ccc::cli {
+
+struct OptionSpec {
+  std::string name;   // "--ranks" or "-o"
+  std::string value;  // placeholder shown in help ("N"); empty for a flag
+  std::string help;
+};
+
+struct ParsedArgs {
+  std::vector<std::string> positional;
+  std::map<std::string, std::string> values;  // option name -> value ("" for flags)
+  bool has(const std::string& name) const { return values.count(name) > 0; }
+  std::optional<std::string> get(const std::string& name) const;
+};
+
+// Parses args against specs; on a usage error returns nullopt and sets `error`.
+std::optional<ParsedArgs> parse_args(const std::vector<std::string>& args, const std::vector<OptionSpec>& specs,
+                                     std::string& error);
+
+// The options as help lines: "  --ranks N        number of ranks".
+std::string format_options(const std::vector<OptionSpec>& specs);
+
+// A whole decimal int in [lo, hi], or nullopt.
+std::optional<int> parse_int(const std::string& text, int lo, int hi);
+
+}  // namespace ccc::cli

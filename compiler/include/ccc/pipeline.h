@@ -1,0 +1,37 @@
+// The whole compiler as one list of passes (see pipeline.cpp: read it top to bottom).
+// Each pass has a name for `--dump-after=PASS`, which shows the text of that pass's result.
+#pragma once
+
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "ccc/diagnostics.h"
+#include "ccc/instantiate.h"
+#include "ccc/step_program.h"
+
+namespace ccc {
+
+enum class Pass { Parse, Instantiate, Graph, Verify, Sync, Lower, Emit };
+const char* pass_name(Pass p);                      // "parse", "instantiate", ...
+std::optional<Pass> pass_from_name(std::string_view name);
+std::string pass_names();                           // "parse, instantiate, ..." for help texts
+
+// Where the result of one pass goes as text (the pipeline continues after dumping).
+struct DumpHook {
+  std::optional<Pass> after;                      // none: dump nothing
+  std::function<void(std::string_view text)> write;
+  void operator()(Pass p, const std::function<std::string()>& text) const {
+    if (after == p && write) write(text());
+  }
+};
+
+// Reads a schedule file; an unreadable or oversized file is an error in diags.
+std::optional<SourceFile> read_source(const std::string& path, Diagnostics& diags);
+
+// parse (lex, parse, check) -> instantiate.
+std::optional<StepProgram> run_front_end(const SourceFile& file, const InstantiateOptions& options,
+                                         Diagnostics& diags, const DumpHook& dump = {});
+
+}  // namespace ccc

@@ -1,0 +1,444 @@
+#include "ccc/instantiate.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <bit>
+#include <limits>
+#include <numeric>
+
+namespace ccc {
+namespace {
+
+using ast::BinaryOp;
+using ast::Expr;
+
+// Thrown on the first instantiation error: later ranks would only repeat it.
+struct EvalError {
+  SourceLoc loc;
+  std::string message;
+  SourceLoc note_loc = {};
+  std::string note = {};
+  bool limit = false;  // a size or work limit was exceeded
+};
+
+// What makes a step the same step on every rank.
+struct StepKey {
+  SourceLoc loc;
+  int phase = 0;
+  bool has_var = false;
+  int64_t var = 0;
+  friend bool operator==(const StepKey&, const StepKey&) = default;
+};
+
+int64_t euclid_div(int64_t a, int64_t b) {
+  int64_t q = a / b, m = a % b;
+  if (m < 0) q += b > 0 ? -1 : 1;
+  return q;
+}
+int64_t euclid_mod(int64_t a, int64_t b) {
+  int64_t m = a % b;
+  if (m < 0) m += b > 0 ? b : -b;
+  return m;
+}
+
+class Instantiator {
+ public:
+  Instantiator(const ast::Schedule& s, const InstantiateOptions& o, const SourceFile& f, Diagnostics& d)
+      : s_(s), opts_(o), diags_(d) {
+    prog_.file = f.name;
+  }
+
+  std::optional<StepProgram> run() {
+    int n = opts_.nranks;
+    if (n < 1 || n > kMaxRanks) {
+      diags_.error(s_.loc, fmt::format("rank count {} is out of range: N must be 1 .. {}", n, kMaxRanks));
+      return std::nullopt;
+    }
+    bool rooted = s_.slot_root >= 0;
+    if (rooted && (opts_.root < 0 || opts_.root >= n)) {
+      diags_.error(s_.loc, fmt::format("root {} is out of range for N = {} (0 .. {})", opts_.root, n, n - 1));
+      return std::nullopt;
+    }
+    prog_.schedule = s_.name;
+    prog_.collective = s_.collective;
+    prog_.root = rooted ? opts_.root : -1;
+    prog_.nranks = n;
+    prog_.ops.resize(static_cast<size_t>(n));
+    slots_.assign(static_cast<size_t>(s_.num_slots), 0);
+    slots_[s_.slot_n] = n;
+    if (rooted) slots_[s_.slot_root] = opts_.root;
+    try {
+      if (!s_.rank_uniform_shape) count_all_ranks();
+      for (rank_ = 0; rank_ < n; ++rank_) {
+        run_rank();
+        if (rank_ == 0) check_size_from_rank0();
+      }
+    } catch (const EvalError& e) {
+      diags_.error(e.loc, e.message);
+      if (!e.note.empty()) diags_.note(e.note_loc, e.note);
+      return std::nullopt;
+    }
+    if (diags_.has_errors()) return std::nullopt;
+    return std::move(prog_);
+  }
+
+ private:
+  // ---- errors ----
+
+  std::string context() const {
+    std::string c = fmt::format("N = {}, r = {}", opts_.nranks, rank_);
+    if (step_ >= 0 && step_ < prog_.nsteps())
+      c += fmt::format(", step {} ({})", step_, prog_.steps[static_cast<size_t>(step_)].label);
+    else if (step_ >= 0)
+      c += fmt::format(", step {}", step_);
+    return c;
+  }
+  [[noreturn]] void fail(SourceLoc loc, std::string msg) const {
+    throw EvalError{loc, fmt::format("{} ({})", msg, context())};
+  }
+  [[noreturn]] void limit_exceeded(SourceLoc loc, std::string msg) const {
+    throw EvalError{loc, fmt::format("{} ({})", msg, context()), {}, {}, true};
+  }
+
+  // A schedule whose shape depends on r cannot be sized from rank 0: run every rank once storing
+  // nothing, so that an oversized program is refused before it allocates. Other errors are left
+  // to the building pass, which reports them with the step's label.
+  void count_all_ranks() {
+    counting_ = true;
+    try {
+      for (rank_ = 0; rank_ < opts_.nranks; ++rank_) run_rank();
+    } catch (const EvalError& e) {
+      if (e.limit) throw;
+    }
+    counting_ = false;
+    ops_executed_ = iterations_ = 0;
+  }
+
+  // ---- expressions: 64-bit, every overflow an error ----
+
+  [[noreturn]] void overflow(const Expr& e, int64_t a, int64_t b) const {
+    fail(e.loc, fmt::format("integer overflow: {} {} {} does not fit in 64 bits", a, ast::binary_op_text(e.binary), b));
+  }
+
+  int64_t eval(const Expr& e) {
+    switch (e.kind) {
+      case Expr::Kind::Int: return e.value;
+      case Expr::Kind::Name: return slots_[static_cast<size_t>(e.slot)];
+      case Expr::Kind::Unary: {
+        int64_t v = eval(e.args[0]);
+        switch (e.unary) {
+          case ast::UnaryOp::Neg:
+            if (v == std::numeric_limits<int64_t>::min()) fail(e.loc, fmt::format("integer overflow: -({}) does not fit in 64 bits", v));
+            return -v;
+          case ast::UnaryOp::Not: return v == 0;
+          case ast::UnaryOp::BitNot: return ~v;
+        }
+        return 0;
+      }
+      case Expr::Kind::Binary: return eval_binary(e);
+      case Expr::Kind::Ternary: return eval(e.args[0]) != 0 ? eval(e.args[1]) : eval(e.args[2]);
+      case Expr::Kind::Call: return e.builtin != ast::Builtin::None ? eval_builtin(e) : eval_call(e);
+      case Expr::Kind::IsPow2: {
+        int64_t v = eval(e.args[0]);
+        return v > 0 && (v & (v - 1)) == 0;
+      }
+    }
+    return 0;
+  }
+
+  int64_t eval_binary(const Expr& e) {
+    if (e.binary == BinaryOp::LogAnd) return eval(e.args[0]) != 0 && eval(e.args[1]) != 0;
+    if (e.binary == BinaryOp::LogOr) return eval(e.args[0]) != 0 || eval(e.args[1]) != 0;
+    int64_t a = eval(e.args[0]), b = eval(e.args[1]), r = 0;
+    switch (e.binary) {
+      case BinaryOp::Add:
+        if (__builtin_add_overflow(a, b, &r)) overflow(e, a, b);
+        return r;
+      case BinaryOp::Sub:
+        if (__builtin_sub_overflow(a, b, &r)) overflow(e, a, b);
+        return r;
+      case BinaryOp::Mul:
+        if (__builtin_mul_overflow(a, b, &r)) overflow(e, a, b);
+        return r;
+      case BinaryOp::Div:
+      case BinaryOp::Mod:
+        if (b == 0) fail(e.loc, fmt::format("{} by zero: {} {} 0", e.binary == BinaryOp::Div ? "division" : "modulo", a, ast::binary_op_text(e.binary)));
+        if (b == -1 && a == std::numeric_limits<int64_t>::min()) overflow(e, a, b);
+        return e.binary == BinaryOp::Div ? euclid_div(a, b) : euclid_mod(a, b);
+      case BinaryOp::Xor: return a ^ b;
+      case BinaryOp::And: return a & b;
+      case BinaryOp::Or: return a | b;
+      case BinaryOp::Shl:
+      case BinaryOp::Shr: return eval_shift(e, a, b);
+      case BinaryOp::Eq: return a == b;
+      case BinaryOp::Ne: return a != b;
+      case BinaryOp::Lt: return a < b;
+      case BinaryOp::Le: return a <= b;
+      case BinaryOp::Gt: return a > b;
+      case BinaryOp::Ge: return a >= b;
+      case BinaryOp::LogAnd:
+      case BinaryOp::LogOr: break;
+    }
+    return 0;
+  }
+
+  int64_t eval_shift(const Expr& e, int64_t a, int64_t b) const {
+    if (b < 0 || b > 63) fail(e.loc, fmt::format("shift count {} is out of range 0 .. 63", b));
+    if (e.binary == BinaryOp::Shr) return a >> b;
+    // a << b == a * 2^b, and must fit.
+    int64_t r = static_cast<int64_t>(static_cast<uint64_t>(a) << b);
+    if ((r >> b) != a) overflow(e, a, b);
+    return r;
+  }
+
+  int64_t eval_builtin(const Expr& e) {
+    int64_t a = eval(e.args[0]);
+    switch (e.builtin) {
+      case ast::Builtin::Log2:
+        if (a <= 0) fail(e.loc, fmt::format("log2 of {}: the argument must be positive", a));
+        return 63 - std::countl_zero(static_cast<uint64_t>(a));
+      case ast::Builtin::Pow2:
+        if (a < 0 || a > 62) fail(e.loc, fmt::format("pow2({}) is out of range: the argument must be 0 .. 62", a));
+        return int64_t{1} << a;
+      case ast::Builtin::Min: return std::min(a, eval(e.args[1]));
+      case ast::Builtin::Max: return std::max(a, eval(e.args[1]));
+      case ast::Builtin::Abs:
+        if (a == std::numeric_limits<int64_t>::min()) fail(e.loc, fmt::format("integer overflow: abs({}) does not fit in 64 bits", a));
+        return a < 0 ? -a : a;
+      case ast::Builtin::None: break;
+    }
+    return 0;
+  }
+
+  int64_t eval_call(const Expr& e) {
+    const ast::Function& fn = s_.functions[static_cast<size_t>(e.slot)];
+    // Evaluate every argument before binding any: an argument may call the same function.
+    int64_t args[16];
+    std::vector<int64_t> many;
+    int64_t* vals = args;
+    if (e.args.size() > std::size(args)) {
+      many.resize(e.args.size());
+      vals = many.data();
+    }
+    for (size_t i = 0; i < e.args.size(); ++i) vals[i] = eval(e.args[i]);
+    for (size_t i = 0; i < e.args.size(); ++i) slots_[static_cast<size_t>(fn.param_slots[i])] = vals[i];
+    return eval(fn.body);
+  }
+
+  // ---- statements ----
+
+  void run_rank() {
+    slots_[s_.slot_r] = rank_;
+    step_ = -1;
+    phase_ = -1;
+    next_step_ = 0;
+    if (counting_) return run_block(s_.body);
+    if (rank_ > 0) prog_.ops[static_cast<size_t>(rank_)].resize(static_cast<size_t>(prog_.nsteps()));
+    run_block(s_.body);
+    if (rank_ > 0 && next_step_ != prog_.nsteps())
+      fail(s_.loc, fmt::format("the sequence of steps depends on r: rank 0 has {} steps, rank {} has {}",
+                               prog_.nsteps(), rank_, next_step_));
+    for (int k = 0; k < prog_.nsteps(); ++k) check_step_writes(k);
+  }
+
+  void run_block(const ast::Block& block) {
+    for (const ast::Stmt& st : block) std::visit([&](const auto& node) { run(node, st.loc); }, st.node);
+  }
+
+  void run(const ast::ChunksStmt& n, SourceLoc loc) {
+    int64_t chunks = eval(n.count);
+    if (chunks < 1 || chunks > kMaxChunks)
+      fail(loc, fmt::format("chunks = {} is out of range: it must be 1 .. {} (1 Mi)", chunks, kMaxChunks));
+    if (rank_ == 0) {
+      bool blocked = s_.collective == Collective::ReduceScatter || s_.collective == Collective::AllGather;
+      if (blocked && chunks % opts_.nranks != 0)
+        fail(loc, fmt::format("{} needs chunks to be a multiple of N (every rank owns chunks/N of them), "
+                              "but chunks = {}", collective_name(s_.collective), chunks));
+      prog_.nchunks = chunks;
+    } else if (chunks != prog_.nchunks) {
+      fail(loc, fmt::format("'chunks' depends on r: it is {} on rank 0 but {} on rank {}", prog_.nchunks, chunks, rank_));
+    }
+  }
+
+  void run(const ast::RequiresStmt& n, SourceLoc loc) {
+    if (eval(n.cond) == 0) {
+      std::string where = rank_ == 0 ? fmt::format("N = {}", opts_.nranks) : context();
+      throw EvalError{loc, fmt::format("requirement '{}' does not hold for {}", ast::print_expr(n.cond), where)};
+    }
+  }
+
+  void run(const ast::LetStmt& n, SourceLoc) {
+    if (!n.is_function) slots_[static_cast<size_t>(n.slot)] = eval(n.value);
+  }
+
+  void run(const ast::PhaseStmt& n, SourceLoc loc) {
+    ++phase_;
+    if (rank_ == 0 && !counting_) prog_.phases.push_back({n.name, loc});
+    run_block(n.body);
+  }
+
+  void run(const ast::StepStmt& n, SourceLoc loc) {
+    if (!n.loop) return run_step(n, loc, false, 0);
+    for_each(*n.loop, [&](int64_t v) { run_step(n, loc, true, v); });
+  }
+
+  void run_step(const ast::StepStmt& n, SourceLoc loc, bool has_var, int64_t var) {
+    if (next_step_ >= kMaxSteps)
+      limit_exceeded(loc, fmt::format("too many steps: the schedule has more than {} (1 Mi)", kMaxSteps));
+    if (!counting_) enter_step(n, StepKey{loc, phase_, has_var, var});
+    step_ = next_step_++;
+    run_block(n.body);
+    step_ = -1;
+  }
+
+  // Rank 0 defines the steps; every other rank must walk the same ones.
+  void enter_step(const ast::StepStmt& n, const StepKey& key) {
+    if (rank_ == 0) {
+      std::string label = prog_.phases[static_cast<size_t>(phase_)].name;
+      if (key.has_var) label += fmt::format(" {}={}", n.loop->var, key.var);
+      prog_.steps.push_back({phase_, std::move(label), key.loc});
+      step_keys_.push_back(key);
+      prog_.ops[0].emplace_back();
+    } else if (next_step_ >= prog_.nsteps() || !(step_keys_[static_cast<size_t>(next_step_)] == key)) {
+      fail(key.loc, fmt::format("the sequence of steps depends on r: rank {} disagrees with rank 0 at step {}",
+                                rank_, next_step_));
+    }
+  }
+
+  void run(const ast::ForStmt& n, SourceLoc) {
+    for_each(n.loop, [&](int64_t) { run_block(n.body); });
+  }
+
+  void run(const ast::IfStmt& n, SourceLoc) { run_block(eval(n.cond) != 0 ? n.then_body : n.else_body); }
+
+  void run(const ast::OpStmt& n, SourceLoc loc) {
+    if (++ops_executed_ > kMaxOps)
+      limit_exceeded(loc, fmt::format("too many ops: the schedule executes more than {} (16 Mi) ops", kMaxOps));
+    if (counting_) return;
+    int64_t first = eval(n.first);
+    int64_t last = n.last ? eval(*n.last) : first;
+    int64_t peer = eval(n.peer);
+    int64_t nchunks = prog_.nchunks;
+    if (last < first) fail(n.first.loc, fmt::format("empty chunk range {} .. {}", first, last));
+    for (int64_t c : {first, last})
+      if (c < 0 || c >= nchunks)
+        fail(c == first ? n.first.loc : n.last->loc,
+             fmt::format("chunk {} is out of range: the schedule has {} chunk{} (0 .. {})", c, nchunks,
+                         nchunks == 1 ? "" : "s", nchunks - 1));
+    if (peer < 0 || peer >= opts_.nranks)
+      fail(n.peer.loc, fmt::format("peer {} is out of range: ranks are 0 .. {}", peer, opts_.nranks - 1));
+    if (peer == rank_ && n.src == n.dst)
+      fail(loc, fmt::format("{} from itself: rank {} would read and write its own {} (a local op must read "
+                            "another buffer, e.g. 'from input of r')", op_kind_name(n.kind), rank_, buffer_name(n.dst)));
+    Op op{n.kind, {first, last - first + 1}, static_cast<int>(peer), n.src, n.dst, loc};
+    auto& ops = prog_.ops[static_cast<size_t>(rank_)][static_cast<size_t>(step_)];
+    // Consecutive single-chunk ops from one statement (a `for` over chunks) merge into a range.
+    if (!ops.empty()) {
+      Op& prev = ops.back();
+      if (prev.kind == op.kind && prev.peer == op.peer && prev.src == op.src && prev.dst == op.dst &&
+          prev.loc == op.loc && prev.chunks.end() == op.chunks.begin) {
+        prev.chunks.count += op.chunks.count;
+        return;
+      }
+    }
+    ops.push_back(op);
+  }
+
+  template <class F>
+  void for_each(const ast::Loop& loop, F&& body) {
+    auto iterate = [&](int64_t v) {
+      if (++iterations_ > kMaxLoopIterations)
+        limit_exceeded(loop.var_loc, fmt::format("too much work: the loops run more than {} (64 Mi) iterations in all", kMaxLoopIterations));
+      slots_[static_cast<size_t>(loop.slot)] = v;
+      if (!loop.where || eval(*loop.where) != 0) body(v);
+    };
+    if (loop.is_set) {
+      for (const Expr& e : loop.set) iterate(eval(e));
+      return;
+    }
+    int64_t first = eval(loop.range[0]), last = eval(loop.range[1]);
+    if (last < first) return;
+    uint64_t trips = static_cast<uint64_t>(last) - static_cast<uint64_t>(first) + 1;
+    if (trips == 0 || trips > static_cast<uint64_t>(kMaxLoopIterations))
+      limit_exceeded(loop.var_loc, fmt::format("loop over {} .. {} is too long: the limit is {} (64 Mi) iterations", first, last, kMaxLoopIterations));
+    for (int64_t v = first;; ++v) {
+      iterate(v);
+      if (v == last) break;
+    }
+  }
+
+  // Rank 0 tells the program's step count and, when every rank has rank 0's shape, its size: refuse
+  // an oversized program now, before the other ranks allocate anything.
+  void check_size_from_rank0() const {
+    if (counting_) return;
+    int64_t n = opts_.nranks;
+    auto too_large = [&](std::string why) {
+      throw EvalError{s_.loc, fmt::format("schedule '{}' is too large for N = {}: {}", s_.name, n, why)};
+    };
+    if (s_.rank_uniform_shape && ops_executed_ * n > kMaxOps)
+      too_large(fmt::format("it would execute {} ops ({} per rank); the limit is {} (16 Mi)",
+                            ops_executed_ * n, ops_executed_, kMaxOps));
+    if (s_.rank_uniform_shape && iterations_ * n > kMaxLoopIterations)
+      too_large(fmt::format("its loops would run {} iterations; the limit is {} (64 Mi)", iterations_ * n,
+                            kMaxLoopIterations));
+    if (prog_.nsteps() * n > kMaxRankSteps)
+      too_large(fmt::format("{} steps x {} ranks exceed the limit of {} (16 Mi) rank-steps", prog_.nsteps(), n,
+                            kMaxRankSteps));
+  }
+
+  // Within one step a destination chunk takes any number of reduces or exactly one copy.
+  void check_step_writes(int k) {
+    const auto& ops = prog_.ops[static_cast<size_t>(rank_)][static_cast<size_t>(k)];
+    if (ops.size() < 2) return;
+    std::vector<size_t> order(ops.size());
+    std::iota(order.begin(), order.end(), size_t{0});
+    std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+      if (ops[a].dst != ops[b].dst) return ops[a].dst < ops[b].dst;
+      return ops[a].chunks.begin < ops[b].chunks.begin;
+    });
+    // Sweep in chunk order, remembering the op reaching furthest and the copy reaching furthest.
+    const Op* far_any = nullptr;
+    const Op* far_copy = nullptr;
+    for (size_t i : order) {
+      const Op& op = ops[i];
+      if (far_any && far_any->dst != op.dst) far_any = far_copy = nullptr;
+      const Op* clash = nullptr;
+      if (far_copy && op.chunks.begin < far_copy->chunks.end()) clash = far_copy;
+      else if (op.kind == OpKind::Copy && far_any && op.chunks.begin < far_any->chunks.end()) clash = far_any;
+      if (clash) {
+        step_ = k;
+        throw EvalError{op.loc,
+                        fmt::format("{} chunk {} of rank {} is written by a copy and by another op in the same "
+                                    "step; a destination takes several reduces or exactly one copy ({})",
+                                    buffer_name(op.dst), op.chunks.begin, rank_, context()),
+                        clash->loc, "the other write"};
+      }
+      if (!far_any || op.chunks.end() > far_any->chunks.end()) far_any = &op;
+      if (op.kind == OpKind::Copy && (!far_copy || op.chunks.end() > far_copy->chunks.end())) far_copy = &op;
+    }
+  }
+
+  const ast::Schedule& s_;
+  InstantiateOptions opts_;
+  Diagnostics& diags_;
+  StepProgram prog_;
+  std::vector<int64_t> slots_;
+  std::vector<StepKey> step_keys_;
+  int rank_ = 0;
+  int step_ = -1;       // the step being filled, -1 outside steps
+  int next_step_ = 0;   // steps this rank has entered so far
+  int phase_ = -1;
+  int64_t ops_executed_ = 0;
+  int64_t iterations_ = 0;
+  bool counting_ = false;  // see count_all_ranks
+};
+
+}  // namespace
+
+std::optional<StepProgram> instantiate(const ast::Schedule& schedule, const InstantiateOptions& options,
+                                       const SourceFile& file, Diagnostics& diags) {
+  return Instantiator(schedule, options, file, diags).run();
+}
+
+}  // namespace ccc

@@ -1,0 +1,77 @@
+#include "ccc/pipeline.h"
+
+#include <fmt/format.h>
+
+#include <array>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include "ccc/lexer.h"
+#include "ccc/parser.h"
+#include "ccc/print_steps.h"
+
+namespace ccc {
+namespace {
+
+constexpr std::array<std::pair<Pass, const char*>, 7> kPassNames{{
+    {Pass::Parse, "parse"}, {Pass::Instantiate, "instantiate"}, {Pass::Graph, "graph"},
+    {Pass::Verify, "verify"}, {Pass::Sync, "sync"}, {Pass::Lower, "lower"}, {Pass::Emit, "emit"},
+}};
+
+}  // namespace
+
+const char* pass_name(Pass p) {
+  for (auto [pass, name] : kPassNames)
+    if (pass == p) return name;
+  return "?";
+}
+
+std::optional<Pass> pass_from_name(std::string_view name) {
+  for (auto [pass, pass_text] : kPassNames)
+    if (name == pass_text) return pass;
+  return std::nullopt;
+}
+
+std::string pass_names() {
+  std::string s;
+  for (auto [pass, name] : kPassNames) s += (s.empty() ? "" : ", ") + std::string(name);
+  return s;
+}
+
+std::optional<SourceFile> read_source(const std::string& path, Diagnostics& diags) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    diags.error({}, fmt::format("cannot open '{}': {}", path, std::strerror(errno)));
+    return std::nullopt;
+  }
+  SourceFile file{path, {}};
+  char buf[1 << 16];
+  while (in.read(buf, sizeof buf) || in.gcount() > 0) {
+    file.text.append(buf, static_cast<size_t>(in.gcount()));
+    if (file.text.size() > kMaxSourceBytes) {
+      diags.error({}, fmt::format("'{}' is larger than {} bytes (1 MiB), the limit for a schedule", path, kMaxSourceBytes));
+      return std::nullopt;
+    }
+  }
+  if (in.bad()) {
+    diags.error({}, fmt::format("cannot read '{}'", path));
+    return std::nullopt;
+  }
+  return file;
+}
+
+std::optional<StepProgram> run_front_end(const SourceFile& file, const InstantiateOptions& options,
+                                         Diagnostics& diags, const DumpHook& dump) {
+  std::optional<ast::Schedule> schedule = parse_schedule(file, diags);
+  if (!schedule) return std::nullopt;
+  dump(Pass::Parse, [&] { return ast::print_schedule(*schedule); });
+
+  std::optional<StepProgram> program = instantiate(*schedule, options, file, diags);
+  if (!program) return std::nullopt;
+  dump(Pass::Instantiate, [&] { return print_steps(*program); });
+  return program;
+}
+
+}  // namespace ccc

@@ -1,0 +1,44 @@
+#include "ccc/print_steps.h"
+
+#include <fmt/format.h>
+
+namespace ccc {
+
+std::string print_op(const Op& op) {
+  std::string s = op_kind_name(op.kind);
+  if (op.chunks.count == 1)
+    s += fmt::format(" chunk {}", op.chunks.begin);
+  else
+    s += fmt::format(" chunks {}..{}", op.chunks.begin, op.chunks.end() - 1);
+  if (op.dst != Buffer::Output) s += fmt::format(" into {}", buffer_name(op.dst));
+  s += " from ";
+  if (op.src != Buffer::Output) s += fmt::format("{} of ", buffer_name(op.src));
+  s += std::to_string(op.peer);
+  return s;
+}
+
+std::string print_steps(const StepProgram& p) {
+  std::string out = fmt::format("# {} {} ({}): N = {}", collective_name(p.collective), p.schedule, p.file, p.nranks);
+  if (p.root >= 0) out += fmt::format(", root = {}", p.root);
+  out += fmt::format(", chunks = {}, steps = {}, ops = {}\n", p.nchunks, p.nsteps(), p.num_ops());
+  int width = static_cast<int>(std::to_string(p.nranks - 1).size());
+  int phase = -1;
+  for (int k = 0; k < p.nsteps(); ++k) {
+    const StepInfo& info = p.steps[static_cast<size_t>(k)];
+    if (info.phase != phase) {
+      phase = info.phase;
+      out += fmt::format("phase {}\n", p.phases[static_cast<size_t>(phase)].name);
+    }
+    out += fmt::format("  step {}  {}  (line {})\n", k, info.label, info.loc.line);
+    for (int r = 0; r < p.nranks; ++r) {
+      const auto& ops = p.ops[static_cast<size_t>(r)][static_cast<size_t>(k)];
+      out += fmt::format("    r{:<{}} ", r, width);
+      if (ops.empty()) out += " -";
+      for (size_t i = 0; i < ops.size(); ++i) out += (i ? "; " : " ") + print_op(ops[i]);
+      out += "\n";
+    }
+  }
+  return out;
+}
+
+}  // namespace ccc

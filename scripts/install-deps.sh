@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Installs the Debian packages ccc builds with, if any are missing. As root it runs apt-get
+# itself (update first); otherwise it prints the exact command and fails.
+set -euo pipefail
+
+packages=(cmake make g++ clang libfmt-dev libboost-graph-dev libgtest-dev libbenchmark-dev llvm-14-tools)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+
+if ((${#missing[@]})); then
+  if [[ $(id -u) -eq 0 ]]; then
+    echo "install-deps: installing ${missing[*]}"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    apt-get install -y -qq "${missing[@]}"
+  else
+    echo "install-deps: missing packages; run as root:" >&2
+    echo "  apt-get update && apt-get install -y ${missing[*]}" >&2
+    exit 1
+  fi
+fi
+
+nvcc_dir=/usr/local/cuda
+if [[ ! -f $nvcc_dir/include/nvrtc.h ]]; then
+  echo "install-deps: the CUDA Toolkit (NVRTC) is expected under $nvcc_dir (set CUDAToolkit_ROOT otherwise)" >&2
+  exit 1
+fi

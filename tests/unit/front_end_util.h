@@ -1,0 +1,42 @@
+// Helpers for front-end tests: run the front end on text or on a shipped schedule.
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "ccc/parser.h"
+#include "ccc/pipeline.h"
+
+namespace ccc::test {
+
+struct FrontEndResult {
+  std::optional<StepProgram> program;
+  std::string errors;  // rendered diagnostics
+};
+
+inline FrontEndResult compile_text(const std::string& text, int nranks, int root = 0,
+                                   const std::string& name = "t.sched") {
+  SourceFile file{name, text};
+  Diagnostics diags;
+  FrontEndResult r;
+  r.program = run_front_end(file, {nranks, root}, diags);
+  r.errors = diags.render(&file);
+  return r;
+}
+
+inline std::string schedule_path(const std::string& name) {
+  return std::string(CCC_SOURCE_DIR) + "/schedules/" + name + ".sched";
+}
+
+inline FrontEndResult compile_schedule(const std::string& name, int nranks, int root = 0) {
+  Diagnostics diags;
+  std::optional<SourceFile> file = read_source(schedule_path(name), diags);
+  if (!file) return {std::nullopt, diags.render(nullptr)};
+  file->name = "schedules/" + name + ".sched";
+  FrontEndResult r;
+  r.program = run_front_end(*file, {nranks, root}, diags);
+  r.errors = diags.render(&*file);
+  return r;
+}
+
+}  // namespace ccc::test

@@ -1,0 +1,94 @@
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <sstream>
+
+#include "cli.h"
+#include "front_end_util.h"
+#include "golden_util.h"
+
+using namespace ccc;
+
+namespace {
+
+struct CliResult {
+  int code;
+  std::string out, err;
+};
+
+CliResult run_cli(std::vector<std::string> args) {
+  std::ostringstream out, err;
+  int code = cli::run(args, out, err);
+  return {code, out.str(), err.str()};
+}
+
+const std::string kRing = test::schedule_path("ring");
+
+}  // namespace
+
+TEST(Cli, CheckValidScheduleExitsZero) {
+  auto r = run_cli({"check", kRing, "--ranks", "8"});
+  EXPECT_EQ(r.code, cli::kExitOk) << r.err;
+  EXPECT_NE(r.out.find("ok: ring (allreduce) for N = 8: 14 steps, 112 ops"), std::string::npos) << r.out;
+}
+
+TEST(Cli, ScheduleErrorsExitOne) {
+  auto r = run_cli({"check", kRing, "--ranks", "5000"});
+  EXPECT_EQ(r.code, cli::kExitScheduleError);
+  EXPECT_NE(r.err.find("rank count 5000 is out of range"), std::string::npos) << r.err;
+  r = run_cli({"check", "/nonexistent/x.sched", "--ranks", "4"});
+  EXPECT_EQ(r.code, cli::kExitScheduleError);
+  EXPECT_EQ(r.err, "ccc: error: cannot open '/nonexistent/x.sched': No such file or directory\n");
+}
+
+TEST(Cli, UsageErrorsExitTwo) {
+  for (std::vector<std::string> args : std::vector<std::vector<std::string>>{
+           {},
+           {"frobnicate"},
+           {"check", kRing},
+           {"check", kRing, "--ranks", "eight"},
+           {"check", kRing, "--ranks", "8", "--bogus"},
+           {"check", "--ranks", "8"},
+           {"compile", kRing, "--ranks", "8"},
+           {"compile", kRing, "--ranks", "8", "--emit", "nope"},
+           {"compile", kRing, "--ranks", "8", "--emit", "steps", "--dump-after=nope"},
+           {"compile", kRing, "--ranks", "8", "--emit", "steps", "--dump-after=verify"},
+           {"compile", kRing, "--ranks", "8", "--emit"},
+       }) {
+    auto r = run_cli(args);
+    EXPECT_EQ(r.code, cli::kExitUsage) << testing::PrintToString(args);
+    EXPECT_FALSE(r.err.empty());
+  }
+}
+
+TEST(Cli, HelpAndVersion) {
+  EXPECT_EQ(run_cli({"--version"}).out, "ccc 0.1.0\n");
+  auto r = run_cli({"--help"});
+  EXPECT_EQ(r.code, 0);
+  EXPECT_NE(r.out.find("compile"), std::string::npos);
+  r = run_cli({"compile", "--help"});
+  EXPECT_EQ(r.code, 0);
+  EXPECT_NE(r.out.find("--dump-after PASS"), std::string::npos);
+}
+
+TEST(Cli, CompileEmitsStepsToStdoutOrFile) {
+  auto r = run_cli({"compile", kRing, "--ranks", "4", "--emit", "steps"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  auto prog = test::compile_schedule("ring", 4);
+  ASSERT_TRUE(prog.program);
+  EXPECT_NE(r.out.find("phase reduce_scatter\n  step 0  reduce_scatter s=0"), std::string::npos) << r.out;
+
+  std::string out_path = std::string(CCC_BINARY_DIR) + "/cli_test_ring.steps";
+  r = run_cli({"compile", kRing, "--ranks", "4", "--emit=steps", "-o", out_path});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(r.out.empty());
+  EXPECT_NE(test::read_file(out_path).find("# allreduce ring"), std::string::npos);
+  std::filesystem::remove(out_path);
+}
+
+TEST(Cli, DumpAfterParseGoesToStderr) {
+  auto r = run_cli({"compile", kRing, "--ranks", "4", "--emit", "steps", "--dump-after=parse"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.err.rfind("allreduce ring {\n  chunks N\n  let prev = (r - 1) % N\n", 0), 0u) << r.err;
+  EXPECT_NE(r.out.find("# allreduce ring"), std::string::npos);
+}

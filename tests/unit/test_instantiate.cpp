@@ -1,0 +1,170 @@
+#include <gtest/gtest.h>
+
+#include <chrono>
+
+#include "ccc/print_steps.h"
+#include "front_end_util.h"
+
+using namespace ccc;
+using test::compile_schedule;
+using test::compile_text;
+
+namespace {
+std::string one_step(const std::string& body, const std::string& chunks = "N") {
+  return "allreduce t {\n  chunks " + chunks + "\n  phase p {\n    step {\n      " + body + "\n    }\n  }\n}\n";
+}
+}  // namespace
+
+// The classic ring pseudocode: in reduce-scatter step s rank r receives chunk (r - s - 1) mod N
+// from r - 1 and reduces it; in all-gather step s it receives chunk (r - s) mod N.
+TEST(Instantiate, RingMatchesTheClassicPseudocodeAtN8) {
+  const int n = 8;
+  auto r = compile_schedule("ring", n);
+  ASSERT_TRUE(r.program) << r.errors;
+  const StepProgram& p = *r.program;
+  ASSERT_EQ(p.nsteps(), 2 * (n - 1));
+  EXPECT_EQ(p.nchunks, n);
+  for (int rank = 0; rank < n; ++rank) {
+    for (int s = 0; s < 2 * (n - 1); ++s) {
+      const auto& ops = p.ops[rank][s];
+      ASSERT_EQ(ops.size(), 1u);
+      bool rs = s < n - 1;
+      int k = rs ? s : s - (n - 1);
+      int chunk = (((rank - k - (rs ? 1 : 0)) % n) + n) % n;
+      EXPECT_EQ(ops[0].kind, rs ? OpKind::Reduce : OpKind::Copy);
+      EXPECT_EQ(ops[0].chunks, (ChunkRange{chunk, 1})) << "rank " << rank << " step " << s;
+      EXPECT_EQ(ops[0].peer, (rank + n - 1) % n);
+      EXPECT_EQ(ops[0].dst, Buffer::Output);
+    }
+  }
+}
+
+TEST(Instantiate, ModuloIsEuclideanAndDivisionFloorsToMatch) {
+  auto r = compile_text(one_step("copy chunk (-7 % 4) + (-7 / 4) + 2 * (7 % -4) into scratch from r", "8"), 1);
+  ASSERT_TRUE(r.program) << r.errors;
+  // -7 % 4 = 1, -7 / 4 = -2, 7 % -4 = 3: 1 - 2 + 6 = 5
+  EXPECT_EQ(r.program->ops[0][0][0].chunks.begin, 5);
+}
+
+TEST(Instantiate, BuiltinsAndIsPow2) {
+  auto r = compile_text("allreduce t { chunks 64 requires N is pow2 phase p { step {\n"
+                        "copy chunk log2(N) + pow2(2) + min(3, 1) + max(-1, 0) + abs(-10) into scratch from r } } }",
+                        8);
+  ASSERT_TRUE(r.program) << r.errors;
+  EXPECT_EQ(r.program->ops[0][0][0].chunks.begin, 3 + 4 + 1 + 0 + 10);
+}
+
+TEST(Instantiate, ChunkLoopMergesIntoOneRange) {
+  auto r = compile_text(one_step("for c in 0 .. N-1 where c != 2 { reduce chunk c from input of (r + 1) % N }"), 6);
+  ASSERT_TRUE(r.program) << r.errors;
+  EXPECT_EQ(print_op(r.program->ops[0][0][0]), "reduce chunks 0..1 from input of 1");
+  EXPECT_EQ(print_op(r.program->ops[0][0][1]), "reduce chunks 3..5 from input of 1");
+}
+
+TEST(Instantiate, DivisionByZeroNamesRankAndStep) {
+  auto r = compile_text("allreduce t { chunks N phase p { step s in 0 .. 1 {\n"
+                        "  reduce chunk 0 from input of (r + 1) % (N - r - s) } } }",
+                        3);
+  EXPECT_FALSE(r.program);
+  EXPECT_EQ(r.errors, "t.sched:2:40: error: modulo by zero: 3 % 0 (N = 3, r = 2, step 1 (p s=1))\n"
+                      "  reduce chunk 0 from input of (r + 1) % (N - r - s) } } }\n"
+                      "                                       ^\n");
+}
+
+TEST(Instantiate, OverflowIsAnError) {
+  auto r = compile_text(one_step("copy chunk (1 << 62) * 2 into scratch from r"), 2);
+  EXPECT_FALSE(r.program);
+  EXPECT_NE(r.errors.find("integer overflow: 4611686018427387904 * 2 does not fit in 64 bits (N = 2, r = 0, step 0 (p))"),
+            std::string::npos)
+      << r.errors;
+}
+
+TEST(Instantiate, OpChecks) {
+  struct Case {
+    std::string body;
+    std::string message;
+  } cases[] = {
+      {"reduce chunk N from input of 0", "chunk 4 is out of range: the schedule has 4 chunks (0 .. 3)"},
+      {"reduce chunks 2 .. 1 from input of 0", "empty chunk range 2 .. 1"},
+      {"reduce chunk 0 from N", "peer 4 is out of range: ranks are 0 .. 3"},
+      {"reduce chunk 0 from r", "reduce from itself: rank 0 would read and write its own output"},
+      {"copy chunk 1 from input of (r+1)%N  reduce chunk 1 from input of (r+2)%N",
+       "output chunk 1 of rank 0 is written by a copy and by another op in the same step"},
+      {"copy chunks 0 .. 2 from input of (r+1)%N  copy chunk 2 from input of (r+2)%N",
+       "output chunk 2 of rank 0 is written by a copy and by another op in the same step"},
+  };
+  for (const Case& c : cases) {
+    auto r = compile_text(one_step(c.body), 4);
+    EXPECT_FALSE(r.program) << c.body;
+    EXPECT_NE(r.errors.find(c.message), std::string::npos) << c.body << "\n" << r.errors;
+  }
+}
+
+TEST(Instantiate, SeveralReducesOfOneChunkAndLocalOpsOnOtherBuffersAreFine) {
+  auto r = compile_text(one_step("reduce chunk 0 from input of (r+1)%N  reduce chunk 0 from input of (r+2)%N\n"
+                                 "copy chunk 1 into scratch from r  reduce chunk 2 from input of r"),
+                        4);
+  EXPECT_TRUE(r.program) << r.errors;
+}
+
+TEST(Instantiate, StepsMustNotDependOnRank) {
+  auto r = compile_text("allreduce t { chunks N phase p { if r == 0 { step { } } } }", 2);
+  EXPECT_FALSE(r.program);
+  EXPECT_NE(r.errors.find("the sequence of steps depends on r: rank 0 has 1 steps, rank 1 has 0"), std::string::npos)
+      << r.errors;
+}
+
+TEST(Instantiate, RequiresNamesTheFailedCondition) {
+  auto r = compile_text("allreduce t { chunks N requires N is pow2 && N >= 2 }", 6);
+  EXPECT_FALSE(r.program);
+  EXPECT_EQ(r.errors, "t.sched:1:24: error: requirement 'N is pow2 && N >= 2' does not hold for N = 6\n"
+                      "allreduce t { chunks N requires N is pow2 && N >= 2 }\n"
+                      "                       ^\n");
+}
+
+TEST(Instantiate, RootIsBoundForBroadcast) {
+  auto r = compile_text("broadcast b { chunks 1 phase p { step { if r != root { copy chunk 0 from input of root } } } }", 3, 2);
+  ASSERT_TRUE(r.program) << r.errors;
+  EXPECT_EQ(r.program->root, 2);
+  EXPECT_EQ(r.program->ops[0][0][0].peer, 2);
+  EXPECT_TRUE(r.program->ops[2][0].empty());
+  EXPECT_FALSE(compile_text("broadcast b { chunks 1 }", 3, 3).program);
+}
+
+TEST(Instantiate, BlockedCollectivesNeedChunksMultipleOfN) {
+  auto r = compile_text("reduce_scatter t { chunks N + 1 }", 4);
+  EXPECT_FALSE(r.program);
+  EXPECT_NE(r.errors.find("reduce_scatter needs chunks to be a multiple of N"), std::string::npos) << r.errors;
+}
+
+TEST(Instantiate, RankCountLimits) {
+  EXPECT_FALSE(compile_schedule("ring", 0).program);
+  auto r = compile_schedule("ring", kMaxRanks + 1);
+  EXPECT_NE(r.errors.find("rank count 4097 is out of range: N must be 1 .. 4096"), std::string::npos) << r.errors;
+  EXPECT_TRUE(compile_schedule("ring", 1).program);
+}
+
+// Ring at N = 4096 would be 33.5 M ops: refused from rank 0's count, before the other ranks run.
+TEST(Instantiate, RingAtMaxRanksIsRefusedFast) {
+  auto start = std::chrono::steady_clock::now();
+  auto r = compile_schedule("ring", 4096);
+  auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_FALSE(r.program);
+  EXPECT_NE(r.errors.find("schedule 'ring' is too large for N = 4096: it would execute 33546240 ops (8190 per rank); "
+                          "the limit is 16777216 (16 Mi)"),
+            std::string::npos)
+      << r.errors;
+  EXPECT_LT(ms, 500);
+}
+
+TEST(Instantiate, RunawayLoopsHitTheIterationLimit) {
+  auto r = compile_text(one_step("for i in 0 .. 1 << 40 where i < 0 { reduce chunk 0 from input of 0 }"), 2);
+  EXPECT_FALSE(r.program);
+  EXPECT_NE(r.errors.find("is too long: the limit is 67108864 (64 Mi) iterations"), std::string::npos) << r.errors;
+}
+
+TEST(Instantiate, ChunkCountLimit) {
+  auto r = compile_text("allreduce t { chunks (1 << 20) + 1 }", 2);
+  EXPECT_FALSE(r.program);
+  EXPECT_NE(r.errors.find("chunks = 1048577 is out of range: it must be 1 .. 1048576 (1 Mi)"), std::string::npos);
+}
