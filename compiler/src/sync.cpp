@@ -1,0 +1,332 @@
+#include "ccc/sync.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <boost/container/small_vector.hpp>
+#include <boost/graph/adjacency_list.hpp>
+#include <boost/graph/strong_components.hpp>
+#include <boost/graph/topological_sort.hpp>
+
+#include "ccc/dependencies.h"
+#include "ccc/describe.h"
+#include "ccc/rewrites.h"
+#include "ccc/verify.h"
+
+namespace ccc {
+
+const char* sync_reason_name(SyncReason r) {
+  switch (r) {
+    case SyncReason::RAW: return "RAW";
+    case SyncReason::WAR: return "WAR";
+    case SyncReason::WAW: return "WAW";
+    case SyncReason::Entry: return "entry";
+    case SyncReason::Exit: return "exit";
+  }
+  return "?";
+}
+
+namespace {
+
+// A cross-rank dependency seen from its waiting (rank, step): wait for `peer` to finish `step`.
+struct Candidate {
+  int peer = 0;
+  int step = -1;
+  int from_op = -1;  // the op on `peer`'s side
+  int to_op = -1;    // the op on the waiting side (-1 at exit)
+  DepKind kind = DepKind::RAW;
+  Buffer buffer = Buffer::Output;
+  ChunkRange chunks;
+};
+
+using RankGraph = boost::adjacency_list<boost::vecS, boost::vecS, boost::directedS>;
+// Most (rank, step) nodes wait for one to three peers: keep those inline, not on the heap.
+using Candidates = boost::container::small_vector<Candidate, 3>;
+
+class Planner {
+ public:
+  Planner(const StepProgram& p, const SyncOptions& o, Diagnostics& d)
+      : p_(p), opt_(o), d_(d), S_(p.nsteps()), nodes_(static_cast<size_t>(S_ + 1) * p.nranks) {}
+
+  // Collects the candidate waits; false (with diagnostics) on hazards no wait can order.
+  bool collect() {
+    int errors = 0;
+    for_each_dependency(p_, opt_.in_place, [&](const Dependency& dep) {
+      if (dep.kind == DepKind::Program || dep.kind == DepKind::WAW) return;
+      if (opt_.in_place && dep.kind == DepKind::RAW && dep.buffer == Buffer::Input) {
+        if (errors++ == 0) report_clobbered_input(dep);
+        return;
+      }
+      if (dep.from.rank == dep.to.rank) {
+        if (dep.kind == DepKind::WAR && dep.from.step == dep.to.step && errors++ == 0) report_local_hazard(dep);
+        return;
+      }
+      ++cross_edges_;
+      add({dep.from.rank, dep.from.step, dep.from.op, dep.to.op, dep.kind, dep.buffer, dep.chunks},
+          dep.to.rank, dep.to.step);
+    });
+    return errors == 0;
+  }
+
+  // Ranks of each step in an order that respects the step's internal waits; false on a cycle,
+  // with the (rank, step) pairs whose writes are caught in one in `cyclic`.
+  bool order_steps(std::vector<std::pair<int, int>>& cyclic) {
+    order_.assign(S_ + 1, {});
+    for (int k = 0; k <= S_; ++k) {
+      RankGraph g(p_.nranks);
+      bool any = false;
+      for (int r = 0; r < p_.nranks; ++r)
+        for (const Candidate& c : node(r, k))
+          if (c.step == k) {
+            boost::add_edge(c.peer, r, g);
+            any = true;
+          }
+      if (!any) {
+        for (int r = 0; r < p_.nranks; ++r) order_[k].push_back(r);
+        continue;
+      }
+      std::vector<int> comp(p_.nranks);
+      int ncomp = boost::strong_components(g, comp.data());
+      if (ncomp < p_.nranks) {
+        std::vector<int> size(ncomp, 0);
+        for (int c : comp) ++size[c];
+        for (int r = 0; r < p_.nranks; ++r)
+          if (size[comp[r]] > 1) cyclic.emplace_back(r, k);
+        if (cycle_step_ < 0) {
+          cycle_step_ = k;
+          cycle_comp_ = comp;
+        }
+        continue;
+      }
+      std::vector<RankGraph::vertex_descriptor> rev;
+      boost::topological_sort(g, std::back_inserter(rev));
+      order_[k].assign(rev.rbegin(), rev.rend());
+    }
+    return cyclic.empty();
+  }
+
+  // Explains the first cycle found by order_steps.
+  void report_cycle(const std::string& why_not) {
+    const int k = cycle_step_;
+    // Walk waits backwards inside the component until a rank repeats.
+    std::vector<int> seen(p_.nranks, -1), path;
+    int r = static_cast<int>(std::find_if(cycle_comp_.begin(), cycle_comp_.end(),
+                                          [&](int c) { return std::count(cycle_comp_.begin(), cycle_comp_.end(), c) > 1; }) -
+                             cycle_comp_.begin());
+    std::vector<const Candidate*> via;
+    while (seen[r] < 0) {
+      seen[r] = static_cast<int>(path.size());
+      path.push_back(r);
+      const Candidate* next = nullptr;
+      for (const Candidate& c : node(r, k))
+        if (c.step == k && cycle_comp_[c.peer] == cycle_comp_[r]) next = &c;
+      via.push_back(next);
+      r = next->peer;
+    }
+    std::string chain;
+    for (size_t i = static_cast<size_t>(seen[r]); i < path.size(); ++i)
+      chain += fmt::format("{}rank {} waits for rank {} ({})", i == static_cast<size_t>(seen[r]) ? "" : ", ", path[i],
+                           via[i]->peer, why(path[i], k, *via[i]));
+    d_.error(p_.steps[k].loc, fmt::format("deadlock at {}: ranks overwrite in this step what a peer still reads in it: {}",
+                                          describe_step(p_, k), chain));
+    d_.note({}, "staging cannot break the cycle: " + why_not +
+                    "; write the step's results to scratch and copy them to the output in a later step");
+  }
+
+  SyncPlan reduce() {
+    const int N = p_.nranks;
+    const int64_t levels = std::clamp<int64_t>(opt_.clock_budget / (int64_t{N} * N), 2, S_ + 2);
+    clocks_.assign(static_cast<size_t>(levels) * N * N, 0);
+    levels_ = levels;
+    for (int r = 0; r < N; ++r) {
+      int32_t* row = clock(-1, r);
+      std::fill(row, row + N, -2);
+      row[r] = -1;
+    }
+    SyncPlan plan;
+    plan.waits.assign(N, std::vector<std::vector<Wait>>(S_ + 1));
+    plan.cross_rank_edges = cross_edges_;
+    std::vector<const int32_t*> sources;
+    std::vector<const Candidate*> direct;
+    for (int k = 0; k <= S_; ++k)
+      for (int r : order_[k]) {
+        const Candidates& cands = node(r, k);
+        const int32_t* base = clock(k - 1, r);
+        int32_t* row = clock(k, r);
+        sources.assign(1, base);
+        direct.clear();  // facts from waits whose clocks left the window
+        for (size_t i = 0; i < cands.size(); ++i) {
+          const Candidate& c = cands[i];
+          bool implied = base[c.peer] >= c.step;
+          for (size_t j = 0; j < cands.size() && !implied; ++j)
+            if (j != i && known(cands[j], k) && clock(cands[j].step, cands[j].peer)[c.peer] >= c.step) implied = true;
+          if (implied) continue;
+          plan.waits[r][k].push_back({c.peer, c.step, reason(c.kind), why(r, k, c)});
+          if (known(c, k)) sources.push_back(clock(c.step, c.peer));
+          else direct.push_back(&c);
+        }
+        merge(row, sources);
+        for (const Candidate* c : direct) row[c->peer] = std::max(row[c->peer], c->step);
+        row[r] = k;
+        plan.waits_kept += static_cast<int64_t>(plan.waits[r][k].size());
+      }
+    return plan;
+  }
+
+ private:
+  Candidates& node(int r, int k) { return nodes_[static_cast<size_t>(k) * p_.nranks + r]; }
+
+  // Keeps, per peer, only the wait for its latest step: it implies the earlier ones.
+  void add(const Candidate& c, int r, int k) {
+    for (Candidate& e : node(r, k))
+      if (e.peer == c.peer) {
+        if (c.step > e.step) e = c;
+        return;
+      }
+    node(r, k).push_back(c);
+  }
+
+  int32_t* clock(int level, int r) {
+    const size_t slot = static_cast<size_t>((level + 1) % levels_);
+    return clocks_.data() + (slot * p_.nranks + r) * p_.nranks;
+  }
+  bool known(const Candidate& c, int k) const { return k - c.step < levels_; }
+
+  // row = elementwise max of the sources (at least one). Two sources at a time, written so the
+  // compiler vectorises it: this loop is the planner's O(N) per kept wait.
+  void merge(int32_t* row, const std::vector<const int32_t*>& sources) const {
+    const int N = p_.nranks;
+    max_into(row, sources[0], sources.size() > 1 ? sources[1] : sources[0], N);
+    for (size_t i = 2; i < sources.size(); ++i) max_into(row, row, sources[i], N);
+  }
+  [[gnu::optimize("tree-vectorize")]] static void max_into(int32_t* out, const int32_t* a,
+                                                           const int32_t* b, int n) {
+    for (int q = 0; q < n; ++q) out[q] = a[q] > b[q] ? a[q] : b[q];
+  }
+
+  static SyncReason reason(DepKind k) {
+    switch (k) {
+      case DepKind::WAR: return SyncReason::WAR;
+      case DepKind::Entry: return SyncReason::Entry;
+      case DepKind::Exit: return SyncReason::Exit;
+      default: return SyncReason::RAW;
+    }
+  }
+
+  std::string at_line(SourceLoc loc) const {
+    std::string l = describe_line(p_, loc);
+    return l.empty() ? "" : " (" + l + ")";
+  }
+
+  // Why rank r must wait, before step k, for candidate c.
+  std::string why(int r, int k, const Candidate& c) const {
+    std::string mem = describe_chunks(c.buffer, c.chunks);
+    switch (c.kind) {
+      case DepKind::RAW:
+        return fmt::format("reads {} of rank {}, written at {}{}", mem, c.peer, describe_step(p_, c.step),
+                           at_line(p_.ops[r][k][c.to_op].loc));
+      case DepKind::Entry:
+        return fmt::format("reads {} of rank {}, ready once it has started{}", mem, c.peer,
+                           at_line(p_.ops[r][k][c.to_op].loc));
+      case DepKind::WAR:
+        if (opt_.in_place && c.buffer == Buffer::Input)
+          mem = describe_chunks(Buffer::Output, c.chunks) + " (in place: its input)";
+        return fmt::format("overwrites {}, which rank {} reads at {}{}", mem, c.peer, describe_step(p_, c.step),
+                           at_line(p_.ops[r][k][c.to_op].loc));
+      case DepKind::Exit:
+        return fmt::format("rank {} reads {} of this rank at {}{}", c.peer, mem, describe_step(p_, c.step),
+                           at_line(p_.ops[c.peer][c.step][c.from_op].loc));
+      default: return "";
+    }
+  }
+
+  void report_clobbered_input(const Dependency& dep) {
+    const Op& reader = p_.ops[dep.to.rank][dep.to.step][dep.to.op];
+    const Op& writer = p_.ops[dep.from.rank][dep.from.step][dep.from.op];
+    d_.error(reader.loc,
+             fmt::format("in place, rank {} at {} reads {} of rank {}, but rank {} overwrote that memory (its output) "
+                         "at {}; no wait can bring the input back",
+                         dep.to.rank, describe_step(p_, dep.to.step), describe_chunks(dep.buffer, dep.chunks),
+                         dep.owner, dep.owner, describe_step(p_, dep.from.step)));
+    d_.note(writer.loc, fmt::format("the overwrite: rank {}: {}; read the output instead, or run out of place",
+                                    dep.from.rank, describe_op(writer, dep.from.rank)));
+  }
+
+  void report_local_hazard(const Dependency& dep) {
+    const Op& reader = p_.ops[dep.from.rank][dep.from.step][dep.from.op];
+    const Op& writer = p_.ops[dep.to.rank][dep.to.step][dep.to.op];
+    d_.error(reader.loc, fmt::format("rank {} at {} reads {} that another op of the same step overwrites; "
+                                     "the generated code runs a step's ops in no fixed order: split the step",
+                                     dep.from.rank, describe_step(p_, dep.from.step),
+                                     describe_chunks(dep.buffer, dep.chunks)));
+    d_.note(writer.loc, "the overwrite: " + describe_op(writer, dep.to.rank));
+  }
+
+  const StepProgram& p_;
+  const SyncOptions& opt_;
+  Diagnostics& d_;
+  const int S_;
+  std::vector<Candidates> nodes_;  // [step (nsteps = exit)][rank]
+  int64_t cross_edges_ = 0;
+  std::vector<std::vector<int>> order_;
+  int cycle_step_ = -1;
+  std::vector<int> cycle_comp_;
+  std::vector<int32_t> clocks_;  // vector clocks of the last `levels_` steps: [slot][rank][peer]
+  int64_t levels_ = 2;
+};
+
+}  // namespace
+
+std::optional<PlannedProgram> plan_syncs(StepProgram program, const SyncOptions& options, Diagnostics& diags) {
+  if (!check_structure(program, diags)) return std::nullopt;
+  std::vector<std::string> notes;
+  // Staging adds steps that can only remove same-step cycles, so a second round settles it.
+  for (int round = 0;; ++round) {
+    program = resolve_first_reads(std::move(program));
+    Planner planner(program, options, diags);
+    if (!planner.collect()) return std::nullopt;
+    std::vector<std::pair<int, int>> cyclic;
+    if (planner.order_steps(cyclic)) {
+      SyncPlan sync = planner.reduce();
+      sync.notes = std::move(notes);
+      return PlannedProgram{std::move(program), std::move(sync)};
+    }
+    std::string why_not = round > 0 ? "the staged program still has a cycle" : "";
+    StepProgram staged = program;
+    if (why_not.empty() && stage_through_scratch(staged, cyclic, why_not)) {
+      std::vector<int> steps;
+      for (auto [r, k] : cyclic) steps.push_back(k);
+      steps.erase(std::unique(steps.begin(), steps.end()), steps.end());
+      for (int k : steps) {
+        int64_t n = std::count_if(cyclic.begin(), cyclic.end(), [&](auto rk) { return rk.second == k; });
+        notes.push_back(fmt::format(
+            "{}: {} ranks overwrite in this step output chunks a peer reads in it{}; their writes are staged through "
+            "scratch and copied to the output in a new step",
+            describe_step(program, k), n, options.in_place ? " (in place: input and output are one buffer)" : ""));
+      }
+      program = std::move(staged);
+      continue;
+    }
+    planner.report_cycle(why_not);
+    return std::nullopt;
+  }
+}
+
+std::string print_syncs(const PlannedProgram& planned) {
+  const StepProgram& p = planned.program;
+  const SyncPlan& s = planned.sync;
+  std::string out = fmt::format("syncs {} ({}) N={}: {} cross-rank dependencies, {} waits\n", p.schedule,
+                                collective_name(p.collective), p.nranks, s.cross_rank_edges, s.waits_kept);
+  for (int r = 0; r < p.nranks; ++r) {
+    out += fmt::format("rank {}:\n", r);
+    for (int k = 0; k <= p.nsteps(); ++k)
+      for (const Wait& w : s.waits[r][k])
+        out += fmt::format("  before {}: wait for rank {} {}: {} {}\n", describe_step(p, k), w.peer,
+                           w.step < 0 ? "to start" : "to finish " + describe_step(p, w.step), sync_reason_name(w.reason),
+                           w.why);
+  }
+  for (const std::string& n : s.notes) out += "note: " + n + "\n";
+  return out;
+}
+
+}  // namespace ccc

@@ -1,0 +1,429 @@
+#include "ccc/verify.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <map>
+#include <vector>
+
+#include "ccc/dependencies.h"
+#include "ccc/describe.h"
+
+namespace ccc {
+
+namespace {
+
+constexpr int kMaxReported = 8;
+
+// ---------------------------------------------------------------------------------------------
+// Structure
+
+}  // namespace
+
+bool check_structure(const StepProgram& p, Diagnostics& d) {
+  const int N = p.nranks;
+  const int64_t C = p.nchunks;
+  if (N < 1 || C < 1) {
+    d.error({}, fmt::format("a step program needs at least one rank and one chunk (N = {}, {} chunks)", N, C));
+    return false;
+  }
+  if (static_cast<int>(p.ops.size()) != N) {
+    d.error({}, "malformed step program: ops has no list per rank");
+    return false;
+  }
+  for (const auto& rank : p.ops)
+    if (rank.size() != p.steps.size()) {
+      d.error({}, "malformed step program: ranks have different step counts");
+      return false;
+    }
+  bool ok = true;
+  if ((p.collective == Collective::ReduceScatter || p.collective == Collective::AllGather) && C % N != 0) {
+    d.error({}, fmt::format("{} needs a chunk count that is a multiple of N: {} chunks for {} ranks",
+                            collective_name(p.collective), C, N));
+    ok = false;
+  }
+  if ((p.collective == Collective::Broadcast || p.collective == Collective::Reduce) &&
+      (p.root < 0 || p.root >= N)) {
+    d.error({}, fmt::format("{} root {} is not a rank (N = {})", collective_name(p.collective), p.root, N));
+    ok = false;
+  }
+  int reported = 0;
+  auto error = [&](SourceLoc loc, std::string msg) {
+    ok = false;
+    if (reported++ < kMaxReported) d.error(loc, std::move(msg));
+  };
+  // Destination chunks written in the current step: which op wrote them first, and how.
+  std::vector<int> seen_step(static_cast<size_t>(2 * C), -1);
+  std::vector<int> seen_op(static_cast<size_t>(2 * C), 0);
+  for (int r = 0; r < N; ++r) {
+    std::fill(seen_step.begin(), seen_step.end(), -1);
+    for (int k = 0; k < p.nsteps(); ++k) {
+      const auto& ops = p.ops[r][k];
+      for (int i = 0; i < static_cast<int>(ops.size()); ++i) {
+        const Op& op = ops[i];
+        std::string where = fmt::format("rank {} {}", r, describe_step(p, k));
+        if (op.peer < 0 || op.peer >= N) {
+          error(op.loc, fmt::format("{} reads from rank {}, which does not exist (N = {})", where, op.peer, N));
+          continue;
+        }
+        if (op.chunks.count < 1 || op.chunks.begin < 0 || op.chunks.end() > C) {
+          error(op.loc, fmt::format("{} names chunks {}..{}, outside 0..{}", where, op.chunks.begin,
+                                    op.chunks.end() - 1, C - 1));
+          continue;
+        }
+        if (op.dst == Buffer::Input) {
+          error(op.loc, fmt::format("{} writes the input buffer, which is read-only", where));
+          continue;
+        }
+        const size_t base = (op.dst == Buffer::Scratch ? 1 : 0) * static_cast<size_t>(C);
+        for (int64_t c = op.chunks.begin; c < op.chunks.end(); ++c) {
+          if (seen_step[base + c] != k) {
+            seen_step[base + c] = k;
+            seen_op[base + c] = i;
+            continue;
+          }
+          const Op& other = ops[seen_op[base + c]];
+          if (op.kind == OpKind::Copy || other.kind == OpKind::Copy) {
+            error(op.loc, fmt::format("{} writes {} with a copy and another op in the same step", where,
+                                      describe_chunks(op.dst, {c, 1})));
+            if (reported <= kMaxReported) d.note(other.loc, "the other write: " + describe_op(other, r));
+            break;
+          }
+        }
+      }
+    }
+  }
+  if (reported > kMaxReported) d.note({}, fmt::format("{} more such errors", reported - kMaxReported));
+  return ok;
+}
+
+namespace {
+
+// ---------------------------------------------------------------------------------------------
+// Symbolic execution
+
+constexpr int32_t kDefined = -1;
+constexpr int32_t kNeverWritten = -2;
+
+// Where an undefined value came from: `reader` read `buffer` chunk `chunk` of rank `owner` before
+// anything was written there.
+struct UndefOrigin {
+  OpRef reader;
+  int owner = 0;
+  Buffer buffer = Buffer::Output;
+  int64_t chunk = 0;
+};
+
+uint64_t mix64(uint64_t x) {  // splitmix64 finaliser
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+bool initially_defined(const StepProgram& p, int rank, int64_t chunk) {
+  switch (p.collective) {
+    case Collective::AllGather: {
+      ChunkRange own = owned_chunks(p, rank);
+      return chunk >= own.begin && chunk < own.end();
+    }
+    case Collective::Broadcast: return rank == p.root;
+    default: return true;
+  }
+}
+
+// Which ranks must contribute to rank r's final chunk c, or nothing when the chunk is don't-care.
+enum class Expect { DontCare, All, Owner, Root };
+Expect expected(const StepProgram& p, int rank, int64_t chunk) {
+  switch (p.collective) {
+    case Collective::AllReduce: return Expect::All;
+    case Collective::ReduceScatter: {
+      ChunkRange own = owned_chunks(p, rank);
+      return chunk >= own.begin && chunk < own.end() ? Expect::All : Expect::DontCare;
+    }
+    case Collective::AllGather: return Expect::Owner;
+    case Collective::Broadcast: return Expect::Root;
+    case Collective::Reduce: return rank == p.root ? Expect::All : Expect::DontCare;
+  }
+  return Expect::DontCare;
+}
+
+int chunk_owner(const StepProgram& p, int64_t chunk) {
+  return static_cast<int>(chunk / (p.nchunks / p.nranks));
+}
+
+// Hashed multiset: sum of per-(q, c) keys and the number of contributions.
+struct HashValue {
+  uint64_t sum = 0;
+  uint64_t count = 0;
+  int32_t undef = kDefined;
+};
+
+struct HashDomain {
+  using Value = HashValue;
+  const StepProgram& p;
+  uint64_t key(int q, int64_t c) const { return mix64(static_cast<uint64_t>(q) * static_cast<uint64_t>(p.nchunks) + c); }
+  Value initial(int rank, int64_t c) const { return {key(rank, c), 1, kDefined}; }
+  static Value undefined() { return {0, 0, kNeverWritten}; }
+  static void add(Value& acc, const Value& v) {
+    acc.sum += v.sum;
+    acc.count += v.count;
+    if (acc.undef == kDefined) acc.undef = v.undef;
+  }
+};
+
+// Exact multiset of one chunk: how many times each rank contributes.
+struct ExactValue {
+  std::vector<uint64_t> count;
+  int32_t undef = kDefined;
+};
+
+struct ExactDomain {
+  using Value = ExactValue;
+  int nranks;
+  Value initial(int rank, int64_t) const {
+    Value v{std::vector<uint64_t>(nranks, 0), kDefined};
+    v.count[rank] = 1;
+    return v;
+  }
+  Value undefined() const { return {std::vector<uint64_t>(nranks, 0), kNeverWritten}; }
+  static void add(Value& acc, const Value& v) {
+    for (size_t q = 0; q < acc.count.size(); ++q)
+      acc.count[q] = v.count[q] > UINT64_MAX - acc.count[q] ? UINT64_MAX : acc.count[q] + v.count[q];
+    if (acc.undef == kDefined) acc.undef = v.undef;
+  }
+};
+
+// The writer of a location's current value; step -1 = none yet.
+struct LastWriter {
+  int32_t step = -1;
+  int32_t op = -1;
+};
+
+// Lock-step execution of chunks [lo, hi) of every rank and buffer.
+template <class Domain>
+class Executor {
+ public:
+  using Value = typename Domain::Value;
+
+  Executor(const StepProgram& p, Domain domain, int64_t lo, int64_t hi)
+      : p_(p), dom_(std::move(domain)), lo_(lo), width_(hi - lo) {
+    const size_t n = static_cast<size_t>(p.nranks) * 3 * static_cast<size_t>(width_);
+    cur_.reserve(n);
+    for (int r = 0; r < p.nranks; ++r)
+      for (int b = 0; b < 3; ++b)
+        for (int64_t c = lo; c < hi; ++c)
+          cur_.push_back(b != static_cast<int>(Buffer::Scratch) && initially_defined(p, r, c) ? dom_.initial(r, c)
+                                                                                              : dom_.undefined());
+    last_.assign(n, LastWriter{});
+    pend_step_.assign(n, -1);
+    pend_index_.assign(n, 0);
+    pend_op_.assign(n, 0);
+  }
+
+  void run() {
+    for (int k = 0; k < p_.nsteps(); ++k) {
+      pending_.clear();
+      for (int r = 0; r < p_.nranks; ++r) {
+        const auto& ops = p_.ops[r][k];
+        for (int i = 0; i < static_cast<int>(ops.size()); ++i) execute(ops[i], OpRef{r, k, i});
+      }
+      for (auto& [loc, v] : pending_) {
+        cur_[loc] = std::move(v);
+        last_[loc] = {k, pend_op_[loc]};
+      }
+    }
+  }
+
+  const Value& value(int rank, Buffer b, int64_t c) const { return cur_[index(rank, b, c)]; }
+  LastWriter last_writer(int rank, Buffer b, int64_t c) const { return last_[index(rank, b, c)]; }
+  const std::vector<UndefOrigin>& origins() const { return origins_; }
+
+ private:
+  size_t index(int rank, Buffer b, int64_t c) const {
+    return (static_cast<size_t>(rank) * 3 + static_cast<size_t>(b)) * static_cast<size_t>(width_) +
+           static_cast<size_t>(c - lo_);
+  }
+
+  Value read(int owner, Buffer b, int64_t c, const OpRef& reader) {
+    Value v = cur_[index(owner, b, c)];
+    if (v.undef == kNeverWritten) {
+      v.undef = static_cast<int32_t>(origins_.size());
+      origins_.push_back({reader, owner, b, c});
+    }
+    return v;
+  }
+
+  void execute(const Op& op, const OpRef& ref) {
+    const int64_t begin = std::max(op.chunks.begin, lo_);
+    const int64_t end = std::min(op.chunks.end(), lo_ + width_);
+    for (int64_t c = begin; c < end; ++c) {
+      Value src = read(op.peer, op.src, c, ref);
+      const size_t dst = index(ref.rank, op.dst, c);
+      if (pend_step_[dst] == ref.step) {  // a further reduce into the same chunk this step
+        Domain::add(pending_[pend_index_[dst]].second, src);
+        continue;
+      }
+      pend_step_[dst] = ref.step;
+      pend_index_[dst] = pending_.size();
+      pend_op_[dst] = ref.op;
+      if (op.kind == OpKind::Copy) {
+        pending_.emplace_back(dst, std::move(src));
+      } else {
+        Value v = read(ref.rank, op.dst, c, ref);
+        Domain::add(v, src);
+        pending_.emplace_back(dst, std::move(v));
+      }
+    }
+  }
+
+  const StepProgram& p_;
+  Domain dom_;
+  int64_t lo_;
+  int64_t width_;
+  std::vector<Value> cur_;
+  std::vector<LastWriter> last_;
+  std::vector<int32_t> pend_step_;
+  std::vector<size_t> pend_index_;
+  std::vector<int32_t> pend_op_;
+  std::vector<std::pair<size_t, Value>> pending_;
+  std::vector<UndefOrigin> origins_;
+};
+
+// ---------------------------------------------------------------------------------------------
+// Diagnostics for a wrong final chunk
+
+std::string rank_list(const std::vector<int>& ranks) {
+  std::string out;
+  const size_t shown = std::min<size_t>(ranks.size(), 6);
+  for (size_t i = 0; i < shown; ++i) out += fmt::format("{}{}", i ? ", " : "", ranks[i]);
+  if (ranks.size() > shown) out += fmt::format(" and {} more", ranks.size() - shown);
+  return out;
+}
+
+std::string contributions(const std::vector<int>& ranks) {
+  return ranks.size() == 1 ? fmt::format("the contribution of rank {}", ranks[0])
+                           : fmt::format("the contributions of ranks {}", rank_list(ranks));
+}
+
+// What is wrong with an exact final value, e.g. "missing the contribution of rank 1".
+std::string what_is_wrong(const StepProgram& p, Expect want, int64_t chunk, const ExactValue& v) {
+  std::vector<int> missing, doubled;  // nothing foreign: only a chunk's owner (root) starts defined
+  for (int q = 0; q < p.nranks; ++q) {
+    bool belongs = want == Expect::All || (want == Expect::Owner && q == chunk_owner(p, chunk)) ||
+                   (want == Expect::Root && q == p.root);
+    uint64_t n = v.count[q];
+    if (belongs && n == 0) missing.push_back(q);
+    if (belongs && n > 1) doubled.push_back(q);
+  }
+  std::vector<std::string> parts;
+  if (!missing.empty()) parts.push_back("missing " + contributions(missing));
+  if (doubled.size() == 1)
+    parts.push_back(fmt::format("holding the contribution of rank {} {} times", doubled[0], v.count[doubled[0]]));
+  else if (!doubled.empty())
+    parts.push_back("holding " + contributions(doubled) + " more than once");
+  std::string out;
+  for (size_t i = 0; i < parts.size(); ++i) out += (i ? "; " : "") + parts[i];
+  return out;
+}
+
+class PostconditionCheck {
+ public:
+  PostconditionCheck(const StepProgram& p, const Executor<HashDomain>& run, Diagnostics& d)
+      : p_(p), run_(run), d_(d), keys_{p} {
+    all_sum_.assign(p.nchunks, 0);
+    for (int q = 0; q < p.nranks; ++q)
+      for (int64_t c = 0; c < p.nchunks; ++c) all_sum_[c] += keys_.key(q, c);
+  }
+
+  bool check() {
+    int64_t wrong = 0;
+    for (int r = 0; r < p_.nranks; ++r)
+      for (int64_t c = 0; c < p_.nchunks; ++c) {
+        Expect want = expected(p_, r, c);
+        if (want == Expect::DontCare || holds(want, r, c)) continue;
+        if (wrong++ < kMaxReported) report(want, r, c);
+      }
+    if (wrong > kMaxReported)
+      d_.note({}, fmt::format("{} more (rank, chunk) pairs are wrong; the first {} are shown", wrong - kMaxReported,
+                              kMaxReported));
+    return wrong == 0;
+  }
+
+ private:
+  bool holds(Expect want, int r, int64_t c) const {
+    const HashValue& v = run_.value(r, Buffer::Output, c);
+    if (v.undef != kDefined) return false;
+    switch (want) {
+      case Expect::All: return v.count == static_cast<uint64_t>(p_.nranks) && v.sum == all_sum_[c];
+      case Expect::Owner: return v.count == 1 && v.sum == keys_.key(chunk_owner(p_, c), c);
+      case Expect::Root: return v.count == 1 && v.sum == keys_.key(p_.root, c);
+      case Expect::DontCare: return true;
+    }
+    return true;
+  }
+
+  void report(Expect want, int r, int64_t c) {
+    const HashValue& v = run_.value(r, Buffer::Output, c);
+    LastWriter w = run_.last_writer(r, Buffer::Output, c);
+    const Op* writer = w.step >= 0 ? &p_.ops[r][w.step][w.op] : nullptr;
+    SourceLoc at = writer ? writer->loc : SourceLoc{};
+    std::string head = fmt::format("rank {} ends with chunk {}", r, c);
+    if (v.undef == kNeverWritten) {
+      d_.error(at, head + " undefined: nothing ever writes it");
+      return;
+    }
+    if (v.undef != kDefined) {
+      const UndefOrigin& o = run_.origins()[v.undef];
+      d_.error(at, fmt::format("{} undefined: it is computed from {} of rank {}, which rank {} reads at {} before "
+                               "anything is written there",
+                               head, describe_chunks(o.buffer, {o.chunk, 1}), o.owner, o.reader.rank,
+                               describe_step(p_, o.reader.step)));
+      note_writer(r, w, writer);
+      const Op& reader = p_.ops[o.reader.rank][o.reader.step][o.reader.op];
+      d_.note(reader.loc, fmt::format("the undefined read: rank {}: {}", o.reader.rank, describe_op(reader, o.reader.rank)));
+      return;
+    }
+    d_.error(at, head + " " + what_is_wrong(p_, want, c, exact(c, r)));
+    note_writer(r, w, writer);
+  }
+
+  void note_writer(int r, LastWriter w, const Op* writer) {
+    if (!writer) {
+      d_.note({}, fmt::format("no op writes it: it still holds rank {}'s input", r));
+      return;
+    }
+    d_.note(p_.steps[w.step].loc,
+            fmt::format("last written at {} by rank {}: {}", describe_step(p_, w.step), r, describe_op(*writer, r)));
+  }
+
+  const ExactValue& exact(int64_t c, int r) {
+    auto it = exact_.find(c);
+    if (it == exact_.end()) {
+      Executor<ExactDomain> run(p_, ExactDomain{p_.nranks}, c, c + 1);
+      run.run();
+      std::vector<ExactValue> per_rank;
+      for (int q = 0; q < p_.nranks; ++q) per_rank.push_back(run.value(q, Buffer::Output, c));
+      it = exact_.emplace(c, std::move(per_rank)).first;
+    }
+    return it->second[r];
+  }
+
+  const StepProgram& p_;
+  const Executor<HashDomain>& run_;
+  Diagnostics& d_;
+  HashDomain keys_;
+  std::vector<uint64_t> all_sum_;
+  std::map<int64_t, std::vector<ExactValue>> exact_;  // chunk -> final exact value per rank
+};
+
+}  // namespace
+
+bool verify(const StepProgram& p, Diagnostics& diags) {
+  if (!check_structure(p, diags)) return false;
+  Executor<HashDomain> run(p, HashDomain{p}, 0, p.nchunks);
+  run.run();
+  return PostconditionCheck(p, run, diags).check();
+}
+
+}  // namespace ccc
