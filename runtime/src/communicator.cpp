@@ -12,7 +12,6 @@
 #include "ccc/kernel_source.h"
 #include "ccc/shipped_schedules.h"
 #include "ccc/nvrtc_jit.h"
-#include "ccc/pipeline.h"
 #include "ccc/schedule_menu.h"
 #include "ccc/select.h"
 
@@ -27,7 +26,7 @@ namespace {
 // All ranks in place or none: the kernel is specialised for one of the two.
 bool call_is_in_place(const CollectiveCall& call, int nranks) {
   int in_place = 0;
-  const uint64_t block = call.count * data_type_size(call.dtype);
+  const uint64_t block = call.count * dtype_size(call.dtype);
   for (int r = 0; r < nranks; ++r) {
     const auto send = reinterpret_cast<uintptr_t>(call.send[r]);
     const auto recv = reinterpret_cast<uintptr_t>(call.recv[r]);
@@ -61,7 +60,7 @@ std::string default_schedule(Collective collective) {
 
 struct Communicator::Impl {
   struct Loaded {
-    KernelSource kernel;
+    EmittedKernel kernel;
     HostKernel host;     // host backend
     int cuda_index = -1;  // cuda backend
   };
@@ -105,7 +104,7 @@ struct Communicator::Impl {
 
   Choice choose(const CollectiveCall& call) {
     const std::string key = fmt::format("{}/{}/{}/{}", collective_name(call.collective), call.count,
-                                        data_type_name(call.dtype), call.root);
+                                        dtype_name(call.dtype), call.root);
     if (auto it = choices.find(key); it != choices.end()) return it->second;
     Choice choice{options.algo, options.channels, options.tile_bytes};
     if (options.schedule) return choices.emplace(key, choice).first->second;  // the given one
@@ -121,7 +120,7 @@ struct Communicator::Impl {
       const int n = nranks();
       const auto bytes = static_cast<int64_t>(std::max(send_bytes(call, n), recv_bytes(call, n)));
       try {
-        const ccc::Choice best = select_schedule(call.collective, bytes, static_cast<int>(data_type_size(call.dtype)),
+        const ccc::Choice best = select_schedule(call.collective, bytes, static_cast<int>(dtype_size(call.dtype)),
                                                  *topology, menu_for(call.collective, call.root).candidates(), select);
         choice = {best.name(), best.params.channels, best.params.tile_bytes};
       } catch (const std::invalid_argument& e) {
@@ -144,7 +143,7 @@ struct Communicator::Impl {
     shape.in_place = in_place;
     const std::string key =
         fmt::format("{}/{}/{}/{}/{}/{}/{}/{}/{}", choice.algo, collective_name(shape.collective),
-                    shape.nranks, shape.root, data_type_name(shape.dtype),
+                    shape.nranks, shape.root, dtype_name(shape.dtype),
                     reduce_op_name(shape.op), shape.channels, shape.tile_bytes, in_place);
     if (auto it = kernels.find(key); it != kernels.end()) return it->second;
 
@@ -154,13 +153,13 @@ struct Communicator::Impl {
     if (loaded.kernel.channels > kMaxChannels)
       invalid(fmt::format("{} channels requested; at most {}", loaded.kernel.channels, kMaxChannels));
     if (host) {
-      loaded.host = load_host_kernel(cache(), loaded.kernel.source, loaded.kernel.name);
+      loaded.host = load_host_kernel(cache(), loaded.kernel.source, loaded.kernel.kernel_name);
     } else {
       NvrtcRequest req;
       req.source = loaded.kernel.source;
-      req.name = loaded.kernel.name + ".cu";
+      req.name = loaded.kernel.kernel_name + ".cu";
       req.arch = cuda->arch();
-      loaded.cuda_index = cuda->load(*nvrtc_build_cached(cache(), req), loaded.kernel.name);
+      loaded.cuda_index = cuda->load(*nvrtc_build_cached(cache(), req), loaded.kernel.kernel_name);
     }
     return kernels.emplace(key, std::move(loaded)).first->second;
   }
@@ -180,12 +179,12 @@ struct Communicator::Impl {
     }
     const bool in_place = call_is_in_place(call, n);
     const Loaded& k = kernel_for(call, in_place);
-    const uint64_t scratch = k.kernel.uses_scratch ? call.count * data_type_size(call.dtype) : 0;
+    const uint64_t scratch = k.kernel.scratch_bytes(call.count);
     const auto timeout_ns = static_cast<uint64_t>(options.timeout_seconds * 1e9);
     if (host)
       host->launch(k.host, k.kernel.channels, call.send, call.recv, call.count, scratch, timeout_ns);
     else
-      cuda->launch(k.cuda_index, k.kernel.channels, k.kernel.threads, call.send, call.recv,
+      cuda->launch(k.cuda_index, k.kernel.channels, k.kernel.block_threads, call.send, call.recv,
                    call.count, scratch, timeout_ns, streams);
   }
 };
@@ -254,27 +253,27 @@ void Communicator::run(const CollectiveCall& call, Streams streams) {
   }
 }
 
-void Communicator::all_reduce(Sends send, Recvs recv, uint64_t count, DataType dtype, ReduceOp op,
+void Communicator::all_reduce(Sends send, Recvs recv, uint64_t count, DType dtype, ReduceOp op,
                               Streams streams) {
   run({Collective::AllReduce, count, dtype, op, -1, send, recv}, streams);
 }
 
-void Communicator::reduce_scatter(Sends send, Recvs recv, uint64_t recv_count, DataType dtype,
+void Communicator::reduce_scatter(Sends send, Recvs recv, uint64_t recv_count, DType dtype,
                                   ReduceOp op, Streams streams) {
   run({Collective::ReduceScatter, recv_count, dtype, op, -1, send, recv}, streams);
 }
 
-void Communicator::all_gather(Sends send, Recvs recv, uint64_t send_count, DataType dtype,
+void Communicator::all_gather(Sends send, Recvs recv, uint64_t send_count, DType dtype,
                               Streams streams) {
   run({Collective::AllGather, send_count, dtype, ReduceOp::Sum, -1, send, recv}, streams);
 }
 
-void Communicator::broadcast(Sends send, Recvs recv, uint64_t count, DataType dtype, int root,
+void Communicator::broadcast(Sends send, Recvs recv, uint64_t count, DType dtype, int root,
                              Streams streams) {
   run({Collective::Broadcast, count, dtype, ReduceOp::Sum, root, send, recv}, streams);
 }
 
-void Communicator::reduce(Sends send, Recvs recv, uint64_t count, DataType dtype, ReduceOp op,
+void Communicator::reduce(Sends send, Recvs recv, uint64_t count, DType dtype, ReduceOp op,
                           int root, Streams streams) {
   run({Collective::Reduce, count, dtype, op, root, send, recv}, streams);
 }
