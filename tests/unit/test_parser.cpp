@@ -24,7 +24,8 @@ std::string print_let(const std::string& e) {
 }  // namespace
 
 TEST(Parser, PrintedScheduleParsesBackToTheSameText) {
-  for (const char* name : {"ring", "oneshot"}) {
+  for (const char* name : {"ring", "oneshot", "twoshot", "butterfly", "tree", "dbtree", "ring_reduce_scatter",
+                           "ring_allgather", "ring_broadcast"}) {
     Diagnostics d;
     auto file = read_source(test::schedule_path(name), d);
     ASSERT_TRUE(file);
