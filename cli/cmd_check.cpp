@@ -11,17 +11,21 @@ int run_check(const ParsedArgs& args, std::ostream& out, std::ostream& err) {
   if (!fe) return exit_code;
   std::optional<StepProgram> program = run_front_end_on(*fe, {}, err);
   if (!program) return kExitScheduleError;
+  std::optional<PlannedProgram> planned = run_analysis_on(*fe, *program, args.has("--in-place"), {}, err);
+  if (!planned) return kExitScheduleError;
   out << fe->path << ": ok: " << program->schedule << " (" << collective_name(program->collective)
       << ") for N = " << program->nranks << ": " << program->nsteps() << " steps, " << program->num_ops()
-      << " ops\n";
+      << " ops, verified; " << planned->sync.waits_kept << " waits for " << planned->sync.cross_rank_edges
+      << " cross-rank dependencies\n";
+  for (const std::string& note : planned->sync.notes) out << "note: " << note << "\n";
   return kExitOk;
 }
 
 }  // namespace
 
 const Command& check_command() {
-  static const Command cmd{"check", "parse, check and instantiate a schedule for N ranks",
-                           "ccc check FILE --ranks N [--root R]", front_end_options(), &run_check};
+  static const Command cmd{"check", "parse, instantiate, verify a schedule for N ranks and plan its syncs",
+                           "ccc check FILE --ranks N [--root R] [--in-place]", front_end_options(), &run_check};
   return cmd;
 }
 

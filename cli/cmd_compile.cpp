@@ -35,7 +35,12 @@ int run_compile(const ParsedArgs& args, std::ostream& out, std::ostream& err) {
 
   std::optional<StepProgram> program = run_front_end_on(*fe, dump, err);
   if (!program) return kExitScheduleError;
-  std::string text = target->emit(*program);
+  std::optional<PlannedProgram> planned;
+  if (target->last_pass >= Pass::Verify) {
+    planned = run_analysis_on(*fe, *program, args.has("--in-place"), dump, err);
+    if (!planned) return kExitScheduleError;
+  }
+  std::string text = target->emit(*program, planned ? &*planned : nullptr);
 
   std::optional<std::string> path = args.get("-o");
   if (!path || *path == "-") {
@@ -63,7 +68,7 @@ std::vector<OptionSpec> compile_options() {
 
 const Command& compile_command() {
   static const Command cmd{"compile", "compile a schedule for N ranks",
-                           "ccc compile FILE --ranks N --emit TARGET [--root R] [-o OUT] [--dump-after=PASS]",
+                           "ccc compile FILE --ranks N --emit TARGET [--root R] [--in-place] [-o OUT] [--dump-after=PASS]",
                            compile_options(), &run_compile};
   return cmd;
 }

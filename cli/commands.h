@@ -43,4 +43,8 @@ std::optional<FrontEndArgs> front_end_args(const Command& cmd, const ParsedArgs&
 // Reads and compiles the schedule through the front end; diagnostics go to err.
 std::optional<StepProgram> run_front_end_on(const FrontEndArgs& fe, const DumpHook& dump, std::ostream& err);
 
+// Verifies the program and plans its syncs; diagnostics (against the schedule's text) go to err.
+std::optional<PlannedProgram> run_analysis_on(const FrontEndArgs& fe, const StepProgram& program, bool in_place,
+                                              const DumpHook& dump, std::ostream& err);
+
 }  // namespace ccc::cli

@@ -1,6 +1,6 @@
 // What `ccc compile --emit TARGET` can produce. Adding a target is one entry in kEmitTargets
 // (emit_targets.cpp): its name, a help line, the last pass it needs, and the function that
-// renders the result.
+// renders the result. Targets whose last pass is verify or later get the planned program.
 #pragma once
 
 #include <span>
@@ -8,6 +8,7 @@
 
 #include "ccc/pipeline.h"
 #include "ccc/step_program.h"
+#include "ccc/sync_plan.h"
 
 namespace ccc::cli {
 
@@ -15,7 +16,7 @@ struct EmitTarget {
   const char* name;
   const char* help;
   Pass last_pass;  // --dump-after may name this pass or an earlier one
-  std::string (*emit)(const StepProgram&);
+  std::string (*emit)(const StepProgram& program, const PlannedProgram* planned);
 };
 
 std::span<const EmitTarget> emit_targets();

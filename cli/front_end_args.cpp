@@ -9,6 +9,7 @@ std::vector<OptionSpec> front_end_options() {
   return {
       {"--ranks", "N", fmt::format("number of ranks, 1 .. {}", kMaxRanks)},
       {"--root", "R", "root rank of a broadcast or reduce (default 0)"},
+      {"--in-place", "", "input and output are one buffer: plan syncs (and staging) for that"},
   };
 }
 
@@ -51,6 +52,18 @@ std::optional<StepProgram> run_front_end_on(const FrontEndArgs& fe, const DumpHo
   std::optional<StepProgram> program = run_front_end(*file, fe.options, diags, dump);
   err << diags.render(&*file);
   return program;
+}
+
+std::optional<PlannedProgram> run_analysis_on(const FrontEndArgs& fe, const StepProgram& program, bool in_place,
+                                              const DumpHook& dump, std::ostream& err) {
+  Diagnostics diags;
+  SyncOptions options;
+  options.in_place = in_place;
+  std::optional<PlannedProgram> planned = run_analysis(program, options, diags, dump);
+  Diagnostics reread;  // the front end read the file a moment ago; this copy only shows source lines
+  std::optional<SourceFile> file = read_source(fe.path, reread);
+  err << diags.render(file ? &*file : nullptr);
+  return planned;
 }
 
 }  // namespace ccc::cli

@@ -42,7 +42,7 @@ std::string kernel_name(const KernelPlan& plan) {
   const KernelOptions& o = plan.options;
   std::string schedule;
   for (char c : plan.schedule) schedule += std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
-  return fmt::format("ccc_{}_n{}_{}_{}_t{}_c{}_p{}{}", schedule, plan.nranks, dtype_name(o.dtype), reduce_op_name(o.op),
+  return fmt::format("ccc_{}_n{}_{}_{}_t{}_c{}_p{}{}", schedule, plan.nranks, data_type_name(o.dtype), reduce_op_name(o.op),
                      o.tile_bytes, o.channels, o.pipeline, o.in_place ? "_ip" : "");
 }
 
@@ -53,7 +53,7 @@ std::string header(const KernelPlan& plan, const std::string& name) {
   out += fmt::format("// Schedule: {} {} from {} (step program hash {:016x}).\n", collective_name(plan.collective),
                      plan.schedule, plan.file, plan.program_hash);
   out += fmt::format("// {} ranks, {} chunks, {} steps; dtype {}, op {}; tile {} B, {} channels, pipeline depth {}, {}.\n",
-                     plan.nranks, plan.nchunks, plan.nsteps(), dtype_name(o.dtype), reduce_op_name(o.op), o.tile_bytes,
+                     plan.nranks, plan.nchunks, plan.nsteps(), data_type_name(o.dtype), reduce_op_name(o.op), o.tile_bytes,
                      o.channels, o.pipeline, o.in_place ? "in place" : "out of place");
   out += fmt::format("// Sync: {} waits over all ranks (sync plan: {} cross-rank edges). Scratch: {}.\n", plan.waits,
                      plan.cross_rank_edges, plan.uses_scratch ? "count elements per rank" : "none");
@@ -63,11 +63,14 @@ std::string header(const KernelPlan& plan, const std::string& name) {
   return out;
 }
 
-std::string pass_call(const KernelPlan& plan, const Pass& pass, int rank) {
+std::string pass_call(const KernelPlan& plan, const DataPass& pass, int rank, const SourceFile* source) {
+  std::string out;
+  for (SourceLoc loc : pass.locs)
+    if (std::string line = dsl_line(source, loc); !line.empty()) out += fmt::format("    // {}  {}\n", location(plan, loc), line);
   const char* fn = pass.kind == OpKind::Copy ? "copy" : pass.completes ? "reduce_last" : "reduce";
   std::string args;
   for (const Operand& o : pass.operands) args += ", " + buffer_expr(o);
-  return fmt::format("    ch.{}(w, {}, {}, {}{});  // {}\n", fn, pass.chunks.begin, pass.chunks.end(),
+  return out + fmt::format("    ch.{}(w, {}, {}, {}{});  // {}\n", fn, pass.chunks.begin, pass.chunks.end(),
                      buffer_expr({rank, pass.dst}), args, pass_text(pass, rank, plan.options.op));
 }
 
@@ -81,14 +84,13 @@ std::string rank_function(const KernelPlan& plan, int r, const SourceFile* sourc
   std::string body;
   for (int k = 0; k < plan.nsteps(); ++k) {
     const StepInfo& info = plan.steps[k];
-    std::string line = dsl_line(source, info.loc);
-    body += fmt::format("    // step {}: {} ({}){}\n", k, info.label, location(plan, info.loc), line.empty() ? "" : "  " + line);
+    body += fmt::format("    // step {}: {} ({})\n", k, info.label, location(plan, info.loc));
     for (const Wait& w : rank.steps[k].waits) body += "    " + wait_call(w, false);
-    for (const Pass& pass : rank.steps[k].passes) body += pass_call(plan, pass, r);
+    for (const DataPass& pass : rank.steps[k].passes) body += pass_call(plan, pass, r, source);
     body += fmt::format("    ch.done(w, {});\n", k);
   }
   if (!rank.passthrough.empty()) body += "    // chunks no step writes: the input passes through\n";
-  for (const Pass& pass : rank.passthrough) body += pass_call(plan, pass, r);
+  for (const DataPass& pass : rank.passthrough) body += pass_call(plan, pass, r, source);
 
   const bool idle = body.empty() && rank.exit_waits.empty();  // e.g. one rank, in place
   std::string out = fmt::format("// Rank {}.\nCCC_NOINLINE bool rank_{}(Channel&{}) {{\n", r, r, idle ? "" : " ch");
@@ -107,14 +109,14 @@ EmittedKernel emit_cuda(const KernelPlan& plan, const SourceFile* source) {
   k.channels = o.channels;
   k.block_threads = kBlockThreads;
   k.uses_scratch = plan.uses_scratch;
-  k.dtype_bytes = dtype_size(o.dtype);
+  k.dtype_bytes = data_type_size(o.dtype);
 
   std::string& s = k.source;
   s = header(plan, k.kernel_name);
   s += "#include \"ccc_device.h\"\n\nnamespace {\n\n";
   s += fmt::format("typedef ccc::Config<{}, {}, /*ranks*/ {}, /*chunks*/ {}, /*steps*/ {}, /*channels*/ {},\n"
                    "                    /*tile bytes*/ {}, /*pipeline*/ {}>\n    Cfg;\n",
-                   dtype_device_type(o.dtype), op_struct(o.op), plan.nranks, plan.nchunks, plan.nsteps(), o.channels,
+                   data_type_device_type(o.dtype), op_struct(o.op), plan.nranks, plan.nchunks, plan.nsteps(), o.channels,
                    o.tile_bytes, o.pipeline);
   s += "typedef ccc::Channel<Cfg> Channel;\n\n";
   for (int r = 0; r < plan.nranks; ++r) s += rank_function(plan, r, source);

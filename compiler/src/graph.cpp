@@ -50,10 +50,14 @@ DependencyGraph build_graph(const StepProgram& p, bool in_place) {
   return dg;
 }
 
-std::vector<OpRef> critical_path(const DependencyGraph& dg) {
+std::optional<std::vector<OpRef>> critical_path(const DependencyGraph& dg) {
   const auto& g = dg.g;
   std::vector<DepVertex> order;
-  boost::topological_sort(g, std::back_inserter(order));  // reverse topological order
+  try {
+    boost::topological_sort(g, std::back_inserter(order));  // reverse topological order
+  } catch (const boost::not_a_dag&) {
+    return std::nullopt;
+  }
   const size_t n = boost::num_vertices(g);
   std::vector<int64_t> length(n, 0);  // longest op chain starting at v
   std::vector<DepVertex> next(n, n);
@@ -106,10 +110,13 @@ std::string print_graph(const StepProgram& p, const DependencyGraph& dg) {
   for (int k = 0; k < 6; ++k)
     out += fmt::format("{}{} {}", k ? ", " : "", dep_kind_name(static_cast<DepKind>(k)), per_kind[k]);
   out += ")\n";
-  std::vector<OpRef> path = critical_path(dg);
-  out += fmt::format("critical path: {} ops:", path.size());
-  for (const OpRef& v : path) out += " " + describe_ref(v, p.nsteps());
-  out += "\n";
+  if (std::optional<std::vector<OpRef>> path = critical_path(dg)) {
+    out += fmt::format("critical path: {} ops:", path->size());
+    for (size_t i = 0; i < path->size(); ++i) out += (i ? " -> " : " ") + describe_ref((*path)[i], p.nsteps());
+    out += "\n";
+  } else {
+    out += "critical path: none, the graph has a cycle (see `ccc check`)\n";
+  }
   for (DepVertex v = 0; v < boost::num_vertices(g); ++v) {
     out += vertex_text(p, g[v]) + "\n";
     for (auto [e, e_end] = boost::out_edges(v, g); e != e_end; ++e)

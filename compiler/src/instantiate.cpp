@@ -349,7 +349,7 @@ class Instantiator {
   void for_each(const ast::Loop& loop, F&& body) {
     auto iterate = [&](int64_t v) {
       if (++iterations_ > kMaxLoopIterations)
-        limit_exceeded(loop.var_loc, fmt::format("too much work: the loops run more than {} (64 Mi) iterations in all", kMaxLoopIterations));
+        limit_exceeded(loop.var_loc, fmt::format("too much work: the loops run more than {} (16 Mi) iterations in all", kMaxLoopIterations));
       slots_[static_cast<size_t>(loop.slot)] = v;
       if (!loop.where || eval(*loop.where) != 0) body(v);
     };
@@ -361,7 +361,7 @@ class Instantiator {
     if (last < first) return;
     uint64_t trips = static_cast<uint64_t>(last) - static_cast<uint64_t>(first) + 1;
     if (trips == 0 || trips > static_cast<uint64_t>(kMaxLoopIterations))
-      limit_exceeded(loop.var_loc, fmt::format("loop over {} .. {} is too long: the limit is {} (64 Mi) iterations", first, last, kMaxLoopIterations));
+      limit_exceeded(loop.var_loc, fmt::format("loop over {} .. {} is too long: the limit is {} (16 Mi) iterations", first, last, kMaxLoopIterations));
     for (int64_t v = first;; ++v) {
       iterate(v);
       if (v == last) break;
@@ -380,7 +380,7 @@ class Instantiator {
       too_large(fmt::format("it would execute {} ops ({} per rank); the limit is {} (16 Mi)",
                             ops_executed_ * n, ops_executed_, kMaxOps));
     if (s_.rank_uniform_shape && iterations_ * n > kMaxLoopIterations)
-      too_large(fmt::format("its loops would run {} iterations; the limit is {} (64 Mi)", iterations_ * n,
+      too_large(fmt::format("its loops would run {} iterations; the limit is {} (16 Mi)", iterations_ * n,
                             kMaxLoopIterations));
     if (prog_.nsteps() * n > kMaxRankSteps)
       too_large(fmt::format("{} steps x {} ranks exceed the limit of {} (16 Mi) rank-steps", prog_.nsteps(), n,

@@ -70,21 +70,21 @@ class Lowerer {
  public:
   Lowerer(const PlannedProgram& pp, const KernelOptions& o) : p_(pp.program), opt_(o), state_(p_.nranks, p_.nchunks) {}
 
-  std::vector<Pass> step_passes(int rank, int step) {
+  std::vector<DataPass> step_passes(int rank, int step) {
     const std::vector<Op>& ops = p_.ops[rank][step];
     // Destination (buffer, chunk) -> the ops writing it, in program order.
     std::map<std::pair<int, int64_t>, std::vector<const Op*>> by_dst;
     for (const Op& op : ops)
       for (int64_t c = op.chunks.begin; c < op.chunks.end(); ++c) by_dst[{index(op.dst), c}].push_back(&op);
-    std::vector<Pass> chunk_passes;
+    std::vector<DataPass> chunk_passes;
     for (const auto& [dst, writers] : by_dst) chunk_passes.push_back(chunk_pass(rank, step, static_cast<Buffer>(dst.first), dst.second, writers));
     check_no_self_hazard(rank, step, chunk_passes);
     return fuse_adjacent(std::move(chunk_passes));
   }
 
   // Lock-step: the writes of a step land once every rank's passes for it are known.
-  void commit(int rank, const std::vector<Pass>& passes) {
-    for (const Pass& pass : passes)
+  void commit(int rank, const std::vector<DataPass>& passes) {
+    for (const DataPass& pass : passes)
       for (int64_t c = pass.chunks.begin; c < pass.chunks.end(); ++c) {
         next_written_.emplace_back(rank, index(pass.dst), c);
         int total = 0;
@@ -102,8 +102,8 @@ class Lowerer {
     next_contrib_.clear();
   }
 
-  std::vector<Pass> passthrough(int rank) const {
-    std::vector<Pass> out;
+  std::vector<DataPass> passthrough(int rank) const {
+    std::vector<DataPass> out;
     if (opt_.in_place) return out;
     for (int64_t c = 0; c < p_.nchunks; ++c) {
       if (state_.written[rank][index(Buffer::Output)][c]) continue;
@@ -111,7 +111,7 @@ class Lowerer {
         ++out.back().chunks.count;
         continue;
       }
-      Pass pass;
+      DataPass pass;
       pass.kind = OpKind::Copy;
       pass.chunks = {c, 1};
       pass.operands = {{rank, Buffer::Input}};
@@ -149,9 +149,9 @@ class Lowerer {
     return {peer, buffer};
   }
 
-  Pass chunk_pass(int rank, int step, Buffer dst, int64_t chunk, const std::vector<const Op*>& writers) const {
+  DataPass chunk_pass(int rank, int step, Buffer dst, int64_t chunk, const std::vector<const Op*>& writers) const {
     const Op& first = *writers.front();
-    Pass pass;
+    DataPass pass;
     pass.kind = first.kind;
     pass.dst = dst;
     pass.chunks = {chunk, 1};
@@ -176,9 +176,9 @@ class Lowerer {
   }
 
   // Passes of one step run in any order and in parallel, so none may read what another writes.
-  void check_no_self_hazard(int rank, int step, const std::vector<Pass>& passes) const {
-    for (const Pass& writer : passes)
-      for (const Pass& reader : passes) {
+  void check_no_self_hazard(int rank, int step, const std::vector<DataPass>& passes) const {
+    for (const DataPass& writer : passes)
+      for (const DataPass& reader : passes) {
         if (&writer == &reader) continue;
         for (const Operand& o : reader.operands)
           if (o.rank == rank && o.buffer == writer.dst && reader.chunks.overlaps(writer.chunks))
@@ -188,11 +188,11 @@ class Lowerer {
   }
 
   // Adjacent chunks with the same destination buffer, operands and completion become one pass.
-  static std::vector<Pass> fuse_adjacent(std::vector<Pass> passes) {
-    std::vector<Pass> out;
-    for (Pass& pass : passes) {
+  static std::vector<DataPass> fuse_adjacent(std::vector<DataPass> passes) {
+    std::vector<DataPass> out;
+    for (DataPass& pass : passes) {
       if (!out.empty()) {
-        Pass& prev = out.back();
+        DataPass& prev = out.back();
         if (prev.kind == pass.kind && prev.dst == pass.dst && prev.chunks.end() == pass.chunks.begin &&
             prev.operands == pass.operands && prev.completes == pass.completes) {
           ++prev.chunks.count;
@@ -277,7 +277,7 @@ KernelPlan lower(const PlannedProgram& pp, const KernelOptions& options) {
     plan.waits += static_cast<int64_t>(rank.exit_waits.size());
     for (const StepPlan& step : rank.steps) {
       plan.waits += static_cast<int64_t>(step.waits.size());
-      for (const Pass& pass : step.passes)
+      for (const DataPass& pass : step.passes)
         plan.uses_scratch = plan.uses_scratch || pass.dst == Buffer::Scratch;
     }
   }

@@ -8,9 +8,11 @@
 #include <fstream>
 #include <sstream>
 
+#include "ccc/graph.h"
 #include "ccc/lexer.h"
 #include "ccc/parser.h"
 #include "ccc/print_steps.h"
+#include "ccc/verify.h"
 
 namespace ccc {
 namespace {
@@ -72,6 +74,18 @@ std::optional<StepProgram> run_front_end(const SourceFile& file, const Instantia
   if (!program) return std::nullopt;
   dump(Pass::Instantiate, [&] { return print_steps(*program); });
   return program;
+}
+
+std::optional<PlannedProgram> run_analysis(const StepProgram& program, const SyncOptions& options,
+                                           Diagnostics& diags, const DumpHook& dump) {
+  dump(Pass::Graph, [&] { return print_graph(program, build_graph(program, options.in_place)); });
+  if (!verify(program, diags)) return std::nullopt;
+  dump(Pass::Verify, [&] { return fmt::format("verified: {} ({}) for N = {}\n", program.schedule,
+                                              collective_name(program.collective), program.nranks); });
+  std::optional<PlannedProgram> planned = plan_syncs(program, options, diags);
+  if (!planned) return std::nullopt;
+  dump(Pass::Sync, [&] { return print_syncs(*planned); });
+  return planned;
 }
 
 }  // namespace ccc

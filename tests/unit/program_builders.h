@@ -1,14 +1,16 @@
-// Step programs built in C++ for the analysis tests: classic schedules and random ones.
+// Step programs for the analysis tests: shipped schedules through the front end, programs built
+// in C++ for IR-level cases the language rejects, and random ones.
 #pragma once
 
 #include <random>
 #include <string>
 
+#include <gtest/gtest.h>
+
 #include "ccc/step_program.h"
+#include "front_end_util.h"
 
 namespace ccc::testing {
-
-inline int mod(int a, int n) { return ((a % n) + n) % n; }
 
 inline StepProgram empty_program(std::string name, Collective coll, int nranks, int64_t nchunks, int nsteps) {
   StepProgram p;
@@ -28,60 +30,29 @@ inline void add(StepProgram& p, int rank, int step, OpKind kind, int64_t chunk, 
   p.ops[rank][step].push_back(Op{kind, {chunk, count}, peer, src, dst, {3, 5}});
 }
 
-// Ring allreduce: N-1 reduce-scatter steps, then N-1 all-gather steps, from the previous rank.
-inline StepProgram ring(int N) {
-  StepProgram p = empty_program("ring", Collective::AllReduce, N, N, 2 * (N - 1));
-  for (int r = 0; r < N; ++r)
-    for (int s = 0; s < N - 1; ++s) {
-      add(p, r, s, OpKind::Reduce, mod(r - s - 1, N), mod(r - 1, N));
-      add(p, r, N - 1 + s, OpKind::Copy, mod(r - s, N), mod(r - 1, N));
-    }
-  return p;
+// A shipped schedule through the front end (it must instantiate for these arguments).
+inline StepProgram shipped(const std::string& name, int N, int root = 0) {
+  auto r = test::compile_schedule(name, N, root);
+  EXPECT_TRUE(r.program) << r.errors;
+  return r.program ? *r.program : StepProgram{};
 }
 
-// One-shot allreduce: one step, every rank reduces chunk 0 of every peer into its own.
-inline StepProgram oneshot(int N) {
-  StepProgram p = empty_program("oneshot", Collective::AllReduce, N, 1, 1);
-  for (int r = 0; r < N; ++r)
-    for (int q = 1; q < N; ++q) add(p, r, 0, OpKind::Reduce, 0, (r + q) % N);
-  return p;
-}
-
-// Naive exchange allreduce for N = 2^m: at step k every rank reduces all chunks from r ^ 2^k.
+// Recursive doubling on one chunk, every rank exchanging everything with r ^ 2^k: correct, but
+// each step overwrites what the partner reads in it, so the planner must stage it.
 inline StepProgram naive_butterfly(int N) {
-  int steps = 0;
-  while ((1 << steps) < N) ++steps;
-  StepProgram p = empty_program("naive_butterfly", Collective::AllReduce, N, 1, steps);
-  for (int r = 0; r < N; ++r)
-    for (int k = 0; k < steps; ++k) add(p, r, k, OpKind::Reduce, 0, r ^ (1 << k));
-  return p;
-}
-
-// Butterfly allreduce for N = 2^L: recursive halving, then recursive doubling.
-inline StepProgram butterfly(int N) {
-  int L = 0;
-  while ((1 << L) < N) ++L;
-  StepProgram p = empty_program("butterfly", Collective::AllReduce, N, N, 2 * L);
-  for (int r = 0; r < N; ++r)
-    for (int k = 0; k < L; ++k) {
-      int down = N >> (k + 1), up = 1 << k;
-      for (int c = 0; c < N; ++c) {
-        if ((c ^ r) / down == 0) add(p, r, k, OpKind::Reduce, c, r ^ down);
-        if ((c ^ r ^ up) / up == 0) add(p, r, L + k, OpKind::Copy, c, r ^ up);
-      }
+  auto r = test::compile_text(R"(allreduce naive_butterfly {
+  requires N is pow2
+  chunks 1
+  phase exchange {
+    step k in 0 .. log2(N) - 1 {
+      if k == 0 { reduce chunk 0 from input of r ^ 1 }
+      else { reduce chunk 0 from r ^ (1 << k) }
     }
-  return p;
-}
-
-// Chain broadcast from `root`: at step s rank root+s+1 copies every chunk from its predecessor.
-inline StepProgram chain_broadcast(int N, int root, int64_t C) {
-  StepProgram p = empty_program("chain", Collective::Broadcast, N, C, N - 1);
-  p.root = root;
-  for (int s = 0; s < N - 1; ++s) {
-    int r = (root + s + 1) % N;
-    add(p, r, s, OpKind::Copy, 0, (r + N - 1) % N, Buffer::Output, Buffer::Output, C);
   }
-  return p;
+}
+)", N, 0, "naive_butterfly.sched");
+  EXPECT_TRUE(r.program) << r.errors;
+  return r.program ? *r.program : StepProgram{};
 }
 
 // A random program: few ranks, chunks and steps; random kinds, peers, buffers and ranges.

@@ -7,7 +7,7 @@
 
 #include "ccc/emit_cuda.h"
 #include "ccc/lower.h"
-#include "codegen_test_programs.h"
+#include "codegen_pipeline.h"
 
 namespace ccc {
 namespace {
@@ -27,17 +27,14 @@ void expect_golden(const std::string& name, const std::string& text) {
   EXPECT_EQ(text, want.str()) << "emitted text differs from " << path << "; refresh with CCC_UPDATE_GOLDEN=1 ctest -R EmitCuda";
 }
 
-SourceFile ring_source() {
-  return {"ring.sched",
-          "# Ring AllReduce: reduce-scatter, then all-gather; N-1 steps each.\n"
-          "allreduce ring {\n  chunks N\n  let prev = (r - 1) % N\n  phase reduce_scatter {\n"
-          "    step s in 0 .. N-2 { reduce chunk (r - s - 1) % N from prev }\n  }\n  phase all_gather {\n"
-          "    step s in 0 .. N-2 { copy chunk (r - s) % N from prev }\n  }\n}\n"};
+EmittedKernel emit_shipped(const std::string& name, int n, const KernelOptions& o, bool with_source) {
+  testing::Planned p = testing::plan_shipped(name, n, o.in_place);
+  if (!p.planned) throw std::runtime_error(p.errors);
+  return emit_cuda(lower(*p.planned, o), with_source ? &p.source : nullptr);
 }
 
 TEST(EmitCuda, RingGolden) {
-  SourceFile source = ring_source();
-  EmittedKernel k = emit_cuda(lower(testing::conservative_plan(testing::ring_program(3)), {}), &source);
+  EmittedKernel k = emit_shipped("ring", 3, {}, true);
   EXPECT_EQ(k.kernel_name, "ccc_ring_n3_f32_sum_t65536_c4_p2");
   EXPECT_EQ(k.channels, 4);
   EXPECT_EQ(k.scratch_bytes(1000), 0u);
@@ -46,16 +43,16 @@ TEST(EmitCuda, RingGolden) {
 
 TEST(EmitCuda, OneShotAvgGolden) {
   KernelOptions o;
-  o.dtype = DType::BF16;
+  o.dtype = DataType::BF16;
   o.op = ReduceOp::Avg;
   o.tile_bytes = 4096;
   o.channels = 2;
   o.pipeline = 1;
-  expect_golden("oneshot_n4_bf16_avg.cu", emit_cuda(lower(testing::conservative_plan(testing::oneshot_program(4)), o)).source);
+  expect_golden("oneshot_n4_bf16_avg.cu", emit_shipped("oneshot", 4, o, false).source);
 }
 
 TEST(EmitCuda, KernelTextUsesOnlyThePrelude) {
-  EmittedKernel k = emit_cuda(lower(testing::conservative_plan(testing::butterfly_program(4)), {}));
+  EmittedKernel k = emit_shipped("butterfly", 4, {}, true);
   for (const char* raw : {"threadIdx", "blockIdx", "blockDim", "__global__", "__syncthreads", "asm"})
     EXPECT_EQ(k.source.find(raw), std::string::npos) << raw;
 }

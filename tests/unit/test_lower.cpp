@@ -1,17 +1,22 @@
 #include <gtest/gtest.h>
 
 #include "ccc/lower.h"
-#include "codegen_test_programs.h"
+#include "codegen_pipeline.h"
+#include "program_builders.h"
 
 namespace ccc {
 namespace {
 
-using testing::conservative_plan;
+KernelPlan lower_shipped(const std::string& name, int n, KernelOptions o = {}) {
+  testing::Planned p = testing::plan_shipped(name, n, o.in_place);
+  if (!p.planned) throw std::runtime_error(p.errors);
+  return lower(*p.planned, o);
+}
 
 TEST(Lower, RingFirstReadsComeFromTheInput) {
-  KernelPlan plan = lower(conservative_plan(testing::ring_program(4)), {});
+  KernelPlan plan = lower_shipped("ring", 4);
   // Rank 1, step 0: out[0] = sum(in[0], r0.in[0]) -- nothing wrote either output chunk yet.
-  const Pass& first = plan.ranks[1].steps[0].passes.at(0);
+  const DataPass& first = plan.ranks[1].steps[0].passes.at(0);
   EXPECT_EQ(first.kind, OpKind::Reduce);
   EXPECT_EQ(first.chunks, (ChunkRange{0, 1}));
   ASSERT_EQ(first.operands.size(), 2u);
@@ -22,27 +27,25 @@ TEST(Lower, RingFirstReadsComeFromTheInput) {
   EXPECT_TRUE(plan.ranks[1].passthrough.empty());
 }
 
-TEST(Lower, InPlaceNeverRedirectsToTheInput) {
+TEST(Lower, InPlaceReadsTheOutput) {
   KernelOptions o;
   o.in_place = true;
-  KernelPlan plan = lower(conservative_plan(testing::ring_program(4)), o);
-  for (const RankPlan& rank : plan.ranks)
-    for (const StepPlan& step : rank.steps)
-      for (const Pass& pass : step.passes)
-        for (const Operand& operand : pass.operands) EXPECT_EQ(operand.buffer, Buffer::Output);
+  KernelPlan plan = lower_shipped("butterfly", 8, o);
+  const DataPass& first = plan.ranks[0].steps[0].passes.at(0);
+  EXPECT_EQ(first.operands[0], (Operand{0, Buffer::Output}));  // the old value: in == out
 }
 
 TEST(Lower, TheReduceThatCompletesAChunkCarriesTheFinish) {
-  KernelPlan plan = lower(conservative_plan(testing::ring_program(5)), {});
+  KernelPlan plan = lower_shipped("ring", 5);
   for (const RankPlan& rank : plan.ranks)
     for (int k = 0; k < plan.nsteps(); ++k)
-      for (const Pass& pass : rank.steps[k].passes) EXPECT_EQ(pass.completes, k == 3) << "step " << k;
+      for (const DataPass& pass : rank.steps[k].passes) EXPECT_EQ(pass.completes, k == 3) << "step " << k;
 }
 
 TEST(Lower, RingMovesTheMinimumBytes) {
   // Reduce-scatter + all-gather: each rank reads 2 (N - 1) chunks from peers and writes 2 (N - 1).
   for (int n : {2, 3, 8}) {
-    KernelPlan plan = lower(conservative_plan(testing::ring_program(n)), {});
+    KernelPlan plan = lower_shipped("ring", n);
     for (int r = 0; r < n; ++r) {
       Traffic t = rank_traffic(plan.ranks[r], r);
       EXPECT_EQ(t.read_remote, 2 * (n - 1));
@@ -53,72 +56,83 @@ TEST(Lower, RingMovesTheMinimumBytes) {
 }
 
 TEST(Lower, OneShotFusesEveryPeerIntoOnePass) {
-  KernelPlan plan = lower(conservative_plan(testing::oneshot_program(5)), {});
-  const std::vector<Pass>& passes = plan.ranks[2].steps[0].passes;
+  KernelOptions o;
+  o.op = ReduceOp::Avg;
+  KernelPlan plan = lower_shipped("oneshot", 5, o);
+  const std::vector<DataPass>& passes = plan.ranks[2].steps[0].passes;
   ASSERT_EQ(passes.size(), 1u);
   EXPECT_EQ(passes[0].operands.size(), 5u);
   EXPECT_TRUE(passes[0].completes);
   EXPECT_EQ(pass_text(passes[0], 2, ReduceOp::Avg), "out[0] = avg(in[0], r3.in[0], r4.in[0], r0.in[0], r1.in[0]) / N");
 }
 
-TEST(Lower, ButterflyFusesContiguousChunks) {
-  KernelPlan plan = lower(conservative_plan(testing::butterfly_program(8)), {});
-  // Rank 0, step 0 reduces chunks 0..3 from rank 4: one pass over four chunks.
-  const std::vector<Pass>& passes = plan.ranks[0].steps[0].passes;
+TEST(Lower, AdjacentChunksFuseIntoOnePass) {
+  // Op per chunk: rank 0, step 0 reduces chunks 0, 1, 2, 3 from rank 4 -> one pass over 0..3.
+  Diagnostics diags;
+  std::optional<PlannedProgram> pp = plan_syncs(testing::butterfly(8), {}, diags);
+  ASSERT_TRUE(pp) << diags.render(nullptr);
+  const std::vector<DataPass> passes = lower(*pp, {}).ranks[0].steps[0].passes;
   ASSERT_EQ(passes.size(), 1u);
   EXPECT_EQ(passes[0].chunks, (ChunkRange{0, 4}));
+  EXPECT_EQ(passes[0].locs.size(), 1u);  // the four ops share one DSL line
 }
 
 TEST(Lower, SingleRankPassesTheInputThrough) {
-  KernelPlan plan = lower(conservative_plan(testing::ring_program(1)), {});
+  KernelPlan plan = lower_shipped("ring", 1);
   ASSERT_EQ(plan.ranks[0].passthrough.size(), 1u);
   EXPECT_EQ(pass_text(plan.ranks[0].passthrough[0], 0, ReduceOp::Sum), "out[0] = in[0]");
   KernelOptions o;
   o.in_place = true;
-  EXPECT_TRUE(lower(conservative_plan(testing::ring_program(1)), o).ranks[0].passthrough.empty());
+  EXPECT_TRUE(lower_shipped("ring", 1, o).ranks[0].passthrough.empty());
 }
 
 TEST(Lower, RejectsBadOptions) {
+  PlannedProgram pp = testing::without_waits(testing::ring(2));
+  for (int64_t tile : {0, 100, 32}) {
+    KernelOptions o;
+    o.tile_bytes = tile;
+    EXPECT_THROW(lower(pp, o), LowerError) << tile;
+  }
   KernelOptions o;
-  o.tile_bytes = 100;
-  EXPECT_THROW(lower(conservative_plan(testing::ring_program(2)), o), LowerError);
-  o = {};
   o.channels = 0;
-  EXPECT_THROW(lower(conservative_plan(testing::ring_program(2)), o), LowerError);
+  EXPECT_THROW(lower(pp, o), LowerError);
+  o = {};
+  o.pipeline = 0;
+  EXPECT_THROW(lower(pp, o), LowerError);
 }
 
 TEST(Lower, RejectsAReadOfUnwrittenScratch) {
-  StepProgram p = testing::ring_program(2);
+  StepProgram p = testing::ring(2);
   p.ops[1][0][0].src = Buffer::Scratch;
   try {
-    lower(conservative_plan(p), {});
+    lower(testing::without_waits(p), {});
     FAIL() << "expected a LowerError";
   } catch (const LowerError& e) {
-    EXPECT_STREQ(e.what(), "rank 1, step 0 (reduce_scatter s=0), chunk 0: reads rank 0's scratch before anything wrote it");
-    EXPECT_EQ(e.loc.line, 6);
+    EXPECT_STREQ(e.what(), "rank 1, step 0 (s=0), chunk 0: reads rank 0's scratch before anything wrote it");
+    EXPECT_EQ(e.loc.line, 3);
   }
 }
 
 TEST(Lower, RejectsAStepThatReadsWhatItWrites) {
   // In place, rank 0's step 0 reduces into out[2] and also copies its own out[2] to scratch.
-  StepProgram p = testing::ring_program(3);
-  p.ops[0][0].push_back(testing::op(OpKind::Copy, 2, 0, 7, Buffer::Output, Buffer::Scratch));
+  StepProgram p = testing::ring(3);
+  testing::add(p, 0, 0, OpKind::Copy, 2, 0, Buffer::Output, Buffer::Scratch);
   KernelOptions o;
   o.in_place = true;
-  EXPECT_THROW(lower(conservative_plan(p), o), LowerError);
+  EXPECT_THROW(lower(testing::without_waits(p), o), LowerError);
   // Out of place the copy reads the input (first touch): no hazard.
-  EXPECT_NO_THROW(lower(conservative_plan(p), {}));
+  EXPECT_NO_THROW(lower(testing::without_waits(p), {}));
 }
 
 TEST(Lower, RejectsOtherCollectives) {
-  StepProgram p = testing::ring_program(2);
-  p.collective = Collective::Broadcast;
-  EXPECT_THROW(lower(conservative_plan(p), {}), LowerError);
+  testing::Planned p = testing::plan_shipped("ring_broadcast", 4);
+  ASSERT_TRUE(p.planned) << p.errors;
+  EXPECT_THROW(lower(*p.planned, {}), LowerError);
 }
 
 TEST(Lower, PrintsThePlan) {
-  std::string text = print_kernel_plan(lower(conservative_plan(testing::ring_program(3)), {}));
-  EXPECT_NE(text.find("kernel plan: allreduce ring (ring.sched), 3 ranks, 3 chunks, 4 steps"), std::string::npos) << text;
+  std::string text = print_kernel_plan(lower_shipped("ring", 3));
+  EXPECT_NE(text.find("kernel plan: allreduce ring (schedules/ring.sched), 3 ranks, 3 chunks, 4 steps"), std::string::npos) << text;
   EXPECT_NE(text.find("    out[2] = sum(in[2], r2.in[2])  -- reads 2 (1 remote), writes 1"), std::string::npos) << text;
   EXPECT_NE(text.find("  total: reads 6 (4 remote), writes 4"), std::string::npos) << text;
 }

@@ -7,7 +7,7 @@
 #include "ccc/emit_cuda.h"
 #include "ccc/lower.h"
 #include "ccc/nvrtc_compile.h"
-#include "codegen_test_programs.h"
+#include "codegen_pipeline.h"
 
 namespace ccc {
 namespace {
@@ -18,10 +18,9 @@ struct Case {
 };
 
 PlannedProgram planned(const Case& c) {
-  const std::string s = c.schedule;
-  if (s == "ring") return testing::conservative_plan(testing::ring_program(c.ranks));
-  if (s == "oneshot") return testing::conservative_plan(testing::oneshot_program(c.ranks));
-  return testing::conservative_plan(testing::butterfly_program(c.ranks));
+  testing::Planned p = testing::plan_shipped(c.schedule, c.ranks);
+  if (!p.planned) throw std::runtime_error(p.errors);
+  return *p.planned;
 }
 
 void expect_compiles(const EmittedKernel& k, const char* arch) {
@@ -37,17 +36,18 @@ void expect_compiles(const EmittedKernel& k, const char* arch) {
 }
 
 TEST(Nvrtc, EveryDtypeForAmpereAndHopper) {
-  for (DType t : kAllDTypes) {
+  for (DataType t : kAllDataTypes) {
     KernelOptions o;
     o.dtype = t;
-    o.op = dtype_is_float(t) ? ReduceOp::Avg : ReduceOp::Sum;
+    o.op = data_type_is_float(t) ? ReduceOp::Avg : ReduceOp::Sum;
     EmittedKernel k = emit_cuda(lower(planned({"ring", 4}), o));
     for (const char* arch : {"sm_80", "sm_90"}) expect_compiles(k, arch);
   }
 }
 
 TEST(Nvrtc, EveryOpAndSchedule) {
-  for (Case c : {Case{"ring", 8}, Case{"oneshot", 8}, Case{"butterfly", 8}, Case{"ring", 3}, Case{"oneshot", 5}})
+  for (Case c : {Case{"ring", 8}, Case{"oneshot", 8}, Case{"twoshot", 8}, Case{"butterfly", 8}, Case{"tree", 8},
+                 Case{"dbtree", 8}})
     for (ReduceOp op : kAllReduceOps) {
       KernelOptions o;
       o.op = op;

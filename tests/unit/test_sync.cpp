@@ -31,13 +31,20 @@ std::string run_dataflow(const StepProgram& original, const PlannedProgram& plan
 
 std::vector<StepProgram> correct_programs() {
   std::vector<StepProgram> out;
-  for (int N = 1; N <= 7; ++N) out.push_back(ring(N));
+  for (int N = 1; N <= 7; ++N)
+    for (const char* name : {"ring", "tree", "dbtree", "twoshot"}) out.push_back(shipped(name, N));
+  for (int N = 1; N <= 5; ++N) out.push_back(shipped("oneshot", N));
   for (int N : {1, 2, 4, 8}) {
-    out.push_back(butterfly(N));
+    out.push_back(shipped("butterfly", N));
     out.push_back(naive_butterfly(N));
   }
-  for (int N = 1; N <= 5; ++N) out.push_back(oneshot(N));
-  for (int N : {1, 3, 4}) out.push_back(chain_broadcast(N, N - 1, 2));
+  for (int N : {2, 3, 5, 6}) out.push_back(test::compile_text(R"(broadcast chain {
+  chunks 2
+  phase chain {
+    step s in 0 .. N-2 { if (r - root) % N == s + 1 { copy chunks 0 .. 1 from (r - 1) % N } }
+  }
+}
+)", N, N - 1).program.value());  // reads the root's output (an input read after resolution)
   return out;
 }
 
@@ -54,8 +61,9 @@ TEST(Sync, PlannedProgramsAreCorrectUnderRandomInterleavings) {
 
 // Every kept wait is needed: without it some interleaving gives a wrong result.
 TEST(Sync, EveryKeptWaitIsNeeded) {
-  for (auto [p, in_place] : {std::pair{ring(4), false}, {butterfly(4), false}, {oneshot(3), true},
-                             {naive_butterfly(4), false}, {chain_broadcast(3, 0, 1), false}}) {
+  for (auto [p, in_place] : {std::pair{shipped("ring", 4), false}, {shipped("butterfly", 4), false},
+                             {shipped("oneshot", 3), true}, {naive_butterfly(4), false}, {shipped("tree", 5), false},
+                             {shipped("ring_broadcast", 3, 1), false}, {shipped("twoshot", 3), true}}) {
     const PlannedProgram planned = plan(p, in_place);
     for (size_t r = 0; r < planned.sync.waits.size(); ++r)
       for (size_t k = 0; k < planned.sync.waits[r].size(); ++k)
@@ -70,7 +78,7 @@ TEST(Sync, EveryKeptWaitIsNeeded) {
 
 TEST(Sync, RingKeepsOneWaitPerStepPlusExit) {
   for (int N : {2, 5, 64}) {
-    PlannedProgram planned = plan(ring(N));
+    PlannedProgram planned = plan(shipped("ring", N));
     EXPECT_EQ(planned.sync.waits_kept, int64_t{N} * (2 * N - 1)) << N;
     EXPECT_GT(planned.sync.cross_rank_edges, planned.sync.waits_kept);
   }
@@ -78,7 +86,7 @@ TEST(Sync, RingKeepsOneWaitPerStepPlusExit) {
 
 // A clock window of two steps keeps redundant waits but never drops a needed one.
 TEST(Sync, SmallClockBudgetStaysCorrect) {
-  for (const StepProgram& p : {ring(6), butterfly(8), naive_butterfly(8)}) {
+  for (const StepProgram& p : {shipped("ring", 6), shipped("butterfly", 8), naive_butterfly(8)}) {
     Diagnostics d;
     auto planned = plan_syncs(p, {false, 1}, d);
     ASSERT_TRUE(planned) << d.render(nullptr);
@@ -88,15 +96,15 @@ TEST(Sync, SmallClockBudgetStaysCorrect) {
 }
 
 TEST(Sync, InPlaceOneShotIsStaged) {
-  PlannedProgram planned = plan(oneshot(3), true);
+  PlannedProgram planned = plan(shipped("oneshot", 3), true);
   ASSERT_EQ(planned.program.nsteps(), 3);
-  EXPECT_EQ(planned.program.steps[0].label, "s=0 staged in");
-  EXPECT_EQ(planned.program.steps[2].label, "s=0 staged out");
+  EXPECT_EQ(planned.program.steps[0].label, "direct staged in");
+  EXPECT_EQ(planned.program.steps[2].label, "direct staged out");
   ASSERT_EQ(planned.sync.notes.size(), 1u);
   EXPECT_EQ(planned.sync.notes[0],
-            "step 0 (s=0): 3 ranks overwrite in this step output chunks a peer reads in it (in place: input and "
+            "step 0 (direct): 3 ranks overwrite in this step output chunks a peer reads in it (in place: input and "
             "output are one buffer); their writes are staged through scratch and copied to the output in a new step");
-  EXPECT_TRUE(plan(oneshot(3), false).sync.notes.empty());  // out of place it reads the pristine input
+  EXPECT_TRUE(plan(shipped("oneshot", 3), false).sync.notes.empty());  // out of place it reads the pristine input
 }
 
 TEST(Sync, UnstageableCycleIsADeadlock) {
@@ -109,12 +117,8 @@ TEST(Sync, UnstageableCycleIsADeadlock) {
   Diagnostics d;
   EXPECT_FALSE(plan_syncs(p, {true}, d));
   EXPECT_EQ(d.render(nullptr),
-            "<input>:2:3: error: deadlock at step 0 (s=0): ranks overwrite in this step what a peer still reads in it: "
-            "rank 0 waits for rank 1 (overwrites output chunk 0 (in place: its input), which rank 1 reads at step 0 "
-            "(s=0) (naive_butterfly.sched:3)), rank 1 waits for rank 0 (overwrites output chunk 0 (in place: its "
-            "input), which rank 0 reads at step 0 (s=0) (naive_butterfly.sched:3))\n"
-            "<input>: note: staging cannot break the cycle: rank 0 needs scratch chunk 0 to stage step 0, but the "
-            "schedule uses it; write the step's results to scratch and copy them to the output in a later step\n");
+            "<input>:5:5: error: deadlock at step 0 (exchange k=0): ranks overwrite in this step what a peer still reads in it: rank 0 waits for rank 1 (overwrites output chunk 0 (in place: its input), which rank 1 reads at step 0 (exchange k=0) (naive_butterfly.sched:6)), rank 1 waits for rank 0 (overwrites output chunk 0 (in place: its input), which rank 0 reads at step 0 (exchange k=0) (naive_butterfly.sched:6))\n"
+            "<input>: note: staging cannot break the cycle: rank 0 needs scratch chunk 0 to stage step 0, but the schedule uses it; write the step's results to scratch and copy them to the output in a later step\n");
 }
 
 TEST(Sync, InPlaceReadOfOverwrittenInputIsRejected) {

@@ -16,35 +16,25 @@ std::string errors_of(const StepProgram& p) {
 
 }  // namespace
 
-TEST(Verify, ClassicSchedulesVerify) {
-  for (int N : {1, 2, 3, 4, 5, 7, 8, 13, 16, 64}) EXPECT_EQ(errors_of(ring(N)), "") << "ring N=" << N;
-  for (int N : {1, 2, 3, 8}) EXPECT_EQ(errors_of(oneshot(N)), "") << "oneshot N=" << N;
-  for (int N : {1, 2, 4, 8, 16}) {
-    EXPECT_EQ(errors_of(butterfly(N)), "") << "butterfly N=" << N;
-    EXPECT_EQ(errors_of(naive_butterfly(N)), "") << "naive butterfly N=" << N;
-  }
-  for (int N : {1, 2, 5}) EXPECT_EQ(errors_of(chain_broadcast(N, N / 2, 3)), "") << "broadcast N=" << N;
-}
-
 TEST(Verify, MissingContributionNamesRankChunkAndLastWriter) {
-  StepProgram p = ring(4);
+  StepProgram p = shipped("ring", 4);
   p.ops[2][1].clear();  // rank 2 skips reduce-scatter step 1: chunk 0 loses ranks 0 and 1
   EXPECT_EQ(errors_of(p),
-            "<input>:3:5: error: rank 0 ends with chunk 0 missing the contributions of ranks 0, 1\n"
-            "<input>:2:3: note: last written at step 3 (s=3) by rank 0: copy output chunk 0 from rank 3's output\n"
-            "<input>:3:5: error: rank 1 ends with chunk 0 missing the contributions of ranks 0, 1\n"
-            "<input>:2:3: note: last written at step 4 (s=4) by rank 1: copy output chunk 0 from rank 0's output\n"
-            "<input>:3:5: error: rank 2 ends with chunk 0 missing the contributions of ranks 0, 1\n"
-            "<input>:2:3: note: last written at step 5 (s=5) by rank 2: copy output chunk 0 from rank 1's output\n"
-            "<input>:3:5: error: rank 3 ends with chunk 0 missing the contributions of ranks 0, 1\n"
-            "<input>:2:3: note: last written at step 2 (s=2) by rank 3: reduce output chunk 0 from rank 2's output\n");
+            "<input>:20:26: error: rank 0 ends with chunk 0 missing the contributions of ranks 0, 1\n"
+            "<input>:20:5: note: last written at step 3 (all_gather s=0) by rank 0: copy output chunk 0 from rank 3's output\n"
+            "<input>:20:26: error: rank 1 ends with chunk 0 missing the contributions of ranks 0, 1\n"
+            "<input>:20:5: note: last written at step 4 (all_gather s=1) by rank 1: copy output chunk 0 from rank 0's output\n"
+            "<input>:20:26: error: rank 2 ends with chunk 0 missing the contributions of ranks 0, 1\n"
+            "<input>:20:5: note: last written at step 5 (all_gather s=2) by rank 2: copy output chunk 0 from rank 1's output\n"
+            "<input>:16:14: error: rank 3 ends with chunk 0 missing the contributions of ranks 0, 1\n"
+            "<input>:13:5: note: last written at step 2 (reduce_scatter s=2) by rank 3: reduce output chunk 0 from rank 2's output\n");
 }
 
 TEST(Verify, CopyInsteadOfReduceAndTheReverse) {
-  StepProgram p = ring(3);
+  StepProgram p = shipped("ring", 3);
   p.ops[1][0][0].kind = OpKind::Copy;  // rank 1 drops its own contribution to chunk 0
   EXPECT_NE(errors_of(p).find("rank 2 ends with chunk 0 missing the contribution of rank 1"), std::string::npos);
-  StepProgram q = ring(3);
+  StepProgram q = shipped("ring", 3);
   q.ops[0][2][0].kind = OpKind::Reduce;  // all-gather adds instead of copying
   EXPECT_NE(errors_of(q).find("rank 0 ends with chunk 0 holding the contribution of rank 0 2 times"), std::string::npos)
       << errors_of(q);
@@ -76,21 +66,21 @@ TEST(Verify, ReduceScatterAndReduceIgnoreDontCareChunks) {
 }
 
 TEST(Verify, StructuralErrors) {
-  StepProgram p = ring(3);
+  StepProgram p = shipped("ring", 3);
   p.ops[0][0][0].peer = 7;
   p.ops[1][0][0].chunks = {2, 5};
   p.ops[2][0][0].dst = Buffer::Input;
   add(p, 2, 1, OpKind::Copy, 0, 0);  // rank 2 step 1 already reduces chunk 0
   EXPECT_EQ(errors_of(p),
-            "<input>:3:5: error: rank 0 step 0 (s=0) reads from rank 7, which does not exist (N = 3)\n"
-            "<input>:3:5: error: rank 1 step 0 (s=0) names chunks 2..6, outside 0..2\n"
-            "<input>:3:5: error: rank 2 step 0 (s=0) writes the input buffer, which is read-only\n"
-            "<input>:3:5: error: rank 2 step 1 (s=1) writes output chunk 0 with a copy and another op in the same step\n"
-            "<input>:3:5: note: the other write: reduce output chunk 0 from rank 1's output\n");
+            "<input>:15:19: error: rank 0 step 0 (reduce_scatter s=0) reads from rank 7, which does not exist (N = 3)\n"
+            "<input>:15:19: error: rank 1 step 0 (reduce_scatter s=0) names chunks 2..6, outside 0..2\n"
+            "<input>:15:19: error: rank 2 step 0 (reduce_scatter s=0) writes the input buffer, which is read-only\n"
+            "<input>:3:5: error: rank 2 step 1 (reduce_scatter s=1) writes output chunk 0 with a copy and another op in the same step\n"
+            "<input>:16:14: note: the other write: reduce output chunk 0 from rank 1's output\n");
 }
 
 TEST(Verify, ReportsAtMostEightWrongChunks) {
-  StepProgram p = ring(16);
+  StepProgram p = shipped("ring", 16);
   for (auto& rank : p.ops) rank.back().clear();  // no last all-gather step
   std::string out = errors_of(p);
   EXPECT_EQ(std::count(out.begin(), out.end(), '\n'), 8 * 2 + 1);

@@ -9,6 +9,7 @@
 
 #include <boost/graph/adjacency_list.hpp>
 #include <iosfwd>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -40,8 +41,10 @@ struct DependencyGraph {
 
 DependencyGraph build_graph(const StepProgram& p, bool in_place = false);
 
-// The longest chain of ops any execution must run one after another (start/end excluded).
-std::vector<OpRef> critical_path(const DependencyGraph& g);
+// The longest chain of ops any execution must run one after another (start/end excluded);
+// nullopt when the graph has a cycle (in place, ranks that overwrite in one step what the other
+// reads in it: the sync planner stages those).
+std::optional<std::vector<OpRef>> critical_path(const DependencyGraph& g);
 
 // Text listing: a summary line (vertex and edge counts per kind, critical path length), then every
 // vertex with its outgoing edges.

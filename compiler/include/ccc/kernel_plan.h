@@ -17,13 +17,13 @@
 #include <string>
 #include <vector>
 
-#include "ccc/dtype.h"
+#include "ccc/data_type.h"
 #include "ccc/sync_plan.h"
 
 namespace ccc {
 
 struct KernelOptions {
-  DType dtype = DType::F32;
+  DataType dtype = DataType::F32;
   ReduceOp op = ReduceOp::Sum;
   int64_t tile_bytes = 64 * 1024;  // a multiple of 64
   int channels = 4;                // thread blocks per rank
@@ -38,7 +38,7 @@ struct Operand {
   friend bool operator==(const Operand&, const Operand&) = default;
 };
 
-struct Pass {
+struct DataPass {
   OpKind kind = OpKind::Copy;    // Copy: one operand. Reduce: operands fold left to right.
   Buffer dst = Buffer::Output;   // the rank's own buffer
   ChunkRange chunks;
@@ -49,12 +49,12 @@ struct Pass {
 
 struct StepPlan {
   std::vector<Wait> waits;       // at most one per peer, self-waits dropped
-  std::vector<Pass> passes;
+  std::vector<DataPass> passes;
 };
 
 struct RankPlan {
   std::vector<StepPlan> steps;       // one per program step
-  std::vector<Pass> passthrough;     // input -> output for chunks no step writes
+  std::vector<DataPass> passthrough;     // input -> output for chunks no step writes
   std::vector<Wait> exit_waits;
 };
 
@@ -91,12 +91,12 @@ class LowerError : public std::runtime_error {
 };
 
 // "out[3] = sum(in[3], r2.out[3])": a pass of `rank`, operands named relative to it.
-std::string pass_text(const Pass& pass, int rank, ReduceOp op);
+std::string pass_text(const DataPass& pass, int rank, ReduceOp op);
 // "wait rank 2 step 4 (RAW: ...)".
 std::string wait_text(const Wait& wait);
 std::string traffic_text(const Traffic& t);
 
-Traffic pass_traffic(const Pass& pass, int rank);
+Traffic pass_traffic(const DataPass& pass, int rank);
 Traffic rank_traffic(const RankPlan& plan, int rank);
 
 // Human-readable plan (--dump-after=lower): options, per rank and step the waits and passes with

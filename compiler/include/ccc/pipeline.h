@@ -10,6 +10,7 @@
 #include "ccc/diagnostics.h"
 #include "ccc/instantiate.h"
 #include "ccc/step_program.h"
+#include "ccc/sync.h"
 
 namespace ccc {
 
@@ -33,5 +34,10 @@ std::optional<SourceFile> read_source(const std::string& path, Diagnostics& diag
 // parse (lex, parse, check) -> instantiate.
 std::optional<StepProgram> run_front_end(const SourceFile& file, const InstantiateOptions& options,
                                          Diagnostics& diags, const DumpHook& dump = {});
+
+// graph -> verify -> plan syncs, on the front end's step program. (The dependency graph is built
+// here only to be dumped: verification and planning work on the program directly.)
+std::optional<PlannedProgram> run_analysis(const StepProgram& program, const SyncOptions& options,
+                                           Diagnostics& diags, const DumpHook& dump = {});
 
 }  // namespace ccc
