@@ -25,7 +25,7 @@ struct RankBuffers {
 
 RankBuffers make_buffers(const CollectiveCall& shape, int n, bool in_place) {
   const uint64_t in_bytes = send_bytes(shape, n), out_bytes = recv_bytes(shape, n);
-  const uint64_t block = shape.count * dtype_size(shape.dtype);
+  const uint64_t block = shape.count * data_type_size(shape.dtype);
   RankBuffers b;
   for (int r = 0; r < n; ++r) {
     const uint64_t bytes = in_place ? std::max(in_bytes, out_bytes) : in_bytes + out_bytes;
@@ -43,8 +43,8 @@ RankBuffers make_buffers(const CollectiveCall& shape, int n, bool in_place) {
 
 // Poisons every output, then writes fresh inputs (in place they overlap: inputs win).
 void prepare(RankBuffers& b, const CollectiveCall& shape, int n, uint64_t salt) {
-  const uint64_t in_elems = send_bytes(shape, n) / dtype_size(shape.dtype);
-  const uint64_t out_elems = recv_bytes(shape, n) / dtype_size(shape.dtype);
+  const uint64_t in_elems = send_bytes(shape, n) / data_type_size(shape.dtype);
+  const uint64_t out_elems = recv_bytes(shape, n) / data_type_size(shape.dtype);
   b.inputs.assign(n, {});
   for (int r = 0; r < n; ++r) {
     poison(shape.dtype, out_elems, b.recv[r]);
@@ -77,8 +77,8 @@ int run_run(const ParsedArgs& args, std::ostream& out, std::ostream& err) {
   if (count->empty() || *end != '\0' || (*count)[0] == '-')
     return usage_error(cmd, fmt::format("--count expects a non-negative integer, not '{}'", *count), err);
   const std::string dtype = args.get("--dtype").value_or("f32");
-  if (!parse_dtype(dtype)) return usage_error(cmd, fmt::format("unknown --dtype '{}'", dtype), err);
-  shape.dtype = *parse_dtype(dtype);
+  if (!parse_data_type(dtype)) return usage_error(cmd, fmt::format("unknown --dtype '{}'", dtype), err);
+  shape.dtype = *parse_data_type(dtype);
   const std::string op = args.get("--op").value_or("sum");
   if (!parse_reduce_op(op)) return usage_error(cmd, fmt::format("unknown --op '{}'", op), err);
   shape.op = *parse_reduce_op(op);
@@ -130,7 +130,7 @@ int run_run(const ParsedArgs& args, std::ostream& out, std::ostream& err) {
     wrong += wrong_elements(buffers, shape, n);
     const double bytes = static_cast<double>(std::max(send_bytes(shape, n), recv_bytes(shape, n)));
     const double algbw = bytes / second / 1e9;
-    const uint64_t elements = 2 * n * (recv_bytes(shape, n) / dtype_size(shape.dtype));
+    const uint64_t elements = 2 * n * (recv_bytes(shape, n) / data_type_size(shape.dtype));
     out << fmt::format("{} ({}) on {} host ranks: count {} {} {}, {}\n", program->schedule,
                        collective_name(shape.collective), n, shape.count, dtype, op,
                        in_place ? "in place" : "out of place");

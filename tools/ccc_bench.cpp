@@ -38,7 +38,7 @@ namespace {
 struct Config {
   uint64_t min_bytes = 8, max_bytes = 32 << 20;
   double factor = 2;
-  DType dtype = DType::F32;
+  DataType dtype = DataType::F32;
   ReduceOp op = ReduceOp::Sum;
   int iters = 20, warmup = 5;
   bool check = true;
@@ -74,12 +74,12 @@ int parse_int_arg(const std::string& text, const char* what) {
   return static_cast<int>(v);
 }
 
-DType parse_type(const std::string& name) {
-  static const std::map<std::string, DType> nccl_names = {
-      {"double", DType::F64}, {"float", DType::F32}, {"half", DType::F16}, {"bfloat16", DType::BF16},
-      {"int64", DType::I64}, {"uint64", DType::U64}, {"int32", DType::I32}, {"int", DType::I32},
-      {"uint32", DType::U32}, {"int8", DType::I8}, {"uint8", DType::U8}};
-  if (auto t = parse_dtype(name)) return *t;
+DataType parse_type(const std::string& name) {
+  static const std::map<std::string, DataType> nccl_names = {
+      {"double", DataType::F64}, {"float", DataType::F32}, {"half", DataType::F16}, {"bfloat16", DataType::BF16},
+      {"int64", DataType::I64}, {"uint64", DataType::U64}, {"int32", DataType::I32}, {"int", DataType::I32},
+      {"uint32", DataType::U32}, {"int8", DataType::I8}, {"uint8", DataType::U8}};
+  if (auto t = parse_data_type(name)) return *t;
   if (auto it = nccl_names.find(name); it != nccl_names.end()) return it->second;
   usage(fmt::format("unknown type '{}'", name));
 }
@@ -159,7 +159,7 @@ struct Placement {
 Placement place(const std::vector<void*>& a, const std::vector<void*>& b, const CollectiveCall& shape,
                 int n, bool in_place) {
   Placement p;
-  const uint64_t block = shape.count * dtype_size(shape.dtype);
+  const uint64_t block = shape.count * data_type_size(shape.dtype);
   for (int r = 0; r < n; ++r) {
     auto* base = static_cast<unsigned char*>(a[r]);
     const void* send = base;
@@ -175,7 +175,7 @@ Placement place(const std::vector<void*>& a, const std::vector<void*>& b, const 
 // One checked run: inputs filled, outputs poisoned, every element compared.
 uint64_t checked_run(Communicator& comm, RankMemory& mem, CollectiveCall call, int n) {
   const uint64_t in_bytes = send_bytes(call, n), out_bytes = recv_bytes(call, n);
-  const uint64_t elem = dtype_size(call.dtype);
+  const uint64_t elem = data_type_size(call.dtype);
   std::vector<std::vector<unsigned char>> inputs(n, std::vector<unsigned char>(in_bytes));
   std::vector<unsigned char> host(out_bytes);
   for (int r = 0; r < n; ++r) {
@@ -214,7 +214,7 @@ int run_bandwidth(const Config& cfg) {
     mem = cuda_memory({device});
     comm.emplace(Communicator::cuda_virtual(device, n, cfg.comm));
   }
-  const uint64_t elem = dtype_size(cfg.dtype);
+  const uint64_t elem = data_type_size(cfg.dtype);
   const bool blocks = cfg.collective == Collective::ReduceScatter || cfg.collective == Collective::AllGather;
   const uint64_t unit = elem * (blocks ? n : 1);
   std::vector<void*> region_a, region_b;
@@ -223,7 +223,7 @@ int run_bandwidth(const Config& cfg) {
     region_b.push_back(mem->alloc(r, cfg.max_bytes + unit));
   }
   fmt::print("# ccc-bench: {} on {} {} ranks, {} {}, schedule {}\n#\n", collective_name(cfg.collective), n,
-             cfg.backend, dtype_name(cfg.dtype), reduce_op_name(cfg.op),
+             cfg.backend, data_type_name(cfg.dtype), reduce_op_name(cfg.op),
              cfg.comm.algo.empty() ? "chosen per size" : cfg.comm.algo);
   const std::string placement_header = fmt::format("{:>9} {:>7} {:>7} {:>6}", "time", "algbw", "busbw", "#wrong");
   fmt::print("# {:>10} {:>12} {:>6} {:>6} {:>5}   {}   {}   {:<10}{}\n", "size", "count", "type", "redop", "root",
@@ -242,7 +242,7 @@ int run_bandwidth(const Config& cfg) {
     call.root = rooted ? cfg.root : -1;
     if (call.count == 0) continue;
     const uint64_t bytes = call.count * unit;
-    std::string row = fmt::format("  {:>10} {:>12} {:>6} {:>6} {:>5}", bytes, call.count, dtype_name(cfg.dtype),
+    std::string row = fmt::format("  {:>10} {:>12} {:>6} {:>6} {:>5}", bytes, call.count, data_type_name(cfg.dtype),
                                   reduce_op_name(cfg.op), rooted ? cfg.root : -1);
     double out_of_place_algbw = 0;
     for (bool in_place : {false, true}) {
@@ -328,7 +328,7 @@ int run_jit(const Config& cfg) {
   const auto start = std::chrono::steady_clock::now();
   const EmittedKernel k = generate_kernel(find_shipped_schedule(Collective::AllReduce, algo).file, shape);
   const double generate = seconds_since(start);
-  fmt::print("# JIT: {} allreduce, N = {}, {} {}: generate {:.1f} ms\n", algo, n, dtype_name(cfg.dtype),
+  fmt::print("# JIT: {} allreduce, N = {}, {} {}: generate {:.1f} ms\n", algo, n, data_type_name(cfg.dtype),
              reduce_op_name(cfg.op), generate * 1e3);
   NvrtcRequest req;
   req.source = k.source;

@@ -104,10 +104,10 @@ cccResult_t init_all(cccComm_t* comms, int n, Make&& make) {
   });
 }
 
-ccc::DType data_type(cccDataType_t t) {
+ccc::DataType data_type(cccDataType_t t) {
   if (t < 0 || t >= cccNumTypes)
     throw Error(ErrorKind::InvalidArgument, fmt::format("unsupported data type {}", static_cast<int>(t)));
-  return ccc::kAllDTypes[t];
+  return ccc::kAllDataTypes[t];
 }
 
 ccc::ReduceOp reduce_op(cccRedOp_t op) {

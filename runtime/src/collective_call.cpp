@@ -47,11 +47,11 @@ bool is_in_place(const CollectiveCall& call, int rank, uint64_t block_bytes) {
 }  // namespace
 
 uint64_t send_bytes(const CollectiveCall& call, int nranks) {
-  return call.count * send_blocks(call, nranks) * dtype_size(call.dtype);
+  return call.count * send_blocks(call, nranks) * data_type_size(call.dtype);
 }
 
 uint64_t recv_bytes(const CollectiveCall& call, int nranks) {
-  return call.count * recv_blocks(call, nranks) * dtype_size(call.dtype);
+  return call.count * recv_blocks(call, nranks) * data_type_size(call.dtype);
 }
 
 void validate_call(const CollectiveCall& call, int nranks) {
@@ -64,19 +64,19 @@ void validate_call(const CollectiveCall& call, int nranks) {
     invalid(fmt::format("{}: root {} is not a rank of this communicator (0..{})", what, call.root,
                         nranks - 1));
   if (call.count == 0) return;
-  const uint64_t elem = dtype_size(call.dtype);
+  const uint64_t elem = data_type_size(call.dtype);
   const auto in_bytes = checked_bytes(call.count, send_blocks(call, nranks), elem);
   const auto out_bytes = checked_bytes(call.count, recv_blocks(call, nranks), elem);
   if (!in_bytes || !out_bytes)
     invalid(fmt::format("{}: count {} of {} over {} ranks overflows the address space", what,
-                        call.count, dtype_name(call.dtype), nranks));
+                        call.count, data_type_name(call.dtype), nranks));
   const uint64_t block_bytes = call.count * elem;
   for (int r = 0; r < nranks; ++r) {
     for (auto [name, p] : {std::pair{"send", call.send[r]}, std::pair{"recv", static_cast<const void*>(call.recv[r])}}) {
       if (p == nullptr) invalid(fmt::format("{}: rank {}: null {} buffer", what, r, name));
       if (address(p) % elem != 0)
         invalid(fmt::format("{}: rank {}: {} buffer {} is not aligned to {} bytes ({})", what, r,
-                            name, p, elem, dtype_name(call.dtype)));
+                            name, p, elem, data_type_name(call.dtype)));
     }
     if (overlap(address(call.send[r]), *in_bytes, address(call.recv[r]), *out_bytes) &&
         !is_in_place(call, r, block_bytes))

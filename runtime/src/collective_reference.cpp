@@ -46,50 +46,50 @@ struct Value {
   int64_t s = 0;   // integers: sign-extended
 };
 
-Value load(DType t, const void* base, uint64_t i) {
-  const auto* p = static_cast<const unsigned char*>(base) + i * dtype_size(t);
+Value load(DataType t, const void* base, uint64_t i) {
+  const auto* p = static_cast<const unsigned char*>(base) + i * data_type_size(t);
   Value v;
   switch (t) {
-    case DType::F64: std::memcpy(&v.f, p, 8); break;
-    case DType::F32: { float f; std::memcpy(&f, p, 4); v.f = f; break; }
-    case DType::F16: { uint16_t h; std::memcpy(&h, p, 2); v.f = half_to_double(h); break; }
-    case DType::BF16: { uint16_t b; std::memcpy(&b, p, 2); v.f = bf16_to_double(b); break; }
-    case DType::I64: case DType::U64: std::memcpy(&v.u, p, 8); v.s = static_cast<int64_t>(v.u); break;
-    case DType::I32: { int32_t x; std::memcpy(&x, p, 4); v.s = x; v.u = static_cast<uint64_t>(v.s); break; }
-    case DType::U32: { uint32_t x; std::memcpy(&x, p, 4); v.u = x; v.s = x; break; }
-    case DType::I8: { int8_t x; std::memcpy(&x, p, 1); v.s = x; v.u = static_cast<uint64_t>(v.s); break; }
-    case DType::U8: { uint8_t x; std::memcpy(&x, p, 1); v.u = x; v.s = x; break; }
+    case DataType::F64: std::memcpy(&v.f, p, 8); break;
+    case DataType::F32: { float f; std::memcpy(&f, p, 4); v.f = f; break; }
+    case DataType::F16: { uint16_t h; std::memcpy(&h, p, 2); v.f = half_to_double(h); break; }
+    case DataType::BF16: { uint16_t b; std::memcpy(&b, p, 2); v.f = bf16_to_double(b); break; }
+    case DataType::I64: case DataType::U64: std::memcpy(&v.u, p, 8); v.s = static_cast<int64_t>(v.u); break;
+    case DataType::I32: { int32_t x; std::memcpy(&x, p, 4); v.s = x; v.u = static_cast<uint64_t>(v.s); break; }
+    case DataType::U32: { uint32_t x; std::memcpy(&x, p, 4); v.u = x; v.s = x; break; }
+    case DataType::I8: { int8_t x; std::memcpy(&x, p, 1); v.s = x; v.u = static_cast<uint64_t>(v.s); break; }
+    case DataType::U8: { uint8_t x; std::memcpy(&x, p, 1); v.u = x; v.s = x; break; }
   }
   return v;
 }
 
-void store_small(DType t, void* base, uint64_t i, double value) {
-  auto* p = static_cast<unsigned char*>(base) + i * dtype_size(t);
+void store_small(DataType t, void* base, uint64_t i, double value) {
+  auto* p = static_cast<unsigned char*>(base) + i * data_type_size(t);
   switch (t) {
-    case DType::F64: std::memcpy(p, &value, 8); break;
-    case DType::F32: { const float f = static_cast<float>(value); std::memcpy(p, &f, 4); break; }
-    case DType::F16: { const uint16_t h = float_to_half_exact(static_cast<float>(value)); std::memcpy(p, &h, 2); break; }
-    case DType::BF16: { const uint16_t b = static_cast<uint16_t>(float_bits(static_cast<float>(value)) >> 16); std::memcpy(p, &b, 2); break; }
+    case DataType::F64: std::memcpy(p, &value, 8); break;
+    case DataType::F32: { const float f = static_cast<float>(value); std::memcpy(p, &f, 4); break; }
+    case DataType::F16: { const uint16_t h = float_to_half_exact(static_cast<float>(value)); std::memcpy(p, &h, 2); break; }
+    case DataType::BF16: { const uint16_t b = static_cast<uint16_t>(float_bits(static_cast<float>(value)) >> 16); std::memcpy(p, &b, 2); break; }
     default: {
       const auto bits = static_cast<uint64_t>(static_cast<int64_t>(value));
-      std::memcpy(p, &bits, dtype_size(t));  // little-endian: the low bytes
+      std::memcpy(p, &bits, data_type_size(t));  // little-endian: the low bytes
     }
   }
 }
 
-bool is_float(DType t) {
-  return t == DType::F64 || t == DType::F32 || t == DType::F16 || t == DType::BF16;
+bool is_float(DataType t) {
+  return t == DataType::F64 || t == DataType::F32 || t == DataType::F16 || t == DataType::BF16;
 }
 
-bool is_signed(DType t) {
-  return t == DType::I64 || t == DType::I32 || t == DType::I8;
+bool is_signed(DataType t) {
+  return t == DataType::I64 || t == DataType::I32 || t == DataType::I8;
 }
 
-int mantissa_bits(DType t) {
+int mantissa_bits(DataType t) {
   switch (t) {
-    case DType::F64: return 52;
-    case DType::F32: return 23;
-    case DType::F16: return 10;
+    case DataType::F64: return 52;
+    case DataType::F32: return 23;
+    case DataType::F16: return 10;
     default: return 7;  // bf16
   }
 }
@@ -124,7 +124,7 @@ uint64_t narrow_unsigned(uint64_t u, size_t bytes) {
 }
 
 // Does `out` match the reduction of `in[0..k)` under `op`?
-bool reduced_matches(DType t, ReduceOp op, int nranks, const Value* in, int k, const Value& out) {
+bool reduced_matches(DataType t, ReduceOp op, int nranks, const Value* in, int k, const Value& out) {
   if (is_float(t)) {
     double acc = in[0].f;
     for (int j = 1; j < k; ++j) {
@@ -139,7 +139,7 @@ bool reduced_matches(DType t, ReduceOp op, int nranks, const Value* in, int k, c
     const double expected = acc / nranks;
     return std::fabs(out.f - expected) <= std::ldexp(std::fabs(expected), -mantissa_bits(t)) * 2;
   }
-  const size_t bytes = dtype_size(t);
+  const size_t bytes = data_type_size(t);
   const bool sgn = is_signed(t);
   uint64_t acc = in[0].u;
   int64_t acc_s = in[0].s;
@@ -154,14 +154,14 @@ bool reduced_matches(DType t, ReduceOp op, int nranks, const Value* in, int k, c
   return narrow_unsigned(acc, bytes) == narrow_unsigned(out.u, bytes);
 }
 
-bool same_element(DType t, const Value& a, const Value& b) {
+bool same_element(DataType t, const Value& a, const Value& b) {
   return is_float(t) ? (a.f == b.f || (std::isnan(a.f) && std::isnan(b.f)))
-                     : narrow_unsigned(a.u, dtype_size(t)) == narrow_unsigned(b.u, dtype_size(t));
+                     : narrow_unsigned(a.u, data_type_size(t)) == narrow_unsigned(b.u, data_type_size(t));
 }
 
 }  // namespace
 
-void fill_input(DType dtype, int rank, uint64_t salt, uint64_t elems, void* dst) {
+void fill_input(DataType dtype, int rank, uint64_t salt, uint64_t elems, void* dst) {
   static constexpr double kFloatValues[] = {-2, -1, -0.5, 0.5, 1, 2};
   for (uint64_t i = 0; i < elems; ++i) {
     const uint64_t h = mix(i * 0x9e3779b97f4a7c15ULL + static_cast<uint64_t>(rank) * 0x632be59bd9b4e019ULL + salt);
@@ -172,21 +172,21 @@ void fill_input(DType dtype, int rank, uint64_t salt, uint64_t elems, void* dst)
   }
 }
 
-void poison(DType dtype, uint64_t elems, void* dst) {
+void poison(DataType dtype, uint64_t elems, void* dst) {
   if (!is_float(dtype)) {
-    std::memset(dst, 0x5a, elems * dtype_size(dtype));
+    std::memset(dst, 0x5a, elems * data_type_size(dtype));
     return;
   }
   const uint64_t nan_bits[] = {0x7ff8dead00000000ULL, 0x7fc0dead, 0x7e01, 0x7fc1};
-  const int which = dtype == DType::F64 ? 0 : dtype == DType::F32 ? 1 : dtype == DType::F16 ? 2 : 3;
-  const size_t size = dtype_size(dtype);
+  const int which = dtype == DataType::F64 ? 0 : dtype == DataType::F32 ? 1 : dtype == DataType::F16 ? 2 : 3;
+  const size_t size = data_type_size(dtype);
   for (uint64_t i = 0; i < elems; ++i)
     std::memcpy(static_cast<unsigned char*>(dst) + i * size, &nan_bits[which], size);
 }
 
 uint64_t count_wrong(const CollectiveCall& call, int nranks, int rank,
                      std::span<const void* const> inputs, const void* output) {
-  const DType t = call.dtype;
+  const DataType t = call.dtype;
   const uint64_t n = call.count;
   uint64_t wrong = 0;
   std::vector<Value> in(nranks);

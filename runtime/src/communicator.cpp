@@ -26,7 +26,7 @@ namespace {
 // All ranks in place or none: the kernel is specialised for one of the two.
 bool call_is_in_place(const CollectiveCall& call, int nranks) {
   int in_place = 0;
-  const uint64_t block = call.count * dtype_size(call.dtype);
+  const uint64_t block = call.count * data_type_size(call.dtype);
   for (int r = 0; r < nranks; ++r) {
     const auto send = reinterpret_cast<uintptr_t>(call.send[r]);
     const auto recv = reinterpret_cast<uintptr_t>(call.recv[r]);
@@ -104,7 +104,7 @@ struct Communicator::Impl {
 
   Choice choose(const CollectiveCall& call) {
     const std::string key = fmt::format("{}/{}/{}/{}", collective_name(call.collective), call.count,
-                                        dtype_name(call.dtype), call.root);
+                                        data_type_name(call.dtype), call.root);
     if (auto it = choices.find(key); it != choices.end()) return it->second;
     Choice choice{options.algo, options.channels, options.tile_bytes};
     if (options.schedule) return choices.emplace(key, choice).first->second;  // the given one
@@ -120,7 +120,7 @@ struct Communicator::Impl {
       const int n = nranks();
       const auto bytes = static_cast<int64_t>(std::max(send_bytes(call, n), recv_bytes(call, n)));
       try {
-        const ccc::Choice best = select_schedule(call.collective, bytes, static_cast<int>(dtype_size(call.dtype)),
+        const ccc::Choice best = select_schedule(call.collective, bytes, static_cast<int>(data_type_size(call.dtype)),
                                                  *topology, menu_for(call.collective, call.root).candidates(), select);
         choice = {best.name(), best.params.channels, best.params.tile_bytes};
       } catch (const std::invalid_argument& e) {
@@ -143,7 +143,7 @@ struct Communicator::Impl {
     shape.in_place = in_place;
     const std::string key =
         fmt::format("{}/{}/{}/{}/{}/{}/{}/{}/{}", choice.algo, collective_name(shape.collective),
-                    shape.nranks, shape.root, dtype_name(shape.dtype),
+                    shape.nranks, shape.root, data_type_name(shape.dtype),
                     reduce_op_name(shape.op), shape.channels, shape.tile_bytes, in_place);
     if (auto it = kernels.find(key); it != kernels.end()) return it->second;
 
@@ -253,27 +253,27 @@ void Communicator::run(const CollectiveCall& call, Streams streams) {
   }
 }
 
-void Communicator::all_reduce(Sends send, Recvs recv, uint64_t count, DType dtype, ReduceOp op,
+void Communicator::all_reduce(Sends send, Recvs recv, uint64_t count, DataType dtype, ReduceOp op,
                               Streams streams) {
   run({Collective::AllReduce, count, dtype, op, -1, send, recv}, streams);
 }
 
-void Communicator::reduce_scatter(Sends send, Recvs recv, uint64_t recv_count, DType dtype,
+void Communicator::reduce_scatter(Sends send, Recvs recv, uint64_t recv_count, DataType dtype,
                                   ReduceOp op, Streams streams) {
   run({Collective::ReduceScatter, recv_count, dtype, op, -1, send, recv}, streams);
 }
 
-void Communicator::all_gather(Sends send, Recvs recv, uint64_t send_count, DType dtype,
+void Communicator::all_gather(Sends send, Recvs recv, uint64_t send_count, DataType dtype,
                               Streams streams) {
   run({Collective::AllGather, send_count, dtype, ReduceOp::Sum, -1, send, recv}, streams);
 }
 
-void Communicator::broadcast(Sends send, Recvs recv, uint64_t count, DType dtype, int root,
+void Communicator::broadcast(Sends send, Recvs recv, uint64_t count, DataType dtype, int root,
                              Streams streams) {
   run({Collective::Broadcast, count, dtype, ReduceOp::Sum, root, send, recv}, streams);
 }
 
-void Communicator::reduce(Sends send, Recvs recv, uint64_t count, DType dtype, ReduceOp op,
+void Communicator::reduce(Sends send, Recvs recv, uint64_t count, DataType dtype, ReduceOp op,
                           int root, Streams streams) {
   run({Collective::Reduce, count, dtype, op, root, send, recv}, streams);
 }

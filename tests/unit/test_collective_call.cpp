@@ -65,7 +65,7 @@ TEST(ValidateCall, NamesTheProblem) {
   Call misaligned(Collective::AllReduce, 4, {a.at(2), a.at(64)}, {a.at(128), a.at(256)});
   EXPECT_NE(failure(misaligned.call, 2).find("rank 0: send buffer 0x"), std::string::npos);
   EXPECT_NE(failure(misaligned.call, 2).find("is not aligned to 4 bytes (f32)"), std::string::npos);
-  misaligned.call.dtype = DType::U8;
+  misaligned.call.dtype = DataType::U8;
   EXPECT_EQ(failure(misaligned.call, 2), "") << "bytes need no alignment";
   Call wrong_n(Collective::AllReduce, 4, {a.at(0)}, {a.at(64)});
   EXPECT_EQ(failure(wrong_n.call, 2),

@@ -11,7 +11,7 @@ using namespace ccc;
 namespace {
 
 template <typename T>
-std::vector<std::vector<T>> inputs(DType t, int nranks, uint64_t elems) {
+std::vector<std::vector<T>> inputs(DataType t, int nranks, uint64_t elems) {
   std::vector<std::vector<T>> in(nranks, std::vector<T>(elems));
   for (int r = 0; r < nranks; ++r) fill_input(t, r, 7, elems, in[r].data());
   return in;
@@ -27,7 +27,7 @@ std::vector<const void*> pointers(const std::vector<std::vector<T>>& v) {
 }  // namespace
 
 TEST(CollectiveReference, InputsAreSmallAndVaried) {
-  const auto f = inputs<float>(DType::F32, 2, 1000);
+  const auto f = inputs<float>(DataType::F32, 2, 1000);
   int distinct_signs = 0;
   for (float v : f[0]) {
     EXPECT_TRUE(v == 0.5f || v == 1 || v == 2 || v == -0.5f || v == -1 || v == -2) << v;
@@ -35,24 +35,24 @@ TEST(CollectiveReference, InputsAreSmallAndVaried) {
   }
   EXPECT_GT(distinct_signs, 300);
   EXPECT_NE(f[0], f[1]) << "ranks differ";
-  const auto i = inputs<int8_t>(DType::I8, 1, 1000);
+  const auto i = inputs<int8_t>(DataType::I8, 1, 1000);
   for (int8_t v : i[0]) EXPECT_LE(std::abs(v), 7);
 }
 
 TEST(CollectiveReference, AllReduceSumOfInt32) {
   const int n = 3;
   const uint64_t count = 257;
-  const auto in = inputs<int32_t>(DType::I32, n, count);
+  const auto in = inputs<int32_t>(DataType::I32, n, count);
   std::vector<int32_t> out(count);
   for (uint64_t i = 0; i < count; ++i) out[i] = in[0][i] + in[1][i] + in[2][i];
   CollectiveCall call;
   call.count = count;
-  call.dtype = DType::I32;
+  call.dtype = DataType::I32;
   const auto p = pointers(in);
   EXPECT_EQ(count_wrong(call, n, 1, p, out.data()), 0u);
   out[100] += 1;
   EXPECT_EQ(count_wrong(call, n, 1, p, out.data()), 1u);
-  poison(DType::I32, count, out.data());
+  poison(DataType::I32, count, out.data());
   EXPECT_EQ(count_wrong(call, n, 1, p, out.data()), count);
   call.op = ReduceOp::Max;
   for (uint64_t i = 0; i < count; ++i) out[i] = std::max({in[0][i], in[1][i], in[2][i]});
@@ -61,14 +61,14 @@ TEST(CollectiveReference, AllReduceSumOfInt32) {
 
 TEST(CollectiveReference, AvgAllowsOneRoundingOfTheDivision) {
   const int n = 3;
-  const auto in = inputs<float>(DType::F32, n, 64);
+  const auto in = inputs<float>(DataType::F32, n, 64);
   std::vector<float> out(64);
   for (int i = 0; i < 64; ++i) out[i] = (in[0][i] + in[1][i] + in[2][i]) * (1.0f / 3);
   CollectiveCall call;
   call.count = 64;
   call.op = ReduceOp::Avg;
   EXPECT_EQ(count_wrong(call, n, 0, pointers(in), out.data()), 0u);
-  poison(DType::F32, 64, out.data());
+  poison(DataType::F32, 64, out.data());
   EXPECT_TRUE(std::isnan(out[0]));
   EXPECT_EQ(count_wrong(call, n, 0, pointers(in), out.data()), 64u);
 }
@@ -76,11 +76,11 @@ TEST(CollectiveReference, AvgAllowsOneRoundingOfTheDivision) {
 TEST(CollectiveReference, BlockLayoutsOfScatterAndGather) {
   const int n = 2;
   const uint64_t count = 5;
-  const auto in = inputs<uint8_t>(DType::U8, n, n * count);
+  const auto in = inputs<uint8_t>(DataType::U8, n, n * count);
   CollectiveCall rs;
   rs.collective = Collective::ReduceScatter;
   rs.count = count;
-  rs.dtype = DType::U8;
+  rs.dtype = DataType::U8;
   std::vector<uint8_t> out(count);
   for (uint64_t i = 0; i < count; ++i) out[i] = static_cast<uint8_t>(in[0][count + i] + in[1][count + i]);
   EXPECT_EQ(count_wrong(rs, n, 1, pointers(in), out.data()), 0u);

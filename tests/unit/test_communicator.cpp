@@ -29,9 +29,9 @@ CommOptions options(const std::string& algo = "") {
 }
 
 // Runs one all_reduce and returns the number of wrong elements over all ranks.
-uint64_t check_all_reduce(Communicator& comm, uint64_t count, DType dtype, ReduceOp op, bool in_place) {
+uint64_t check_all_reduce(Communicator& comm, uint64_t count, DataType dtype, ReduceOp op, bool in_place) {
   const int n = comm.size();
-  const size_t elem = dtype_size(dtype), offset = 8;  // offset: buffers not 16-byte aligned
+  const size_t elem = data_type_size(dtype), offset = 8;  // offset: buffers not 16-byte aligned
   std::vector<std::vector<uint64_t>> in(n), out(n);
   std::vector<std::vector<unsigned char>> saved(n);
   std::vector<const void*> send, inputs;
@@ -62,15 +62,15 @@ uint64_t check_all_reduce(Communicator& comm, uint64_t count, DType dtype, Reduc
 
 TEST(Communicator, AllReduceEveryDtype) {
   Communicator comm = Communicator::host(3, options("ring"));
-  for (DType t : kAllDTypes)
-    EXPECT_EQ(check_all_reduce(comm, 4097, t, ReduceOp::Sum, false), 0u) << dtype_name(t);
+  for (DataType t : kAllDataTypes)
+    EXPECT_EQ(check_all_reduce(comm, 4097, t, ReduceOp::Sum, false), 0u) << data_type_name(t);
 }
 
 TEST(Communicator, AllReduceEveryOp) {
   Communicator comm = Communicator::host(4, options("ring"));
-  for (DType t : {DType::F32, DType::I8})
+  for (DataType t : {DataType::F32, DataType::I8})
     for (ReduceOp op : kAllReduceOps)
-      EXPECT_EQ(check_all_reduce(comm, 1003, t, op, false), 0u) << dtype_name(t) << " " << reduce_op_name(op);
+      EXPECT_EQ(check_all_reduce(comm, 1003, t, op, false), 0u) << data_type_name(t) << " " << reduce_op_name(op);
 }
 
 TEST(Communicator, AllReduceRankCountsCountsAndPlacement) {
@@ -78,7 +78,7 @@ TEST(Communicator, AllReduceRankCountsCountsAndPlacement) {
     Communicator comm = Communicator::host(n, options("ring"));
     for (bool in_place : {false, true})
       for (uint64_t count : {0u, 1u, 7u, 100003u})
-        EXPECT_EQ(check_all_reduce(comm, count, DType::F32, ReduceOp::Sum, in_place), 0u)
+        EXPECT_EQ(check_all_reduce(comm, count, DataType::F32, ReduceOp::Sum, in_place), 0u)
             << "N " << n << " count " << count << (in_place ? " in place" : "");
   }
 }
@@ -86,7 +86,7 @@ TEST(Communicator, AllReduceRankCountsCountsAndPlacement) {
 TEST(Communicator, AllReduceEveryShippedSchedule) {
   for (const char* algo : {"ring", "oneshot", "twoshot", "butterfly", "tree", "dbtree"}) {
     Communicator comm = Communicator::host(4, options(algo));
-    EXPECT_EQ(check_all_reduce(comm, 77777, DType::I32, ReduceOp::Sum, false), 0u) << algo;
+    EXPECT_EQ(check_all_reduce(comm, 77777, DataType::I32, ReduceOp::Sum, false), 0u) << algo;
   }
 }
 
@@ -96,7 +96,7 @@ TEST(Communicator, ReportsWhatCannotRun) {
   const void* send[] = {a.data(), b.data(), c.data()};
   void* recv[] = {a.data(), b.data(), c.data()};
   try {
-    comm.all_reduce(send, recv, 8, DType::F32, ReduceOp::Sum);
+    comm.all_reduce(send, recv, 8, DataType::F32, ReduceOp::Sum);
     FAIL() << "butterfly needs a power of two";
   } catch (const Error& e) {
     EXPECT_EQ(e.kind(), ErrorKind::InvalidArgument);
@@ -104,7 +104,7 @@ TEST(Communicator, ReportsWhatCannotRun) {
   }
   Communicator unknown = Communicator::host(3, options("warp-drive"));
   try {
-    unknown.all_reduce(send, recv, 8, DType::F32, ReduceOp::Sum);
+    unknown.all_reduce(send, recv, 8, DataType::F32, ReduceOp::Sum);
     FAIL() << "no such schedule";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("no shipped allreduce schedule named 'warp-drive'"), std::string::npos);
@@ -117,7 +117,7 @@ TEST(Communicator, MixedPlacementAndUseAfterDestroy) {
   const void* send[] = {a.data(), b.data()};
   void* recv[] = {a.data(), c.data()};
   try {
-    comm.all_reduce(send, recv, 64, DType::F32, ReduceOp::Sum);
+    comm.all_reduce(send, recv, 64, DataType::F32, ReduceOp::Sum);
     FAIL() << "rank 0 in place, rank 1 not";
   } catch (const Error& e) {
     EXPECT_STREQ(e.what(), "allreduce: 1 of 2 ranks are in place; all or none must be");
@@ -169,6 +169,6 @@ TEST(Communicator, SelectsBySizeOnATopology) {
   std::vector<void*> recv(8, nullptr);
   std::vector<std::vector<float>> bufs(8, std::vector<float>(2, 1.0f));
   for (int r = 0; r < 8; ++r) send[r] = recv[r] = bufs[r].data();
-  comm.all_reduce(send, recv, 2, DType::F32, ReduceOp::Sum);
+  comm.all_reduce(send, recv, 2, DataType::F32, ReduceOp::Sum);
   for (const auto& v : bufs) EXPECT_EQ(v, std::vector<float>(2, 8.0f)) << small_algo;
 }

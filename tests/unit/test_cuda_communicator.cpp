@@ -58,11 +58,11 @@ TEST(CudaCommunicator, AllReduceOnVirtualRanks) {
   const int n = 8;
   const uint64_t count = 1000003;
   for (const char* algo : {"ring", "twoshot", "oneshot"}) {
-    for (DType t : {DType::F32, DType::BF16, DType::I32}) {
+    for (DataType t : {DataType::F32, DataType::BF16, DataType::I32}) {
       CommOptions o;
       o.algo = algo;
       Communicator comm = Communicator::cuda_virtual(0, n, o);
-      const uint64_t bytes = count * dtype_size(t);
+      const uint64_t bytes = count * data_type_size(t);
       std::vector<std::unique_ptr<DeviceBuffer>> in, out;
       std::vector<std::vector<unsigned char>> host_in(n, std::vector<unsigned char>(bytes));
       std::vector<unsigned char> host_out(bytes);
@@ -86,7 +86,7 @@ TEST(CudaCommunicator, AllReduceOnVirtualRanks) {
       call.dtype = t;
       for (int r = 0; r < n; ++r) {
         out[r]->download(host_out.data(), bytes);
-        EXPECT_EQ(count_wrong(call, n, r, inputs, host_out.data()), 0u) << algo << " " << dtype_name(t) << " rank " << r;
+        EXPECT_EQ(count_wrong(call, n, r, inputs, host_out.data()), 0u) << algo << " " << data_type_name(t) << " rank " << r;
       }
     }
   }
@@ -100,7 +100,7 @@ TEST(CudaCommunicator, RejectsHostMemory) {
   const void* send[] = {a.data(), b.data()};
   void* recv[] = {a.data(), b.data()};
   try {
-    comm.all_reduce(send, recv, 16, DType::F32, ReduceOp::Sum);
+    comm.all_reduce(send, recv, 16, DataType::F32, ReduceOp::Sum);
     FAIL() << "host memory accepted";
   } catch (const Error& e) {
     EXPECT_EQ(e.kind(), ErrorKind::InvalidArgument);

@@ -18,7 +18,7 @@ namespace ccc {
 struct CollectiveCall {
   Collective collective = Collective::AllReduce;
   uint64_t count = 0;
-  DType dtype = DType::F32;
+  DataType dtype = DataType::F32;
   ReduceOp op = ReduceOp::Sum;  // unused by allgather and broadcast
   int root = -1;                // broadcast and reduce only
   std::span<const void* const> send;  // [N]

@@ -17,10 +17,10 @@
 namespace ccc {
 
 // Fills `elems` elements at `dst` with rank `rank`'s input (`salt` varies it between calls).
-void fill_input(DType dtype, int rank, uint64_t salt, uint64_t elems, void* dst);
+void fill_input(DataType dtype, int rank, uint64_t salt, uint64_t elems, void* dst);
 
 // Fills `bytes` bytes with a pattern no expected result takes (NaN for floats).
-void poison(DType dtype, uint64_t elems, void* dst);
+void poison(DataType dtype, uint64_t elems, void* dst);
 
 // The number of elements of rank `rank`'s recv buffer (`output`) that differ from what `call`
 // must produce from `inputs` (every rank's send buffer as it was before the call). Reduce

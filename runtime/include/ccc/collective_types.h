@@ -1,10 +1,10 @@
-// The errors the runtime reports (element types and ops are in ccc/dtype.h).
+// The errors the runtime reports (element types and ops are in ccc/data_type.h).
 #pragma once
 
 #include <stdexcept>
 #include <string>
 
-#include "ccc/dtype.h"
+#include "ccc/data_type.h"
 
 namespace ccc {
 

@@ -61,17 +61,17 @@ class Communicator {
   using Recvs = std::span<void* const>;
   using Streams = std::span<void* const>;
 
-  void all_reduce(Sends send, Recvs recv, uint64_t count, DType dtype, ReduceOp op,
+  void all_reduce(Sends send, Recvs recv, uint64_t count, DataType dtype, ReduceOp op,
                   Streams streams = {});
   // send holds size() * recv_count elements per rank; recv gets the rank's block.
-  void reduce_scatter(Sends send, Recvs recv, uint64_t recv_count, DType dtype, ReduceOp op,
+  void reduce_scatter(Sends send, Recvs recv, uint64_t recv_count, DataType dtype, ReduceOp op,
                       Streams streams = {});
   // recv holds size() * send_count elements per rank.
-  void all_gather(Sends send, Recvs recv, uint64_t send_count, DType dtype,
+  void all_gather(Sends send, Recvs recv, uint64_t send_count, DataType dtype,
                   Streams streams = {});
-  void broadcast(Sends send, Recvs recv, uint64_t count, DType dtype, int root,
+  void broadcast(Sends send, Recvs recv, uint64_t count, DataType dtype, int root,
                  Streams streams = {});
-  void reduce(Sends send, Recvs recv, uint64_t count, DType dtype, ReduceOp op, int root,
+  void reduce(Sends send, Recvs recv, uint64_t count, DataType dtype, ReduceOp op, int root,
               Streams streams = {});
   // Any of the above, spelled as a CollectiveCall.
   void run(const CollectiveCall& call, Streams streams = {});

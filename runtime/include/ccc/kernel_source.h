@@ -15,7 +15,7 @@ struct KernelShape {
   Collective collective = Collective::AllReduce;
   int nranks = 0;
   int root = -1;  // broadcast and reduce
-  DType dtype = DType::F32;
+  DataType dtype = DataType::F32;
   ReduceOp op = ReduceOp::Sum;
   int channels = 0;        // 0: the code generator's default
   int64_t tile_bytes = 0;  // 0: the code generator's default
