@@ -67,14 +67,23 @@ TEST(Lower, OneShotFusesEveryPeerIntoOnePass) {
 }
 
 TEST(Lower, AdjacentChunksFuseIntoOnePass) {
-  // Op per chunk: rank 0, step 0 reduces chunks 0, 1, 2, 3 from rank 4 -> one pass over 0..3.
+  // Two ranks, four chunks, one op per chunk: each rank reduces its half from the other, then
+  // copies the other half back. Each step's two ops on adjacent chunks become one pass.
+  StepProgram p = testing::empty_program("halves", Collective::AllReduce, 2, 4, 2);
+  for (int r = 0; r < 2; ++r)
+    for (int c = 0; c < 2; ++c) {
+      testing::add(p, r, 0, OpKind::Reduce, 2 * r + c, 1 - r, Buffer::Input);
+      testing::add(p, r, 1, OpKind::Copy, 2 * (1 - r) + c, 1 - r);
+    }
   Diagnostics diags;
-  std::optional<PlannedProgram> pp = plan_syncs(testing::butterfly(8), {}, diags);
+  std::optional<PlannedProgram> pp = plan_syncs(p, {}, diags);
   ASSERT_TRUE(pp) << diags.render(nullptr);
-  const std::vector<DataPass> passes = lower(*pp, {}).ranks[0].steps[0].passes;
-  ASSERT_EQ(passes.size(), 1u);
-  EXPECT_EQ(passes[0].chunks, (ChunkRange{0, 4}));
-  EXPECT_EQ(passes[0].locs.size(), 1u);  // the four ops share one DSL line
+  const KernelPlan plan = lower(*pp, {});
+  ASSERT_EQ(plan.ranks[1].steps[0].passes.size(), 1u);
+  EXPECT_EQ(plan.ranks[1].steps[0].passes[0].chunks, (ChunkRange{2, 2}));
+  EXPECT_EQ(plan.ranks[1].steps[0].passes[0].locs.size(), 1u);  // the two ops share one DSL line
+  ASSERT_EQ(plan.ranks[1].steps[1].passes.size(), 1u);
+  EXPECT_EQ(plan.ranks[1].steps[1].passes[0].chunks, (ChunkRange{0, 2}));
 }
 
 TEST(Lower, SingleRankPassesTheInputThrough) {
@@ -87,7 +96,7 @@ TEST(Lower, SingleRankPassesTheInputThrough) {
 }
 
 TEST(Lower, RejectsBadOptions) {
-  PlannedProgram pp = testing::without_waits(testing::ring(2));
+  PlannedProgram pp = testing::without_waits(testing::shipped("ring", 2));
   for (int64_t tile : {0, 100, 32}) {
     KernelOptions o;
     o.tile_bytes = tile;
@@ -102,20 +111,20 @@ TEST(Lower, RejectsBadOptions) {
 }
 
 TEST(Lower, RejectsAReadOfUnwrittenScratch) {
-  StepProgram p = testing::ring(2);
+  StepProgram p = testing::shipped("ring", 2);
   p.ops[1][0][0].src = Buffer::Scratch;
   try {
     lower(testing::without_waits(p), {});
     FAIL() << "expected a LowerError";
   } catch (const LowerError& e) {
-    EXPECT_STREQ(e.what(), "rank 1, step 0 (s=0), chunk 0: reads rank 0's scratch before anything wrote it");
-    EXPECT_EQ(e.loc.line, 3);
+    EXPECT_STREQ(e.what(), "rank 1, step 0 (reduce_scatter s=0), chunk 0: reads rank 0's scratch before anything wrote it");
+    EXPECT_EQ(e.loc.line, 15);
   }
 }
 
 TEST(Lower, RejectsAStepThatReadsWhatItWrites) {
   // In place, rank 0's step 0 reduces into out[2] and also copies its own out[2] to scratch.
-  StepProgram p = testing::ring(3);
+  StepProgram p = testing::shipped("ring", 3);
   testing::add(p, 0, 0, OpKind::Copy, 2, 0, Buffer::Output, Buffer::Scratch);
   KernelOptions o;
   o.in_place = true;
