@@ -11,8 +11,8 @@ namespace {
 
 constexpr const char* kVersion = "ccc 0.1.0";
 
-std::array<const Command*, 4> commands() {
-  return {&check_command(), &compile_command(), &topo_command(), &tune_command()};
+std::array<const Command*, 5> commands() {
+  return {&check_command(), &compile_command(), &topo_command(), &tune_command(), &run_command()};
 }
 
 std::string top_help() {

@@ -1,0 +1,30 @@
+// Element types and reduction ops a collective can be specialised for. (The runtime's
+// collective_types.h spells the same names; this is the one definition, in the compiler library
+// because lowering and emission need it.)
+#pragma once
+
+#include <cstddef>
+#include <optional>
+#include <string_view>
+
+namespace ccc {
+
+enum class DataType { F64, F32, F16, BF16, I64, U64, I32, U32, I8, U8 };
+enum class ReduceOp { Sum, Prod, Min, Max, Avg };
+
+inline constexpr DataType kAllDataTypes[] = {DataType::F64, DataType::F32, DataType::F16, DataType::BF16,
+                                             DataType::I64, DataType::U64, DataType::I32, DataType::U32,
+                                             DataType::I8,  DataType::U8};
+inline constexpr ReduceOp kAllReduceOps[] = {ReduceOp::Sum, ReduceOp::Prod, ReduceOp::Min, ReduceOp::Max,
+                                             ReduceOp::Avg};
+
+const char* data_type_name(DataType t);         // "f32", ...
+size_t data_type_size(DataType t);              // bytes per element
+bool data_type_is_float(DataType t);
+const char* data_type_device_type(DataType t);  // the device prelude's spelling: "float", "ccc::f16", ...
+std::optional<DataType> parse_data_type(std::string_view name);
+
+const char* reduce_op_name(ReduceOp op);        // "sum", ...
+std::optional<ReduceOp> parse_reduce_op(std::string_view name);
+
+}  // namespace ccc

@@ -1,0 +1,27 @@
+// Emission: kernel plan -> CUDA C++ source that also compiles as host C++ (runtime/device/ccc_device.h).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "ccc/diagnostics.h"
+#include "ccc/kernel_plan.h"
+
+namespace ccc {
+
+struct EmittedKernel {
+  std::string source;       // includes "ccc_device.h" and nothing else
+  std::string kernel_name;  // extern "C" symbol: ccc_<schedule>_n<N>_<dtype>_<op>_t<tile>_c<channels>_p<depth>[_ip]
+  int channels = 0;         // blocks per rank (grid = channels, or N * channels for virtual ranks)
+  int block_threads = 0;    // CUDA threads per block (host: one thread per block)
+  bool uses_scratch = false;
+  int dtype_bytes = 0;
+
+  // Scratch each rank must provide for a collective of `count` elements.
+  uint64_t scratch_bytes(uint64_t count) const { return uses_scratch ? count * static_cast<uint64_t>(dtype_bytes) : 0; }
+};
+
+// `source`, when given, is the schedule text: each step's comment then quotes its DSL line.
+EmittedKernel emit_cuda(const KernelPlan& plan, const SourceFile* source = nullptr);
+
+}  // namespace ccc

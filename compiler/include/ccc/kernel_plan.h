@@ -1,0 +1,106 @@
+// The kernel plan: a planned step program lowered to what one fused kernel per rank does.
+//
+// Per rank and step: the waits to pass, then passes. A pass writes one destination chunk range
+// of the rank's own buffer from one or more operands (fusion: every reduce of a step into one
+// destination is one multi-source pass; adjacent chunks that do the same thing are one pass).
+// Operands are resolved to physical buffers: a read of an output chunk nobody has written yet
+// reads the input instead (first touch), so out-of-place needs no copy. Output chunks a schedule
+// never writes get a passthrough copy from the input (out-of-place only).
+//
+// Tiling is not spelled out here: every chunk splits into one slice per channel and every slice
+// into windows of `pipeline` tiles, all at run time from `count` (ccc_device_common.h); the plan's
+// passes and waits apply to every (channel, window) alike.
+#pragma once
+
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "ccc/data_type.h"
+#include "ccc/sync_plan.h"
+
+namespace ccc {
+
+struct KernelOptions {
+  DataType dtype = DataType::F32;
+  ReduceOp op = ReduceOp::Sum;
+  int64_t tile_bytes = 64 * 1024;  // a multiple of 64
+  int channels = 4;                // thread blocks per rank
+  int pipeline = 2;                // tiles per channel between two progress updates
+  bool in_place = false;           // input == output: reads never redirect to the input
+};
+
+// A physical buffer of some rank.
+struct Operand {
+  int rank = 0;
+  Buffer buffer = Buffer::Output;
+  friend bool operator==(const Operand&, const Operand&) = default;
+};
+
+struct DataPass {
+  OpKind kind = OpKind::Copy;    // Copy: one operand. Reduce: operands fold left to right.
+  Buffer dst = Buffer::Output;   // the rank's own buffer
+  ChunkRange chunks;
+  std::vector<Operand> operands;
+  bool completes = false;        // this write completes the value: the op's finish (avg) goes here
+  std::vector<SourceLoc> locs;   // the DSL ops fused into it
+};
+
+struct StepPlan {
+  std::vector<Wait> waits;       // at most one per peer, self-waits dropped
+  std::vector<DataPass> passes;
+};
+
+struct RankPlan {
+  std::vector<StepPlan> steps;       // one per program step
+  std::vector<DataPass> passthrough;     // input -> output for chunks no step writes
+  std::vector<Wait> exit_waits;
+};
+
+// Chunks moved by one rank: bytes = chunks * count * dtype size / nchunks.
+struct Traffic {
+  int64_t read = 0;         // chunk reads, own and remote
+  int64_t read_remote = 0;  // chunk reads from peers (NVLink traffic)
+  int64_t written = 0;
+};
+
+struct KernelPlan {
+  KernelOptions options;
+  std::string file;
+  std::string schedule;
+  Collective collective = Collective::AllReduce;
+  int nranks = 0;
+  int64_t nchunks = 0;
+  std::vector<Phase> phases;
+  std::vector<StepInfo> steps;
+  std::vector<RankPlan> ranks;
+  bool uses_scratch = false;     // scratch holds `count` elements per rank when true
+  int64_t waits = 0;             // waits in the kernel, all ranks
+  int64_t cross_rank_edges = 0;  // from the sync plan
+  uint64_t program_hash = 0;     // of the step program: provenance in the emitted header
+
+  int nsteps() const { return static_cast<int>(steps.size()); }
+};
+
+// A schedule or option the kernel cannot implement; the message names rank, step and chunk.
+class LowerError : public std::runtime_error {
+ public:
+  LowerError(SourceLoc loc, const std::string& message) : std::runtime_error(message), loc(loc) {}
+  SourceLoc loc;
+};
+
+// "out[3] = sum(in[3], r2.out[3])": a pass of `rank`, operands named relative to it.
+std::string pass_text(const DataPass& pass, int rank, ReduceOp op);
+// "wait rank 2 step 4 (RAW: ...)".
+std::string wait_text(const Wait& wait);
+std::string traffic_text(const Traffic& t);
+
+Traffic pass_traffic(const DataPass& pass, int rank);
+Traffic rank_traffic(const RankPlan& plan, int rank);
+
+// Human-readable plan (--dump-after=lower): options, per rank and step the waits and passes with
+// the chunks each moves, and totals in chunks and in bytes per element of count.
+std::string print_kernel_plan(const KernelPlan& plan);
+
+}  // namespace ccc

@@ -1,0 +1,98 @@
+#include "ccc/kernel_plan.h"
+
+#include <fmt/format.h>
+
+namespace ccc {
+
+namespace {
+
+const char* short_name(Buffer b) {
+  switch (b) {
+    case Buffer::Output: return "out";
+    case Buffer::Input: return "in";
+    case Buffer::Scratch: return "scratch";
+  }
+  return "?";
+}
+
+std::string chunk_text(ChunkRange c) {
+  return c.count == 1 ? fmt::format("[{}]", c.begin) : fmt::format("[{}..{}]", c.begin, c.end() - 1);
+}
+
+std::string operand_text(const Operand& o, int rank, ChunkRange c) {
+  return fmt::format("{}{}{}", o.rank == rank ? "" : fmt::format("r{}.", o.rank), short_name(o.buffer), chunk_text(c));
+}
+
+}  // namespace
+
+std::string wait_text(const Wait& w) {
+  std::string text = w.step < 0 ? fmt::format("wait rank {} entered", w.peer)
+                                : fmt::format("wait rank {} step {}", w.peer, w.step);
+  return fmt::format("{} ({}{}{})", text, sync_reason_name(w.reason), w.why.empty() ? "" : ": ", w.why);
+}
+
+std::string traffic_text(const Traffic& t) {
+  return fmt::format("reads {} ({} remote), writes {}", t.read, t.read_remote, t.written);
+}
+
+std::string pass_text(const DataPass& pass, int rank, ReduceOp op) {
+  std::string operands;
+  for (const Operand& o : pass.operands)
+    operands += fmt::format("{}{}", operands.empty() ? "" : ", ", operand_text(o, rank, pass.chunks));
+  std::string value = pass.kind == OpKind::Copy ? operands : fmt::format("{}({})", reduce_op_name(op), operands);
+  if (pass.completes && op == ReduceOp::Avg) value = fmt::format("{} / N", value);
+  return fmt::format("{}{} = {}", short_name(pass.dst), chunk_text(pass.chunks), value);
+}
+
+Traffic pass_traffic(const DataPass& pass, int rank) {
+  Traffic t;
+  for (const Operand& o : pass.operands) {
+    t.read += pass.chunks.count;
+    if (o.rank != rank) t.read_remote += pass.chunks.count;
+  }
+  t.written = pass.chunks.count;
+  return t;
+}
+
+Traffic rank_traffic(const RankPlan& plan, int rank) {
+  Traffic total;
+  auto add = [&](const DataPass& pass) {
+    Traffic t = pass_traffic(pass, rank);
+    total.read += t.read;
+    total.read_remote += t.read_remote;
+    total.written += t.written;
+  };
+  for (const StepPlan& step : plan.steps)
+    for (const DataPass& pass : step.passes) add(pass);
+  for (const DataPass& pass : plan.passthrough) add(pass);
+  return total;
+}
+
+std::string print_kernel_plan(const KernelPlan& plan) {
+  const KernelOptions& o = plan.options;
+  std::string out = fmt::format("kernel plan: {} {} ({}), {} ranks, {} chunks, {} steps\n", collective_name(plan.collective),
+                                plan.schedule, plan.file, plan.nranks, plan.nchunks, plan.nsteps());
+  out += fmt::format("  dtype {}, op {}, tile {} B, {} channels, pipeline {}, {}\n", data_type_name(o.dtype), reduce_op_name(o.op),
+                     o.tile_bytes, o.channels, o.pipeline, o.in_place ? "in place" : "out of place");
+  out += fmt::format("  waits {} (sync plan: {} cross-rank edges), scratch {}\n", plan.waits, plan.cross_rank_edges,
+                     plan.uses_scratch ? "count elements per rank" : "none");
+  out += "  traffic in chunks; one chunk = count * " + std::to_string(data_type_size(o.dtype)) + " / " +
+         std::to_string(plan.nchunks) + " bytes\n";
+  for (int r = 0; r < plan.nranks; ++r) {
+    const RankPlan& rank = plan.ranks[r];
+    out += fmt::format("rank {}:\n", r);
+    for (int k = 0; k < plan.nsteps(); ++k) {
+      out += fmt::format("  step {} ({}):\n", k, plan.steps[k].label);
+      for (const Wait& w : rank.steps[k].waits) out += fmt::format("    {}\n", wait_text(w));
+      for (const DataPass& pass : rank.steps[k].passes)
+        out += fmt::format("    {}  -- {}\n", pass_text(pass, r, o.op), traffic_text(pass_traffic(pass, r)));
+    }
+    for (const DataPass& pass : rank.passthrough)
+      out += fmt::format("  passthrough: {}  -- {}\n", pass_text(pass, r, o.op), traffic_text(pass_traffic(pass, r)));
+    for (const Wait& w : rank.exit_waits) out += fmt::format("  exit: {}\n", wait_text(w));
+    out += fmt::format("  total: {}\n", traffic_text(rank_traffic(rank, r)));
+  }
+  return out;
+}
+
+}  // namespace ccc

@@ -1,0 +1,287 @@
+#include "ccc/lower.h"
+
+#include <algorithm>
+#include <map>
+
+#include <fmt/format.h>
+
+namespace ccc {
+
+namespace {
+
+constexpr int kBuffers = 3;  // Output, Input, Scratch
+int index(Buffer b) { return static_cast<int>(b); }
+
+// What each (rank, buffer, chunk) holds: whether a step has written it, and how many ranks'
+// contributions it carries (-1: undefined, i.e. scratch never written).
+struct State {
+  std::vector<std::vector<std::vector<bool>>> written;  // [rank][buffer][chunk]
+  std::vector<std::vector<std::vector<int>>> contrib;   // [rank][buffer][chunk]
+
+  State(int nranks, int64_t nchunks)
+      : written(nranks, std::vector<std::vector<bool>>(kBuffers, std::vector<bool>(nchunks))),
+        contrib(nranks, std::vector<std::vector<int>>(kBuffers, std::vector<int>(nchunks, 1))) {
+    for (auto& rank : contrib) std::fill(rank[index(Buffer::Scratch)].begin(), rank[index(Buffer::Scratch)].end(), -1);
+  }
+};
+
+void check_options(const KernelOptions& o) {
+  if (o.tile_bytes < 64 || o.tile_bytes % 64 != 0 || o.tile_bytes > (int64_t{1} << 30))
+    throw LowerError({}, fmt::format("tile size {} B: must be a multiple of 64 between 64 B and 1 GiB", o.tile_bytes));
+  if (o.channels < 1 || o.channels > 64)
+    throw LowerError({}, fmt::format("{} channels: must be between 1 and 64", o.channels));
+  if (o.pipeline < 1 || o.pipeline > 64)
+    throw LowerError({}, fmt::format("pipeline depth {}: must be between 1 and 64", o.pipeline));
+}
+
+void check_program(const PlannedProgram& pp) {
+  const StepProgram& p = pp.program;
+  if (p.collective != Collective::AllReduce)
+    throw LowerError({}, fmt::format("{}: code generation supports allreduce schedules only", collective_name(p.collective)));
+  if (p.nranks < 1 || p.nchunks < 1 || static_cast<int>(p.ops.size()) != p.nranks)
+    throw LowerError({}, "malformed step program: rank or chunk count");
+  if (static_cast<int>(pp.sync.waits.size()) != p.nranks)
+    throw LowerError({}, "sync plan does not match the program: wrong number of ranks");
+  for (int r = 0; r < p.nranks; ++r) {
+    if (static_cast<int>(p.ops[r].size()) != p.nsteps() || static_cast<int>(pp.sync.waits[r].size()) != p.nsteps() + 1)
+      throw LowerError({}, fmt::format("malformed plan: rank {} has the wrong number of steps", r));
+    for (const auto& step : p.ops[r])
+      for (const Op& op : step)
+        if (op.peer < 0 || op.peer >= p.nranks || op.chunks.begin < 0 || op.chunks.count < 1 || op.chunks.end() > p.nchunks)
+          throw LowerError(op.loc, fmt::format("rank {}: op reads rank {} chunks [{}, {}) outside 0..{} x {} chunks", r, op.peer,
+                                               op.chunks.begin, op.chunks.end(), p.nranks - 1, p.nchunks));
+  }
+}
+
+// At most one wait per peer (the latest step: progress is monotonic), none on the rank itself.
+std::vector<Wait> merge_waits(const std::vector<Wait>& waits, int rank) {
+  std::map<int, Wait> by_peer;
+  for (const Wait& w : waits) {
+    if (w.peer == rank) continue;
+    auto [it, fresh] = by_peer.try_emplace(w.peer, w);
+    if (!fresh && w.step > it->second.step) it->second = w;
+  }
+  std::vector<Wait> out;
+  for (auto& [peer, w] : by_peer) out.push_back(std::move(w));
+  return out;
+}
+
+class Lowerer {
+ public:
+  Lowerer(const PlannedProgram& pp, const KernelOptions& o) : p_(pp.program), opt_(o), state_(p_.nranks, p_.nchunks) {}
+
+  std::vector<DataPass> step_passes(int rank, int step) {
+    const std::vector<Op>& ops = p_.ops[rank][step];
+    // Destination (buffer, chunk) -> the ops writing it, in program order.
+    std::map<std::pair<int, int64_t>, std::vector<const Op*>> by_dst;
+    for (const Op& op : ops)
+      for (int64_t c = op.chunks.begin; c < op.chunks.end(); ++c) by_dst[{index(op.dst), c}].push_back(&op);
+    std::vector<DataPass> chunk_passes;
+    for (const auto& [dst, writers] : by_dst) chunk_passes.push_back(chunk_pass(rank, step, static_cast<Buffer>(dst.first), dst.second, writers));
+    check_no_self_hazard(rank, step, chunk_passes);
+    return fuse_adjacent(std::move(chunk_passes));
+  }
+
+  // Lock-step: the writes of a step land once every rank's passes for it are known.
+  void commit(int rank, const std::vector<DataPass>& passes) {
+    for (const DataPass& pass : passes)
+      for (int64_t c = pass.chunks.begin; c < pass.chunks.end(); ++c) {
+        next_written_.emplace_back(rank, index(pass.dst), c);
+        int total = 0;
+        for (const Operand& o : pass.operands) total += contrib(o, c);
+        next_contrib_.push_back(total);
+      }
+  }
+  void end_step() {
+    for (size_t i = 0; i < next_written_.size(); ++i) {
+      auto [r, b, c] = next_written_[i];
+      state_.written[r][b][c] = true;
+      state_.contrib[r][b][c] = next_contrib_[i];
+    }
+    next_written_.clear();
+    next_contrib_.clear();
+  }
+
+  std::vector<DataPass> passthrough(int rank) const {
+    std::vector<DataPass> out;
+    if (opt_.in_place) return out;
+    for (int64_t c = 0; c < p_.nchunks; ++c) {
+      if (state_.written[rank][index(Buffer::Output)][c]) continue;
+      if (!out.empty() && out.back().chunks.end() == c) {
+        ++out.back().chunks.count;
+        continue;
+      }
+      DataPass pass;
+      pass.kind = OpKind::Copy;
+      pass.chunks = {c, 1};
+      pass.operands = {{rank, Buffer::Input}};
+      out.push_back(std::move(pass));
+    }
+    return out;
+  }
+
+ private:
+  int contrib(const Operand& o, int64_t c) const {
+    return o.buffer == Buffer::Input ? 1 : state_.contrib[o.rank][index(o.buffer)][c];
+  }
+
+  std::string where(int rank, int step, int64_t chunk) const {
+    return fmt::format("rank {}, step {} ({}), chunk {}", rank, step, p_.steps[step].label, chunk);
+  }
+
+  // The physical buffer a read of (peer, buffer, chunk) at the current step touches.
+  Operand resolve(int rank, int step, int peer, Buffer buffer, int64_t chunk, SourceLoc loc) const {
+    const auto& written = state_.written[peer];
+    switch (buffer) {
+      case Buffer::Output:
+        if (!opt_.in_place && !written[index(Buffer::Output)][chunk]) return {peer, Buffer::Input};
+        return {peer, Buffer::Output};
+      case Buffer::Input:
+        if (opt_.in_place && written[index(Buffer::Output)][chunk])
+          throw LowerError(loc, fmt::format("{}: reads rank {}'s input after its output overwrote it; the schedule cannot run in place",
+                                            where(rank, step, chunk), peer));
+        return {peer, Buffer::Input};
+      case Buffer::Scratch:
+        if (!written[index(Buffer::Scratch)][chunk])
+          throw LowerError(loc, fmt::format("{}: reads rank {}'s scratch before anything wrote it", where(rank, step, chunk), peer));
+        return {peer, Buffer::Scratch};
+    }
+    return {peer, buffer};
+  }
+
+  DataPass chunk_pass(int rank, int step, Buffer dst, int64_t chunk, const std::vector<const Op*>& writers) const {
+    const Op& first = *writers.front();
+    DataPass pass;
+    pass.kind = first.kind;
+    pass.dst = dst;
+    pass.chunks = {chunk, 1};
+    if (first.kind == OpKind::Copy) {
+      if (writers.size() != 1)
+        throw LowerError(writers[1]->loc, fmt::format("{}: a copy and another write land on {} in one step", where(rank, step, chunk), buffer_name(dst)));
+      pass.operands.push_back(resolve(rank, step, first.peer, first.src, chunk, first.loc));
+      pass.locs.push_back(first.loc);
+      return pass;
+    }
+    pass.operands.push_back(resolve(rank, step, rank, dst, chunk, first.loc));  // the old value
+    for (const Op* op : writers) {
+      if (op->kind != OpKind::Reduce)
+        throw LowerError(op->loc, fmt::format("{}: a copy and a reduce land on {} in one step", where(rank, step, chunk), buffer_name(dst)));
+      pass.operands.push_back(resolve(rank, step, op->peer, op->src, chunk, op->loc));
+      pass.locs.push_back(op->loc);
+    }
+    int total = 0;
+    for (const Operand& o : pass.operands) total += contrib(o, chunk);
+    pass.completes = total == p_.nranks;
+    return pass;
+  }
+
+  // Passes of one step run in any order and in parallel, so none may read what another writes.
+  void check_no_self_hazard(int rank, int step, const std::vector<DataPass>& passes) const {
+    for (const DataPass& writer : passes)
+      for (const DataPass& reader : passes) {
+        if (&writer == &reader) continue;
+        for (const Operand& o : reader.operands)
+          if (o.rank == rank && o.buffer == writer.dst && reader.chunks.overlaps(writer.chunks))
+            throw LowerError(reader.locs.front(), fmt::format("{}: the step reads its own {} chunk {} that it also writes; stage it through scratch",
+                                                              where(rank, step, writer.chunks.begin), buffer_name(o.buffer), writer.chunks.begin));
+      }
+  }
+
+  // Adjacent chunks with the same destination buffer, operands and completion become one pass.
+  static std::vector<DataPass> fuse_adjacent(std::vector<DataPass> passes) {
+    std::vector<DataPass> out;
+    for (DataPass& pass : passes) {
+      if (!out.empty()) {
+        DataPass& prev = out.back();
+        if (prev.kind == pass.kind && prev.dst == pass.dst && prev.chunks.end() == pass.chunks.begin &&
+            prev.operands == pass.operands && prev.completes == pass.completes) {
+          ++prev.chunks.count;
+          for (SourceLoc loc : pass.locs)
+            if (std::find(prev.locs.begin(), prev.locs.end(), loc) == prev.locs.end()) prev.locs.push_back(loc);
+          continue;
+        }
+      }
+      out.push_back(std::move(pass));
+    }
+    return out;
+  }
+
+  const StepProgram& p_;
+  const KernelOptions& opt_;
+  State state_;
+  std::vector<std::tuple<int, int, int64_t>> next_written_;
+  std::vector<int> next_contrib_;
+};
+
+uint64_t hash_program(const StepProgram& p) {
+  uint64_t h = 1469598103934665603ull;  // FNV-1a
+  auto mix = [&h](int64_t v) {
+    for (int i = 0; i < 8; ++i) {
+      h ^= static_cast<uint64_t>(v >> (8 * i)) & 0xff;
+      h *= 1099511628211ull;
+    }
+  };
+  for (char ch : p.schedule) mix(ch);
+  mix(static_cast<int>(p.collective));
+  mix(p.nranks);
+  mix(p.nchunks);
+  for (const auto& rank : p.ops)
+    for (const auto& step : rank) {
+      mix(-1);
+      for (const Op& op : step) {
+        mix(static_cast<int>(op.kind));
+        mix(op.chunks.begin);
+        mix(op.chunks.count);
+        mix(op.peer);
+        mix(static_cast<int>(op.src));
+        mix(static_cast<int>(op.dst));
+      }
+    }
+  return h;
+}
+
+}  // namespace
+
+KernelPlan lower(const PlannedProgram& pp, const KernelOptions& options) {
+  check_options(options);
+  check_program(pp);
+  const StepProgram& p = pp.program;
+  KernelPlan plan;
+  plan.options = options;
+  plan.file = p.file;
+  plan.schedule = p.schedule;
+  plan.collective = p.collective;
+  plan.nranks = p.nranks;
+  plan.nchunks = p.nchunks;
+  plan.phases = p.phases;
+  plan.steps = p.steps;
+  plan.cross_rank_edges = pp.sync.cross_rank_edges;
+  plan.program_hash = hash_program(p);
+  plan.ranks.resize(p.nranks);
+
+  Lowerer lowerer(pp, options);
+  for (int k = 0; k < p.nsteps(); ++k) {
+    for (int r = 0; r < p.nranks; ++r) {
+      StepPlan step;
+      step.waits = merge_waits(pp.sync.waits[r][k], r);
+      step.passes = lowerer.step_passes(r, k);
+      lowerer.commit(r, step.passes);
+      plan.ranks[r].steps.push_back(std::move(step));
+    }
+    lowerer.end_step();
+  }
+  for (int r = 0; r < p.nranks; ++r) {
+    RankPlan& rank = plan.ranks[r];
+    rank.passthrough = lowerer.passthrough(r);
+    rank.exit_waits = merge_waits(pp.sync.waits[r][p.nsteps()], r);
+    plan.waits += static_cast<int64_t>(rank.exit_waits.size());
+    for (const StepPlan& step : rank.steps) {
+      plan.waits += static_cast<int64_t>(step.waits.size());
+      for (const DataPass& pass : step.passes)
+        plan.uses_scratch = plan.uses_scratch || pass.dst == Buffer::Scratch;
+    }
+  }
+  return plan;
+}
+
+}  // namespace ccc

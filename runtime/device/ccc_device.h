@@ -1,0 +1,36 @@
+/* The device prelude: the only thing a generated kernel includes.
+ *
+ * Generated kernels are the same text for both targets; they use nothing but what this prelude
+ * defines (namespace ccc and the CCC_* macros below), never threadIdx/blockIdx directly.
+ *
+ *   CUDA (NVRTC or nvcc): ccc_device_cuda.h. One thread block per (rank, channel), CCC block
+ *     threads each. Launch: grid = channels (args.rank >= 0) or N * channels (args.rank == -1,
+ *     virtual ranks), one ccc_launch_args by value as the only parameter.
+ *   Host (any C++20 compiler): ccc_device_host.h. Every thread block is one host thread with a
+ *     single "thread". The kernel is exported as
+ *         extern "C" void NAME(ccc_launch_args args, int block);
+ *     and the host backend calls it from one std::thread per block, `block` taking the values the
+ *     CUDA grid would give blockIdx.x (channel index, or rank * channels + channel when
+ *     args.rank == -1). All blocks of a launch must run concurrently: they wait on each other.
+ *
+ * Both: every (rank, channel) counter in ccc_rank_buffers::progress and every error word must be
+ * zero before the first launch and then never reset (values carry the launch epoch; see
+ * ccc_device_common.h). After a launch reports an error the counters are inconsistent: zero them
+ * and the error words, on every rank, before launching again.
+ *
+ * Files: ccc_abi.h, ccc_device.h, ccc_device_cuda.h, ccc_device_host.h, ccc_device_common.h. The
+ * CUDA side includes nothing else, so the set can be embedded as strings and handed to NVRTC. */
+#ifndef CCC_DEVICE_H
+#define CCC_DEVICE_H
+
+#include "ccc_abi.h"
+
+#if defined(__CUDACC__) || defined(__CUDACC_RTC__)
+#include "ccc_device_cuda.h"
+#else
+#include "ccc_device_host.h"
+#endif
+
+#include "ccc_device_common.h"
+
+#endif /* CCC_DEVICE_H */

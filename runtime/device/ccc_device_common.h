@@ -1,0 +1,319 @@
+/* Target-independent part of the device prelude: dtypes, reduction ops, chunk geometry, the
+ * progress protocol and the data-moving passes generated kernels call. Built only on the target
+ * primitives (ccc_device_cuda.h / ccc_device_host.h).
+ *
+ * Geometry. A collective's `count` elements are cut into the schedule's chunks, each chunk into
+ * one slice per channel, each slice into windows of `pipeline` tiles. Every cut falls on a 64-byte
+ * multiple and the leftover goes to the last pieces, so the cut depends only on (count, dtype,
+ * chunks, channels, tile, pipeline): identical on every rank, which is what lets the waits of the
+ * sync plan hold slice by slice. Channel c of a rank only ever touches, and only ever waits for,
+ * channel c of its peers.
+ *
+ * Progress. Each (rank, channel) publishes one 64-bit counter, written only by itself:
+ *     value = epoch << 40 | (window * steps + step + 1)
+ * after finishing `step` of `window` (windows run in order, steps in order within a window), and
+ * epoch << 40 on entering a launch. The epoch is the launch number (mod 2^24), taken from the
+ * channel's own counter at entry, so nothing is reset between launches and a captured graph
+ * replays unchanged. Counters are compared with serial-number arithmetic (signed difference), so
+ * the epoch may wrap: peers are never more than one launch apart. */
+#ifndef CCC_DEVICE_COMMON_H
+#define CCC_DEVICE_COMMON_H
+
+namespace ccc {
+
+/* 16-bit floats are carried as bits; arithmetic happens in float. */
+struct f16 {
+  unsigned short bits;
+};
+struct bf16 {
+  unsigned short bits;
+};
+
+/* How a dtype enters arithmetic: Num<T>::Acc is the type values combine in. */
+template <class T>
+struct Num {
+  typedef T Acc;
+  static CCC_FN Acc to(T x) { return x; }
+  static CCC_FN T from(Acc a) { return a; }
+};
+template <>
+struct Num<f16> {
+  typedef float Acc;
+  static CCC_FN float to(f16 x) { return half_bits_to_float(x.bits); }
+  static CCC_FN f16 from(float a) { return f16{float_to_half_bits(a)}; }
+};
+template <>
+struct Num<bf16> {
+  typedef float Acc;
+  static CCC_FN float to(bf16 x) { return bf16_bits_to_float(x.bits); }
+  static CCC_FN bf16 from(float a) { return bf16{float_to_bf16_bits(a)}; }
+};
+
+/* Integer sums and products wrap (two's complement) instead of overflowing signed types. */
+template <class A> struct Wrap { typedef A Type; };
+template <> struct Wrap<signed char> { typedef unsigned Type; };
+template <> struct Wrap<unsigned char> { typedef unsigned Type; };
+template <> struct Wrap<int> { typedef unsigned Type; };
+template <> struct Wrap<long long> { typedef unsigned long long Type; };
+
+/* Reduction ops: apply combines two values; finish runs once, in the write that completes a
+ * value (every rank's contribution in), given the rank count. */
+struct op_sum {
+  template <class A> static CCC_FN A apply(A a, A b) {
+    typedef typename Wrap<A>::Type W;
+    return static_cast<A>(static_cast<W>(a) + static_cast<W>(b));
+  }
+  template <class A> static CCC_FN A finish(A a, int) { return a; }
+};
+struct op_prod {
+  template <class A> static CCC_FN A apply(A a, A b) {
+    typedef typename Wrap<A>::Type W;
+    return static_cast<A>(static_cast<W>(a) * static_cast<W>(b));
+  }
+  template <class A> static CCC_FN A finish(A a, int) { return a; }
+};
+struct op_min {
+  template <class A> static CCC_FN A apply(A a, A b) { return b < a ? b : a; }
+  template <class A> static CCC_FN A finish(A a, int) { return a; }
+};
+struct op_max {
+  template <class A> static CCC_FN A apply(A a, A b) { return a < b ? b : a; }
+  template <class A> static CCC_FN A finish(A a, int) { return a; }
+};
+struct op_avg {
+  template <class A> static CCC_FN A apply(A a, A b) { return op_sum::apply(a, b); }
+  template <class A> static CCC_FN A finish(A a, int n) { return static_cast<A>(a / static_cast<A>(n)); }
+};
+
+/* A half-open element range. */
+struct Range {
+  long long begin;
+  long long end;
+};
+
+/* Piece i of n cutting [0, len) on multiples of `unit` elements; the leftover whole units go
+ * one each to the last pieces and the leftover elements to the very last. */
+CCC_FN Range split(long long len, long long n, long long i, long long unit) {
+  const long long units = len / unit, q = units / n, r = units % n;
+  const long long b = i - (n - r), e = i + 1 - (n - r);
+  Range out;
+  out.begin = unit * (i * q + (b > 0 ? b : 0));
+  out.end = i == n - 1 ? len : unit * ((i + 1) * q + (e > 0 ? e : 0));
+  return out;
+}
+
+template <class T, int K>
+struct Sources {
+  const T* p[K];
+};
+
+CCC_FN bool aligned16(const void* p) {
+  return (reinterpret_cast<unsigned long long>(p) & 15u) == 0;
+}
+
+template <class T>
+union Pack {
+  Vec16 v;
+  T e[16 / sizeof(T)];
+};
+
+/* dst[i] = finish(src0[i] (+) src1[i] (+) ... ) for one group of U 16-byte vectors per thread:
+ * every source's U loads are issued before any of them is used. */
+template <class T, class Op, int K, bool Finish, int Ranks, int U>
+CCC_FN void combine_vectors(T* dst, const Sources<T, K>& s, long long v, long long stride) {
+  typedef typename Num<T>::Acc A;
+  const int E = 16 / sizeof(T);
+  Pack<T> in[U];
+  for (int u = 0; u < U; ++u) in[u].v = load16(s.p[0] + (v + u * stride) * E);
+  if constexpr (K == 1 && !Finish) {
+    for (int u = 0; u < U; ++u) store16(dst + (v + u * stride) * E, in[u].v);
+  } else {
+    A acc[U][E];
+    for (int u = 0; u < U; ++u)
+      for (int e = 0; e < E; ++e) acc[u][e] = Num<T>::to(in[u].e[e]);
+    for (int k = 1; k < K; ++k) {
+      for (int u = 0; u < U; ++u) in[u].v = load16(s.p[k] + (v + u * stride) * E);
+      for (int u = 0; u < U; ++u)
+        for (int e = 0; e < E; ++e) acc[u][e] = Op::apply(acc[u][e], Num<T>::to(in[u].e[e]));
+    }
+    for (int u = 0; u < U; ++u) {
+      Pack<T> o;
+      for (int e = 0; e < E; ++e)
+        o.e[e] = Num<T>::from(Finish ? Op::finish(acc[u][e], Ranks) : acc[u][e]);
+      store16(dst + (v + u * stride) * E, o.v);
+    }
+  }
+}
+
+/* The one data-moving routine: dst[0, n) = fold of the K sources, the block's threads sharing
+ * the work. 16-byte vectors (4 in flight per thread per source) when every pointer is 16-byte
+ * aligned, then a scalar tail; element by element when some pointer is not. */
+template <class T, class Op, int K, bool Finish, int Ranks>
+CCC_NOINLINE void combine(T* dst, Sources<T, K> s, long long n) {
+  typedef typename Num<T>::Acc A;
+  const int E = 16 / sizeof(T), U = 4;
+  const long long tid = thread_index(), stride = block_threads();
+  bool vectors = aligned16(dst);
+  for (int k = 0; k < K; ++k) vectors = vectors && aligned16(s.p[k]);
+  long long first_scalar = 0;
+  if (vectors) {
+    const long long nvec = n / E;
+    long long v = tid;
+    for (; v + (U - 1) * stride < nvec; v += U * stride)
+      combine_vectors<T, Op, K, Finish, Ranks, U>(dst, s, v, stride);
+    for (; v < nvec; v += stride) combine_vectors<T, Op, K, Finish, Ranks, 1>(dst, s, v, stride);
+    first_scalar = nvec * E;
+  }
+  for (long long i = first_scalar + tid; i < n; i += stride) {
+    A acc = Num<T>::to(s.p[0][i]);
+    for (int k = 1; k < K; ++k) acc = Op::apply(acc, Num<T>::to(s.p[k][i]));
+    dst[i] = Num<T>::from(Finish ? Op::finish(acc, Ranks) : acc);
+  }
+}
+
+/* Compile-time shape of a generated kernel. */
+template <class T_, class Op_, int Ranks_, int Chunks_, int Steps_, int Channels_, long long TileBytes_,
+          int Pipeline_>
+struct Config {
+  typedef T_ T;
+  typedef Op_ Op;
+  static const int ranks = Ranks_, chunks = Chunks_, steps = Steps_, channels = Channels_;
+  static const int pipeline = Pipeline_;
+  static const long long unit = 64 / sizeof(T_);  // elements per 64 bytes: every cut falls on one
+  static const long long window = TileBytes_ / static_cast<long long>(sizeof(T_)) * Pipeline_;
+};
+
+/* One (rank, channel) of a launch: where its slices are, and the progress protocol. */
+template <class Cfg>
+class Channel {
+ public:
+  typedef typename Cfg::T T;
+
+  CCC_FN Channel(const ccc_launch_args& args, int block)
+      : ranks_(args.ranks), count_(static_cast<long long>(args.count)), epoch_word_(args.epoch),
+        error_(args.error), timeout_ns_(args.timeout_ns) {
+    rank_ = args.rank >= 0 ? args.rank : block / Cfg::channels;
+    channel_ = args.rank >= 0 ? block : block % Cfg::channels;
+    const Range last = piece(Cfg::chunks - 1);
+    windows_ = (last.end - last.begin + Cfg::window - 1) / Cfg::window;
+  }
+
+  CCC_FN int rank() const { return rank_; }
+  CCC_FN long long windows() const { return windows_; }
+  CCC_FN const T* in(int r) const { return static_cast<const T*>(ranks_[r].input); }
+  CCC_FN T* out(int r) const { return static_cast<T*>(ranks_[r].output); }
+  CCC_FN T* scratch(int r) const { return static_cast<T*>(ranks_[r].scratch); }
+
+  /* Starts this launch: takes the epoch and announces "entered" (step -1) to the peers. */
+  CCC_FN bool enter() {
+    if (rank_ >= Cfg::ranks || channel_ >= Cfg::channels) return false;
+    unsigned long long* mine = ranks_[rank_].progress + channel_;
+    base_ = ((load_acquire(mine) >> 40) + 1) << 40;
+    barrier();  // every thread has read the old value before it changes
+    if (thread_index() == 0) store_release(mine, base_);
+    return true;
+  }
+  /* Waits until `peer` has finished `step` of window w (step -1: entered this launch). */
+  CCC_FN bool wait(long long w, int peer, int step) {
+    return wait_for(peer, step < 0 ? 0 : w * Cfg::steps + step + 1);
+  }
+  /* Waits until `peer` has finished `step` of its last window. */
+  CCC_FN bool wait_exit(int peer, int step) {
+    return wait_for(peer, windows_ == 0 ? 0 : (windows_ - 1) * Cfg::steps + step + 1);
+  }
+  /* Publishes "finished `step` of window w" once every thread's writes are done. */
+  CCC_FN void done(long long w, int step) {
+    barrier();
+    if (thread_index() == 0)
+      store_release(ranks_[rank_].progress + channel_, base_ + w * Cfg::steps + step + 1);
+  }
+  /* Ends a launch that completed: channel 0 records the epoch the rank has now finished. */
+  CCC_FN void leave() {
+    if (channel_ == 0 && thread_index() == 0) store_relaxed(epoch_word_ + rank_, base_ >> 40);
+  }
+
+  /* dst[c] = src0[c] (+) src1[c] ... over chunks [c0, c1), this channel's slice, window w. */
+  template <class... S>
+  CCC_FN void reduce(long long w, int c0, int c1, T* dst, S... src) {
+    run<false>(w, c0, c1, dst, Sources<T, sizeof...(S)>{{src...}});
+  }
+  /* The same, for the write that completes a value: the op's finish (avg: / ranks) fuses here. */
+  template <class... S>
+  CCC_FN void reduce_last(long long w, int c0, int c1, T* dst, S... src) {
+    run<true>(w, c0, c1, dst, Sources<T, sizeof...(S)>{{src...}});
+  }
+  CCC_FN void copy(long long w, int c0, int c1, T* dst, const T* src) {
+    run<false>(w, c0, c1, dst, Sources<T, 1>{{src}});
+  }
+
+ private:
+  /* This channel's slice of chunk c. */
+  CCC_FN Range piece(int c) const {
+    const Range chunk = split(count_, Cfg::chunks, c, Cfg::unit);
+    const Range slice = split(chunk.end - chunk.begin, Cfg::channels, channel_, Cfg::unit);
+    Range r;
+    r.begin = chunk.begin + slice.begin;
+    r.end = chunk.begin + slice.end;
+    return r;
+  }
+
+  template <bool Finish, int K>
+  CCC_NOINLINE void run(long long w, int c0, int c1, T* dst, Sources<T, K> s) {
+    for (int c = c0; c < c1; ++c) {
+      const Range p = piece(c);
+      const long long lo = p.begin + w * Cfg::window;
+      const long long hi = lo + Cfg::window < p.end ? lo + Cfg::window : p.end;
+      if (lo >= hi) continue;
+      Sources<T, K> at = s;
+      for (int k = 0; k < K; ++k) at.p[k] += lo;
+      combine<T, typename Cfg::Op, K, Finish, Cfg::ranks>(dst + lo, at, hi - lo);
+    }
+  }
+
+  /* Thread 0 polls; a timeout or a failed peer records the error and every thread returns false. */
+  CCC_NOINLINE bool wait_for(int peer, long long progress) {
+    bool ok = true;
+    if (thread_index() == 0) {
+      const unsigned long long* counter = ranks_[peer].progress + channel_;
+      const unsigned long long target = base_ + static_cast<unsigned long long>(progress);
+      unsigned long long start = 0;
+      for (unsigned polls = 0;; ++polls) {
+        if (static_cast<long long>(load_acquire(counter) - target) >= 0) break;
+        if (polls % 64 == 63) {
+          if (load_relaxed(error_ + peer) != 0) {
+            record_error(error_ + rank_, CCC_ERR_PEER_FAILED);
+            ok = false;
+            break;
+          }
+          if (load_relaxed(error_ + rank_) != 0) {  // another channel of this rank gave up
+            ok = false;
+            break;
+          }
+          const unsigned long long now = now_ns();
+          if (start == 0) start = now;
+          if (now - start > timeout_ns_) {
+            record_error(error_ + rank_, CCC_ERR_TIMEOUT);
+            ok = false;
+            break;
+          }
+        }
+        relax();
+      }
+    }
+    return barrier_and(ok);
+  }
+
+  const ccc_rank_buffers* ranks_;
+  long long count_;
+  unsigned long long* epoch_word_;
+  unsigned* error_;
+  unsigned long long timeout_ns_;
+  int rank_ = 0;
+  int channel_ = 0;
+  long long windows_ = 0;
+  unsigned long long base_ = 0;
+};
+
+}  // namespace ccc
+
+#endif /* CCC_DEVICE_COMMON_H */

@@ -1,0 +1,77 @@
+/* CUDA primitives of the device prelude (see ccc_device.h). Needs sm_70 or newer (__nanosleep,
+ * ld.acquire / st.release); f16 and bf16 conversions use sm_80 PTX. Self-contained: no includes
+ * beyond ccc_abi.h, so NVRTC compiles it without the CUDA headers (and without <cuda/atomic>,
+ * which would add seconds to every cold compile). */
+#ifndef CCC_DEVICE_CUDA_H
+#define CCC_DEVICE_CUDA_H
+
+#define CCC_FN __device__ __forceinline__
+#define CCC_NOINLINE __device__ __noinline__
+/* The kernel entry: one ccc_launch_args by value; `threads` is the block size it is built for. */
+#define CCC_KERNEL(name, threads) \
+  extern "C" __global__ void __launch_bounds__(threads) name(ccc_launch_args args)
+#define CCC_BLOCK_INDEX (static_cast<int>(blockIdx.x))
+
+namespace ccc {
+
+typedef uint4 Vec16;
+
+CCC_FN unsigned thread_index() { return threadIdx.x; }
+CCC_FN unsigned block_threads() { return blockDim.x; }
+CCC_FN void barrier() { __syncthreads(); }
+/* A barrier that also tells every thread whether `p` held on all of them. */
+CCC_FN bool barrier_and(bool p) { return __syncthreads_and(p ? 1 : 0) != 0; }
+
+/* Progress counters: system scope, because peers are other GPUs reading over NVLink/PCIe. */
+CCC_FN unsigned long long load_acquire(const unsigned long long* p) {
+  unsigned long long v;
+  asm volatile("ld.acquire.sys.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+  return v;
+}
+CCC_FN void store_release(unsigned long long* p, unsigned long long v) {
+  asm volatile("st.release.sys.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+}
+CCC_FN void store_relaxed(unsigned long long* p, unsigned long long v) {
+  asm volatile("st.relaxed.sys.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+}
+CCC_FN unsigned load_relaxed(const unsigned* p) {
+  unsigned v;
+  asm volatile("ld.relaxed.sys.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+/* Keeps the first error a rank records. */
+CCC_FN void record_error(unsigned* word, unsigned code) { atomicCAS_system(word, 0u, code); }
+
+CCC_FN unsigned long long now_ns() {
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+/* Back off between polls so a spinning thread leaves the memory system to the others. */
+CCC_FN void relax() { __nanosleep(100); }
+
+CCC_FN Vec16 load16(const void* p) { return *static_cast<const Vec16*>(p); }
+CCC_FN void store16(void* p, Vec16 v) { *static_cast<Vec16*>(p) = v; }
+
+CCC_FN float half_bits_to_float(unsigned short h) {
+  float f;
+  asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
+  return f;
+}
+CCC_FN unsigned short float_to_half_bits(float f) {
+  unsigned short h;
+  asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f));
+  return h;
+}
+CCC_FN float bf16_bits_to_float(unsigned short b) {
+  return __uint_as_float(static_cast<unsigned>(b) << 16);
+}
+CCC_FN unsigned short float_to_bf16_bits(float f) {
+  unsigned short b;
+  asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(b) : "f"(f));
+  return b;
+}
+
+}  // namespace ccc
+
+#endif /* CCC_DEVICE_CUDA_H */

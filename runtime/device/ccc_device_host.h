@@ -1,0 +1,109 @@
+/* Host primitives of the device prelude (see ccc_device.h): the same generated kernel compiled by
+ * a host C++20 compiler. A thread block is one host thread with a single "thread"; counters use
+ * std::atomic_ref with the acquire/release pairing the CUDA side gets from ld.acquire/st.release. */
+#ifndef CCC_DEVICE_HOST_H
+#define CCC_DEVICE_HOST_H
+
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <thread>
+
+#define CCC_FN inline
+#define CCC_NOINLINE inline
+/* The kernel entry the host backend looks up with dlsym: void NAME(ccc_launch_args, int block). */
+#define CCC_KERNEL(name, threads) \
+  extern "C" void name(ccc_launch_args args, int ccc_block_index_)
+#define CCC_BLOCK_INDEX ccc_block_index_
+
+namespace ccc {
+
+struct Vec16 {
+  unsigned char bytes[16];
+};
+
+CCC_FN unsigned thread_index() { return 0; }
+CCC_FN unsigned block_threads() { return 1; }
+CCC_FN void barrier() {}
+CCC_FN bool barrier_and(bool p) { return p; }
+
+CCC_FN unsigned long long load_acquire(const unsigned long long* p) {
+  return std::atomic_ref<unsigned long long>(*const_cast<unsigned long long*>(p))
+      .load(std::memory_order_acquire);
+}
+CCC_FN void store_release(unsigned long long* p, unsigned long long v) {
+  std::atomic_ref<unsigned long long>(*p).store(v, std::memory_order_release);
+}
+CCC_FN void store_relaxed(unsigned long long* p, unsigned long long v) {
+  std::atomic_ref<unsigned long long>(*p).store(v, std::memory_order_relaxed);
+}
+CCC_FN unsigned load_relaxed(const unsigned* p) {
+  return std::atomic_ref<unsigned>(*const_cast<unsigned*>(p)).load(std::memory_order_relaxed);
+}
+/* Keeps the first error a rank records. */
+CCC_FN void record_error(unsigned* word, unsigned code) {
+  unsigned expected = 0;
+  std::atomic_ref<unsigned>(*word).compare_exchange_strong(expected, code);
+}
+
+CCC_FN unsigned long long now_ns() {
+  return static_cast<unsigned long long>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+      std::chrono::steady_clock::now().time_since_epoch()).count());
+}
+/* Ranks usually outnumber cores here: give the core to the thread being waited for. */
+CCC_FN void relax() { std::this_thread::yield(); }
+
+CCC_FN Vec16 load16(const void* p) {
+  Vec16 v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+CCC_FN void store16(void* p, Vec16 v) { std::memcpy(p, &v, sizeof v); }
+
+CCC_FN unsigned float_bits(float f) {
+  unsigned u;
+  std::memcpy(&u, &f, sizeof u);
+  return u;
+}
+CCC_FN float bits_float(unsigned u) {
+  float f;
+  std::memcpy(&f, &u, sizeof f);
+  return f;
+}
+
+/* IEEE binary16 <-> float, rounding to nearest even (what cvt.rn.f16.f32 does on the GPU). */
+CCC_FN float half_bits_to_float(unsigned short h) {
+  const unsigned sign = (h & 0x8000u) << 16, exp = (h >> 10) & 0x1fu, mant = h & 0x3ffu;
+  if (exp == 0) {  // zero or subnormal: mant * 2^-24, exact in float
+    const float mag = static_cast<float>(mant) * 5.9604644775390625e-8f;
+    return sign ? -mag : mag;
+  }
+  if (exp == 31) return bits_float(sign | 0x7f800000u | (mant << 13));
+  return bits_float(sign | ((exp + 112) << 23) | (mant << 13));
+}
+CCC_FN unsigned short float_to_half_bits(float f) {
+  const unsigned x = float_bits(f), sign = (x >> 16) & 0x8000u, ax = x & 0x7fffffffu;
+  if (ax > 0x7f800000u) return static_cast<unsigned short>(sign | 0x7e00u | ((ax >> 13) & 0x1ffu));
+  if (ax >= 0x477ff000u) return static_cast<unsigned short>(sign | 0x7c00u);  // rounds to inf
+  if (ax >= 0x38800000u) {  // normal half: rebias the exponent, round the dropped 13 bits
+    const unsigned u = ax - 0x38000000u;
+    return static_cast<unsigned short>(sign | ((u + 0xfffu + ((u >> 13) & 1u)) >> 13));
+  }
+  const unsigned shift = 126u - (ax >> 23);  // subnormal half: mant24 * 2^-shift
+  if (shift > 24u) return static_cast<unsigned short>(sign);
+  const unsigned mant = (ax & 0x7fffffu) | 0x800000u, half = 1u << (shift - 1);
+  const unsigned rem = mant & ((1u << shift) - 1u);
+  unsigned r = mant >> shift;
+  if (rem > half || (rem == half && (r & 1u))) ++r;
+  return static_cast<unsigned short>(sign | r);
+}
+CCC_FN float bf16_bits_to_float(unsigned short b) { return bits_float(static_cast<unsigned>(b) << 16); }
+CCC_FN unsigned short float_to_bf16_bits(float f) {
+  const unsigned x = float_bits(f);
+  if ((x & 0x7fffffffu) > 0x7f800000u) return static_cast<unsigned short>((x >> 16) | 0x40u);
+  return static_cast<unsigned short>((x + 0x7fffu + ((x >> 16) & 1u)) >> 16);
+}
+
+}  // namespace ccc
+
+#endif /* CCC_DEVICE_HOST_H */

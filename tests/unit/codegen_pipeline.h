@@ -1,0 +1,41 @@
+// Shipped schedules through the real front end, verifier and sync planner, for the
+// code-generation tests.
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "ccc/sync.h"
+#include "ccc/verify.h"
+#include "front_end_util.h"
+
+namespace ccc::testing {
+
+struct Planned {
+  std::optional<PlannedProgram> planned;
+  SourceFile source;
+  std::string errors;  // rendered diagnostics when planned is empty
+};
+
+inline Planned plan_shipped(const std::string& name, int nranks, bool in_place = false) {
+  Planned out;
+  Diagnostics diags;
+  std::optional<SourceFile> file = read_source(test::schedule_path(name), diags);
+  if (!file) return {std::nullopt, {}, diags.render(nullptr)};
+  file->name = "schedules/" + name + ".sched";
+  out.source = *file;
+  std::optional<StepProgram> program = run_front_end(*file, {nranks, 0}, diags);
+  if (program && verify(*program, diags)) out.planned = plan_syncs(std::move(*program), {in_place}, diags);
+  out.errors = diags.render(&out.source);
+  return out;
+}
+
+// A program with no waits at all: for tests of lowering errors, which never look at waits.
+inline PlannedProgram without_waits(StepProgram p) {
+  PlannedProgram pp;
+  pp.sync.waits.assign(p.nranks, std::vector<std::vector<Wait>>(p.nsteps() + 1));
+  pp.program = std::move(p);
+  return pp;
+}
+
+}  // namespace ccc::testing

@@ -1,0 +1,72 @@
+#include "host_harness.h"
+
+#include <dlfcn.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <thread>
+
+namespace ccc::testing {
+
+HostLibrary::HostLibrary(const std::vector<EmittedKernel>& kernels, const std::string& tag, const std::string& extra_flags) {
+  const std::filesystem::path dir = std::filesystem::path(CCC_BINARY_DIR) / "host_kernels";
+  std::filesystem::create_directories(dir);
+  const std::filesystem::path src = dir / (tag + ".cpp"), lib = dir / (tag + ".so"), log = dir / (tag + ".log");
+  {
+    std::ofstream out(src);
+    out << "#include \"ccc_device.h\"\n";
+    for (size_t i = 0; i < kernels.size(); ++i) out << "namespace k" << i << " {\n" << kernels[i].source << "}\n";
+  }
+  const std::string cmd = std::string(CCC_HOST_CXX) + " -std=c++20 -O2 -fPIC -shared -Wall -Wextra -Werror " + extra_flags +
+                          " -I" CCC_SOURCE_DIR "/runtime/device " + src.string() + " -o " + lib.string() + " > " + log.string() +
+                          " 2>&1";
+  if (std::system(cmd.c_str()) != 0) {
+    std::ifstream in(log);
+    error_ = cmd + "\n" + std::string(std::istreambuf_iterator<char>(in), {});
+    return;
+  }
+  handle_ = dlopen(lib.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (handle_ == nullptr) error_ = dlerror();
+}
+
+HostLibrary::~HostLibrary() {
+  if (handle_ != nullptr) dlclose(handle_);
+}
+
+HostEntry HostLibrary::entry(const std::string& kernel_name) const {
+  return handle_ == nullptr ? nullptr : reinterpret_cast<HostEntry>(dlsym(handle_, kernel_name.c_str()));
+}
+
+HostBuffers::HostBuffers(int nranks, int channels, uint64_t bytes, uint64_t scratch_bytes, uint64_t offset, bool in_place)
+    : in_alloc(nranks), out_alloc(nranks), scratch_alloc(nranks), progress(nranks, std::vector<unsigned long long>(channels)),
+      epoch(nranks), error(nranks), ranks(nranks) {
+  for (int r = 0; r < nranks; ++r) {
+    in_alloc[r].resize(bytes + offset + 64);
+    scratch_alloc[r].resize(scratch_bytes + offset + 64);
+    if (!in_place) out_alloc[r].resize(bytes + offset + 64);
+    unsigned char* in = in_alloc[r].data() + offset;
+    ranks[r].input = in;
+    ranks[r].output = in_place ? in : out_alloc[r].data() + offset;
+    ranks[r].scratch = scratch_bytes == 0 ? nullptr : scratch_alloc[r].data() + offset;
+    ranks[r].progress = progress[r].data();
+  }
+}
+
+double launch_host(HostEntry entry, HostBuffers& b, int channels, uint64_t count, uint64_t timeout_ns, const std::vector<int>& skip) {
+  const int nranks = static_cast<int>(b.ranks.size());
+  std::vector<std::thread> threads;
+  const auto start = std::chrono::steady_clock::now();
+  for (int r = 0; r < nranks; ++r) {
+    if (std::find(skip.begin(), skip.end(), r) != skip.end()) continue;
+    ccc_launch_args args{b.ranks.data(), count, r, b.epoch.data(), b.error.data(), timeout_ns};
+    for (int c = 0; c < channels; ++c) threads.emplace_back(entry, args, c);
+  }
+  for (std::thread& t : threads) t.join();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+}  // namespace ccc::testing

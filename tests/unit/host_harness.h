@@ -1,0 +1,52 @@
+// Test-only host runner for generated kernels: compiles them with the host compiler against the
+// host prelude into one shared library, and runs a launch with one std::thread per (rank, channel).
+// The production host backend is the runtime's (runtime/src/host_backend*.cpp); this exists so the
+// code generator's tests can prove the generated text computes the right answer.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "../../runtime/device/ccc_abi.h"
+#include "ccc/emit_cuda.h"
+
+namespace ccc::testing {
+
+using HostEntry = void (*)(ccc_launch_args, int);
+
+class HostLibrary {
+ public:
+  // Compiles every kernel into one library (each in its own namespace); empty error() on success.
+  HostLibrary(const std::vector<EmittedKernel>& kernels, const std::string& tag, const std::string& extra_flags = "");
+  ~HostLibrary();
+  HostLibrary(const HostLibrary&) = delete;
+  HostLibrary& operator=(const HostLibrary&) = delete;
+
+  const std::string& error() const { return error_; }
+  HostEntry entry(const std::string& kernel_name) const;
+
+ private:
+  void* handle_ = nullptr;
+  std::string error_;
+};
+
+// Every rank's buffers for one collective; allocations padded so a buffer may start `offset`
+// bytes into its allocation.
+struct HostBuffers {
+  HostBuffers(int nranks, int channels, uint64_t bytes, uint64_t scratch_bytes, uint64_t offset, bool in_place);
+  std::vector<std::vector<unsigned char>> in_alloc, out_alloc, scratch_alloc;
+  std::vector<std::vector<unsigned long long>> progress;
+  std::vector<unsigned long long> epoch;
+  std::vector<unsigned> error;
+  std::vector<ccc_rank_buffers> ranks;
+  unsigned char* input(int r) const { return static_cast<unsigned char*>(const_cast<void*>(ranks[r].input)); }
+  unsigned char* output(int r) const { return static_cast<unsigned char*>(ranks[r].output); }
+};
+
+// One launch: every (rank, channel) on its own thread, ranks in `skip` never started. Returns
+// wall seconds.
+double launch_host(HostEntry entry, HostBuffers& b, int channels, uint64_t count, uint64_t timeout_ns,
+                   const std::vector<int>& skip = {});
+
+}  // namespace ccc::testing

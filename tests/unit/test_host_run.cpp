@@ -1,0 +1,235 @@
+// Generated kernels, compiled for the host and run on threads, against a plain reference: every
+// dtype and op, in and out of place, counts that split evenly and unevenly, buffers at aligned and
+// misaligned offsets, outputs poisoned first. Integers must match bit for bit. Floats must be
+// within (N + 2) * u * sum|x_i| of the exact result (sum; / N for avg), (N + 2) * u * |exact| for
+// prod, where u is the dtype's unit roundoff (partial results are stored in the dtype between
+// steps, so up to N roundings), and exact for min and max. Every result must be bit-identical to
+// the previous launch's.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <random>
+
+#include "ccc/lower.h"
+#include "codegen_pipeline.h"
+#include "host_harness.h"
+
+namespace ccc {
+namespace {
+
+constexpr uint64_t kTimeoutNs = 20'000'000'000ull;
+constexpr unsigned char kPoison = 0xcd;
+
+struct FloatFormat {
+  int exp_bits, mant_bits;
+};
+FloatFormat float_format(DataType t) {
+  switch (t) {
+    case DataType::F64: return {11, 52};
+    case DataType::F32: return {8, 23};
+    case DataType::F16: return {5, 10};
+    default: return {8, 7};  // bf16
+  }
+}
+
+double decode_float(uint64_t bits, FloatFormat f) {
+  const int bias = (1 << (f.exp_bits - 1)) - 1;
+  const uint64_t e = (bits >> f.mant_bits) & ((1ull << f.exp_bits) - 1), m = bits & ((1ull << f.mant_bits) - 1);
+  const double sign = (bits >> (f.exp_bits + f.mant_bits)) & 1 ? -1.0 : 1.0;
+  if (e == 0) return sign * std::ldexp(static_cast<double>(m), 1 - bias - f.mant_bits);
+  if (e == (1ull << f.exp_bits) - 1) return m ? NAN : sign * INFINITY;
+  return sign * std::ldexp(static_cast<double>(m | (1ull << f.mant_bits)), static_cast<int>(e) - bias - f.mant_bits);
+}
+
+uint64_t load_bits(const unsigned char* p, int size) {
+  uint64_t v = 0;
+  std::memcpy(&v, p, size);  // little endian
+  return v;
+}
+
+// A random finite value: magnitude in [0.25, 4), or [0.5, 2) and positive for products.
+uint64_t random_float_bits(std::mt19937_64& rng, FloatFormat f, ReduceOp op) {
+  const int bias = (1 << (f.exp_bits - 1)) - 1;
+  const bool prod = op == ReduceOp::Prod;
+  const uint64_t e = bias + (prod ? static_cast<int>(rng() % 2) - 1 : static_cast<int>(rng() % 4) - 2);
+  const uint64_t sign = prod ? 0 : rng() & 1;
+  return sign << (f.exp_bits + f.mant_bits) | e << f.mant_bits | (rng() & ((1ull << f.mant_bits) - 1));
+}
+
+// The exact integer result, wrapping like the kernel (two's complement, then truncating division).
+uint64_t int_reference(DataType t, ReduceOp op, const std::vector<uint64_t>& x) {
+  const int bits = static_cast<int>(data_type_size(t)) * 8;
+  const uint64_t mask = bits == 64 ? ~0ull : (1ull << bits) - 1;
+  const bool is_signed = t == DataType::I8 || t == DataType::I32 || t == DataType::I64;
+  auto as_signed = [&](uint64_t v) {
+    return bits == 64 || !(v >> (bits - 1) & 1) ? static_cast<int64_t>(v) : static_cast<int64_t>(v | ~mask);
+  };
+  auto less = [&](uint64_t a, uint64_t b) { return is_signed ? as_signed(a) < as_signed(b) : a < b; };
+  uint64_t acc = x[0];
+  for (size_t i = 1; i < x.size(); ++i) {
+    switch (op) {
+      case ReduceOp::Sum: case ReduceOp::Avg: acc = (acc + x[i]) & mask; break;
+      case ReduceOp::Prod: acc = (acc * x[i]) & mask; break;
+      case ReduceOp::Min: acc = less(x[i], acc) ? x[i] : acc; break;
+      case ReduceOp::Max: acc = less(acc, x[i]) ? x[i] : acc; break;
+    }
+  }
+  if (op == ReduceOp::Avg) {
+    const int64_t n = static_cast<int64_t>(x.size());
+    acc = (is_signed ? static_cast<uint64_t>(as_signed(acc) / n) : acc / static_cast<uint64_t>(n)) & mask;
+  }
+  return acc;
+}
+
+struct Check {
+  bool ok = true;
+  std::string first_failure;
+};
+
+// Fills every rank's input, poisons every output, runs the kernel twice and checks both runs.
+Check run_and_check(testing::HostEntry entry, const EmittedKernel& k, const KernelOptions& o, int n, uint64_t count, uint64_t offset) {
+  const int size = static_cast<int>(data_type_size(o.dtype));
+  testing::HostBuffers b(n, k.channels, count * size, k.scratch_bytes(count), offset, o.in_place);
+  std::mt19937_64 rng(count * 131 + n * 7 + static_cast<int>(o.dtype) * 3 + static_cast<int>(o.op));
+  const bool is_float = data_type_is_float(o.dtype);
+  const FloatFormat f = is_float ? float_format(o.dtype) : FloatFormat{};
+  std::vector<std::vector<uint64_t>> inputs(n, std::vector<uint64_t>(count));
+  Check check;
+  std::vector<unsigned char> previous;
+  for (int launch = 0; launch < 2; ++launch) {
+    for (int r = 0; r < n; ++r) {
+      for (uint64_t i = 0; i < count; ++i) {
+        if (launch == 0) inputs[r][i] = is_float ? random_float_bits(rng, f, o.op) : rng();
+        std::memcpy(b.input(r) + i * size, &inputs[r][i], size);
+      }
+      if (!o.in_place) std::memset(b.output(r), kPoison, count * size);
+    }
+    testing::launch_host(entry, b, k.channels, count, kTimeoutNs);
+    for (int r = 0; r < n; ++r)
+      if (b.error[r] != 0) return {false, "rank " + std::to_string(r) + " error " + std::to_string(b.error[r])};
+    for (int r = 0; r < n && check.ok; ++r)
+      for (uint64_t i = 0; i < count; ++i) {
+        std::vector<uint64_t> x(n);
+        for (int q = 0; q < n; ++q) x[q] = inputs[q][i] & (size == 8 ? ~0ull : (1ull << (8 * size)) - 1);
+        const uint64_t got = load_bits(b.output(r) + i * size, size);
+        bool good;
+        std::string want;
+        if (!is_float) {
+          const uint64_t expect = int_reference(o.dtype, o.op, x);
+          good = got == expect;
+          want = std::to_string(expect);
+        } else {
+          double exact = decode_float(x[0], f), magnitude = std::fabs(exact);
+          for (int q = 1; q < n; ++q) {
+            const double v = decode_float(x[q], f);
+            magnitude += std::fabs(v);
+            switch (o.op) {
+              case ReduceOp::Sum: case ReduceOp::Avg: exact += v; break;
+              case ReduceOp::Prod: exact *= v; break;
+              case ReduceOp::Min: exact = std::min(exact, v); break;
+              case ReduceOp::Max: exact = std::max(exact, v); break;
+            }
+          }
+          if (o.op == ReduceOp::Avg) {
+            exact /= n;
+            magnitude /= n;
+          }
+          if (o.op == ReduceOp::Prod) magnitude = std::fabs(exact);
+          const double bound = (o.op == ReduceOp::Min || o.op == ReduceOp::Max)
+                                   ? 0.0
+                                   : (n + 2) * std::ldexp(magnitude, -f.mant_bits - 1);
+          good = std::fabs(decode_float(got, f) - exact) <= bound;
+          want = std::to_string(exact) + " +- " + std::to_string(bound) + ", got " + std::to_string(decode_float(got, f));
+        }
+        if (!good) {
+          check = {false, "rank " + std::to_string(r) + " element " + std::to_string(i) + ": want " + want};
+          break;
+        }
+      }
+    std::vector<unsigned char> now;
+    for (int r = 0; r < n; ++r) now.insert(now.end(), b.output(r), b.output(r) + count * size);
+    if (launch == 1 && now != previous) return {false, "second launch differs from the first"};
+    previous = std::move(now);
+  }
+  return check;
+}
+
+// Small tiles and two channels so that modest counts still cross many windows and channels.
+KernelOptions options(DataType t, ReduceOp op, bool in_place) {
+  KernelOptions o;
+  o.dtype = t;
+  o.op = op;
+  o.tile_bytes = 1024;
+  o.channels = 2;
+  o.pipeline = 2;
+  o.in_place = in_place;
+  return o;
+}
+
+// Every dtype with sum; every op on a float, a 16-bit float, a signed and an unsigned integer;
+// in place for some. The large count runs for f32 and u8 sums only (time).
+std::vector<KernelOptions> variants() {
+  std::vector<KernelOptions> v;
+  for (DataType t : kAllDataTypes) v.push_back(options(t, ReduceOp::Sum, false));
+  for (DataType t : {DataType::F32, DataType::F16, DataType::I32, DataType::U8})
+    for (ReduceOp op : {ReduceOp::Prod, ReduceOp::Min, ReduceOp::Max, ReduceOp::Avg}) v.push_back(options(t, op, false));
+  for (DataType t : {DataType::F32, DataType::I8}) v.push_back(options(t, ReduceOp::Sum, true));
+  v.push_back(options(DataType::BF16, ReduceOp::Avg, true));
+  return v;
+}
+
+struct Shape {
+  const char* schedule;
+  int ranks;
+};
+
+class HostRun : public ::testing::TestWithParam<Shape> {};
+
+TEST_P(HostRun, MatchesTheReference) {
+  const Shape s = GetParam();
+  std::vector<KernelOptions> opts;
+  std::vector<EmittedKernel> kernels;
+  for (bool in_place : {false, true}) {
+    testing::Planned p = testing::plan_shipped(s.schedule, s.ranks, in_place);
+    ASSERT_TRUE(p.planned || in_place) << p.errors;
+    if (!p.planned) {
+      std::printf("[host] %s N=%d: no in-place plan (%s)\n", s.schedule, s.ranks, p.errors.c_str());
+      continue;
+    }
+    for (const KernelOptions& o : variants())
+      if (o.in_place == in_place) {
+        opts.push_back(o);
+        kernels.push_back(emit_cuda(lower(*p.planned, o)));
+      }
+  }
+  testing::HostLibrary lib(kernels, std::string(s.schedule) + "_n" + std::to_string(s.ranks));
+  ASSERT_EQ(lib.error(), "");
+  for (size_t v = 0; v < kernels.size(); ++v) {
+    const KernelOptions& o = opts[v];
+    const uint64_t size = data_type_size(o.dtype), tile = o.tile_bytes / size;
+    std::vector<uint64_t> counts = {0, 1, 7, 4097, tile * o.channels * s.ranks * 3};
+    if (o.op == ReduceOp::Sum && (o.dtype == DataType::F32 || o.dtype == DataType::U8)) counts.push_back(1000003);
+    testing::HostEntry entry = lib.entry(kernels[v].kernel_name);
+    ASSERT_NE(entry, nullptr) << kernels[v].kernel_name;
+    for (uint64_t count : counts)
+      for (uint64_t offset : {uint64_t{0}, size}) {  // 16-byte aligned, and not
+        Check c = run_and_check(entry, kernels[v], o, s.ranks, count, offset);
+        EXPECT_TRUE(c.ok) << kernels[v].kernel_name << " count " << count << " offset " << offset << ": " << c.first_failure;
+      }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Shipped, HostRun,
+                         ::testing::Values(Shape{"ring", 1}, Shape{"ring", 2}, Shape{"ring", 3}, Shape{"ring", 5},
+                                           Shape{"ring", 8}, Shape{"oneshot", 3}, Shape{"oneshot", 9}, Shape{"twoshot", 4},
+                                           Shape{"twoshot", 7}, Shape{"butterfly", 2}, Shape{"butterfly", 8},
+                                           Shape{"tree", 5}, Shape{"dbtree", 6}),
+                         [](const ::testing::TestParamInfo<Shape>& info) {
+                           return std::string(info.param.schedule) + std::to_string(info.param.ranks);
+                         });
+
+}  // namespace
+}  // namespace ccc

@@ -1,0 +1,150 @@
+#include <gtest/gtest.h>
+
+#include "ccc/lower.h"
+#include "codegen_pipeline.h"
+#include "program_builders.h"
+
+namespace ccc {
+namespace {
+
+KernelPlan lower_shipped(const std::string& name, int n, KernelOptions o = {}) {
+  testing::Planned p = testing::plan_shipped(name, n, o.in_place);
+  if (!p.planned) throw std::runtime_error(p.errors);
+  return lower(*p.planned, o);
+}
+
+TEST(Lower, RingFirstReadsComeFromTheInput) {
+  KernelPlan plan = lower_shipped("ring", 4);
+  // Rank 1, step 0: out[0] = sum(in[0], r0.in[0]) -- nothing wrote either output chunk yet.
+  const DataPass& first = plan.ranks[1].steps[0].passes.at(0);
+  EXPECT_EQ(first.kind, OpKind::Reduce);
+  EXPECT_EQ(first.chunks, (ChunkRange{0, 1}));
+  ASSERT_EQ(first.operands.size(), 2u);
+  EXPECT_EQ(first.operands[0], (Operand{1, Buffer::Input}));
+  EXPECT_EQ(first.operands[1], (Operand{0, Buffer::Input}));
+  // Step 1 reads the chunk rank 0 reduced at step 0: its output.
+  EXPECT_EQ(plan.ranks[1].steps[1].passes.at(0).operands[1], (Operand{0, Buffer::Output}));
+  EXPECT_TRUE(plan.ranks[1].passthrough.empty());
+}
+
+TEST(Lower, InPlaceReadsTheOutput) {
+  KernelOptions o;
+  o.in_place = true;
+  KernelPlan plan = lower_shipped("butterfly", 8, o);
+  const DataPass& first = plan.ranks[0].steps[0].passes.at(0);
+  EXPECT_EQ(first.operands[0], (Operand{0, Buffer::Output}));  // the old value: in == out
+}
+
+TEST(Lower, TheReduceThatCompletesAChunkCarriesTheFinish) {
+  KernelPlan plan = lower_shipped("ring", 5);
+  for (const RankPlan& rank : plan.ranks)
+    for (int k = 0; k < plan.nsteps(); ++k)
+      for (const DataPass& pass : rank.steps[k].passes) EXPECT_EQ(pass.completes, k == 3) << "step " << k;
+}
+
+TEST(Lower, RingMovesTheMinimumBytes) {
+  // Reduce-scatter + all-gather: each rank reads 2 (N - 1) chunks from peers and writes 2 (N - 1).
+  for (int n : {2, 3, 8}) {
+    KernelPlan plan = lower_shipped("ring", n);
+    for (int r = 0; r < n; ++r) {
+      Traffic t = rank_traffic(plan.ranks[r], r);
+      EXPECT_EQ(t.read_remote, 2 * (n - 1));
+      EXPECT_EQ(t.written, 2 * (n - 1));
+      EXPECT_EQ(t.read, 3 * (n - 1));  // plus the own operand of each reduce
+    }
+  }
+}
+
+TEST(Lower, OneShotFusesEveryPeerIntoOnePass) {
+  KernelOptions o;
+  o.op = ReduceOp::Avg;
+  KernelPlan plan = lower_shipped("oneshot", 5, o);
+  const std::vector<DataPass>& passes = plan.ranks[2].steps[0].passes;
+  ASSERT_EQ(passes.size(), 1u);
+  EXPECT_EQ(passes[0].operands.size(), 5u);
+  EXPECT_TRUE(passes[0].completes);
+  EXPECT_EQ(pass_text(passes[0], 2, ReduceOp::Avg), "out[0] = avg(in[0], r3.in[0], r4.in[0], r0.in[0], r1.in[0]) / N");
+}
+
+TEST(Lower, AdjacentChunksFuseIntoOnePass) {
+  // Two ranks, four chunks, one op per chunk: each rank reduces its half from the other, then
+  // copies the other half back. Each step's two ops on adjacent chunks become one pass.
+  StepProgram p = testing::empty_program("halves", Collective::AllReduce, 2, 4, 2);
+  for (int r = 0; r < 2; ++r)
+    for (int c = 0; c < 2; ++c) {
+      testing::add(p, r, 0, OpKind::Reduce, 2 * r + c, 1 - r, Buffer::Input);
+      testing::add(p, r, 1, OpKind::Copy, 2 * (1 - r) + c, 1 - r);
+    }
+  Diagnostics diags;
+  std::optional<PlannedProgram> pp = plan_syncs(p, {}, diags);
+  ASSERT_TRUE(pp) << diags.render(nullptr);
+  const KernelPlan plan = lower(*pp, {});
+  ASSERT_EQ(plan.ranks[1].steps[0].passes.size(), 1u);
+  EXPECT_EQ(plan.ranks[1].steps[0].passes[0].chunks, (ChunkRange{2, 2}));
+  EXPECT_EQ(plan.ranks[1].steps[0].passes[0].locs.size(), 1u);  // the two ops share one DSL line
+  ASSERT_EQ(plan.ranks[1].steps[1].passes.size(), 1u);
+  EXPECT_EQ(plan.ranks[1].steps[1].passes[0].chunks, (ChunkRange{0, 2}));
+}
+
+TEST(Lower, SingleRankPassesTheInputThrough) {
+  KernelPlan plan = lower_shipped("ring", 1);
+  ASSERT_EQ(plan.ranks[0].passthrough.size(), 1u);
+  EXPECT_EQ(pass_text(plan.ranks[0].passthrough[0], 0, ReduceOp::Sum), "out[0] = in[0]");
+  KernelOptions o;
+  o.in_place = true;
+  EXPECT_TRUE(lower_shipped("ring", 1, o).ranks[0].passthrough.empty());
+}
+
+TEST(Lower, RejectsBadOptions) {
+  PlannedProgram pp = testing::without_waits(testing::shipped("ring", 2));
+  for (int64_t tile : {0, 100, 32}) {
+    KernelOptions o;
+    o.tile_bytes = tile;
+    EXPECT_THROW(lower(pp, o), LowerError) << tile;
+  }
+  KernelOptions o;
+  o.channels = 0;
+  EXPECT_THROW(lower(pp, o), LowerError);
+  o = {};
+  o.pipeline = 0;
+  EXPECT_THROW(lower(pp, o), LowerError);
+}
+
+TEST(Lower, RejectsAReadOfUnwrittenScratch) {
+  StepProgram p = testing::shipped("ring", 2);
+  p.ops[1][0][0].src = Buffer::Scratch;
+  try {
+    lower(testing::without_waits(p), {});
+    FAIL() << "expected a LowerError";
+  } catch (const LowerError& e) {
+    EXPECT_STREQ(e.what(), "rank 1, step 0 (reduce_scatter s=0), chunk 0: reads rank 0's scratch before anything wrote it");
+    EXPECT_EQ(e.loc.line, 15);
+  }
+}
+
+TEST(Lower, RejectsAStepThatReadsWhatItWrites) {
+  // In place, rank 0's step 0 reduces into out[2] and also copies its own out[2] to scratch.
+  StepProgram p = testing::shipped("ring", 3);
+  testing::add(p, 0, 0, OpKind::Copy, 2, 0, Buffer::Output, Buffer::Scratch);
+  KernelOptions o;
+  o.in_place = true;
+  EXPECT_THROW(lower(testing::without_waits(p), o), LowerError);
+  // Out of place the copy reads the input (first touch): no hazard.
+  EXPECT_NO_THROW(lower(testing::without_waits(p), {}));
+}
+
+TEST(Lower, RejectsOtherCollectives) {
+  testing::Planned p = testing::plan_shipped("ring_broadcast", 4);
+  ASSERT_TRUE(p.planned) << p.errors;
+  EXPECT_THROW(lower(*p.planned, {}), LowerError);
+}
+
+TEST(Lower, PrintsThePlan) {
+  std::string text = print_kernel_plan(lower_shipped("ring", 3));
+  EXPECT_NE(text.find("kernel plan: allreduce ring (schedules/ring.sched), 3 ranks, 3 chunks, 4 steps"), std::string::npos) << text;
+  EXPECT_NE(text.find("    out[2] = sum(in[2], r2.in[2])  -- reads 2 (1 remote), writes 1"), std::string::npos) << text;
+  EXPECT_NE(text.find("  total: reads 6 (4 remote), writes 4"), std::string::npos) << text;
+}
+
+}  // namespace
+}  // namespace ccc

@@ -1,0 +1,74 @@
+// Every generated kernel compiles with NVRTC, for Ampere and Hopper, to a cubin, with no warnings.
+// Registers and spills go to the test log (ptxas -v).
+#include <gtest/gtest.h>
+
+#include <cstdio>
+
+#include "ccc/emit_cuda.h"
+#include "ccc/lower.h"
+#include "ccc/nvrtc_compile.h"
+#include "codegen_pipeline.h"
+
+namespace ccc {
+namespace {
+
+struct Case {
+  const char* schedule;
+  int ranks;
+};
+
+PlannedProgram planned(const Case& c) {
+  testing::Planned p = testing::plan_shipped(c.schedule, c.ranks);
+  if (!p.planned) throw std::runtime_error(p.errors);
+  return *p.planned;
+}
+
+void expect_compiles(const EmittedKernel& k, const char* arch) {
+  NvrtcOutput out = nvrtc_compile(k.source, arch, /*cubin=*/true, /*verbose_ptxas=*/true);
+  ASSERT_TRUE(out.ok) << k.kernel_name << " " << arch << ":\n" << out.log;
+  EXPECT_FALSE(out.cubin.empty());
+  EXPECT_EQ(nvrtc_warnings(out.log), "") << k.kernel_name << " " << arch;
+  KernelResources r = parse_ptxas_report(out.log);
+  EXPECT_GT(r.registers, 0) << out.log;
+  EXPECT_EQ(r.spill_stores, 0) << k.kernel_name << " " << arch << " spills:\n" << out.log;
+  std::printf("[nvrtc] %-44s %s  %3d registers, %d B spill stores, %d B spill loads, %d B stack, %.0f ms\n",
+              k.kernel_name.c_str(), arch, r.registers, r.spill_stores, r.spill_loads, r.stack_bytes, out.compile_ms);
+}
+
+TEST(Nvrtc, EveryDtypeForAmpereAndHopper) {
+  for (DataType t : kAllDataTypes) {
+    KernelOptions o;
+    o.dtype = t;
+    o.op = data_type_is_float(t) ? ReduceOp::Avg : ReduceOp::Sum;
+    EmittedKernel k = emit_cuda(lower(planned({"ring", 4}), o));
+    for (const char* arch : {"sm_80", "sm_90"}) expect_compiles(k, arch);
+  }
+}
+
+TEST(Nvrtc, EveryOpAndSchedule) {
+  for (Case c : {Case{"ring", 8}, Case{"oneshot", 8}, Case{"twoshot", 8}, Case{"butterfly", 8}, Case{"tree", 8},
+                 Case{"dbtree", 8}})
+    for (ReduceOp op : kAllReduceOps) {
+      KernelOptions o;
+      o.op = op;
+      expect_compiles(emit_cuda(lower(planned(c), o)), "sm_90");
+    }
+}
+
+TEST(Nvrtc, PtxOnly) {
+  NvrtcOutput out = nvrtc_compile(emit_cuda(lower(planned({"ring", 2}), {})).source, "sm_90", /*cubin=*/false);
+  ASSERT_TRUE(out.ok) << out.log;
+  EXPECT_NE(out.ptx.find(".entry ccc_ring_n2_f32_sum_t65536_c4_p2"), std::string::npos);
+  EXPECT_NE(out.ptx.find("ld.acquire.sys"), std::string::npos);
+  EXPECT_NE(out.ptx.find("st.release.sys"), std::string::npos);
+  EXPECT_TRUE(out.cubin.empty());
+}
+
+TEST(Nvrtc, ReportsErrorsWithTheLog) {
+  NvrtcOutput out = nvrtc_compile("#include \"ccc_device.h\"\nthis is not C++;\n", "sm_90", true);
+  EXPECT_FALSE(out.ok);
+  EXPECT_NE(out.log.find("error"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace ccc
