@@ -5,19 +5,15 @@
 #include <array>
 #include <filesystem>
 
+#include "ccc/data_type.h"
 #include "ccc/schedule_menu.h"
+#include "ccc/shipped_schedules.h"
 #include "cli.h"
 #include "commands.h"
 
 namespace ccc::cli {
 namespace {
 
-struct DtypeSize {
-  const char* name;
-  int bytes;
-};
-constexpr std::array<DtypeSize, 10> kDtypes{{{"f64", 8}, {"f32", 4}, {"f16", 2}, {"bf16", 2}, {"i64", 8},
-                                             {"u64", 8}, {"i32", 4}, {"u32", 4}, {"i8", 1}, {"u8", 1}}};
 constexpr std::array<Collective, 5> kCollectives{Collective::AllReduce, Collective::ReduceScatter,
                                                  Collective::AllGather, Collective::Broadcast, Collective::Reduce};
 
@@ -50,8 +46,9 @@ int run_tune(const ParsedArgs& args, std::ostream& out, std::ostream& err) {
   if (collective == kCollectives.end())
     return usage_error(cmd, fmt::format("unknown --collective '{}'", collective_text), err);
   std::string dtype_text = args.get("--dtype").value_or("f32");
-  auto dtype = std::find_if(kDtypes.begin(), kDtypes.end(), [&](const DtypeSize& d) { return dtype_text == d.name; });
-  if (dtype == kDtypes.end()) return usage_error(cmd, fmt::format("unknown --dtype '{}'", dtype_text), err);
+  std::optional<DataType> dtype = parse_data_type(dtype_text);
+  if (!dtype) return usage_error(cmd, fmt::format("unknown --dtype '{}'", dtype_text), err);
+  const int elem_size = static_cast<int>(data_type_size(*dtype));
 
   std::string errors;
   std::optional<Topology> topo = load_topology(*topo_path, errors);
@@ -66,14 +63,21 @@ int run_tune(const ParsedArgs& args, std::ostream& out, std::ostream& err) {
     nranks = *n;
   }
 
-  std::string dir = args.get("--schedules").value_or("schedules");
-  ScheduleMenu menu(*collective, nranks, read_schedules(dir, err));
+  std::optional<std::string> dir = args.get("--schedules");
+  std::vector<SourceFile> sources;
+  if (dir) {
+    sources = read_schedules(*dir, err);
+  } else {
+    for (const ShippedSchedule& s : shipped_schedules()) sources.push_back(s.file);
+  }
+  ScheduleMenu menu(*collective, nranks, sources);
   SelectOptions options;
   options.algo = args.get("--algo").value_or("");
   try {
-    auto rows = tune_table(*collective, dtype->bytes, *topo, menu.candidates(), options);
-    std::string title = fmt::format("{}: {} ranks of {}, {} {}, schedules from {}", topo->name, nranks,
-                                    topo->gpus[0].model, collective_name(*collective), dtype->name, dir);
+    auto rows = tune_table(*collective, elem_size, *topo, menu.candidates(), options);
+    std::string title = fmt::format("{}: {} ranks of {}, {} {}, {} schedules", topo->name, nranks,
+                                    topo->gpus[0].model, collective_name(*collective), dtype_text,
+                                    dir ? "the " + *dir : std::string("the shipped"));
     for (const std::string& s : menu.skipped()) title += "\n# skipped " + s;
     out << format_tune_table(rows, title);
   } catch (const std::invalid_argument& e) {
@@ -94,7 +98,7 @@ const Command& tune_command() {
        {"--collective", "C", "allreduce (default), reduce_scatter, allgather, broadcast or reduce"},
        {"--ranks", "N", "ranks, at most the topology's GPUs (default: all of them)"},
        {"--dtype", "D", "element type: f64 f32 (default) f16 bf16 i64 u64 i32 u32 i8 u8"},
-       {"--schedules", "DIR", "where the candidate .sched files are (default: schedules)"},
+       {"--schedules", "DIR", "take the candidates from DIR/*.sched (default: the shipped schedules)"},
        {"--algo", "NAME", "force this schedule, as CCC_ALGO does"}},
       &run_tune};
   return cmd;

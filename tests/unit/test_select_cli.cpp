@@ -34,6 +34,14 @@ TEST(TuneCommand, OneRowPerSizeWithTheSizeFirst) {
   EXPECT_NE(r.out.find("# dgx-h100: 8 ranks of H100-SXM5-80GB, allreduce f32"), std::string::npos) << r.out;
 }
 
+TEST(TuneCommand, TakesTheShippedSchedulesByDefault) {
+  auto r = run_cli({"tune", "--topo", kTopologies + "nvlink-ring-4.topo", "--dtype", "bf16"});
+  ASSERT_EQ(r.code, cli::kExitOk) << r.err;
+  EXPECT_EQ(lines(r.out)[0], "# nvlink-ring-4: 4 ranks of A100-SXM4-80GB, allreduce bf16, the shipped schedules");
+  EXPECT_EQ(lines(r.out)[2].substr(12),
+            "  butterfly     dbtree    oneshot       ring       tree    twoshot  choice");
+}
+
 TEST(TuneCommand, AlgoForcesTheChoice) {
   auto r = run_cli({"tune", "--topo", kTopologies + "dgx-h100.topo", "--schedules", kSchedules, "--algo", "ring"});
   ASSERT_EQ(r.code, cli::kExitOk) << r.err;

@@ -35,9 +35,19 @@ TEST(TopoCommand, BadFilesAndUsage) {
   EXPECT_EQ(r.err, bad + ":2:8: error: a GPU index must be an integer in 0..1, got '2'\n"
                    "link 0 2 bandwidth=1GB/s latency=1us\n"
                    "       ^\n");
-  EXPECT_EQ(run_cli({"topo"}).code, cli::kExitUsage);
   EXPECT_EQ(run_cli({"topo", "--file", kTopologies + "dgx-a100.topo", "extra"}).code, cli::kExitUsage);
   EXPECT_EQ(run_cli({"topo", "--file", "/nonexistent.topo"}).code, cli::kExitScheduleError);
+}
+
+TEST(TopoCommand, DetectsOrSaysWhyNot) {
+  auto r = run_cli({"topo"});
+  if (r.code == cli::kExitOk) {  // a machine with a driver
+    EXPECT_EQ(r.out.rfind("# detected with the CUDA driver", 0), 0u) << r.out;
+  } else {
+    EXPECT_EQ(r.code, cli::kExitScheduleError);
+    EXPECT_EQ(r.err.rfind("ccc topo: error: no CUDA device", 0), 0u) << r.err;
+    EXPECT_NE(r.err.find("give --file F"), std::string::npos) << r.err;
+  }
 }
 
 }  // namespace
