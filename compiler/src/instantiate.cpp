@@ -1,5 +1,7 @@
 #include "ccc/instantiate.h"
 
+#include "ccc/parser.h"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -112,7 +114,8 @@ class Instantiator {
       if (e.limit) throw;
     }
     counting_ = false;
-    ops_executed_ = iterations_ = 0;
+    ops_executed_ = iterations_ = evaluations_ = 0;
+    call_depth_ = 0;
   }
 
   // ---- expressions: 64-bit, every overflow an error ----
@@ -122,6 +125,9 @@ class Instantiator {
   }
 
   int64_t eval(const Expr& e) {
+    // Functions can call functions, so a short text can stand for exponentially many evaluations.
+    if (++evaluations_ > kMaxEvaluations)
+      limit_exceeded(e.loc, fmt::format("too much work: more than {} (256 Mi) expression evaluations", kMaxEvaluations));
     switch (e.kind) {
       case Expr::Kind::Int: return e.value;
       case Expr::Kind::Name: return slots_[static_cast<size_t>(e.slot)];
@@ -223,7 +229,12 @@ class Instantiator {
     }
     for (size_t i = 0; i < e.args.size(); ++i) vals[i] = eval(e.args[i]);
     for (size_t i = 0; i < e.args.size(); ++i) slots_[static_cast<size_t>(fn.param_slots[i])] = vals[i];
-    return eval(fn.body);
+    if (call_depth_ >= kMaxNesting)
+      fail(e.loc, fmt::format("function calls nest more than {} deep", kMaxNesting));
+    ++call_depth_;
+    int64_t result = eval(fn.body);
+    --call_depth_;
+    return result;
   }
 
   // ---- statements ----
@@ -382,6 +393,9 @@ class Instantiator {
     if (s_.rank_uniform_shape && iterations_ * n > kMaxLoopIterations)
       too_large(fmt::format("its loops would run {} iterations; the limit is {} (16 Mi)", iterations_ * n,
                             kMaxLoopIterations));
+    if (s_.rank_uniform_shape && evaluations_ * n > kMaxEvaluations)
+      too_large(fmt::format("it would take {} expression evaluations; the limit is {} (256 Mi)", evaluations_ * n,
+                            kMaxEvaluations));
     if (prog_.nsteps() * n > kMaxRankSteps)
       too_large(fmt::format("{} steps x {} ranks exceed the limit of {} (16 Mi) rank-steps", prog_.nsteps(), n,
                             kMaxRankSteps));
@@ -431,6 +445,8 @@ class Instantiator {
   int phase_ = -1;
   int64_t ops_executed_ = 0;
   int64_t iterations_ = 0;
+  int64_t evaluations_ = 0;
+  int call_depth_ = 0;
   bool counting_ = false;  // see count_all_ranks
 };
 

@@ -27,6 +27,7 @@ inline constexpr int64_t kMaxOps = int64_t{1} << 24;             // 16 Mi op exe
 inline constexpr int64_t kMaxSteps = int64_t{1} << 20;           // 1 Mi steps
 inline constexpr int64_t kMaxRankSteps = int64_t{1} << 24;       // 16 Mi: N x steps
 inline constexpr int64_t kMaxLoopIterations = int64_t{1} << 24;  // 16 Mi, all loops of all ranks
+inline constexpr int64_t kMaxEvaluations = int64_t{1} << 28;     // 256 Mi expression nodes evaluated
 
 // `schedule` must come from parse_schedule (names resolved). Returns nullopt with errors in diags.
 std::optional<StepProgram> instantiate(const ast::Schedule& schedule, const InstantiateOptions& options,
