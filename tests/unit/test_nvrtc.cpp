@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <cstdlib>
 
 #include "ccc/emit_cuda.h"
 #include "ccc/lower.h"
@@ -36,24 +37,45 @@ void expect_compiles(const EmittedKernel& k, const char* arch) {
 }
 
 TEST(Nvrtc, EveryDtypeForAmpereAndHopper) {
+  const PlannedProgram pp = planned({"ring", 4});
   for (DataType t : kAllDataTypes) {
     KernelOptions o;
     o.dtype = t;
     o.op = data_type_is_float(t) ? ReduceOp::Avg : ReduceOp::Sum;
-    EmittedKernel k = emit_cuda(lower(planned({"ring", 4}), o));
+    EmittedKernel k = emit_cuda(lower(pp, o));
     for (const char* arch : {"sm_80", "sm_90"}) expect_compiles(k, arch);
   }
 }
 
-TEST(Nvrtc, EveryOpAndSchedule) {
-  for (Case c : {Case{"ring", 8}, Case{"oneshot", 8}, Case{"twoshot", 8}, Case{"butterfly", 8}, Case{"tree", 8},
-                 Case{"dbtree", 8}})
-    for (ReduceOp op : kAllReduceOps) {
+// Every shipped allreduce schedule: N = 8 for both architectures, every op at a small N. With
+// CCC_NVRTC_FULL=1: N in {2, 3, 4, 5, 8} (where the schedule allows it) x every dtype x both
+// architectures (slow: hundreds of compiles).
+class NvrtcSchedule : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(NvrtcSchedule, Compiles) {
+  const char* name = GetParam();
+  const bool full = std::getenv("CCC_NVRTC_FULL") != nullptr;
+  for (const char* arch : {"sm_80", "sm_90"}) expect_compiles(emit_cuda(lower(planned({name, 8}), {})), arch);
+  for (ReduceOp op : kAllReduceOps) {
+    KernelOptions o;
+    o.op = op;
+    expect_compiles(emit_cuda(lower(planned({name, 4}), o)), "sm_90");
+  }
+  if (!full) return;
+  for (int n : {2, 3, 4, 5, 8}) {
+    testing::Planned p = testing::plan_shipped(name, n);
+    if (!p.planned) continue;  // e.g. butterfly needs a power of two
+    for (DataType t : kAllDataTypes) {
       KernelOptions o;
-      o.op = op;
-      expect_compiles(emit_cuda(lower(planned(c), o)), "sm_90");
+      o.dtype = t;
+      EmittedKernel k = emit_cuda(lower(*p.planned, o));
+      for (const char* arch : {"sm_80", "sm_90"}) expect_compiles(k, arch);
     }
+  }
 }
+
+INSTANTIATE_TEST_SUITE_P(Shipped, NvrtcSchedule,
+                         ::testing::Values("ring", "oneshot", "twoshot", "butterfly", "tree", "dbtree"));
 
 TEST(Nvrtc, PtxOnly) {
   NvrtcOutput out = nvrtc_compile(emit_cuda(lower(planned({"ring", 2}), {})).source, "sm_90", /*cubin=*/false);
