@@ -11,7 +11,9 @@ namespace {
 
 constexpr const char* kVersion = "ccc 0.1.0";
 
-std::array<const Command*, 2> commands() { return {&check_command(), &compile_command()}; }
+std::array<const Command*, 5> commands() {
+  return {&check_command(), &compile_command(), &topo_command(), &tune_command(), &run_command()};
+}
 
 std::string top_help() {
   std::string s = fmt::format("{} - the collective schedule compiler\n\nusage: ccc COMMAND [ARGS]\n\ncommands:\n", kVersion);

@@ -23,6 +23,9 @@ struct Command {
 
 const Command& check_command();
 const Command& compile_command();
+const Command& topo_command();
+const Command& tune_command();
+const Command& run_command();
 
 // The options every front-end command takes.
 std::vector<OptionSpec> front_end_options();

@@ -4,23 +4,14 @@
 #include <sstream>
 
 #include "cli.h"
+#include "cli_util.h"
 #include "front_end_util.h"
 #include "golden_util.h"
 
 using namespace ccc;
+using test::run_cli;
 
 namespace {
-
-struct CliResult {
-  int code;
-  std::string out, err;
-};
-
-CliResult run_cli(std::vector<std::string> args) {
-  std::ostringstream out, err;
-  int code = cli::run(args, out, err);
-  return {code, out.str(), err.str()};
-}
 
 const std::string kRing = test::schedule_path("ring");
 

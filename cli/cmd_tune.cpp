@@ -1,0 +1,103 @@
+// `ccc tune --topo F`: every candidate schedule's predicted time per message size, and the choice.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <array>
+#include <filesystem>
+
+#include "ccc/schedule_menu.h"
+#include "cli.h"
+#include "commands.h"
+
+namespace ccc::cli {
+namespace {
+
+struct DtypeSize {
+  const char* name;
+  int bytes;
+};
+constexpr std::array<DtypeSize, 10> kDtypes{{{"f64", 8}, {"f32", 4}, {"f16", 2}, {"bf16", 2}, {"i64", 8},
+                                             {"u64", 8}, {"i32", 4}, {"u32", 4}, {"i8", 1}, {"u8", 1}}};
+constexpr std::array<Collective, 5> kCollectives{Collective::AllReduce, Collective::ReduceScatter,
+                                                 Collective::AllGather, Collective::Broadcast, Collective::Reduce};
+
+// Every *.sched in dir, by name; unreadable ones are reported and left out.
+std::vector<SourceFile> read_schedules(const std::string& dir, std::ostream& err) {
+  std::vector<std::string> paths;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(dir, ec))
+    if (entry.path().extension() == ".sched") paths.push_back(entry.path().string());
+  if (ec) err << fmt::format("ccc tune: error: cannot list '{}': {}\n", dir, ec.message());
+  std::sort(paths.begin(), paths.end());
+  std::vector<SourceFile> files;
+  for (const std::string& path : paths) {
+    Diagnostics diags;
+    if (std::optional<SourceFile> f = read_source(path, diags)) files.push_back(std::move(*f));
+    err << diags.render(nullptr);
+  }
+  return files;
+}
+
+int run_tune(const ParsedArgs& args, std::ostream& out, std::ostream& err) {
+  const Command& cmd = tune_command();
+  if (!args.positional.empty()) return usage_error(cmd, fmt::format("unexpected argument '{}'", args.positional[0]), err);
+  std::optional<std::string> topo_path = args.get("--topo");
+  if (!topo_path) return usage_error(cmd, "--topo F is required", err);
+
+  std::string collective_text = args.get("--collective").value_or("allreduce");
+  auto collective = std::find_if(kCollectives.begin(), kCollectives.end(),
+                                 [&](Collective c) { return collective_text == collective_name(c); });
+  if (collective == kCollectives.end())
+    return usage_error(cmd, fmt::format("unknown --collective '{}'", collective_text), err);
+  std::string dtype_text = args.get("--dtype").value_or("f32");
+  auto dtype = std::find_if(kDtypes.begin(), kDtypes.end(), [&](const DtypeSize& d) { return dtype_text == d.name; });
+  if (dtype == kDtypes.end()) return usage_error(cmd, fmt::format("unknown --dtype '{}'", dtype_text), err);
+
+  std::string errors;
+  std::optional<Topology> topo = load_topology(*topo_path, errors);
+  if (!topo) {
+    err << errors;
+    return kExitScheduleError;
+  }
+  int nranks = topo->ngpus();
+  if (std::optional<std::string> ranks = args.get("--ranks")) {
+    std::optional<int> n = parse_int(*ranks, 1, topo->ngpus());
+    if (!n) return usage_error(cmd, fmt::format("--ranks must be 1 .. {} (the topology's GPUs), not '{}'", topo->ngpus(), *ranks), err);
+    nranks = *n;
+  }
+
+  std::string dir = args.get("--schedules").value_or("schedules");
+  ScheduleMenu menu(*collective, nranks, read_schedules(dir, err));
+  SelectOptions options;
+  options.algo = args.get("--algo").value_or("");
+  try {
+    auto rows = tune_table(*collective, dtype->bytes, *topo, menu.candidates(), options);
+    std::string title = fmt::format("{}: {} ranks of {}, {} {}, schedules from {}", topo->name, nranks,
+                                    topo->gpus[0].model, collective_name(*collective), dtype->name, dir);
+    for (const std::string& s : menu.skipped()) title += "\n# skipped " + s;
+    out << format_tune_table(rows, title);
+  } catch (const std::invalid_argument& e) {
+    err << fmt::format("ccc tune: error: {}\n", e.what());
+    return kExitScheduleError;
+  }
+  return kExitOk;
+}
+
+}  // namespace
+
+const Command& tune_command() {
+  static const Command cmd{
+      "tune",
+      "predict every schedule's time per message size on a topology, and the choice",
+      "ccc tune --topo F [--collective C] [--ranks N] [--dtype D] [--schedules DIR] [--algo NAME]",
+      {{"--topo", "F", "topology file (see docs/topology.md; topologies/ has examples)"},
+       {"--collective", "C", "allreduce (default), reduce_scatter, allgather, broadcast or reduce"},
+       {"--ranks", "N", "ranks, at most the topology's GPUs (default: all of them)"},
+       {"--dtype", "D", "element type: f64 f32 (default) f16 bf16 i64 u64 i32 u32 i8 u8"},
+       {"--schedules", "DIR", "where the candidate .sched files are (default: schedules)"},
+       {"--algo", "NAME", "force this schedule, as CCC_ALGO does"}},
+      &run_tune};
+  return cmd;
+}
+
+}  // namespace ccc::cli

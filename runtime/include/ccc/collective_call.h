@@ -1,0 +1,38 @@
+// One collective call over the N ranks of a communicator, and its argument validation.
+#pragma once
+
+#include <cstdint>
+#include <span>
+
+#include "ccc/collective_types.h"
+#include "ccc/step_program.h"  // Collective
+
+namespace ccc {
+
+// `count` follows the launch ABI (ccc_abi.h): elements per buffer for allreduce, broadcast and
+// reduce; per rank block for reduce_scatter (output elements) and allgather (input elements).
+// In place means send == recv for allreduce, broadcast and reduce; for reduce_scatter the rank's
+// recv is its block of send (send + rank * count), for allgather its send is its block of recv.
+// Every rank passes both buffers, also for broadcast and reduce (the schedule may stage through
+// them).
+struct CollectiveCall {
+  Collective collective = Collective::AllReduce;
+  uint64_t count = 0;
+  DataType dtype = DataType::F32;
+  ReduceOp op = ReduceOp::Sum;  // unused by allgather and broadcast
+  int root = -1;                // broadcast and reduce only
+  std::span<const void* const> send;  // [N]
+  std::span<void* const> recv;        // [N]
+};
+
+// Bytes of one rank's send and recv buffers (valid after validate_call).
+uint64_t send_bytes(const CollectiveCall& call, int nranks);
+uint64_t recv_bytes(const CollectiveCall& call, int nranks);
+
+// Throws Error(InvalidArgument) naming the rank and the problem: wrong number of buffers, a null
+// or misaligned buffer (for the element type), a byte size that overflows, send and recv that
+// overlap other than in place, recv buffers of two ranks that overlap, a root out of range.
+// A call with count 0 is valid whatever the pointers are.
+void validate_call(const CollectiveCall& call, int nranks);
+
+}  // namespace ccc

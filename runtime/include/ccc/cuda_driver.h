@@ -1,0 +1,65 @@
+// The CUDA driver API, opened at run time with dlopen (libcuda.so.1, or $CCC_LIBCUDA), so that
+// the library, `ccc` and the tests start on machines without a driver and report "no CUDA
+// device" cleanly. cuda.h supplies the types and signatures only; nothing links against libcuda.
+#pragma once
+
+#include <cuda.h>
+
+#include <memory>
+#include <stdexcept>
+#include <string>
+
+namespace ccc {
+
+// A driver call failed; what() names the call and the driver's error.
+class CudaError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// No usable driver or device: libcuda missing, cuInit failing (e.g. the toolkit's stub library),
+// or zero devices.
+class NoCudaDevice : public CudaError {
+ public:
+  using CudaError::CudaError;
+};
+
+// Every driver entry point ccc uses. cuda.h maps some names to versioned symbols
+// (cuMemAlloc -> cuMemAlloc_v2); the members and dlsym follow the same mapping.
+#define CCC_CUDA_DRIVER_FUNCTIONS(X)                                                        \
+  X(cuInit) X(cuDriverGetVersion) X(cuGetErrorString) X(cuDeviceGetCount) X(cuDeviceGet)    \
+  X(cuDeviceGetAttribute) X(cuDeviceGetName) X(cuDeviceGetPCIBusId) X(cuDeviceCanAccessPeer)  \
+  X(cuDevicePrimaryCtxRetain) X(cuDevicePrimaryCtxRelease) X(cuCtxSetCurrent)               \
+  X(cuCtxEnablePeerAccess) X(cuCtxSynchronize) X(cuModuleLoadData) X(cuModuleUnload)        \
+  X(cuModuleGetFunction) X(cuLaunchKernel) X(cuMemAlloc) X(cuMemFree) X(cuMemcpyHtoD)       \
+  X(cuMemcpyDtoH) X(cuMemcpyDtoDAsync) X(cuMemsetD8) X(cuPointerGetAttribute)               \
+  X(cuStreamSynchronize) X(cuEventCreate) X(cuEventRecord) X(cuEventSynchronize)            \
+  X(cuEventElapsedTime) X(cuEventDestroy)
+
+class CudaDriver {
+ public:
+  // The process-wide driver, opened and initialised on first use; throws NoCudaDevice.
+  static const CudaDriver& get();
+  // Opens `library` and initialises it (tests use this to exercise the failure paths).
+  static std::unique_ptr<CudaDriver> open(const std::string& library);
+
+  ~CudaDriver();
+  CudaDriver(const CudaDriver&) = delete;
+  CudaDriver& operator=(const CudaDriver&) = delete;
+
+  // Throws CudaError("<what>: <driver error string>") unless r is CUDA_SUCCESS.
+  void check(CUresult r, const char* what) const;
+
+  int device_count() const { return device_count_; }
+
+#define CCC_CUDA_DRIVER_MEMBER(name) decltype(&::name) name = nullptr;
+  CCC_CUDA_DRIVER_FUNCTIONS(CCC_CUDA_DRIVER_MEMBER)
+#undef CCC_CUDA_DRIVER_MEMBER
+
+ private:
+  CudaDriver() = default;
+  void* library_ = nullptr;
+  int device_count_ = 0;
+};
+
+}  // namespace ccc

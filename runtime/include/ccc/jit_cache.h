@@ -1,0 +1,58 @@
+// The JIT cache: compiled kernels (cubins, PTX, host shared objects) in memory and on disk.
+//
+// Entries are keyed by a hash of everything that determines the bytes (source, options, compiler
+// version, arch, device prelude). On disk each entry is one file `<dir>/<key>.ccc`:
+//   "CCCJIT1\n" | payload size (u64 LE) | checksum64(payload) (u64 LE) | payload
+// written to a temporary name and renamed into place, so readers in other processes see a whole
+// entry or none. A truncated or corrupt entry is rebuilt, never trusted. If the directory cannot
+// be written the cache warns once and keeps entries in memory only.
+#pragma once
+
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+
+namespace ccc {
+
+class JitCache {
+ public:
+  // `dir` empty: memory only.
+  explicit JitCache(std::filesystem::path dir);
+
+  // The process-wide cache, in default_dir().
+  static JitCache& process_cache();
+  // $CCC_CACHE_DIR, else $XDG_CACHE_HOME/ccc, else $HOME/.cache/ccc; empty if none is set.
+  static std::filesystem::path default_dir();
+
+  enum class Hit { Memory, Disk, Miss };
+  struct Entry {
+    std::shared_ptr<const std::string> bytes;
+    Hit hit = Hit::Miss;
+  };
+
+  // The entry for `key`, from memory, else disk, else `build()` (whose exceptions propagate and
+  // cache nothing). `what` names the artifact in CCC_JIT_LOG lines.
+  Entry get(const std::string& key, std::string_view what,
+            const std::function<std::string()>& build);
+
+  // Drops the in-memory entries (the next get of a key reads the disk), for benchmarks and tests.
+  void forget_memory();
+
+  const std::filesystem::path& dir() const { return dir_; }
+  std::filesystem::path entry_path(const std::string& key) const;
+
+ private:
+  std::shared_ptr<const std::string> read_entry(const std::filesystem::path& path) const;
+  void write_entry(const std::string& key, const std::string& bytes);
+
+  std::filesystem::path dir_;
+  std::mutex mutex_;
+  std::unordered_map<std::string, std::shared_ptr<const std::string>> memory_;
+  bool disk_writable_ = true;  // false after the first failed write (and its one warning)
+};
+
+}  // namespace ccc

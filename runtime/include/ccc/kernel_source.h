@@ -1,0 +1,31 @@
+// The compiler's side of a collective call: a schedule instantiated, verified, sync-planned,
+// lowered and emitted as one kernel for one call shape (the same text for NVRTC and the host).
+#pragma once
+
+#include <cstdint>
+
+#include "ccc/collective_types.h"
+#include "ccc/diagnostics.h"
+#include "ccc/emit_cuda.h"
+#include "ccc/step_program.h"
+
+namespace ccc {
+
+struct KernelShape {
+  Collective collective = Collective::AllReduce;
+  int nranks = 0;
+  int root = -1;  // broadcast and reduce
+  DataType dtype = DataType::F32;
+  ReduceOp op = ReduceOp::Sum;
+  int channels = 0;        // 0: the code generator's default
+  int64_t tile_bytes = 0;  // 0: the code generator's default
+  bool in_place = false;
+};
+
+// Generates the kernel for `schedule` (a schedule file's text) and `shape`. Throws
+// Error(InvalidArgument) with the rendered diagnostics when the schedule does not parse, does
+// not fit the shape (another collective, `requires N is pow2`, ...), fails verification or
+// cannot be lowered.
+EmittedKernel generate_kernel(const SourceFile& schedule, const KernelShape& shape);
+
+}  // namespace ccc

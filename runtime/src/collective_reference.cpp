@@ -1,0 +1,218 @@
+#include "ccc/collective_reference.h"
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+namespace ccc {
+
+namespace {
+
+// --- element encodings (host side; the prelude has its own for the kernels) ---
+
+uint32_t float_bits(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return u;
+}
+
+double half_to_double(uint16_t h) {
+  const int exp = (h >> 10) & 0x1f, mant = h & 0x3ff;
+  const double sign = (h & 0x8000) ? -1.0 : 1.0;
+  if (exp == 0) return sign * std::ldexp(mant, -24);
+  if (exp == 31) return mant ? std::numeric_limits<double>::quiet_NaN() : sign * INFINITY;
+  return sign * std::ldexp(mant | 0x400, exp - 25);
+}
+
+// Exact for the values fill_input uses (normal, at most 11 significant bits).
+uint16_t float_to_half_exact(float f) {
+  const uint32_t x = float_bits(f);
+  if ((x & 0x7fffffff) == 0) return static_cast<uint16_t>(x >> 16);
+  const uint32_t sign = (x >> 16) & 0x8000, exp = ((x >> 23) & 0xff) - 127 + 15;
+  return static_cast<uint16_t>(sign | (exp << 10) | ((x & 0x7fffff) >> 13));
+}
+
+double bf16_to_double(uint16_t b) {
+  const uint32_t x = static_cast<uint32_t>(b) << 16;
+  float f;
+  std::memcpy(&f, &x, 4);
+  return f;
+}
+
+// An element read as a double (floats) or as its two's-complement bits widened (integers).
+struct Value {
+  double f = 0;
+  uint64_t u = 0;  // integers: wraps like the kernels' arithmetic
+  int64_t s = 0;   // integers: sign-extended
+};
+
+Value load(DataType t, const void* base, uint64_t i) {
+  const auto* p = static_cast<const unsigned char*>(base) + i * data_type_size(t);
+  Value v;
+  switch (t) {
+    case DataType::F64: std::memcpy(&v.f, p, 8); break;
+    case DataType::F32: { float f; std::memcpy(&f, p, 4); v.f = f; break; }
+    case DataType::F16: { uint16_t h; std::memcpy(&h, p, 2); v.f = half_to_double(h); break; }
+    case DataType::BF16: { uint16_t b; std::memcpy(&b, p, 2); v.f = bf16_to_double(b); break; }
+    case DataType::I64: case DataType::U64: std::memcpy(&v.u, p, 8); v.s = static_cast<int64_t>(v.u); break;
+    case DataType::I32: { int32_t x; std::memcpy(&x, p, 4); v.s = x; v.u = static_cast<uint64_t>(v.s); break; }
+    case DataType::U32: { uint32_t x; std::memcpy(&x, p, 4); v.u = x; v.s = x; break; }
+    case DataType::I8: { int8_t x; std::memcpy(&x, p, 1); v.s = x; v.u = static_cast<uint64_t>(v.s); break; }
+    case DataType::U8: { uint8_t x; std::memcpy(&x, p, 1); v.u = x; v.s = x; break; }
+  }
+  return v;
+}
+
+void store_small(DataType t, void* base, uint64_t i, double value) {
+  auto* p = static_cast<unsigned char*>(base) + i * data_type_size(t);
+  switch (t) {
+    case DataType::F64: std::memcpy(p, &value, 8); break;
+    case DataType::F32: { const float f = static_cast<float>(value); std::memcpy(p, &f, 4); break; }
+    case DataType::F16: { const uint16_t h = float_to_half_exact(static_cast<float>(value)); std::memcpy(p, &h, 2); break; }
+    case DataType::BF16: { const uint16_t b = static_cast<uint16_t>(float_bits(static_cast<float>(value)) >> 16); std::memcpy(p, &b, 2); break; }
+    default: {
+      const auto bits = static_cast<uint64_t>(static_cast<int64_t>(value));
+      std::memcpy(p, &bits, data_type_size(t));  // little-endian: the low bytes
+    }
+  }
+}
+
+bool is_float(DataType t) {
+  return t == DataType::F64 || t == DataType::F32 || t == DataType::F16 || t == DataType::BF16;
+}
+
+bool is_signed(DataType t) {
+  return t == DataType::I64 || t == DataType::I32 || t == DataType::I8;
+}
+
+int mantissa_bits(DataType t) {
+  switch (t) {
+    case DataType::F64: return 52;
+    case DataType::F32: return 23;
+    case DataType::F16: return 10;
+    default: return 7;  // bf16
+  }
+}
+
+uint64_t mix(uint64_t x) {  // splitmix64's finaliser
+  x ^= x >> 30;
+  x *= 0xbf58476d1ce4e5b9ULL;
+  x ^= x >> 27;
+  x *= 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+// Combines two integers the way the kernels do: wrapping in the element's width.
+uint64_t combine_int(ReduceOp op, bool is_signed_type, uint64_t a, uint64_t b, int64_t as, int64_t bs) {
+  switch (op) {
+    case ReduceOp::Sum: case ReduceOp::Avg: return a + b;
+    case ReduceOp::Prod: return a * b;
+    case ReduceOp::Min: return is_signed_type ? static_cast<uint64_t>(std::min(as, bs)) : std::min(a, b);
+    case ReduceOp::Max: return is_signed_type ? static_cast<uint64_t>(std::max(as, bs)) : std::max(a, b);
+  }
+  return 0;
+}
+
+// Sign- or zero-extends the low `bytes` bytes of `u`.
+int64_t narrow_signed(uint64_t u, size_t bytes) {
+  if (bytes == 8) return static_cast<int64_t>(u);
+  const int shift = 64 - 8 * static_cast<int>(bytes);
+  return static_cast<int64_t>(u << shift) >> shift;
+}
+uint64_t narrow_unsigned(uint64_t u, size_t bytes) {
+  return bytes == 8 ? u : u & ((uint64_t{1} << (8 * bytes)) - 1);
+}
+
+// Does `out` match the reduction of `in[0..k)` under `op`?
+bool reduced_matches(DataType t, ReduceOp op, int nranks, const Value* in, int k, const Value& out) {
+  if (is_float(t)) {
+    double acc = in[0].f;
+    for (int j = 1; j < k; ++j) {
+      switch (op) {
+        case ReduceOp::Sum: case ReduceOp::Avg: acc += in[j].f; break;
+        case ReduceOp::Prod: acc *= in[j].f; break;
+        case ReduceOp::Min: acc = std::min(acc, in[j].f); break;
+        case ReduceOp::Max: acc = std::max(acc, in[j].f); break;
+      }
+    }
+    if (op != ReduceOp::Avg) return out.f == acc;
+    const double expected = acc / nranks;
+    return std::fabs(out.f - expected) <= std::ldexp(std::fabs(expected), -mantissa_bits(t)) * 2;
+  }
+  const size_t bytes = data_type_size(t);
+  const bool sgn = is_signed(t);
+  uint64_t acc = in[0].u;
+  int64_t acc_s = in[0].s;
+  for (int j = 1; j < k; ++j) {
+    acc = combine_int(op, sgn, acc, in[j].u, acc_s, in[j].s);
+    acc_s = narrow_signed(acc, bytes);
+    acc = sgn ? static_cast<uint64_t>(acc_s) : narrow_unsigned(acc, bytes);
+  }
+  if (op == ReduceOp::Avg) {
+    acc = sgn ? static_cast<uint64_t>(acc_s / nranks) : acc / static_cast<uint64_t>(nranks);
+  }
+  return narrow_unsigned(acc, bytes) == narrow_unsigned(out.u, bytes);
+}
+
+bool same_element(DataType t, const Value& a, const Value& b) {
+  return is_float(t) ? (a.f == b.f || (std::isnan(a.f) && std::isnan(b.f)))
+                     : narrow_unsigned(a.u, data_type_size(t)) == narrow_unsigned(b.u, data_type_size(t));
+}
+
+}  // namespace
+
+void fill_input(DataType dtype, int rank, uint64_t salt, uint64_t elems, void* dst) {
+  static constexpr double kFloatValues[] = {-2, -1, -0.5, 0.5, 1, 2};
+  for (uint64_t i = 0; i < elems; ++i) {
+    const uint64_t h = mix(i * 0x9e3779b97f4a7c15ULL + static_cast<uint64_t>(rank) * 0x632be59bd9b4e019ULL + salt);
+    const double v = is_float(dtype) ? kFloatValues[h % 6]
+                     : is_signed(dtype) ? static_cast<double>(static_cast<int>(h % 15) - 7)
+                                        : static_cast<double>(h % 15);
+    store_small(dtype, dst, i, v);
+  }
+}
+
+void poison(DataType dtype, uint64_t elems, void* dst) {
+  if (!is_float(dtype)) {
+    std::memset(dst, 0x5a, elems * data_type_size(dtype));
+    return;
+  }
+  const uint64_t nan_bits[] = {0x7ff8dead00000000ULL, 0x7fc0dead, 0x7e01, 0x7fc1};
+  const int which = dtype == DataType::F64 ? 0 : dtype == DataType::F32 ? 1 : dtype == DataType::F16 ? 2 : 3;
+  const size_t size = data_type_size(dtype);
+  for (uint64_t i = 0; i < elems; ++i)
+    std::memcpy(static_cast<unsigned char*>(dst) + i * size, &nan_bits[which], size);
+}
+
+uint64_t count_wrong(const CollectiveCall& call, int nranks, int rank,
+                     std::span<const void* const> inputs, const void* output) {
+  const DataType t = call.dtype;
+  const uint64_t n = call.count;
+  uint64_t wrong = 0;
+  std::vector<Value> in(nranks);
+  switch (call.collective) {
+    case Collective::AllReduce:
+    case Collective::Reduce:
+    case Collective::ReduceScatter: {
+      if (call.collective == Collective::Reduce && rank != call.root) return 0;
+      const uint64_t offset = call.collective == Collective::ReduceScatter ? rank * n : 0;
+      for (uint64_t i = 0; i < n; ++i) {
+        for (int p = 0; p < nranks; ++p) in[p] = load(t, inputs[p], offset + i);
+        wrong += !reduced_matches(t, call.op, nranks, in.data(), nranks, load(t, output, i));
+      }
+      break;
+    }
+    case Collective::AllGather:
+      for (int p = 0; p < nranks; ++p)
+        for (uint64_t i = 0; i < n; ++i)
+          wrong += !same_element(t, load(t, inputs[p], i), load(t, output, p * n + i));
+      break;
+    case Collective::Broadcast:
+      for (uint64_t i = 0; i < n; ++i)
+        wrong += !same_element(t, load(t, inputs[call.root], i), load(t, output, i));
+      break;
+  }
+  return wrong;
+}
+
+}  // namespace ccc

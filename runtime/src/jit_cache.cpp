@@ -1,0 +1,156 @@
+#include "ccc/jit_cache.h"
+
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+
+#include <fmt/format.h>
+
+#include "ccc/content_hash.h"
+
+namespace ccc {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr std::string_view kMagic = "CCCJIT1\n";
+constexpr size_t kHeaderBytes = 8 + 8 + 8;
+
+void put_u64(std::string& out, uint64_t v) {
+  for (int i = 0; i < 8; ++i) out.push_back(static_cast<char>(v >> (8 * i)));
+}
+
+uint64_t get_u64(std::string_view in) {
+  uint64_t v = 0;
+  for (int i = 7; i >= 0; --i) v = (v << 8) | static_cast<unsigned char>(in[i]);
+  return v;
+}
+
+bool jit_log_enabled() {
+  const char* v = std::getenv("CCC_JIT_LOG");
+  return v != nullptr && *v != '\0' && std::strcmp(v, "0") != 0;
+}
+
+const char* env_or_null(const char* name) {
+  const char* v = std::getenv(name);
+  return v != nullptr && *v != '\0' ? v : nullptr;
+}
+
+}  // namespace
+
+JitCache::JitCache(fs::path dir) : dir_(std::move(dir)) {}
+
+fs::path JitCache::default_dir() {
+  if (const char* d = env_or_null("CCC_CACHE_DIR")) return d;
+  if (const char* d = env_or_null("XDG_CACHE_HOME")) return fs::path(d) / "ccc";
+  if (const char* d = env_or_null("HOME")) return fs::path(d) / ".cache" / "ccc";
+  return {};
+}
+
+JitCache& JitCache::process_cache() {
+  static JitCache cache(default_dir());
+  return cache;
+}
+
+fs::path JitCache::entry_path(const std::string& key) const { return dir_ / (key + ".ccc"); }
+
+void JitCache::forget_memory() {
+  std::lock_guard lock(mutex_);
+  memory_.clear();
+}
+
+JitCache::Entry JitCache::get(const std::string& key, std::string_view what,
+                              const std::function<std::string()>& build) {
+  {
+    std::lock_guard lock(mutex_);
+    if (auto it = memory_.find(key); it != memory_.end()) return {it->second, Hit::Memory};
+  }
+  using Clock = std::chrono::steady_clock;
+  const auto start = Clock::now();
+  auto elapsed_ms = [&] {
+    return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+  };
+
+  Entry entry;
+  if (!dir_.empty()) entry = {read_entry(entry_path(key)), Hit::Disk};
+  if (entry.bytes) {
+    if (jit_log_enabled()) fmt::print(stderr, "ccc jit: {}: disk hit in {:.1f} ms\n", what, elapsed_ms());
+  } else {
+    entry = {std::make_shared<const std::string>(build()), Hit::Miss};
+    if (jit_log_enabled()) fmt::print(stderr, "ccc jit: {}: compiled in {:.1f} ms\n", what, elapsed_ms());
+    if (!dir_.empty()) write_entry(key, *entry.bytes);
+  }
+  std::lock_guard lock(mutex_);
+  memory_.emplace(key, entry.bytes);  // another thread may have won the race: same bytes
+  return entry;
+}
+
+std::shared_ptr<const std::string> JitCache::read_entry(const fs::path& path) const {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return nullptr;  // no entry yet
+  std::string file((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const char* problem = nullptr;
+  if (file.size() < kHeaderBytes || std::string_view(file).substr(0, 8) != kMagic) {
+    problem = "bad header";
+  } else if (get_u64(std::string_view(file).substr(8)) != file.size() - kHeaderBytes) {
+    problem = "truncated";
+  } else if (get_u64(std::string_view(file).substr(16)) !=
+             checksum64(std::string_view(file).substr(kHeaderBytes))) {
+    problem = "checksum mismatch";
+  }
+  if (problem != nullptr) {
+    fmt::print(stderr, "ccc: warning: JIT cache entry {} is corrupt ({}); rebuilding it\n",
+               path.string(), problem);
+    return nullptr;
+  }
+  return std::make_shared<const std::string>(file.substr(kHeaderBytes));
+}
+
+void JitCache::write_entry(const std::string& key, const std::string& bytes) {
+  {
+    std::lock_guard lock(mutex_);
+    if (!disk_writable_) return;
+  }
+  // Unique per process and call, in the entry's directory so the rename cannot cross filesystems.
+  static std::atomic<uint64_t> serial{0};
+  const fs::path temp =
+      dir_ / fmt::format("{}.tmp.{}.{}", key, static_cast<long>(getpid()), serial++);
+  std::string header(kMagic);
+  put_u64(header, bytes.size());
+  put_u64(header, checksum64(bytes));
+
+  std::error_code ec;
+  fs::create_directories(dir_, ec);
+  std::string failure;
+  if (ec) {
+    failure = ec.message();
+  } else {
+    std::ofstream out(temp, std::ios::binary | std::ios::trunc);
+    out.write(header.data(), static_cast<std::streamsize>(header.size()));
+    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    out.close();
+    if (!out) {
+      failure = std::strerror(errno);
+    } else {
+      fs::rename(temp, entry_path(key), ec);
+      if (ec) failure = ec.message();
+    }
+  }
+  if (failure.empty()) return;
+  fs::remove(temp, ec);
+  std::lock_guard lock(mutex_);
+  if (!disk_writable_) return;
+  disk_writable_ = false;
+  fmt::print(stderr,
+             "ccc: warning: cannot write the JIT cache in {} ({}); caching in memory only\n",
+             dir_.string(), failure);
+}
+
+}  // namespace ccc

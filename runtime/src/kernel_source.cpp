@@ -1,0 +1,51 @@
+#include "ccc/kernel_source.h"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "ccc/instantiate.h"
+#include "ccc/lower.h"
+#include "ccc/parser.h"
+#include "ccc/sync.h"
+#include "ccc/verify.h"
+
+namespace ccc {
+
+EmittedKernel generate_kernel(const SourceFile& schedule, const KernelShape& shape) {
+  Diagnostics diags;
+  auto rejected = [&](const std::string& why) {
+    return Error(ErrorKind::InvalidArgument,
+                 fmt::format("{}: cannot generate a kernel for N = {}: {}\n{}", schedule.name,
+                             shape.nranks, why, diags.render(&schedule)));
+  };
+  // run_front_end's steps, spelled out: pipeline.h's ccc::Pass clashes with kernel_plan.h's.
+  std::optional<ast::Schedule> parsed = parse_schedule(schedule, diags);
+  if (!parsed) throw rejected("the schedule has errors");
+  std::optional<StepProgram> program =
+      instantiate(*parsed, {shape.nranks, std::max(shape.root, 0)}, schedule, diags);
+  if (!program) throw rejected("the schedule does not instantiate");
+  if (program->collective != shape.collective)
+    throw rejected(fmt::format("it implements {}, not {}", collective_name(program->collective),
+                               collective_name(shape.collective)));
+  if (!verify(*program, diags)) throw rejected("verification failed");
+  SyncOptions sync;
+  sync.in_place = shape.in_place;
+  std::optional<PlannedProgram> planned = plan_syncs(std::move(*program), sync, diags);
+  if (!planned) throw rejected("sync planning failed");
+
+  KernelOptions options;
+  options.dtype = shape.dtype;
+  options.op = shape.op;
+  options.in_place = shape.in_place;
+  if (shape.channels > 0) options.channels = shape.channels;
+  if (shape.tile_bytes > 0) options.tile_bytes = shape.tile_bytes;
+  try {
+    return emit_cuda(lower(*planned, options), &schedule);
+  } catch (const LowerError& e) {
+    if (e.loc.valid()) diags.error(e.loc, e.what());
+    throw rejected(e.what());
+  }
+}
+
+}  // namespace ccc

@@ -1,0 +1,118 @@
+#include "ccc/select.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+namespace ccc {
+namespace {
+
+std::vector<int> channel_grid(const Topology& t, int nranks, const SelectOptions& o) {
+  if (!o.channels.empty()) return o.channels;
+  int most = t.gpus[0].max_channels;
+  for (int r = 1; r < nranks; ++r) most = std::min(most, t.gpus[r].max_channels);
+  std::vector<int> grid;
+  for (int c = 1; c <= most; c *= 2) grid.push_back(c);
+  return grid;
+}
+
+// The fastest parameters; within `tolerance` of it, the fewest channels, then the fewest tiles
+// (more of either costs SMs and syncs the model does not charge for).
+Choice best_params(const CandidateSchedule& cand, int64_t bytes, const Topology& t, const SelectOptions& o) {
+  std::vector<Choice> tried;
+  for (int c : channel_grid(t, cand.program->nranks, o))
+    for (int64_t tile : o.tiles.empty() ? kDefaultTiles : o.tiles) {
+      CostParams params{c, tile};
+      tried.push_back(Choice{&cand, params, estimate_cost(*cand.program, cand.sync, t, bytes, params), false});
+    }
+  if (tried.empty()) throw std::invalid_argument("empty channel or tile grid");
+  double fastest = std::min_element(tried.begin(), tried.end(), [](const Choice& a, const Choice& b) {
+                     return a.estimate.time < b.estimate.time;
+                   })->estimate.time;
+  std::vector<Choice> close;
+  for (const Choice& c : tried)
+    if (c.estimate.time <= fastest * (1 + o.tolerance)) close.push_back(c);
+  return *std::min_element(close.begin(), close.end(), [](const Choice& a, const Choice& b) {
+    if (a.params.channels != b.params.channels) return a.params.channels < b.params.channels;
+    if (a.estimate.tiles != b.estimate.tiles) return a.estimate.tiles < b.estimate.tiles;
+    return a.estimate.time < b.estimate.time;
+  });
+}
+
+}  // namespace
+
+std::vector<Choice> tune_candidates(Collective collective, int64_t bytes, int elem_size, const Topology& topo,
+                                    const std::vector<CandidateSchedule>& candidates, const SelectOptions& options) {
+  if (elem_size != 1 && elem_size != 2 && elem_size != 4 && elem_size != 8)
+    throw std::invalid_argument(fmt::format("element size {} is not 1, 2, 4 or 8 bytes", elem_size));
+  if (bytes < 0 || bytes % elem_size != 0)
+    throw std::invalid_argument(fmt::format("{} bytes is not a whole number of {}-byte elements", bytes, elem_size));
+  std::vector<Choice> out;
+  for (const CandidateSchedule& cand : candidates) {
+    if (!cand.program) throw std::invalid_argument(fmt::format("candidate '{}' has no step program", cand.name));
+    if (cand.program->collective != collective) continue;
+    if (!out.empty() && cand.program->nranks != out.front().candidate->program->nranks)
+      throw std::invalid_argument(fmt::format("candidates '{}' and '{}' are instantiated for different rank counts",
+                                              out.front().name(), cand.name));
+    out.push_back(best_params(cand, bytes, topo, options));
+  }
+  return out;
+}
+
+// The fastest of `all`, or the one the forced name (options, then CCC_ALGO) picks.
+static Choice pick(std::vector<Choice> all, Collective collective, const SelectOptions& options) {
+  if (all.empty())
+    throw std::invalid_argument(fmt::format("no candidate schedule implements {}", collective_name(collective)));
+  std::string forced = options.algo;
+  if (const char* env = std::getenv("CCC_ALGO"); forced.empty() && env && *env) forced = env;
+  if (forced.empty())
+    return *std::min_element(all.begin(), all.end(),
+                             [](const Choice& a, const Choice& b) { return a.estimate.time < b.estimate.time; });
+  std::string names;
+  for (Choice& c : all) {
+    if (c.name() == forced) {
+      c.forced = true;
+      return c;
+    }
+    names += (names.empty() ? "" : ", ") + c.name();
+  }
+  throw std::invalid_argument(
+      fmt::format("CCC_ALGO={}: no such {} schedule (candidates: {})", forced, collective_name(collective), names));
+}
+
+Choice select_schedule(Collective collective, int64_t bytes, int elem_size, const Topology& topo,
+                       const std::vector<CandidateSchedule>& candidates, const SelectOptions& options) {
+  return pick(tune_candidates(collective, bytes, elem_size, topo, candidates, options), collective, options);
+}
+
+std::vector<TuneRow> tune_table(Collective collective, int elem_size, const Topology& topo,
+                                const std::vector<CandidateSchedule>& candidates, const SelectOptions& options) {
+  std::vector<TuneRow> rows;
+  for (int64_t bytes = 8; bytes <= (int64_t{1} << 30); bytes *= 2) {
+    TuneRow row{bytes, tune_candidates(collective, bytes, elem_size, topo, candidates, options), {}};
+    row.choice = pick(row.per_schedule, collective, options);
+    rows.push_back(std::move(row));
+  }
+  return rows;
+}
+
+std::string format_tune_table(const std::vector<TuneRow>& rows, const std::string& title) {
+  std::string out = fmt::format("# {}\n# predicted time in us per schedule (best channels and tile for each)\n", title);
+  if (rows.empty()) return out;
+  out += fmt::format("{:>12}", "bytes");
+  for (const Choice& c : rows[0].per_schedule) out += fmt::format(" {:>10}", c.name());
+  out += "  choice\n";
+  for (const TuneRow& row : rows) {
+    out += fmt::format("{:>12}", row.bytes);
+    for (const Choice& c : row.per_schedule) out += fmt::format(" {:>10.2f}", c.estimate.time * 1e6);
+    const Choice& ch = row.choice;
+    out += fmt::format("  {} channels={} tile={}{}\n", ch.name(), ch.params.channels,
+                       ch.params.tile_bytes ? fmt::format("{}", ch.params.tile_bytes) : "whole",
+                       ch.forced ? " (forced)" : "");
+  }
+  return out;
+}
+
+}  // namespace ccc

@@ -1,0 +1,89 @@
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "ccc/collective_call.h"
+
+using namespace ccc;
+
+namespace {
+
+// Buffers for `n` ranks carved out of one arena, so tests can make them overlap on purpose.
+struct Arena {
+  std::vector<uint64_t> words = std::vector<uint64_t>(1 << 16);
+  std::byte* at(size_t byte) { return reinterpret_cast<std::byte*>(words.data()) + byte; }
+};
+
+std::string failure(const CollectiveCall& call, int n) {
+  try {
+    validate_call(call, n);
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::InvalidArgument);
+    return e.what();
+  }
+  return "";
+}
+
+struct Call {
+  std::vector<const void*> send;
+  std::vector<void*> recv;
+  CollectiveCall call;
+  Call(Collective c, uint64_t count, std::vector<const void*> s, std::vector<void*> r)
+      : send(std::move(s)), recv(std::move(r)) {
+    call.collective = c;
+    call.count = count;
+    call.send = send;
+    call.recv = recv;
+  }
+};
+
+}  // namespace
+
+TEST(ValidateCall, AcceptsOutOfPlaceAndInPlace) {
+  Arena a;
+  Call out_of_place(Collective::AllReduce, 100, {a.at(0), a.at(4096)}, {a.at(8192), a.at(12288)});
+  EXPECT_EQ(failure(out_of_place.call, 2), "");
+  Call in_place(Collective::AllReduce, 100, {a.at(0), a.at(4096)}, {a.at(0), a.at(4096)});
+  EXPECT_EQ(failure(in_place.call, 2), "");
+  // reduce_scatter in place: recv is the rank's block of send (count 10 f32 = 40 bytes).
+  Call rs(Collective::ReduceScatter, 10, {a.at(0), a.at(4096)}, {a.at(0), a.at(4096 + 40)});
+  EXPECT_EQ(failure(rs.call, 2), "");
+  Call ag(Collective::AllGather, 10, {a.at(0), a.at(4096 + 40)}, {a.at(0), a.at(4096)});
+  EXPECT_EQ(failure(ag.call, 2), "");
+  EXPECT_EQ(send_bytes(rs.call, 2), 80u);
+  EXPECT_EQ(recv_bytes(rs.call, 2), 40u);
+  EXPECT_EQ(recv_bytes(ag.call, 2), 80u);
+  Call nothing(Collective::AllReduce, 0, {nullptr, nullptr}, {nullptr, nullptr});
+  EXPECT_EQ(failure(nothing.call, 2), "");
+}
+
+TEST(ValidateCall, NamesTheProblem) {
+  Arena a;
+  Call null_recv(Collective::AllReduce, 4, {a.at(0), a.at(64)}, {a.at(128), nullptr});
+  EXPECT_EQ(failure(null_recv.call, 2), "allreduce: rank 1: null recv buffer");
+  Call misaligned(Collective::AllReduce, 4, {a.at(2), a.at(64)}, {a.at(128), a.at(256)});
+  EXPECT_NE(failure(misaligned.call, 2).find("rank 0: send buffer 0x"), std::string::npos);
+  EXPECT_NE(failure(misaligned.call, 2).find("is not aligned to 4 bytes (f32)"), std::string::npos);
+  misaligned.call.dtype = DataType::U8;
+  EXPECT_EQ(failure(misaligned.call, 2), "") << "bytes need no alignment";
+  Call wrong_n(Collective::AllReduce, 4, {a.at(0)}, {a.at(64)});
+  EXPECT_EQ(failure(wrong_n.call, 2),
+            "allreduce: expected 2 send and 2 recv buffers (one per rank), got 1 and 1");
+  Call partial(Collective::AllReduce, 100, {a.at(0), a.at(4096)}, {a.at(8), a.at(8192)});
+  EXPECT_EQ(failure(partial.call, 2),
+            "allreduce: rank 0: send and recv buffers overlap without being in place");
+  Call shared_recv(Collective::AllReduce, 100, {a.at(0), a.at(4096)}, {a.at(8192), a.at(8192 + 396)});
+  EXPECT_EQ(failure(shared_recv.call, 2), "allreduce: ranks 0 and 1 have overlapping recv buffers");
+  Call rs_wrong_block(Collective::ReduceScatter, 10, {a.at(0), a.at(4096)}, {a.at(40), a.at(4096 + 40)});
+  EXPECT_EQ(failure(rs_wrong_block.call, 2),
+            "reduce_scatter: rank 0: send and recv buffers overlap without being in place");
+  Call huge(Collective::AllGather, uint64_t{1} << 61, {a.at(0), a.at(64)}, {a.at(128), a.at(256)});
+  EXPECT_EQ(failure(huge.call, 2),
+            "allgather: count 2305843009213693952 of f32 over 2 ranks overflows the address space");
+  Call bcast(Collective::Broadcast, 4, {a.at(0), a.at(64)}, {a.at(128), a.at(256)});
+  bcast.call.root = 2;
+  EXPECT_EQ(failure(bcast.call, 2), "broadcast: root 2 is not a rank of this communicator (0..1)");
+  bcast.call.root = 1;
+  EXPECT_EQ(failure(bcast.call, 2), "");
+}

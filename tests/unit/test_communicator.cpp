@@ -1,0 +1,174 @@
+// ccc::Communicator and the C API on the host backend: generated kernels, run on threads, checked
+// element by element against the reference (outputs poisoned first, buffers offset from their
+// allocation, counts that divide nothing).
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <vector>
+
+#include "ccc/ccc.h"
+#include "ccc/collective_reference.h"
+#include "ccc/communicator.h"
+
+using namespace ccc;
+
+namespace {
+
+// One cache for the whole test binary, in the build tree: reruns are disk hits.
+JitCache& test_cache() {
+  static JitCache cache(std::filesystem::path(CCC_BINARY_DIR) / "jit-cache");
+  return cache;
+}
+
+CommOptions options(const std::string& algo = "") {
+  CommOptions o;
+  o.algo = algo;
+  o.cache = &test_cache();
+  o.timeout_seconds = 60;
+  return o;
+}
+
+// Runs one all_reduce and returns the number of wrong elements over all ranks.
+uint64_t check_all_reduce(Communicator& comm, uint64_t count, DataType dtype, ReduceOp op, bool in_place) {
+  const int n = comm.size();
+  const size_t elem = data_type_size(dtype), offset = 8;  // offset: buffers not 16-byte aligned
+  std::vector<std::vector<uint64_t>> in(n), out(n);
+  std::vector<std::vector<unsigned char>> saved(n);
+  std::vector<const void*> send, inputs;
+  std::vector<void*> recv;
+  for (int r = 0; r < n; ++r) {
+    in[r].resize(count * elem / 8 + 3);
+    out[r].resize(count * elem / 8 + 3);
+    auto* i = reinterpret_cast<unsigned char*>(in[r].data()) + offset;
+    auto* o = in_place ? i : reinterpret_cast<unsigned char*>(out[r].data()) + offset;
+    poison(dtype, count, o);
+    fill_input(dtype, r, count, count, i);
+    saved[r].assign(i, i + count * elem);
+    send.push_back(i);
+    recv.push_back(o);
+    inputs.push_back(saved[r].data());
+  }
+  comm.all_reduce(send, recv, count, dtype, op);
+  CollectiveCall call;
+  call.count = count;
+  call.dtype = dtype;
+  call.op = op;
+  uint64_t wrong = 0;
+  for (int r = 0; r < n; ++r) wrong += count_wrong(call, n, r, inputs, recv[r]);
+  return wrong;
+}
+
+}  // namespace
+
+TEST(Communicator, AllReduceEveryDtype) {
+  Communicator comm = Communicator::host(3, options("ring"));
+  for (DataType t : kAllDataTypes)
+    EXPECT_EQ(check_all_reduce(comm, 4097, t, ReduceOp::Sum, false), 0u) << data_type_name(t);
+}
+
+TEST(Communicator, AllReduceEveryOp) {
+  Communicator comm = Communicator::host(4, options("ring"));
+  for (DataType t : {DataType::F32, DataType::I8})
+    for (ReduceOp op : kAllReduceOps)
+      EXPECT_EQ(check_all_reduce(comm, 1003, t, op, false), 0u) << data_type_name(t) << " " << reduce_op_name(op);
+}
+
+TEST(Communicator, AllReduceRankCountsCountsAndPlacement) {
+  for (int n : {1, 2, 5, 8}) {
+    Communicator comm = Communicator::host(n, options("ring"));
+    for (bool in_place : {false, true})
+      for (uint64_t count : {0u, 1u, 7u, 100003u})
+        EXPECT_EQ(check_all_reduce(comm, count, DataType::F32, ReduceOp::Sum, in_place), 0u)
+            << "N " << n << " count " << count << (in_place ? " in place" : "");
+  }
+}
+
+TEST(Communicator, AllReduceEveryShippedSchedule) {
+  for (const char* algo : {"ring", "oneshot", "twoshot", "butterfly", "tree", "dbtree"}) {
+    Communicator comm = Communicator::host(4, options(algo));
+    EXPECT_EQ(check_all_reduce(comm, 77777, DataType::I32, ReduceOp::Sum, false), 0u) << algo;
+  }
+}
+
+TEST(Communicator, ReportsWhatCannotRun) {
+  Communicator comm = Communicator::host(3, options("butterfly"));
+  std::vector<float> a(8), b(8), c(8);
+  const void* send[] = {a.data(), b.data(), c.data()};
+  void* recv[] = {a.data(), b.data(), c.data()};
+  try {
+    comm.all_reduce(send, recv, 8, DataType::F32, ReduceOp::Sum);
+    FAIL() << "butterfly needs a power of two";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::InvalidArgument);
+    EXPECT_NE(std::string(e.what()).find("'N is pow2' does not hold for N = 3"), std::string::npos) << e.what();
+  }
+  Communicator unknown = Communicator::host(3, options("warp-drive"));
+  try {
+    unknown.all_reduce(send, recv, 8, DataType::F32, ReduceOp::Sum);
+    FAIL() << "no such schedule";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("no shipped allreduce schedule named 'warp-drive'"), std::string::npos);
+  }
+}
+
+TEST(Communicator, MixedPlacementAndUseAfterDestroy) {
+  Communicator comm = Communicator::host(2, options());
+  std::vector<float> a(64), b(64), c(64);
+  const void* send[] = {a.data(), b.data()};
+  void* recv[] = {a.data(), c.data()};
+  try {
+    comm.all_reduce(send, recv, 64, DataType::F32, ReduceOp::Sum);
+    FAIL() << "rank 0 in place, rank 1 not";
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(), "allreduce: 1 of 2 ranks are in place; all or none must be");
+  }
+  comm.destroy();
+  try {
+    comm.size();
+    FAIL() << "used after destroy";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::InvalidUsage);
+    EXPECT_STREQ(e.what(), "communicator used after destroy");
+  }
+}
+
+TEST(Communicator, DefaultsToTheRingWithoutATopology) {
+  Communicator comm = Communicator::host(4, options());
+  CollectiveCall call;
+  call.count = 1 << 20;
+  EXPECT_EQ(comm.algorithm_for(call), "ring");
+}
+
+TEST(CApi, AllReduceThroughTheCApi) {
+  const int n = 3;
+  const size_t count = 1001;
+  cccComm_t comms[n];
+  ASSERT_EQ(cccCommInitAllHost(comms, n), cccSuccess);
+  std::vector<std::vector<int32_t>> buf(n, std::vector<int32_t>(count));
+  for (int r = 0; r < n; ++r)
+    for (size_t i = 0; i < count; ++i) buf[r][i] = static_cast<int32_t>(i * (r + 1));
+  for (int r = n - 1; r >= 0; --r)  // any order: the last call launches
+    ASSERT_EQ(cccAllReduce(buf[r].data(), buf[r].data(), count, cccInt32, cccSum, comms[r], nullptr), cccSuccess)
+        << cccGetLastError(comms[r]);
+  for (int r = 0; r < n; ++r)
+    for (size_t i = 0; i < count; ++i) ASSERT_EQ(buf[r][i], static_cast<int32_t>(6 * i)) << r << " " << i;
+  for (cccComm_t c : comms) EXPECT_EQ(cccCommDestroy(c), cccSuccess);
+}
+
+TEST(Communicator, SelectsBySizeOnATopology) {
+  CommOptions o = options();
+  o.topology_file = std::string(CCC_SOURCE_DIR) + "/topologies/dgx-h100.topo";
+  Communicator comm = Communicator::host(8, o);
+  CollectiveCall small, large;
+  small.count = 2;
+  large.count = uint64_t{1} << 28;
+  const std::string small_algo = comm.algorithm_for(small), large_algo = comm.algorithm_for(large);
+  EXPECT_NE(small_algo, large_algo);
+  EXPECT_TRUE(large_algo == "ring" || large_algo == "twoshot") << large_algo;
+  std::vector<const void*> send(8, nullptr);
+  std::vector<void*> recv(8, nullptr);
+  std::vector<std::vector<float>> bufs(8, std::vector<float>(2, 1.0f));
+  for (int r = 0; r < 8; ++r) send[r] = recv[r] = bufs[r].data();
+  comm.all_reduce(send, recv, 2, DataType::F32, ReduceOp::Sum);
+  for (const auto& v : bufs) EXPECT_EQ(v, std::vector<float>(2, 8.0f)) << small_algo;
+}

@@ -1,0 +1,159 @@
+// The cost model against the closed forms of Thakur, Rabenseifner and Gropp on uniform fabrics.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "ccc/cost_model.h"
+#include "schedule_builders.h"
+
+using namespace ccc;
+using namespace ccc::test;
+
+namespace {
+
+constexpr double kAlpha = 1e-6;    // s
+constexpr double kBand = 100e9;    // bytes/s per port and direction: beta = 1 / kBand
+constexpr double kReduce = 400e9;  // bytes/s: gamma = 1 / kReduce
+constexpr int64_t kBytes = 64 << 20;
+
+double lg(int n) { return std::log2(n); }
+
+class ClosedForm : public ::testing::TestWithParam<int> {
+ protected:
+  int n = GetParam();
+  Topology sw = uniform_switch(n, kBand, kAlpha, kReduce);
+  double t(const StepProgram& p) { return estimate_cost(p, nullptr, sw, kBytes, {}).time; }
+  double nb = kBytes / kBand;    // n * beta
+  double ng = kBytes / kReduce;  // n * gamma
+};
+
+TEST_P(ClosedForm, Ring) {
+  EXPECT_NEAR(t(build_ring(n)), 2 * (n - 1) * kAlpha + 2.0 * (n - 1) / n * nb + 1.0 * (n - 1) / n * ng, 1e-12);
+}
+
+TEST_P(ClosedForm, Butterfly) {
+  EXPECT_NEAR(t(build_butterfly(n)), 2 * lg(n) * kAlpha + 2.0 * (n - 1) / n * nb + 1.0 * (n - 1) / n * ng, 1e-12);
+}
+
+TEST_P(ClosedForm, BinomialTree) {
+  EXPECT_NEAR(t(build_tree(n)), 2 * lg(n) * (kAlpha + nb) + lg(n) * ng, 1e-12);
+}
+
+TEST_P(ClosedForm, OneShotSharesTheReadersIngressPort) {
+  EXPECT_NEAR(t(build_oneshot(n)), kAlpha + (n - 1) * nb + (n - 1) * ng, 1e-12);
+}
+
+TEST_P(ClosedForm, TwoShot) {
+  EXPECT_NEAR(t(build_twoshot(n)), 2 * kAlpha + 2.0 * (n - 1) / n * nb + 1.0 * (n - 1) / n * ng, 1e-12);
+}
+
+TEST_P(ClosedForm, OneShotOnDirectLinksUsesEveryLinkAtOnce) {
+  Topology mesh = full_mesh(n, kBand, kAlpha, kReduce);
+  EXPECT_NEAR(estimate_cost(build_oneshot(n), nullptr, mesh, kBytes, {}).time, kAlpha + nb + (n - 1) * ng, 1e-12);
+}
+
+INSTANTIATE_TEST_SUITE_P(Pow2Ranks, ClosedForm, ::testing::Values(2, 4, 8, 16));
+
+TEST(CostModel, RingAtOddRankCounts) {
+  for (int n : {3, 5, 7}) {
+    Topology sw = uniform_switch(n, kBand, kAlpha, kReduce);
+    int64_t bytes = 64 * n * 1000;  // chunks divide evenly on the 64-byte granule
+    double expect = 2 * (n - 1) * kAlpha + 2.0 * (n - 1) / n * bytes / kBand + 1.0 * (n - 1) / n * bytes / kReduce;
+    EXPECT_NEAR(estimate_cost(build_ring(n), nullptr, sw, bytes, {}).time, expect, 1e-12) << "N=" << n;
+  }
+}
+
+TEST(CostModel, AlgbwAndBusbwFollowNcclTests) {
+  Topology sw = uniform_switch(8, kBand, kAlpha, kReduce);
+  Estimate e = estimate_cost(build_ring(8), nullptr, sw, kBytes, {});
+  EXPECT_DOUBLE_EQ(e.algbw, kBytes / e.time);
+  EXPECT_DOUBLE_EQ(e.busbw, e.algbw * 2 * 7 / 8);
+  EXPECT_DOUBLE_EQ(bus_factor(Collective::AllGather, 4), 0.75);
+  EXPECT_DOUBLE_EQ(bus_factor(Collective::Broadcast, 4), 1.0);
+}
+
+TEST(CostModel, UnevenSizesAreChargedTheLargestChunk) {
+  Topology sw = uniform_switch(4, kBand, 0, 1e30);
+  // 1000 bytes in 4 chunks: 64-byte cuts make the largest chunk 256 bytes.
+  EXPECT_NEAR(estimate_cost(build_ring(4), nullptr, sw, 1000, {}).time, 6 * 256 / kBand, 1e-18);
+  // 8 bytes: one non-empty chunk of 8 bytes, but every step still pays its latency.
+  Topology slow = uniform_switch(4, kBand, kAlpha, 1e30);
+  EXPECT_NEAR(estimate_cost(build_ring(4), nullptr, slow, 8, {}).time, 6 * (kAlpha + 8 / kBand), 1e-15);
+}
+
+TEST(CostModel, ChannelBandwidthCapsEachRank) {
+  Topology sw = uniform_switch(8, kBand, 0, 1e30);
+  for (Gpu& g : sw.gpus) g.channel_bandwidth = 10e9;
+  double one = estimate_cost(build_ring(8), nullptr, sw, kBytes, {1, 0}).time;
+  double four = estimate_cost(build_ring(8), nullptr, sw, kBytes, {4, 0}).time;
+  double many = estimate_cost(build_ring(8), nullptr, sw, kBytes, {32, 0}).time;
+  EXPECT_NEAR(one, 14.0 * kBytes / 8 / 10e9, 1e-9);
+  EXPECT_NEAR(four, one / 4, 1e-9);
+  EXPECT_NEAR(many, 14.0 * kBytes / 8 / kBand, 1e-9);  // the port, not the channels, is the limit
+}
+
+TEST(CostModel, TilesPipelineTheTreeButOnlyAddLatencyToTheRing) {
+  Topology sw = uniform_switch(8, kBand, kAlpha, kReduce);
+  StepProgram tree = build_tree(8);
+  Estimate whole = estimate_cost(tree, nullptr, sw, kBytes, {1, 0});
+  Estimate tiled = estimate_cost(tree, nullptr, sw, kBytes, {1, kBytes / 16});
+  EXPECT_EQ(tiled.tiles, 16);
+  // The root is the busiest rank: 3 levels of (alpha + tile beta + tile gamma) per tile.
+  double tile = kBytes / 16.0;
+  EXPECT_NEAR(tiled.period, 3 * (kAlpha + tile / kBand + tile / kReduce), 1e-12);
+  EXPECT_NEAR(tiled.time, tiled.fill + 15 * tiled.period, 1e-12);
+  EXPECT_LT(tiled.time, 0.65 * whole.time);  // the root still reads log2(N) times
+
+  StepProgram ring = build_ring(8);
+  Estimate ring_whole = estimate_cost(ring, nullptr, sw, kBytes, {1, 0});
+  Estimate ring_tiled = estimate_cost(ring, nullptr, sw, kBytes, {1, kBytes / 8 / 4});
+  EXPECT_NEAR(ring_tiled.time - ring_whole.time, 3 * 14 * kAlpha, 1e-12);
+}
+
+TEST(CostModel, SyncPlanLongestPathMatchesLockStepOnTheRingPlusTheExitWait) {
+  Topology sw = uniform_switch(8, kBand, kAlpha, kReduce);
+  StepProgram ring = build_ring(8);
+  SyncPlan plan = ring_sync_plan(ring);
+  double lock = estimate_cost(ring, nullptr, sw, kBytes, {}).time;
+  EXPECT_NEAR(estimate_cost(ring, &plan, sw, kBytes, {}).time, lock + kAlpha, 1e-12);
+}
+
+TEST(CostModel, SyncPlanLetsIndependentRanksRunAhead) {
+  // Rank 0 does a long local copy in step 0 and nothing after; rank 1 reads rank 2 at step 0
+  // and at step 1. Lock-step makes rank 1's second read wait for rank 0; the waits do not.
+  Topology sw = uniform_switch(3, kBand, kAlpha, kReduce);
+  StepProgram p;
+  p.nranks = 3;
+  p.nchunks = 1;
+  p.steps.assign(2, StepInfo{});
+  p.ops.assign(3, std::vector<std::vector<Op>>(2));
+  p.ops[0][0] = {Op{OpKind::Copy, {0, 1}, 0, Buffer::Input, Buffer::Scratch, {}}};
+  p.ops[1][0] = {Op{OpKind::Copy, {0, 1}, 2, Buffer::Input, Buffer::Scratch, {}}};
+  p.ops[1][1] = {Op{OpKind::Reduce, {0, 1}, 2, Buffer::Input, Buffer::Output, {}}};
+  for (Gpu& g : sw.gpus) g.memory_bandwidth = kBand / 10;  // the local copy is 10x slower
+  SyncPlan plan;
+  plan.waits.assign(3, std::vector<std::vector<Wait>>(3));
+  plan.waits[1][0] = {Wait{2, -1, SyncReason::Entry, ""}};
+  double lock = estimate_cost(p, nullptr, sw, kBytes, {}).time;
+  double flow = estimate_cost(p, &plan, sw, kBytes, {}).time;
+  EXPECT_NEAR(lock, 10 * kBytes / kBand + kAlpha + kBytes / kBand + kBytes / kReduce, 1e-12);
+  EXPECT_NEAR(flow, 10 * kBytes / kBand, 1e-12);  // rank 0's copy is now the critical path
+}
+
+TEST(CostModel, RejectsMismatchedInputs) {
+  Topology sw = uniform_switch(4, kBand, kAlpha, kReduce);
+  EXPECT_THROW(estimate_cost(build_ring(8), nullptr, sw, kBytes, {}), std::invalid_argument);
+  EXPECT_THROW(estimate_cost(build_ring(4), nullptr, sw, kBytes, {0, 0}), std::invalid_argument);
+  SyncPlan wrong = ring_sync_plan(build_ring(2));
+  EXPECT_THROW(estimate_cost(build_ring(4), &wrong, sw, kBytes, {}), std::invalid_argument);
+  Topology split = sw;
+  split.switches.clear();
+  EXPECT_THROW(estimate_cost(build_ring(4), nullptr, split, kBytes, {}), std::invalid_argument);
+}
+
+TEST(CostModel, NothingToMoveCostsNothing) {
+  Topology sw = uniform_switch(4, kBand, kAlpha, kReduce);
+  EXPECT_EQ(estimate_cost(build_ring(4), nullptr, sw, 0, {}).time, 0.0);
+}
+
+}  // namespace

@@ -1,0 +1,152 @@
+// NVRTC and host compiles of small kernels that use the embedded device prelude.
+#include <gtest/gtest.h>
+
+#include "ccc/collective_types.h"
+#include "ccc/embedded_files.h"
+#include "ccc_abi.h"
+#include "ccc/host_compile.h"
+#include "ccc/nvrtc_jit.h"
+#include "ccc/shipped_schedules.h"
+#include "runtime_test_support.h"
+
+using namespace ccc;
+
+namespace {
+
+const char* kCudaKernel = R"(#include "ccc_abi.h"
+extern "C" __global__ void scale(const ccc_launch_args args) {
+  float* out = static_cast<float*>(args.ranks[0].output);
+  const unsigned long long i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < args.count) out[i] *= 2.0f;
+}
+)";
+
+const char* kHostKernel = R"(#include "ccc_abi.h"
+extern "C" unsigned long long ccc_test_entry(const ccc_launch_args* args) {
+  return args->count * 10 + CCC_ABI_VERSION;
+}
+)";
+
+bool contains(const std::string& haystack, const std::string& needle) {
+  return haystack.find(needle) != std::string::npos;
+}
+
+}  // namespace
+
+TEST(EmbeddedPrelude, CarriesTheAbiHeader) {
+  bool found = false;
+  for (const EmbeddedFile& f : device_prelude_files())
+    found |= f.name == "ccc_abi.h" && contains(std::string(f.text), "typedef struct ccc_launch_args");
+  EXPECT_TRUE(found);
+  EXPECT_EQ(device_prelude_hash().size(), 32u);
+}
+
+TEST(Nvrtc, CompilesToCubinForAmpereAndHopper) {
+  for (const char* arch : {"sm_80", "sm_90"}) {
+    NvrtcRequest req;
+    req.source = kCudaKernel;
+    req.arch = arch;
+    const NvrtcResult out = nvrtc_build(req);
+    EXPECT_EQ(out.image.substr(0, 4), "\x7f" "ELF") << arch;
+    EXPECT_EQ(out.log, "") << arch;
+  }
+}
+
+TEST(Nvrtc, CompilesToPtx) {
+  NvrtcRequest req;
+  req.source = kCudaKernel;
+  req.target = NvrtcTarget::Ptx;
+  const std::string ptx = nvrtc_build(req).image;
+  EXPECT_TRUE(contains(ptx, ".target sm_90")) << ptx.substr(0, 400);
+  EXPECT_TRUE(contains(ptx, ".entry scale"));
+}
+
+TEST(Nvrtc, ReportsCompileErrorsWithTheLog) {
+  NvrtcRequest req;
+  req.source = "extern \"C\" __global__ void broken() { undeclared_name = 1; }\n";
+  req.name = "broken.cu";
+  try {
+    nvrtc_build(req);
+    FAIL() << "expected a JitError";
+  } catch (const JitError& e) {
+    EXPECT_TRUE(contains(e.what(), "broken.cu")) << e.what();
+    EXPECT_TRUE(contains(e.what(), "undeclared_name")) << e.what();
+  }
+}
+
+TEST(Nvrtc, RejectsBadArch) {
+  for (const char* arch : {"90", "sm_", "sm_9x", "compute_90", "sm_90b"}) {
+    NvrtcRequest req;
+    req.source = kCudaKernel;
+    req.arch = arch;
+    EXPECT_THROW(nvrtc_build(req), JitError) << arch;
+  }
+  EXPECT_FALSE(nvrtc_version().empty());
+}
+
+TEST(Nvrtc, CachedCompileIsADiskHitInAFreshCache) {
+  test::ScratchDir dir;
+  NvrtcRequest req;
+  req.source = kCudaKernel;
+  JitCache first(dir.path());
+  const auto image = nvrtc_build_cached(first, req);
+  JitCache second(dir.path());
+  EXPECT_EQ(*nvrtc_build_cached(second, req), *image);
+  req.arch = "sm_80";  // a different key
+  EXPECT_NE(*nvrtc_build_cached(second, req), *image);
+  int entries = 0;
+  for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator(dir.path())) ++entries;
+  EXPECT_EQ(entries, 2);
+}
+
+TEST(HostCompile, BuildsLoadsAndCallsAnEntry) {
+  HostCompileRequest req;
+  req.source = kHostKernel;
+  SharedObject so(host_compile(req));
+  auto entry = reinterpret_cast<unsigned long long (*)(const ccc_launch_args*)>(
+      so.symbol("ccc_test_entry"));
+  ccc_launch_args args{};
+  args.count = 4;
+  EXPECT_EQ(entry(&args), 40u + CCC_ABI_VERSION);
+  EXPECT_THROW(so.symbol("not_there"), JitError);
+}
+
+TEST(HostCompile, ReportsCompilerErrors) {
+  HostCompileRequest req;
+  req.source = "int f() { return undeclared_name; }\n";
+  req.name = "broken.cpp";
+  try {
+    host_compile(req);
+    FAIL() << "expected a JitError";
+  } catch (const JitError& e) {
+    EXPECT_TRUE(contains(e.what(), "broken.cpp")) << e.what();
+    EXPECT_TRUE(contains(e.what(), "undeclared_name")) << e.what();
+  }
+}
+
+TEST(HostCompile, CachedObjectLoadsFromDisk) {
+  test::ScratchDir dir;
+  HostCompileRequest req;
+  req.source = kHostKernel;
+  JitCache first(dir.path());
+  const auto built = host_compile_cached(first, req);
+  JitCache second(dir.path());
+  const auto loaded = host_compile_cached(second, req);
+  EXPECT_EQ(*loaded, *built);
+  SharedObject so(*loaded);
+  EXPECT_NE(so.symbol("ccc_test_entry"), nullptr);
+  EXPECT_FALSE(host_compiler_version().empty());
+}
+
+TEST(EmbeddedSchedules, ShippedSchedulesAreIndexedByCollectiveAndName) {
+  const ShippedSchedule& ring = find_shipped_schedule(Collective::AllReduce, "ring");
+  EXPECT_EQ(ring.file.name, "schedules/ring.sched");
+  EXPECT_TRUE(contains(ring.file.text, "allreduce ring {"));
+  try {
+    find_shipped_schedule(Collective::AllReduce, "nope");
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_TRUE(contains(e.what(), "no shipped allreduce schedule named 'nope' (there are: ")) << e.what();
+    EXPECT_TRUE(contains(e.what(), "ring")) << e.what();
+  }
+}

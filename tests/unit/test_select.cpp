@@ -1,0 +1,141 @@
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <set>
+
+#include "ccc/select.h"
+#include "schedule_builders.h"
+
+using namespace ccc;
+using namespace ccc::test;
+
+namespace {
+
+// The five allreduce algorithms at one rank count, as selection candidates.
+struct Menu {
+  explicit Menu(int n) : programs{build_ring(n), build_oneshot(n), build_twoshot(n), build_butterfly(n), build_tree(n)} {
+    for (const StepProgram& p : programs) candidates.push_back({p.schedule, &p, nullptr});
+  }
+  std::vector<StepProgram> programs;
+  std::vector<CandidateSchedule> candidates;
+};
+
+const std::set<std::string> kLatencyBound = {"oneshot", "tree", "butterfly"};
+const std::set<std::string> kBandwidthBound = {"ring", "twoshot"};
+
+std::string chosen(const Topology& t, const Menu& m, int64_t bytes) {
+  return select_schedule(Collective::AllReduce, bytes, 4, t, m.candidates).name();
+}
+
+class RuleOfThumb : public ::testing::TestWithParam<const char*> {};
+
+// The seed's rule of thumb must come out of the model: nothing in selection names an algorithm.
+TEST_P(RuleOfThumb, EmergesOnTheDgxFiles) {
+  Topology t = shipped_topology(GetParam());
+  Menu m(8);
+  for (int64_t bytes : {8, 1024, 16 << 10})
+    EXPECT_TRUE(kLatencyBound.count(chosen(t, m, bytes))) << bytes << " B: " << chosen(t, m, bytes);
+  for (int64_t bytes : {1 << 20, 64 << 20, 1 << 30})
+    EXPECT_TRUE(kBandwidthBound.count(chosen(t, m, bytes))) << bytes << " B: " << chosen(t, m, bytes);
+  // One crossover: once a bandwidth-bound schedule wins, it keeps winning as sizes grow.
+  bool crossed = false;
+  for (const TuneRow& row : tune_table(Collective::AllReduce, 4, t, m.candidates)) {
+    bool bandwidth = kBandwidthBound.count(row.choice.name()) > 0;
+    EXPECT_FALSE(crossed && !bandwidth) << row.bytes;
+    crossed = crossed || bandwidth;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Dgx, RuleOfThumb, ::testing::Values("dgx-a100", "dgx-h100"));
+
+TEST(Select, NvlinkRingKeepsLargeMessagesOnTheRing) {
+  Topology t = shipped_topology("nvlink-ring-4");
+  Menu m(4);
+  EXPECT_EQ(chosen(t, m, 256 << 20), "ring");  // every other schedule crosses the PCIe diagonals
+  EXPECT_TRUE(kLatencyBound.count(chosen(t, m, 64)));
+}
+
+TEST(Select, PcieBoxAlsoSwitchesWithSize) {
+  Topology t = shipped_topology("pcie-4gpu");
+  Menu m(4);
+  EXPECT_TRUE(kLatencyBound.count(chosen(t, m, 256)));
+  EXPECT_TRUE(kBandwidthBound.count(chosen(t, m, 256 << 20)));
+}
+
+TEST(Select, ChannelsGrowWithTheMessage) {
+  Topology t = shipped_topology("dgx-h100");
+  Menu m(8);
+  Choice tiny = select_schedule(Collective::AllReduce, 8, 4, t, m.candidates);
+  Choice big = select_schedule(Collective::AllReduce, 1 << 30, 4, t, m.candidates);
+  EXPECT_EQ(tiny.params.channels, 1);
+  EXPECT_GE(big.params.channels, 16);  // 450 GB/s ports need 18+ channels of 25 GB/s
+  EXPECT_GT(big.estimate.busbw, 350e9);
+  EXPECT_LT(big.estimate.busbw, 450e9);
+}
+
+TEST(Select, ForcedByOptionOrEnvironment) {
+  Topology t = shipped_topology("dgx-h100");
+  Menu m(8);
+  SelectOptions opt;
+  opt.algo = "ring";
+  Choice c = select_schedule(Collective::AllReduce, 8, 4, t, m.candidates, opt);
+  EXPECT_EQ(c.name(), "ring");
+  EXPECT_TRUE(c.forced);
+  EXPECT_EQ(c.candidate, &m.candidates[0]);
+
+  ::setenv("CCC_ALGO", "tree", 1);
+  Choice env = select_schedule(Collective::AllReduce, 1 << 30, 4, t, m.candidates);
+  ::setenv("CCC_ALGO", "nope", 1);
+  EXPECT_THROW(
+      {
+        try {
+          select_schedule(Collective::AllReduce, 8, 4, t, m.candidates);
+        } catch (const std::invalid_argument& e) {
+          EXPECT_STREQ(e.what(),
+                       "CCC_ALGO=nope: no such allreduce schedule (candidates: ring, oneshot, twoshot, butterfly, tree)");
+          throw;
+        }
+      },
+      std::invalid_argument);
+  ::unsetenv("CCC_ALGO");
+  EXPECT_EQ(env.name(), "tree");
+  EXPECT_TRUE(env.forced);
+  EXPECT_FALSE(select_schedule(Collective::AllReduce, 8, 4, t, m.candidates).forced);
+}
+
+TEST(Select, OnlyCandidatesOfTheCollectiveCount) {
+  Topology t = shipped_topology("dgx-h100");
+  Menu m(8);
+  m.programs[0].collective = Collective::AllGather;
+  auto all = tune_candidates(Collective::AllReduce, 1024, 4, t, m.candidates);
+  ASSERT_EQ(all.size(), 4u);
+  EXPECT_EQ(all[0].name(), "oneshot");
+  EXPECT_THROW(select_schedule(Collective::Broadcast, 1024, 4, t, m.candidates), std::invalid_argument);
+}
+
+TEST(Select, RejectsBadArguments) {
+  Topology t = shipped_topology("dgx-h100");
+  Menu m(8);
+  EXPECT_THROW(select_schedule(Collective::AllReduce, 6, 4, t, m.candidates), std::invalid_argument);
+  EXPECT_THROW(select_schedule(Collective::AllReduce, 8, 3, t, m.candidates), std::invalid_argument);
+  Menu four(4);
+  std::vector<CandidateSchedule> mixed = {m.candidates[0], four.candidates[1]};
+  EXPECT_THROW(select_schedule(Collective::AllReduce, 8, 4, t, mixed), std::invalid_argument);
+}
+
+TEST(Select, TuneTableHasOneRowPerSizeFrom8BytesTo1GiB) {
+  Topology t = shipped_topology("dgx-h100");
+  Menu m(8);
+  auto rows = tune_table(Collective::AllReduce, 4, t, m.candidates);
+  ASSERT_EQ(rows.size(), 28u);
+  EXPECT_EQ(rows.front().bytes, 8);
+  EXPECT_EQ(rows.back().bytes, int64_t{1} << 30);
+  std::string text = format_tune_table(rows, "dgx-h100 allreduce");
+  EXPECT_EQ(text.substr(0, text.find("\n           8")),
+            "# dgx-h100 allreduce\n"
+            "# predicted time in us per schedule (best channels and tile for each)\n"
+            "       bytes       ring    oneshot    twoshot  butterfly       tree  choice");
+  EXPECT_NE(text.find("  1073741824 "), std::string::npos);
+}
+
+}  // namespace
