@@ -45,8 +45,6 @@ constexpr std::array kEmitTargets{
 
 }  // namespace
 
-std::span<const EmitTarget> emit_targets() { return kEmitTargets; }
-
 const EmitTarget* find_emit_target(const std::string& name) {
   for (const EmitTarget& t : kEmitTargets)
     if (name == t.name) return &t;

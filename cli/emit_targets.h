@@ -4,7 +4,6 @@
 // later, the kernel plan too.
 #pragma once
 
-#include <span>
 #include <string>
 
 #include "ccc/diagnostics.h"
@@ -31,7 +30,6 @@ struct EmitTarget {
   std::string (*emit)(const EmitInput& in);
 };
 
-std::span<const EmitTarget> emit_targets();
 const EmitTarget* find_emit_target(const std::string& name);
 std::string emit_target_names();  // "steps, ..." for help and errors
 
