@@ -122,3 +122,9 @@ TEST(Cli, RootOptionReachesBroadcast) {
   EXPECT_EQ(r.code, cli::kExitScheduleError);
   EXPECT_NE(r.err.find("root 4 is out of range for N = 4 (0 .. 3)"), std::string::npos) << r.err;
 }
+
+TEST(Cli, DumpAfterInstantiateShowsTheStepProgram) {
+  auto r = run_cli({"compile", kRing, "--ranks", "4", "--emit", "steps", "--dump-after", "instantiate"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.err, r.out);  // --emit steps prints the same text as the instantiate pass's dump
+}
