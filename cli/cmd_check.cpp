@@ -14,9 +14,9 @@ int run_check(const ParsedArgs& args, std::ostream& out, std::ostream& err) {
   std::optional<PlannedProgram> planned = run_analysis_on(*fe, *program, args.has("--in-place"), {}, err);
   if (!planned) return kExitScheduleError;
   out << fe->path << ": ok: " << program->schedule << " (" << collective_name(program->collective)
-      << ") for N = " << program->nranks << ": " << program->nsteps() << " steps, " << program->num_ops()
-      << " ops, verified; " << planned->sync.waits_kept << " waits for " << planned->sync.cross_rank_edges
-      << " cross-rank dependencies\n";
+      << ") for N = " << program->nranks << ": " << program->nsteps() << (program->nsteps() == 1 ? " step, " : " steps, ")
+      << program->num_ops() << " ops, verified; " << planned->sync.waits_kept << " waits for "
+      << planned->sync.cross_rank_edges << " cross-rank dependencies\n";
   for (const std::string& note : planned->sync.notes) out << "note: " << note << "\n";
   return kExitOk;
 }

@@ -165,7 +165,6 @@ class Checker {
     // A function sees its parameters and the names visible where it is defined; it is not in
     // scope in its own body, so there is no recursion.
     ast::Function fn;
-    fn.name = let.name;
     scopes_.emplace_back();
     for (const std::string& p : let.params) {
       int slot = new_slot(false);

@@ -23,13 +23,20 @@ DependencyGraph build_graph(const StepProgram& p, bool in_place) {
   DependencyGraph dg;
   const int S = p.nsteps();
   dg.first.assign(p.nranks, std::vector<DepVertex>(S + 2));
+  // add_vertex(g) then set the bundle: add_vertex(property, g) trips a false -Wuninitialized in
+  // GCC 12 under the sanitizers.
+  auto vertex = [&](OpRef ref) {
+    DepVertex v = boost::add_vertex(dg.g);
+    dg.g[v] = ref;
+    return v;
+  };
   for (int r = 0; r < p.nranks; ++r) {
-    dg.first[r][0] = boost::add_vertex(OpRef{r, -1, -1}, dg.g);
+    dg.first[r][0] = vertex(OpRef{r, -1, -1});
     for (int k = 0; k < S; ++k) {
       dg.first[r][k + 1] = boost::num_vertices(dg.g);
-      for (int i = 0; i < static_cast<int>(p.ops[r][k].size()); ++i) boost::add_vertex(OpRef{r, k, i}, dg.g);
+      for (int i = 0; i < static_cast<int>(p.ops[r][k].size()); ++i) vertex(OpRef{r, k, i});
     }
-    dg.first[r][S + 1] = boost::add_vertex(OpRef{r, S, -1}, dg.g);
+    dg.first[r][S + 1] = vertex(OpRef{r, S, -1});
   }
   // Program order between consecutive non-empty steps, start and end included.
   for (int r = 0; r < p.nranks; ++r) {

@@ -1,5 +1,7 @@
 #include "ccc/instantiate.h"
 
+#include "ccc/parser.h"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -30,6 +32,12 @@ struct StepKey {
   int64_t var = 0;
   friend bool operator==(const StepKey&, const StepKey&) = default;
 };
+
+// A limit as messages show it: "16777216 (16 Mi)".
+std::string count(int64_t n) {
+  constexpr int64_t kMi = int64_t{1} << 20;
+  return n % kMi == 0 ? fmt::format("{} ({} Mi)", n, n / kMi) : std::to_string(n);
+}
 
 int64_t euclid_div(int64_t a, int64_t b) {
   int64_t q = a / b, m = a % b;
@@ -112,7 +120,8 @@ class Instantiator {
       if (e.limit) throw;
     }
     counting_ = false;
-    ops_executed_ = iterations_ = 0;
+    ops_executed_ = iterations_ = evaluations_ = 0;
+    call_depth_ = 0;
   }
 
   // ---- expressions: 64-bit, every overflow an error ----
@@ -122,6 +131,9 @@ class Instantiator {
   }
 
   int64_t eval(const Expr& e) {
+    // Functions can call functions, so a short text can stand for exponentially many evaluations.
+    if (++evaluations_ > opts_.limits.evaluations)
+      limit_exceeded(e.loc, fmt::format("too much work: more than {} expression evaluations", count(opts_.limits.evaluations)));
     switch (e.kind) {
       case Expr::Kind::Int: return e.value;
       case Expr::Kind::Name: return slots_[static_cast<size_t>(e.slot)];
@@ -223,7 +235,12 @@ class Instantiator {
     }
     for (size_t i = 0; i < e.args.size(); ++i) vals[i] = eval(e.args[i]);
     for (size_t i = 0; i < e.args.size(); ++i) slots_[static_cast<size_t>(fn.param_slots[i])] = vals[i];
-    return eval(fn.body);
+    if (call_depth_ >= kMaxNesting)
+      fail(e.loc, fmt::format("function calls nest more than {} deep", kMaxNesting));
+    ++call_depth_;
+    int64_t result = eval(fn.body);
+    --call_depth_;
+    return result;
   }
 
   // ---- statements ----
@@ -249,7 +266,7 @@ class Instantiator {
   void run(const ast::ChunksStmt& n, SourceLoc loc) {
     int64_t chunks = eval(n.count);
     if (chunks < 1 || chunks > kMaxChunks)
-      fail(loc, fmt::format("chunks = {} is out of range: it must be 1 .. {} (1 Mi)", chunks, kMaxChunks));
+      fail(loc, fmt::format("chunks = {} is out of range: it must be 1 .. {}", chunks, count(kMaxChunks)));
     if (rank_ == 0) {
       bool blocked = s_.collective == Collective::ReduceScatter || s_.collective == Collective::AllGather;
       if (blocked && chunks % opts_.nranks != 0)
@@ -285,7 +302,7 @@ class Instantiator {
 
   void run_step(const ast::StepStmt& n, SourceLoc loc, bool has_var, int64_t var) {
     if (next_step_ >= kMaxSteps)
-      limit_exceeded(loc, fmt::format("too many steps: the schedule has more than {} (1 Mi)", kMaxSteps));
+      limit_exceeded(loc, fmt::format("too many steps: the schedule has more than {}", count(kMaxSteps)));
     if (!counting_) enter_step(n, StepKey{loc, phase_, has_var, var});
     step_ = next_step_++;
     run_block(n.body);
@@ -313,8 +330,8 @@ class Instantiator {
   void run(const ast::IfStmt& n, SourceLoc) { run_block(eval(n.cond) != 0 ? n.then_body : n.else_body); }
 
   void run(const ast::OpStmt& n, SourceLoc loc) {
-    if (++ops_executed_ > kMaxOps)
-      limit_exceeded(loc, fmt::format("too many ops: the schedule executes more than {} (16 Mi) ops", kMaxOps));
+    if (++ops_executed_ > opts_.limits.ops)
+      limit_exceeded(loc, fmt::format("too many ops: the schedule executes more than {} ops", count(opts_.limits.ops)));
     if (counting_) return;
     int64_t first = eval(n.first);
     int64_t last = n.last ? eval(*n.last) : first;
@@ -348,8 +365,9 @@ class Instantiator {
   template <class F>
   void for_each(const ast::Loop& loop, F&& body) {
     auto iterate = [&](int64_t v) {
-      if (++iterations_ > kMaxLoopIterations)
-        limit_exceeded(loop.var_loc, fmt::format("too much work: the loops run more than {} (16 Mi) iterations in all", kMaxLoopIterations));
+      if (++iterations_ > opts_.limits.loop_iterations)
+        limit_exceeded(loop.var_loc, fmt::format("too much work: the loops run more than {} iterations in all",
+                                                 count(opts_.limits.loop_iterations)));
       slots_[static_cast<size_t>(loop.slot)] = v;
       if (!loop.where || eval(*loop.where) != 0) body(v);
     };
@@ -360,8 +378,9 @@ class Instantiator {
     int64_t first = eval(loop.range[0]), last = eval(loop.range[1]);
     if (last < first) return;
     uint64_t trips = static_cast<uint64_t>(last) - static_cast<uint64_t>(first) + 1;
-    if (trips == 0 || trips > static_cast<uint64_t>(kMaxLoopIterations))
-      limit_exceeded(loop.var_loc, fmt::format("loop over {} .. {} is too long: the limit is {} (16 Mi) iterations", first, last, kMaxLoopIterations));
+    if (trips == 0 || trips > static_cast<uint64_t>(opts_.limits.loop_iterations))
+      limit_exceeded(loop.var_loc, fmt::format("loop over {} .. {} is too long: the limit is {} iterations", first, last,
+                                               count(opts_.limits.loop_iterations)));
     for (int64_t v = first;; ++v) {
       iterate(v);
       if (v == last) break;
@@ -376,15 +395,19 @@ class Instantiator {
     auto too_large = [&](std::string why) {
       throw EvalError{s_.loc, fmt::format("schedule '{}' is too large for N = {}: {}", s_.name, n, why)};
     };
-    if (s_.rank_uniform_shape && ops_executed_ * n > kMaxOps)
-      too_large(fmt::format("it would execute {} ops ({} per rank); the limit is {} (16 Mi)",
-                            ops_executed_ * n, ops_executed_, kMaxOps));
-    if (s_.rank_uniform_shape && iterations_ * n > kMaxLoopIterations)
-      too_large(fmt::format("its loops would run {} iterations; the limit is {} (16 Mi)", iterations_ * n,
-                            kMaxLoopIterations));
+    const WorkLimits& lim = opts_.limits;
+    if (s_.rank_uniform_shape && ops_executed_ * n > lim.ops)
+      too_large(fmt::format("it would execute {} ops ({} per rank); the limit is {}", ops_executed_ * n, ops_executed_,
+                            count(lim.ops)));
+    if (s_.rank_uniform_shape && iterations_ * n > lim.loop_iterations)
+      too_large(fmt::format("its loops would run {} iterations; the limit is {}", iterations_ * n,
+                            count(lim.loop_iterations)));
+    if (s_.rank_uniform_shape && evaluations_ * n > lim.evaluations)
+      too_large(fmt::format("it would take {} expression evaluations; the limit is {}", evaluations_ * n,
+                            count(lim.evaluations)));
     if (prog_.nsteps() * n > kMaxRankSteps)
-      too_large(fmt::format("{} steps x {} ranks exceed the limit of {} (16 Mi) rank-steps", prog_.nsteps(), n,
-                            kMaxRankSteps));
+      too_large(fmt::format("{} steps x {} ranks exceed the limit of {} rank-steps", prog_.nsteps(), n,
+                            count(kMaxRankSteps)));
   }
 
   // Within one step a destination chunk takes any number of reduces or exactly one copy.
@@ -431,6 +454,8 @@ class Instantiator {
   int phase_ = -1;
   int64_t ops_executed_ = 0;
   int64_t iterations_ = 0;
+  int64_t evaluations_ = 0;
+  int call_depth_ = 0;
   bool counting_ = false;  // see count_all_ranks
 };
 

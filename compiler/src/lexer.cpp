@@ -46,6 +46,7 @@ const char* token_name(Tok t) {
     case Tok::Ident: return "name";
     default: break;
   }
+  static_assert(static_cast<size_t>(Tok::Bang) < 64, "token_name's table is too small");
   static const std::array<std::string, 64> names = [] {
     std::array<std::string, 64> n{};
     for (auto [text, tok] : kKeywords) n[static_cast<size_t>(tok)] = fmt::format("'{}'", text);

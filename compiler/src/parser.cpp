@@ -37,10 +37,8 @@ class Parser {
   }
 
  private:
-  const Token& peek(int ahead = 0) const {
-    size_t i = std::min(pos_ + static_cast<size_t>(ahead), toks_.size() - 1);
-    return toks_[i];
-  }
+  // The tokens end with Tok::End, which advance() never moves past.
+  const Token& peek() const { return toks_[pos_]; }
   bool at(Tok k) const { return peek().kind == k; }
   const Token& advance() {
     const Token& t = peek();

@@ -10,10 +10,20 @@ namespace ccc {
 StepProgram resolve_first_reads(StepProgram p) {
   // written[r][c]: rank r's output chunk c has been written by an earlier step.
   std::vector<std::vector<char>> written(p.nranks, std::vector<char>(p.nchunks, 0));
+  auto uniform = [&](const Op& op) {  // the op's source chunks are all written or all unwritten
+    const auto& w = written[op.peer];
+    return std::all_of(w.begin() + op.chunks.begin, w.begin() + op.chunks.end(), [&](char x) { return x == w[op.chunks.begin]; });
+  };
   for (int k = 0; k < p.nsteps(); ++k) {
     for (int r = 0; r < p.nranks; ++r) {
+      std::vector<Op>& ops = p.ops[r][k];
+      if (std::all_of(ops.begin(), ops.end(), [&](const Op& op) { return op.src != Buffer::Output || uniform(op); })) {
+        for (Op& op : ops)  // the common case: no op needs splitting
+          if (op.src == Buffer::Output && !written[op.peer][op.chunks.begin]) op.src = Buffer::Input;
+        continue;
+      }
       std::vector<Op> resolved;
-      for (const Op& op : p.ops[r][k]) {
+      for (const Op& op : ops) {
         if (op.src != Buffer::Output) {
           resolved.push_back(op);
           continue;
@@ -29,7 +39,7 @@ StepProgram resolve_first_reads(StepProgram p) {
           start = c;
         }
       }
-      p.ops[r][k] = std::move(resolved);
+      ops = std::move(resolved);
     }
     for (int r = 0; r < p.nranks; ++r)
       for (const Op& op : p.ops[r][k])

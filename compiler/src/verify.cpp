@@ -36,6 +36,12 @@ bool check_structure(const StepProgram& p, Diagnostics& d) {
       d.error({}, "malformed step program: ranks have different step counts");
       return false;
     }
+  if (p.num_ops() > kMaxAnalysedOps) {
+    d.error({}, fmt::format("schedule '{}' has {} ops for N = {}; verification and sync planning are limited to {} "
+                            "(4 Mi) ops",
+                            p.schedule, p.num_ops(), N, kMaxAnalysedOps));
+    return false;
+  }
   bool ok = true;
   if ((p.collective == Collective::ReduceScatter || p.collective == Collective::AllGather) && C % N != 0) {
     d.error({}, fmt::format("{} needs a chunk count that is a multiple of N: {} chunks for {} ranks",

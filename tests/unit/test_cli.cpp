@@ -83,3 +83,48 @@ TEST(Cli, DumpAfterParseGoesToStderr) {
   EXPECT_EQ(r.err.rfind("allreduce ring {\n  chunks N\n  let prev = (r - 1) % N\n", 0), 0u) << r.err;
   EXPECT_NE(r.out.find("# allreduce ring"), std::string::npos);
 }
+
+TEST(Cli, CheckVerifiesAndPlans) {
+  auto r = run_cli({"check", test::schedule_path("oneshot"), "--ranks", "4", "--in-place"});
+  ASSERT_EQ(r.code, cli::kExitOk) << r.err;
+  EXPECT_NE(r.out.find("verified; 24 waits for 24 cross-rank dependencies\nnote: step 0 (direct): 4 ranks"),
+            std::string::npos) << r.out;
+  r = run_cli({"check", std::string(CCC_SOURCE_DIR) + "/tests/verify_bad/ring_missing_step.sched", "--ranks", "4"});
+  EXPECT_EQ(r.code, cli::kExitScheduleError);
+  EXPECT_NE(r.err.find("error: rank 0 ends with chunk 0 missing the contributions of ranks 0, 1, 2"), std::string::npos)
+      << r.err;
+}
+
+TEST(Cli, EmitSyncsGraphAndDot) {
+  auto r = run_cli({"compile", kRing, "--ranks", "4", "--emit", "syncs"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  std::string text = r.out;  // the golden names the schedule relative to the source tree
+  for (size_t at; (at = text.find(CCC_SOURCE_DIR "/")) != std::string::npos;)
+    text.erase(at, std::string(CCC_SOURCE_DIR "/").size());
+  EXPECT_EQ(text, test::read_file(std::string(CCC_SOURCE_DIR) + "/tests/golden/syncs/ring.n4.txt"));
+  r = run_cli({"compile", kRing, "--ranks", "4", "--emit", "graph", "--dump-after=graph"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out.rfind("graph ring (allreduce) N=4: 32 vertices", 0), 0u) << r.out;
+  r = run_cli({"compile", kRing, "--ranks", "4", "--emit", "dot"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out.rfind("digraph G {", 0), 0u);
+  r = run_cli({"compile", kRing, "--ranks", "4", "--emit", "syncs", "--dump-after=verify"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.err, "verified: ring (allreduce) for N = 4\n");
+}
+
+TEST(Cli, RootOptionReachesBroadcast) {
+  auto r = run_cli({"compile", test::schedule_path("ring_broadcast"), "--ranks", "4", "--root", "2", "--emit", "steps"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("N = 4, root = 2,"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("r3  copy chunk 0 from input of 2"), std::string::npos) << r.out;
+  r = run_cli({"check", test::schedule_path("ring_broadcast"), "--ranks", "4", "--root", "4"});
+  EXPECT_EQ(r.code, cli::kExitScheduleError);
+  EXPECT_NE(r.err.find("root 4 is out of range for N = 4 (0 .. 3)"), std::string::npos) << r.err;
+}
+
+TEST(Cli, DumpAfterInstantiateShowsTheStepProgram) {
+  auto r = run_cli({"compile", kRing, "--ranks", "4", "--emit", "steps", "--dump-after", "instantiate"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.err, r.out);  // --emit steps prints the same text as the instantiate pass's dump
+}

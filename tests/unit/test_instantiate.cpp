@@ -192,3 +192,16 @@ TEST(Instantiate, StepLabelsNameThePhaseAndLoopVariable) {
   EXPECT_EQ(r.program->steps[3].label, "all_gather k=0");
   EXPECT_EQ(r.program->phases[r.program->steps[3].phase].name, "all_gather");
 }
+
+TEST(Instantiate, WorkLimitsCanBeLowered) {
+  SourceFile file{"t.sched", one_step("for i in 0 .. 99 { reduce chunk 0 from input of (r + 1) % N }")};
+  Diagnostics diags;
+  auto s = parse_schedule(file, diags);
+  ASSERT_TRUE(s);
+  InstantiateOptions opts{4, 0, {1000, 1000, 10000}};
+  EXPECT_TRUE(instantiate(*s, opts, file, diags)) << diags.render(&file);
+  opts.limits.ops = 399;
+  EXPECT_FALSE(instantiate(*s, opts, file, diags));
+  EXPECT_NE(diags.render(&file).find("it would execute 400 ops (100 per rank); the limit is 399"), std::string::npos)
+      << diags.render(&file);
+}

@@ -86,3 +86,10 @@ TEST(Verify, ReportsAtMostEightWrongChunks) {
   EXPECT_EQ(std::count(out.begin(), out.end(), '\n'), 8 * 2 + 1);
   EXPECT_NE(out.find("note: 8 more (rank, chunk) pairs are wrong; the first 8 are shown"), std::string::npos);
 }
+
+TEST(Verify, RefusesProgramsOverTheOpLimit) {
+  StepProgram p = empty_program("huge", Collective::AllReduce, 1, 1, 1);
+  p.ops[0][0].assign(kMaxAnalysedOps + 1, Op{OpKind::Reduce, {0, 1}, 0, Buffer::Input, Buffer::Output, {}});
+  EXPECT_EQ(errors_of(p), "<input>: error: schedule 'huge' has 4194305 ops for N = 1; verification and sync planning "
+                          "are limited to 4194304 (4 Mi) ops\n");
+}

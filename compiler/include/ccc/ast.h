@@ -81,7 +81,6 @@ struct Stmt {
 
 // A resolved `let` function: calls bind the arguments to the parameter slots, then evaluate body.
 struct Function {
-  std::string name;
   std::vector<int> param_slots;
   Expr body;
 };

@@ -15,11 +15,6 @@
 
 namespace ccc {
 
-struct InstantiateOptions {
-  int nranks = 0;
-  int root = 0;  // broadcast / reduce root (the DSL's `root`); ignored by other collectives
-};
-
 // Limits (docs/dsl.md): they keep bad or oversized input from exhausting time or memory.
 inline constexpr int kMaxRanks = 4096;
 inline constexpr int64_t kMaxChunks = int64_t{1} << 20;          // 1 Mi
@@ -27,6 +22,21 @@ inline constexpr int64_t kMaxOps = int64_t{1} << 24;             // 16 Mi op exe
 inline constexpr int64_t kMaxSteps = int64_t{1} << 20;           // 1 Mi steps
 inline constexpr int64_t kMaxRankSteps = int64_t{1} << 24;       // 16 Mi: N x steps
 inline constexpr int64_t kMaxLoopIterations = int64_t{1} << 24;  // 16 Mi, all loops of all ranks
+inline constexpr int64_t kMaxEvaluations = int64_t{1} << 28;     // 256 Mi expression nodes evaluated
+
+// The work limits, adjustable so that a fuzzer can keep every input fast; the defaults are the
+// documented limits.
+struct WorkLimits {
+  int64_t ops = kMaxOps;
+  int64_t loop_iterations = kMaxLoopIterations;
+  int64_t evaluations = kMaxEvaluations;
+};
+
+struct InstantiateOptions {
+  int nranks = 0;
+  int root = 0;  // broadcast / reduce root (the DSL's `root`); ignored by other collectives
+  WorkLimits limits = {};
+};
 
 // `schedule` must come from parse_schedule (names resolved). Returns nullopt with errors in diags.
 std::optional<StepProgram> instantiate(const ast::Schedule& schedule, const InstantiateOptions& options,

@@ -24,11 +24,11 @@ namespace ccc {
 
 struct SyncOptions {
   bool in_place = false;  // each rank's input and output buffers are the same memory
-  int64_t clock_budget = int64_t{1} << 24;  // vector-clock entries kept (4 bytes each)
+  int64_t clock_budget = int64_t{1} << 24;  // vector-clock entries kept (2 bytes each, 4 past 32 K steps)
 };
 
-// Plans the waits for a program that verify() accepted. Returns nullopt, with diagnostics, when a
-// hazard cannot be ordered (a cycle staging cannot break, a read of an input already overwritten
+// Plans the waits for a program that verify() accepted. Returns nullopt, with diagnostics, when the
+// program is malformed or too large (check_structure) or a hazard cannot be ordered (a cycle staging cannot break, a read of an input already overwritten
 // in place, two ops of one rank and step that read and write the same chunk).
 std::optional<PlannedProgram> plan_syncs(StepProgram program, const SyncOptions& options, Diagnostics& diags);
 

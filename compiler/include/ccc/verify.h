@@ -26,7 +26,12 @@
 
 namespace ccc {
 
-// Shape checks every pass relies on: peers and chunk ranges in bounds, nothing writes `input`,
+// Verification and sync planning cost O(ops) memory (about 500 bytes per op, the planner's share
+// the largest) and the planner O(N) time per kept wait, so they refuse larger programs (ring: up
+// to N = 1448). The front end's own limit is 16 Mi ops.
+inline constexpr int64_t kMaxAnalysedOps = int64_t{1} << 22;
+
+// Shape checks every pass relies on: the size limit, peers and chunk ranges in bounds, nothing writes `input`,
 // roots and chunk counts fit the collective, no destination chunk takes a copy and another write
 // in the same step. Returns false (with diagnostics) when the program is malformed.
 bool check_structure(const StepProgram& p, Diagnostics& diags);
