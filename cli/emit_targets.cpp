@@ -5,7 +5,8 @@
 
 #include "ccc/emit_cuda.h"
 #include "ccc/graph.h"
-#include "ccc/nvrtc_compile.h"
+#include "ccc/jit_cache.h"
+#include "ccc/nvrtc_jit.h"
 #include "ccc/print_steps.h"
 #include "ccc/sync.h"
 
@@ -22,16 +23,18 @@ std::string emit_dot(const EmitInput& in) {
 std::string emit_syncs(const EmitInput& in) { return print_syncs(*in.planned); }
 std::string emit_cu(const EmitInput& in) { return emit_cuda(*in.plan, in.source).source; }
 
-NvrtcOutput nvrtc(const EmitInput& in, bool cubin) {
-  NvrtcOutput out = nvrtc_compile(emit_cuda(*in.plan, in.source).source, in.arch, cubin);
-  if (!out.ok) throw std::runtime_error("NVRTC failed for " + in.arch + ":\n" + out.log);
-  return out;
+// Through the process's JIT cache ($CCC_CACHE_DIR): a second identical compile is a disk hit.
+std::string nvrtc(const EmitInput& in, NvrtcTarget target) {
+  const EmittedKernel k = emit_cuda(*in.plan, in.source);
+  NvrtcRequest req;
+  req.source = k.source;
+  req.name = k.kernel_name + ".cu";
+  req.arch = in.arch;
+  req.target = target;
+  return *nvrtc_build_cached(JitCache::process_cache(), req);
 }
-std::string emit_ptx(const EmitInput& in) { return nvrtc(in, false).ptx; }
-std::string emit_cubin(const EmitInput& in) {
-  std::vector<char> cubin = nvrtc(in, true).cubin;
-  return {cubin.begin(), cubin.end()};
-}
+std::string emit_ptx(const EmitInput& in) { return nvrtc(in, NvrtcTarget::Ptx); }
+std::string emit_cubin(const EmitInput& in) { return nvrtc(in, NvrtcTarget::Cubin); }
 
 constexpr std::array kEmitTargets{
     EmitTarget{"steps", "the step program: for each step, every rank's ops", Pass::Instantiate, &emit_steps},

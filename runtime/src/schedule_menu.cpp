@@ -2,6 +2,7 @@
 
 #include "ccc/instantiate.h"
 #include "ccc/parser.h"
+#include "ccc/pipeline.h"
 
 namespace ccc {
 
@@ -12,12 +13,15 @@ ScheduleMenu::ScheduleMenu(Collective collective, int nranks, const std::vector<
     if (schedule && schedule->collective != collective) continue;
     std::optional<StepProgram> program;
     if (schedule) program = instantiate(*schedule, InstantiateOptions{nranks, root}, file, diags);
-    if (!program) {
+    std::optional<PlannedProgram> planned;
+    if (program) planned = run_analysis(*program, SyncOptions{}, diags);
+    if (!planned) {
       skipped_.push_back(file.name + ": " + (diags.all().empty() ? "not usable" : diags.all().front().message));
       continue;
     }
-    programs_.push_back(std::move(*program));
-    candidates_.push_back({programs_.back().schedule, &programs_.back(), nullptr});
+    programs_.push_back(std::move(*planned));
+    const PlannedProgram& p = programs_.back();
+    candidates_.push_back({p.program.schedule, &p.program, &p.sync});
   }
 }
 

@@ -18,14 +18,15 @@ std::vector<int> channel_grid(const Topology& t, int nranks, const SelectOptions
   return grid;
 }
 
-// The fastest parameters; within `tolerance` of it, the fewest channels, then the fewest tiles
+// The fastest parameters; within `tolerance` of it, the fewest channels, then the fewest windows
 // (more of either costs SMs and syncs the model does not charge for).
 Choice best_params(const CandidateSchedule& cand, int64_t bytes, const Topology& t, const SelectOptions& o) {
+  CostModel model(*cand.program, cand.sync, t);
   std::vector<Choice> tried;
   for (int c : channel_grid(t, cand.program->nranks, o))
     for (int64_t tile : o.tiles.empty() ? kDefaultTiles : o.tiles) {
-      CostParams params{c, tile};
-      tried.push_back(Choice{&cand, params, estimate_cost(*cand.program, cand.sync, t, bytes, params), false});
+      CostParams params{c, tile, o.pipeline};
+      tried.push_back(Choice{&cand, params, model.estimate(bytes, params), false});
     }
   if (tried.empty()) throw std::invalid_argument("empty channel or tile grid");
   double fastest = std::min_element(tried.begin(), tried.end(), [](const Choice& a, const Choice& b) {
@@ -36,7 +37,7 @@ Choice best_params(const CandidateSchedule& cand, int64_t bytes, const Topology&
     if (c.estimate.time <= fastest * (1 + o.tolerance)) close.push_back(c);
   return *std::min_element(close.begin(), close.end(), [](const Choice& a, const Choice& b) {
     if (a.params.channels != b.params.channels) return a.params.channels < b.params.channels;
-    if (a.estimate.tiles != b.estimate.tiles) return a.estimate.tiles < b.estimate.tiles;
+    if (a.estimate.windows != b.estimate.windows) return a.estimate.windows < b.estimate.windows;
     return a.estimate.time < b.estimate.time;
   });
 }
@@ -101,16 +102,21 @@ std::vector<TuneRow> tune_table(Collective collective, int elem_size, const Topo
 std::string format_tune_table(const std::vector<TuneRow>& rows, const std::string& title) {
   std::string out = fmt::format("# {}\n# predicted time in us per schedule (best channels and tile for each)\n", title);
   if (rows.empty()) return out;
+  std::vector<size_t> width;  // each column as wide as its schedule's name, at least 10
   out += fmt::format("{:>12}", "bytes");
-  for (const Choice& c : rows[0].per_schedule) out += fmt::format(" {:>10}", c.name());
+  for (const Choice& c : rows[0].per_schedule) {
+    width.push_back(std::max<size_t>(10, c.name().size()));
+    out += fmt::format(" {:>{}}", c.name(), width.back());
+  }
   out += "  choice\n";
   for (const TuneRow& row : rows) {
     out += fmt::format("{:>12}", row.bytes);
-    for (const Choice& c : row.per_schedule) out += fmt::format(" {:>10.2f}", c.estimate.time * 1e6);
+    for (size_t i = 0; i < row.per_schedule.size(); ++i)
+      out += fmt::format(" {:>{}.2f}", row.per_schedule[i].estimate.time * 1e6, width[i]);
     const Choice& ch = row.choice;
-    out += fmt::format("  {} channels={} tile={}{}\n", ch.name(), ch.params.channels,
+    out += fmt::format("  {} channels={} tile={} busbw={:.1f}GB/s{}\n", ch.name(), ch.params.channels,
                        ch.params.tile_bytes ? fmt::format("{}", ch.params.tile_bytes) : "whole",
-                       ch.forced ? " (forced)" : "");
+                       ch.estimate.busbw / 1e9, ch.forced ? " (forced)" : "");
   }
   return out;
 }

@@ -5,6 +5,7 @@
 #include <charconv>
 #include <cstdio>
 #include <cstring>
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <set>
@@ -16,7 +17,8 @@
 namespace ccc {
 namespace {
 
-constexpr int kMaxGpus = 4096;  // the front end's rank limit
+constexpr int kMaxGpus = 4096;                 // the front end's rank limit
+constexpr size_t kMaxFileBytes = size_t{1} << 20;  // as for schedules: keeps parsing fast
 
 struct Token {
   std::string text;
@@ -61,6 +63,10 @@ class Parser {
 
   std::optional<Topology> run() {
     errors_before_ = diags_.error_count();
+    if (file_.text.size() > kMaxFileBytes) {
+      diags_.error({}, fmt::format("the file is larger than {} bytes (1 MiB), the limit for a topology", kMaxFileBytes));
+      return std::nullopt;
+    }
     int lineno = 0;
     size_t pos = 0;
     while (pos <= file_.text.size()) {
@@ -247,9 +253,8 @@ class Parser {
     auto b = gpu_index(w[2]);
     if (!a || !b) return;
     if (*a == *b) return error(w[2].col, fmt::format("a link needs two different GPUs, got {} twice", *a));
-    for (const DirectLink& l : topo_.links)
-      if ((l.a == *a && l.b == *b) || (l.a == *b && l.b == *a))
-        return error(w[0].col, fmt::format("GPUs {} and {} are linked twice (describe one bundle)", *a, *b));
+    if (!linked_.insert(std::minmax(*a, *b)).second)
+      return error(w[0].col, fmt::format("GPUs {} and {} are linked twice (describe one bundle)", *a, *b));
     std::map<std::string, Token> kv;
     if (!keys(w, 3, {"kind", "bandwidth", "latency"}, kv) || !require(w, kv, {"bandwidth", "latency"})) return;
     DirectLink l{*a, *b, FabricKind::NVLink, {}};
@@ -330,6 +335,7 @@ class Parser {
   const SourceFile& file_;
   Diagnostics& diags_;
   Topology topo_;
+  std::set<std::pair<int, int>> linked_;  // GPU pairs with a link line
   int errors_before_ = 0;
   int line_ = 0;
   int gpus_line_ = 0;

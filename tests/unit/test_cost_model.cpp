@@ -1,10 +1,11 @@
-// The cost model against the closed forms of Thakur, Rabenseifner and Gropp on uniform fabrics.
+// The cost model on the shipped schedules against the closed forms their headers state (Thakur,
+// Rabenseifner and Gropp) on uniform fabrics.
 #include <gtest/gtest.h>
 
 #include <cmath>
 
 #include "ccc/cost_model.h"
-#include "schedule_builders.h"
+#include "cost_model_util.h"
 
 using namespace ccc;
 using namespace ccc::test;
@@ -28,44 +29,77 @@ class ClosedForm : public ::testing::TestWithParam<int> {
 };
 
 TEST_P(ClosedForm, Ring) {
-  EXPECT_NEAR(t(build_ring(n)), 2 * (n - 1) * kAlpha + 2.0 * (n - 1) / n * nb + 1.0 * (n - 1) / n * ng, 1e-12);
+  EXPECT_NEAR(t(shipped_program("ring", n)), 2 * (n - 1) * kAlpha + 2.0 * (n - 1) / n * nb + 1.0 * (n - 1) / n * ng, 1e-12);
 }
 
 TEST_P(ClosedForm, Butterfly) {
-  EXPECT_NEAR(t(build_butterfly(n)), 2 * lg(n) * kAlpha + 2.0 * (n - 1) / n * nb + 1.0 * (n - 1) / n * ng, 1e-12);
-}
-
-TEST_P(ClosedForm, BinomialTree) {
-  EXPECT_NEAR(t(build_tree(n)), 2 * lg(n) * (kAlpha + nb) + lg(n) * ng, 1e-12);
+  EXPECT_NEAR(t(shipped_program("butterfly", n)), 2 * lg(n) * kAlpha + 2.0 * (n - 1) / n * nb + 1.0 * (n - 1) / n * ng, 1e-12);
 }
 
 TEST_P(ClosedForm, OneShotSharesTheReadersIngressPort) {
-  EXPECT_NEAR(t(build_oneshot(n)), kAlpha + (n - 1) * nb + (n - 1) * ng, 1e-12);
+  EXPECT_NEAR(t(shipped_program("oneshot", n)), kAlpha + (n - 1) * nb + (n - 1) * ng, 1e-12);
 }
 
 TEST_P(ClosedForm, TwoShot) {
-  EXPECT_NEAR(t(build_twoshot(n)), 2 * kAlpha + 2.0 * (n - 1) / n * nb + 1.0 * (n - 1) / n * ng, 1e-12);
+  EXPECT_NEAR(t(shipped_program("twoshot", n)), 2 * kAlpha + 2.0 * (n - 1) / n * nb + 1.0 * (n - 1) / n * ng, 1e-12);
 }
 
 TEST_P(ClosedForm, OneShotOnDirectLinksUsesEveryLinkAtOnce) {
   Topology mesh = full_mesh(n, kBand, kAlpha, kReduce);
-  EXPECT_NEAR(estimate_cost(build_oneshot(n), nullptr, mesh, kBytes, {}).time, kAlpha + nb + (n - 1) * ng, 1e-12);
+  EXPECT_NEAR(estimate_cost(shipped_program("oneshot", n), nullptr, mesh, kBytes, {}).time, kAlpha + nb + (n - 1) * ng, 1e-12);
 }
 
 INSTANTIATE_TEST_SUITE_P(Pow2Ranks, ClosedForm, ::testing::Values(2, 4, 8, 16));
+
+// The heap-ordered binary tree on a complete tree (N = 2^(L+1) - 1): per level a parent's
+// ingress port carries both children's sums, and in the broadcast its egress port carries the
+// result to both children, so a level costs 2 n beta each way.
+TEST(CostModel, BinaryTreeOnCompleteTrees) {
+  for (int levels : {1, 2, 3}) {
+    int n = (2 << levels) - 1;
+    Topology sw = uniform_switch(n, kBand, kAlpha, kReduce);
+    double expect = 2 * levels * kAlpha + 4 * levels * kBytes / kBand + 2 * levels * kBytes / kReduce;
+    EXPECT_NEAR(estimate_cost(shipped_program("tree", n), nullptr, sw, kBytes, {}).time, expect, 1e-12) << "N=" << n;
+  }
+}
+
+TEST(CostModel, RingReduceScatterAndAllGatherOverTheWholeVector) {
+  for (int n : {2, 5, 8}) {
+    Topology sw = uniform_switch(n, kBand, kAlpha, kReduce);
+    int64_t bytes = 64 * n * 4096;
+    double share = 1.0 * (n - 1) / n * bytes;
+    EXPECT_NEAR(estimate_cost(shipped_program("ring_reduce_scatter", n), nullptr, sw, bytes, {}).time,
+                (n - 1) * kAlpha + share / kBand + share / kReduce, 1e-12);
+    EXPECT_NEAR(estimate_cost(shipped_program("ring_allgather", n), nullptr, sw, bytes, {}).time,
+                (n - 1) * kAlpha + share / kBand, 1e-12);
+  }
+}
+
+// The chain broadcast in P windows: (N - 2 + P) (alpha + (n/P) beta), the pipeline formula exactly.
+TEST(CostModel, PipelinedChainBroadcast) {
+  Topology sw = uniform_switch(8, kBand, kAlpha, kReduce);
+  StepProgram chain = shipped_program("ring_broadcast", 8);
+  for (int64_t windows : {1, 4, 64}) {
+    Estimate e = estimate_cost(chain, nullptr, sw, kBytes, {1, kBytes / windows / 2, 2});  // 2 tiles a window
+    EXPECT_EQ(e.windows, windows);
+    EXPECT_NEAR(e.time, (8 - 2 + windows) * (kAlpha + kBytes / windows / kBand), 1e-12) << windows;
+  }
+  EXPECT_DOUBLE_EQ(estimate_cost(chain, nullptr, sw, kBytes, {}).busbw,
+                   estimate_cost(chain, nullptr, sw, kBytes, {}).algbw);
+}
 
 TEST(CostModel, RingAtOddRankCounts) {
   for (int n : {3, 5, 7}) {
     Topology sw = uniform_switch(n, kBand, kAlpha, kReduce);
     int64_t bytes = 64 * n * 1000;  // chunks divide evenly on the 64-byte granule
     double expect = 2 * (n - 1) * kAlpha + 2.0 * (n - 1) / n * bytes / kBand + 1.0 * (n - 1) / n * bytes / kReduce;
-    EXPECT_NEAR(estimate_cost(build_ring(n), nullptr, sw, bytes, {}).time, expect, 1e-12) << "N=" << n;
+    EXPECT_NEAR(estimate_cost(shipped_program("ring", n), nullptr, sw, bytes, {}).time, expect, 1e-12) << "N=" << n;
   }
 }
 
 TEST(CostModel, AlgbwAndBusbwFollowNcclTests) {
   Topology sw = uniform_switch(8, kBand, kAlpha, kReduce);
-  Estimate e = estimate_cost(build_ring(8), nullptr, sw, kBytes, {});
+  Estimate e = estimate_cost(shipped_program("ring", 8), nullptr, sw, kBytes, {});
   EXPECT_DOUBLE_EQ(e.algbw, kBytes / e.time);
   EXPECT_DOUBLE_EQ(e.busbw, e.algbw * 2 * 7 / 8);
   EXPECT_DOUBLE_EQ(bus_factor(Collective::AllGather, 4), 0.75);
@@ -75,47 +109,50 @@ TEST(CostModel, AlgbwAndBusbwFollowNcclTests) {
 TEST(CostModel, UnevenSizesAreChargedTheLargestChunk) {
   Topology sw = uniform_switch(4, kBand, 0, 1e30);
   // 1000 bytes in 4 chunks: 64-byte cuts make the largest chunk 256 bytes.
-  EXPECT_NEAR(estimate_cost(build_ring(4), nullptr, sw, 1000, {}).time, 6 * 256 / kBand, 1e-18);
+  EXPECT_NEAR(estimate_cost(shipped_program("ring", 4), nullptr, sw, 1000, {}).time, 6 * 256 / kBand, 1e-18);
   // 8 bytes: one non-empty chunk of 8 bytes, but every step still pays its latency.
   Topology slow = uniform_switch(4, kBand, kAlpha, 1e30);
-  EXPECT_NEAR(estimate_cost(build_ring(4), nullptr, slow, 8, {}).time, 6 * (kAlpha + 8 / kBand), 1e-15);
+  EXPECT_NEAR(estimate_cost(shipped_program("ring", 4), nullptr, slow, 8, {}).time, 6 * (kAlpha + 8 / kBand), 1e-15);
 }
 
 TEST(CostModel, ChannelBandwidthCapsEachRank) {
   Topology sw = uniform_switch(8, kBand, 0, 1e30);
   for (Gpu& g : sw.gpus) g.channel_bandwidth = 10e9;
-  double one = estimate_cost(build_ring(8), nullptr, sw, kBytes, {1, 0}).time;
-  double four = estimate_cost(build_ring(8), nullptr, sw, kBytes, {4, 0}).time;
-  double many = estimate_cost(build_ring(8), nullptr, sw, kBytes, {32, 0}).time;
+  double one = estimate_cost(shipped_program("ring", 8), nullptr, sw, kBytes, {1, 0}).time;
+  double four = estimate_cost(shipped_program("ring", 8), nullptr, sw, kBytes, {4, 0}).time;
+  double many = estimate_cost(shipped_program("ring", 8), nullptr, sw, kBytes, {32, 0}).time;
   EXPECT_NEAR(one, 14.0 * kBytes / 8 / 10e9, 1e-9);
   EXPECT_NEAR(four, one / 4, 1e-9);
   EXPECT_NEAR(many, 14.0 * kBytes / 8 / kBand, 1e-9);  // the port, not the channels, is the limit
 }
 
 TEST(CostModel, TilesPipelineTheTreeButOnlyAddLatencyToTheRing) {
-  Topology sw = uniform_switch(8, kBand, kAlpha, kReduce);
-  StepProgram tree = build_tree(8);
+  Topology sw = uniform_switch(7, kBand, kAlpha, kReduce);
+  StepProgram tree = shipped_program("tree", 7);
   Estimate whole = estimate_cost(tree, nullptr, sw, kBytes, {1, 0});
   Estimate tiled = estimate_cost(tree, nullptr, sw, kBytes, {1, kBytes / 16});
-  EXPECT_EQ(tiled.tiles, 16);
-  // The root is the busiest rank: 3 levels of (alpha + tile beta + tile gamma) per tile.
+  EXPECT_EQ(tiled.windows, 16);
+  // Ranks 1 and 2 are the busiest: they read two children, then their parent, whose egress
+  // port also serves the other child.
   double tile = kBytes / 16.0;
-  EXPECT_NEAR(tiled.period, 3 * (kAlpha + tile / kBand + tile / kReduce), 1e-12);
+  EXPECT_NEAR(tiled.period, 2 * kAlpha + 4 * tile / kBand + 2 * tile / kReduce, 1e-12);
   EXPECT_NEAR(tiled.time, tiled.fill + 15 * tiled.period, 1e-12);
-  EXPECT_LT(tiled.time, 0.65 * whole.time);  // the root still reads log2(N) times
+  EXPECT_LT(tiled.time, 0.6 * whole.time);
 
-  StepProgram ring = build_ring(8);
-  Estimate ring_whole = estimate_cost(ring, nullptr, sw, kBytes, {1, 0});
-  Estimate ring_tiled = estimate_cost(ring, nullptr, sw, kBytes, {1, kBytes / 8 / 4});
+  Topology sw8 = uniform_switch(8, kBand, kAlpha, kReduce);
+  StepProgram ring = shipped_program("ring", 8);
+  Estimate ring_whole = estimate_cost(ring, nullptr, sw8, kBytes, {1, 0});
+  Estimate ring_tiled = estimate_cost(ring, nullptr, sw8, kBytes, {1, kBytes / 8 / 4});
   EXPECT_NEAR(ring_tiled.time - ring_whole.time, 3 * 14 * kAlpha, 1e-12);
 }
 
+// The planner's ring waits chain each rank to its predecessor, so the longest path is the
+// lock-step sum, plus the exit wait's latency (no rank returns while a peer still reads it).
 TEST(CostModel, SyncPlanLongestPathMatchesLockStepOnTheRingPlusTheExitWait) {
   Topology sw = uniform_switch(8, kBand, kAlpha, kReduce);
-  StepProgram ring = build_ring(8);
-  SyncPlan plan = ring_sync_plan(ring);
-  double lock = estimate_cost(ring, nullptr, sw, kBytes, {}).time;
-  EXPECT_NEAR(estimate_cost(ring, &plan, sw, kBytes, {}).time, lock + kAlpha, 1e-12);
+  PlannedProgram ring = shipped_planned("ring", 8);
+  double lock = estimate_cost(ring.program, nullptr, sw, kBytes, {}).time;
+  EXPECT_NEAR(estimate_cost(ring.program, &ring.sync, sw, kBytes, {}).time, lock + kAlpha, 1e-12);
 }
 
 TEST(CostModel, SyncPlanLetsIndependentRanksRunAhead) {
@@ -142,18 +179,18 @@ TEST(CostModel, SyncPlanLetsIndependentRanksRunAhead) {
 
 TEST(CostModel, RejectsMismatchedInputs) {
   Topology sw = uniform_switch(4, kBand, kAlpha, kReduce);
-  EXPECT_THROW(estimate_cost(build_ring(8), nullptr, sw, kBytes, {}), std::invalid_argument);
-  EXPECT_THROW(estimate_cost(build_ring(4), nullptr, sw, kBytes, {0, 0}), std::invalid_argument);
-  SyncPlan wrong = ring_sync_plan(build_ring(2));
-  EXPECT_THROW(estimate_cost(build_ring(4), &wrong, sw, kBytes, {}), std::invalid_argument);
+  EXPECT_THROW(estimate_cost(shipped_program("ring", 8), nullptr, sw, kBytes, {}), std::invalid_argument);
+  EXPECT_THROW(estimate_cost(shipped_program("ring", 4), nullptr, sw, kBytes, {0, 0}), std::invalid_argument);
+  SyncPlan wrong = shipped_planned("ring", 2).sync;
+  EXPECT_THROW(estimate_cost(shipped_program("ring", 4), &wrong, sw, kBytes, {}), std::invalid_argument);
   Topology split = sw;
   split.switches.clear();
-  EXPECT_THROW(estimate_cost(build_ring(4), nullptr, split, kBytes, {}), std::invalid_argument);
+  EXPECT_THROW(estimate_cost(shipped_program("ring", 4), nullptr, split, kBytes, {}), std::invalid_argument);
 }
 
 TEST(CostModel, NothingToMoveCostsNothing) {
   Topology sw = uniform_switch(4, kBand, kAlpha, kReduce);
-  EXPECT_EQ(estimate_cost(build_ring(4), nullptr, sw, 0, {}).time, 0.0);
+  EXPECT_EQ(estimate_cost(shipped_program("ring", 4), nullptr, sw, 0, {}).time, 0.0);
 }
 
 }  // namespace

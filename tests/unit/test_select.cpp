@@ -1,26 +1,26 @@
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <set>
 
 #include "ccc/select.h"
-#include "schedule_builders.h"
+#include "cost_model_util.h"
+#include "golden_util.h"
 
 using namespace ccc;
 using namespace ccc::test;
 
 namespace {
 
-// The five allreduce algorithms at one rank count, as selection candidates.
+// Every shipped allreduce schedule for n ranks.
 struct Menu {
-  explicit Menu(int n) : programs{build_ring(n), build_oneshot(n), build_twoshot(n), build_butterfly(n), build_tree(n)} {
-    for (const StepProgram& p : programs) candidates.push_back({p.schedule, &p, nullptr});
-  }
-  std::vector<StepProgram> programs;
+  explicit Menu(int n) : menu(Collective::AllReduce, n, shipped_schedule_sources()), candidates(menu.candidates()) {}
+  ScheduleMenu menu;
   std::vector<CandidateSchedule> candidates;
 };
 
-const std::set<std::string> kLatencyBound = {"oneshot", "tree", "butterfly"};
+const std::set<std::string> kLatencyBound = {"oneshot", "tree", "dbtree", "butterfly"};
 const std::set<std::string> kBandwidthBound = {"ring", "twoshot"};
 
 std::string chosen(const Topology& t, const Menu& m, int64_t bytes) {
@@ -81,7 +81,7 @@ TEST(Select, ForcedByOptionOrEnvironment) {
   Choice c = select_schedule(Collective::AllReduce, 8, 4, t, m.candidates, opt);
   EXPECT_EQ(c.name(), "ring");
   EXPECT_TRUE(c.forced);
-  EXPECT_EQ(c.candidate, &m.candidates[0]);
+  EXPECT_EQ(c.candidate->program->schedule, "ring");
 
   ::setenv("CCC_ALGO", "tree", 1);
   Choice env = select_schedule(Collective::AllReduce, 1 << 30, 4, t, m.candidates);
@@ -92,7 +92,7 @@ TEST(Select, ForcedByOptionOrEnvironment) {
           select_schedule(Collective::AllReduce, 8, 4, t, m.candidates);
         } catch (const std::invalid_argument& e) {
           EXPECT_STREQ(e.what(),
-                       "CCC_ALGO=nope: no such allreduce schedule (candidates: ring, oneshot, twoshot, butterfly, tree)");
+                       "CCC_ALGO=nope: no such allreduce schedule (candidates: butterfly, dbtree, oneshot, ring, tree, twoshot)");
           throw;
         }
       },
@@ -106,10 +106,14 @@ TEST(Select, ForcedByOptionOrEnvironment) {
 TEST(Select, OnlyCandidatesOfTheCollectiveCount) {
   Topology t = shipped_topology("dgx-h100");
   Menu m(8);
-  m.programs[0].collective = Collective::AllGather;
-  auto all = tune_candidates(Collective::AllReduce, 1024, 4, t, m.candidates);
-  ASSERT_EQ(all.size(), 4u);
-  EXPECT_EQ(all[0].name(), "oneshot");
+  StepProgram gather = *m.candidates[0].program;
+  gather.collective = Collective::AllGather;
+  std::vector<CandidateSchedule> mixed = m.candidates;
+  mixed[0].program = &gather;
+  auto all = tune_candidates(Collective::AllReduce, 1024, 4, t, mixed);
+  ASSERT_EQ(all.size(), m.candidates.size() - 1);
+  EXPECT_EQ(all[0].name(), m.candidates[1].name);
+  EXPECT_EQ(tune_candidates(Collective::AllGather, 1024, 4, t, mixed).size(), 1u);
   EXPECT_THROW(select_schedule(Collective::Broadcast, 1024, 4, t, m.candidates), std::invalid_argument);
 }
 
@@ -134,8 +138,54 @@ TEST(Select, TuneTableHasOneRowPerSizeFrom8BytesTo1GiB) {
   EXPECT_EQ(text.substr(0, text.find("\n           8")),
             "# dgx-h100 allreduce\n"
             "# predicted time in us per schedule (best channels and tile for each)\n"
-            "       bytes       ring    oneshot    twoshot  butterfly       tree  choice");
+            "       bytes  butterfly     dbtree    oneshot       ring       tree    twoshot  choice");
   EXPECT_NE(text.find("  1073741824 "), std::string::npos);
 }
+
+}  // namespace
+
+namespace {
+
+TEST(ScheduleMenu, KeepsTheCollectivesSchedulesThatFitN) {
+  ScheduleMenu menu(Collective::AllReduce, 6, shipped_schedule_sources());
+  std::vector<std::string> names;
+  for (const CandidateSchedule& c : menu.candidates()) names.push_back(c.name);
+  EXPECT_EQ(names, (std::vector<std::string>{"dbtree", "oneshot", "ring", "tree", "twoshot"}));
+  ASSERT_EQ(menu.skipped().size(), 1u);
+  EXPECT_NE(menu.skipped()[0].find("butterfly.sched: "), std::string::npos) << menu.skipped()[0];
+  for (const CandidateSchedule& c : menu.candidates()) EXPECT_EQ(c.program->nranks, 6);
+
+  for (const CandidateSchedule& c : menu.candidates()) {
+    ASSERT_NE(c.sync, nullptr) << c.name;  // priced with the planner's waits
+    EXPECT_EQ(c.sync->waits.size(), 6u);
+  }
+
+  ScheduleMenu gather(Collective::AllGather, 6, shipped_schedule_sources());
+  ASSERT_EQ(gather.candidates().size(), 1u);
+  EXPECT_EQ(gather.candidates()[0].name, "ring_allgather");
+}
+
+}  // namespace
+
+namespace {
+
+// The whole prediction table per shipped topology, so a model change shows up in review.
+class TuneGolden : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(TuneGolden, MatchesTheCommittedTable) {
+  Topology t = shipped_topology(GetParam());
+  Menu m(t.ngpus());
+  std::string text = format_tune_table(tune_table(Collective::AllReduce, 4, t, m.candidates),
+                                       std::string(GetParam()) + ": allreduce f32, shipped schedules");
+  test::expect_matches_golden(text, std::string("tests/golden/tune/") + GetParam() + ".txt", "Shipped/TuneGolden.*");
+}
+
+INSTANTIATE_TEST_SUITE_P(Shipped, TuneGolden,
+                         ::testing::Values("dgx-a100", "dgx-h100", "pcie-4gpu", "nvlink-ring-4"),
+                         [](const auto& info) {
+                           std::string name = info.param;
+                           std::replace(name.begin(), name.end(), '-', '_');
+                           return name;
+                         });
 
 }  // namespace

@@ -1,7 +1,7 @@
 #include <gtest/gtest.h>
 
 #include "ccc/topology.h"
-#include "schedule_builders.h"
+#include "cost_model_util.h"
 
 using namespace ccc;
 using namespace ccc::test;
@@ -164,6 +164,11 @@ TEST(Topology, LoadReportsAMissingFile) {
   EXPECT_EQ(errors, "/nonexistent/x.topo: error: cannot read topology file: No such file or directory\n");
   EXPECT_FALSE(load_topology(CCC_SOURCE_DIR "/topologies", errors));  // a directory
   EXPECT_NE(errors.find("cannot read topology file"), std::string::npos) << errors;
+}
+
+TEST(Topology, FilesOver1MiBAreRefused) {
+  EXPECT_EQ(parse_errors(std::string((1 << 20) + 1, '#')),
+            "t.topo: error: the file is larger than 1048576 bytes (1 MiB), the limit for a topology\n");
 }
 
 TEST(Topology, TheLargestFileParsesQuickly) {

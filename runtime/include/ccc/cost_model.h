@@ -1,21 +1,23 @@
 // The alpha-beta-gamma cost model, evaluated on a step program (and its sync plan when there is
 // one) over a topology. docs/cost_model.md derives it and lists its approximations.
 //
-// Per tile, the cost of rank r's step k is
+// Per window (below) and channel, the cost of rank r's step k is
 //   tau(r,k) = alpha + transfer + reduced bytes * gamma
 // where alpha is the slowest latency among the routes r reads over or waits on in that step,
 // transfer is the longest drain time among the fabric resources r's reads use (a resource's
-// bandwidth is shared by every read crossing it in that step, from any rank), and at least
-// r's bytes / (channels * channel bandwidth). Channels split every chunk evenly, tiles split a
-// channel's slice; tiles pipeline through the steps:
-//   time = fill + (tiles - 1) * period
-//   fill   = one tile through the program: lock-step sum over steps of max over ranks of tau, or,
+// bandwidth is shared by every read crossing it in that step, from any rank, and by every
+// channel), and at least the bytes r's channel moves / channel bandwidth. Channels split every chunk evenly, a channel's
+// slice is cut into tiles, and `pipeline` tiles make a window: the unit between two progress
+// updates (the kernel's sync granularity). Windows pipeline through the steps:
+//   time = fill + (windows - 1) * period
+//   fill   = one window through the program: lock-step sum over steps of max over ranks of tau, or,
 //            given a sync plan, the longest path through its waits;
 //   period = the busiest rank's sum of tau over steps, or the busiest resource's traffic per
-//            tile, whichever is larger.
+//            window, whichever is larger.
 #pragma once
 
 #include <cstdint>
+#include <memory>
 
 #include "ccc/step_program.h"
 #include "ccc/sync_plan.h"
@@ -26,28 +28,50 @@ namespace ccc {
 // Chunks, channel slices and tiles are cut on multiples of this many bytes.
 inline constexpr int64_t kCutGranule = 64;
 
+// The kernel parameters the model prices (KernelOptions' channels, tile_bytes and pipeline).
 struct CostParams {
   int channels = 1;
-  int64_t tile_bytes = 0;  // bytes of one channel's slice of one chunk per tile; 0 = one tile
+  int64_t tile_bytes = 0;  // bytes of one channel's slice of one chunk per tile; 0: the whole
+                           // slice is one window (an idealisation for closed forms: kernels
+                           // need a real tile size)
+  int pipeline = 1;        // tiles per window (per progress update)
 };
 
 struct Estimate {
   double time = 0;      // s
   double algbw = 0;     // bytes/s: message bytes / time
   double busbw = 0;     // algbw * bus_factor (nccl-tests' convention)
-  int64_t tiles = 1;    // tiles per channel slice of a chunk
-  double fill = 0;      // s: the first tile through every step
-  double period = 0;    // s: each further tile
+  int64_t windows = 1;  // windows per channel slice of a chunk
+  double fill = 0;      // s: the first window through every step
+  double period = 0;    // s: each further window
 };
 
 // nccl-tests' busbw factor: allreduce 2(N-1)/N, reduce_scatter and allgather (N-1)/N, else 1.
 double bus_factor(Collective c, int nranks);
 
-// Predicts one run of `program` on GPUs 0..nranks-1 of `topo`. `bytes` is the size of the
-// buffer the schedule's chunks partition: the message for allreduce, broadcast and reduce; the
-// whole N-block input of reduce_scatter; the whole N-block output of allgather. `sync` may be
-// null (lock-step). Throws std::invalid_argument when the topology has too few GPUs or no path
-// between two ranks, when the sync plan does not match the program, or on bad params.
+// A step program prepared for one topology: routes and per-step fabric loads are worked out
+// once (they do not depend on the size), so estimate() prices any size and parameters cheaply.
+// Rank r runs on GPU r. `sync` may be null (lock-step). The model copies what it needs.
+class CostModel {
+ public:
+  // Throws std::invalid_argument when the topology has too few GPUs or no path between two
+  // ranks, or the sync plan does not match the program.
+  CostModel(const StepProgram& program, const SyncPlan* sync, const Topology& topo);
+  ~CostModel();
+  CostModel(CostModel&&) noexcept;
+  CostModel& operator=(CostModel&&) noexcept;
+
+  // `bytes` is the size of the buffer the schedule's chunks partition: the message for
+  // allreduce, broadcast and reduce; the whole N-block input of reduce_scatter; the whole
+  // N-block output of allgather. Throws std::invalid_argument on bad params.
+  Estimate estimate(int64_t bytes, const CostParams& params) const;
+
+ private:
+  struct Prepared;
+  std::unique_ptr<const Prepared> prepared_;
+};
+
+// CostModel(program, sync, topo).estimate(bytes, params).
 Estimate estimate_cost(const StepProgram& program, const SyncPlan* sync, const Topology& topo, int64_t bytes,
                        const CostParams& params);
 

@@ -1,6 +1,8 @@
-// The candidates selection chooses from: schedule sources run through the front end for one
-// collective and rank count. Schedules of other collectives are left out; ones that do not
-// instantiate for this N (e.g. a butterfly at N = 6) are left out with the reason.
+// The candidates selection chooses from: schedule sources run through the front end, verified
+// and sync-planned (out of place) for one collective and rank count, so the cost model prices
+// the program that runs (staging steps included) and its waits. Schedules of other collectives
+// are left out; ones that do not instantiate, verify or plan for this N (e.g. a butterfly at
+// N = 6) are left out with the reason.
 #pragma once
 
 #include <deque>
@@ -9,6 +11,7 @@
 
 #include "ccc/diagnostics.h"
 #include "ccc/select.h"
+#include "ccc/sync_plan.h"
 
 namespace ccc {
 
@@ -23,7 +26,7 @@ class ScheduleMenu {
   const std::vector<std::string>& skipped() const { return skipped_; }
 
  private:
-  std::deque<StepProgram> programs_;  // a deque: growing it does not move what candidates_ point at
+  std::deque<PlannedProgram> programs_;  // a deque: growing it does not move what candidates_ point at
   std::vector<CandidateSchedule> candidates_;
   std::vector<std::string> skipped_;
 };

@@ -32,11 +32,13 @@ struct Choice {
 struct SelectOptions {
   std::string algo;               // force this schedule; empty: the CCC_ALGO variable, if set
   std::vector<int> channels;      // grid to search; empty: 1, 2, 4, ... up to the GPUs' max
-  std::vector<int64_t> tiles;     // grid to search (0 = one tile); empty: kDefaultTiles
-  double tolerance = 0.01;        // prefer fewer channels, then fewer tiles, within this of the best
+  std::vector<int64_t> tiles;     // tile sizes to search; empty: kDefaultTiles
+  int pipeline = 2;               // tiles per progress update the kernels are built with
+  double tolerance = 0.01;        // prefer fewer channels, then fewer windows, within this of the best
 };
 
-inline const std::vector<int64_t> kDefaultTiles = {0, 16 << 10, 64 << 10, 256 << 10, 1 << 20};
+// Tile sizes the kernels are built with (KernelOptions::tile_bytes: multiples of 64).
+inline const std::vector<int64_t> kDefaultTiles = {16 << 10, 64 << 10, 256 << 10, 1 << 20};
 
 // The best parameters of every candidate of `collective`, in candidate order (others skipped).
 // `bytes` is sized as for estimate_cost and must be a multiple of `elem_size` (1, 2, 4 or 8);
