@@ -1,8 +1,9 @@
-// `ccc compile FILE --ranks N --emit TARGET [-o OUT] [--dump-after=PASS]`.
+// `ccc compile FILE --ranks N --emit TARGET [codegen options] [-o OUT] [--dump-after=PASS]`.
 #include <fmt/format.h>
 
 #include <fstream>
 
+#include "ccc/emit_cuda.h"
 #include "cli.h"
 #include "commands.h"
 #include "emit_targets.h"
@@ -15,6 +16,9 @@ int run_compile(const ParsedArgs& args, std::ostream& out, std::ostream& err) {
   int exit_code = kExitOk;
   std::optional<FrontEndArgs> fe = front_end_args(cmd, args, err, exit_code);
   if (!fe) return exit_code;
+
+  std::optional<CodegenArgs> codegen = codegen_args(cmd, args, err, exit_code);
+  if (!codegen) return exit_code;
 
   std::optional<std::string> emit_name = args.get("--emit");
   if (!emit_name) return usage_error(cmd, fmt::format("--emit is required (one of: {})", emit_target_names()), err);
@@ -40,7 +44,23 @@ int run_compile(const ParsedArgs& args, std::ostream& out, std::ostream& err) {
     planned = run_analysis_on(*fe, *program, args.has("--in-place"), dump, err);
     if (!planned) return kExitScheduleError;
   }
-  std::string text = target->emit(*program, planned ? &*planned : nullptr);
+  std::optional<KernelPlan> plan;
+  std::optional<SourceFile> source;
+  if (target->last_pass >= Pass::Lower) {
+    Diagnostics ignored;  // the front end has just read the file; this copy is for comments
+    source = read_source(fe->path, ignored);
+    plan = run_lower_on(*planned, codegen->kernel, source ? &*source : nullptr, dump, err);
+    if (!plan) return kExitScheduleError;
+    dump(Pass::Emit, [&] { return emit_cuda(*plan, source ? &*source : nullptr).source; });
+  }
+  std::string text;
+  try {
+    text = target->emit({*program, planned ? &*planned : nullptr, plan ? &*plan : nullptr,
+                         source ? &*source : nullptr, codegen->arch});
+  } catch (const std::runtime_error& e) {
+    err << fmt::format("ccc: error: {}\n", e.what());
+    return kExitScheduleError;
+  }
 
   std::optional<std::string> path = args.get("-o");
   if (!path || *path == "-") {
@@ -58,6 +78,7 @@ int run_compile(const ParsedArgs& args, std::ostream& out, std::ostream& err) {
 
 std::vector<OptionSpec> compile_options() {
   std::vector<OptionSpec> opts = front_end_options();
+  for (OptionSpec& o : codegen_options()) opts.push_back(std::move(o));
   opts.push_back({"--emit", "TARGET", fmt::format("what to produce: {}", emit_target_names())});
   opts.push_back({"-o", "OUT", "write the result to OUT instead of standard output"});
   opts.push_back({"--dump-after", "PASS", fmt::format("also print that pass's result to standard error: {}", pass_names())});
@@ -68,7 +89,8 @@ std::vector<OptionSpec> compile_options() {
 
 const Command& compile_command() {
   static const Command cmd{"compile", "compile a schedule for N ranks",
-                           "ccc compile FILE --ranks N --emit TARGET [--root R] [--in-place] [-o OUT] [--dump-after=PASS]",
+                           "ccc compile FILE --ranks N --emit TARGET [--root R] [--in-place] [--dtype T] [--op OP]\n"
+                           "       [--tile-bytes B] [--channels C] [--pipeline D] [--arch ARCH] [-o OUT] [--dump-after=PASS]",
                            compile_options(), &run_compile};
   return cmd;
 }

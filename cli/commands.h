@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "ccc/kernel_plan.h"
 #include "ccc/pipeline.h"
 #include "options.h"
 
@@ -46,5 +47,17 @@ std::optional<StepProgram> run_front_end_on(const FrontEndArgs& fe, const DumpHo
 // Verifies the program and plans its syncs; diagnostics (against the schedule's text) go to err.
 std::optional<PlannedProgram> run_analysis_on(const FrontEndArgs& fe, const StepProgram& program, bool in_place,
                                               const DumpHook& dump, std::ostream& err);
+
+// --dtype, --op, --tile-bytes, --channels, --pipeline, --arch (codegen_args.cpp).
+std::vector<OptionSpec> codegen_options();
+struct CodegenArgs {
+  KernelOptions kernel;  // in_place from --in-place
+  std::string arch = "sm_90";
+};
+std::optional<CodegenArgs> codegen_args(const Command& cmd, const ParsedArgs& args, std::ostream& err, int& exit_code);
+
+// Lowers a planned program; an error is rendered against `source` (may be null) into err.
+std::optional<KernelPlan> run_lower_on(const PlannedProgram& planned, const KernelOptions& options,
+                                       const SourceFile* source, const DumpHook& dump, std::ostream& err);
 
 }  // namespace ccc::cli

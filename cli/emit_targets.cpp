@@ -3,27 +3,47 @@
 #include <array>
 #include <sstream>
 
+#include "ccc/emit_cuda.h"
 #include "ccc/graph.h"
+#include "ccc/jit_cache.h"
+#include "ccc/nvrtc_jit.h"
 #include "ccc/print_steps.h"
 #include "ccc/sync.h"
 
 namespace ccc::cli {
 namespace {
 
-std::string emit_steps(const StepProgram& p, const PlannedProgram*) { return print_steps(p); }
-std::string emit_graph(const StepProgram& p, const PlannedProgram*) { return print_graph(p, build_graph(p)); }
-std::string emit_dot(const StepProgram& p, const PlannedProgram*) {
+std::string emit_steps(const EmitInput& in) { return print_steps(in.program); }
+std::string emit_graph(const EmitInput& in) { return print_graph(in.program, build_graph(in.program)); }
+std::string emit_dot(const EmitInput& in) {
   std::ostringstream out;
-  write_dot(out, p, build_graph(p));
+  write_dot(out, in.program, build_graph(in.program));
   return out.str();
 }
-std::string emit_syncs(const StepProgram&, const PlannedProgram* planned) { return print_syncs(*planned); }
+std::string emit_syncs(const EmitInput& in) { return print_syncs(*in.planned); }
+std::string emit_cu(const EmitInput& in) { return emit_cuda(*in.plan, in.source).source; }
+
+// Through the process's JIT cache ($CCC_CACHE_DIR): a second identical compile is a disk hit.
+std::string nvrtc(const EmitInput& in, NvrtcTarget target) {
+  const EmittedKernel k = emit_cuda(*in.plan, in.source);
+  NvrtcRequest req;
+  req.source = k.source;
+  req.name = k.kernel_name + ".cu";
+  req.arch = in.arch;
+  req.target = target;
+  return *nvrtc_build_cached(JitCache::process_cache(), req);
+}
+std::string emit_ptx(const EmitInput& in) { return nvrtc(in, NvrtcTarget::Ptx); }
+std::string emit_cubin(const EmitInput& in) { return nvrtc(in, NvrtcTarget::Cubin); }
 
 constexpr std::array kEmitTargets{
     EmitTarget{"steps", "the step program: for each step, every rank's ops", Pass::Instantiate, &emit_steps},
     EmitTarget{"graph", "the dependency graph as text: every op and its edges", Pass::Graph, &emit_graph},
     EmitTarget{"dot", "the dependency graph for Graphviz (readable at N = 4)", Pass::Graph, &emit_dot},
     EmitTarget{"syncs", "per rank, the waits before each step and why (verifies first)", Pass::Sync, &emit_syncs},
+    EmitTarget{"cu", "the fused kernel as CUDA C++ (also compiles for the host)", Pass::Emit, &emit_cu},
+    EmitTarget{"ptx", "the kernel compiled by NVRTC to PTX for --arch", Pass::Emit, &emit_ptx},
+    EmitTarget{"cubin", "the kernel compiled by NVRTC to a cubin for --arch", Pass::Emit, &emit_cubin},
 };
 
 }  // namespace

@@ -1,21 +1,33 @@
 // What `ccc compile --emit TARGET` can produce. Adding a target is one entry in kEmitTargets
 // (emit_targets.cpp): its name, a help line, the last pass it needs, and the function that
-// renders the result. Targets whose last pass is verify or later get the planned program.
+// renders the result. Targets whose last pass is verify or later get the planned program; lower or
+// later, the kernel plan too.
 #pragma once
 
 #include <string>
 
+#include "ccc/diagnostics.h"
+#include "ccc/kernel_plan.h"
 #include "ccc/pipeline.h"
 #include "ccc/step_program.h"
 #include "ccc/sync_plan.h"
 
 namespace ccc::cli {
 
+struct EmitInput {
+  const StepProgram& program;
+  const PlannedProgram* planned = nullptr;  // last pass verify or later
+  const KernelPlan* plan = nullptr;         // last pass lower or later
+  const SourceFile* source = nullptr;       // the schedule's text, for comments in generated code
+  std::string arch;                         // ptx and cubin: the GPU architecture, e.g. sm_90
+};
+
 struct EmitTarget {
   const char* name;
   const char* help;
   Pass last_pass;  // --dump-after may name this pass or an earlier one
-  std::string (*emit)(const StepProgram& program, const PlannedProgram* planned);
+  // Throws std::runtime_error when the result cannot be produced (e.g. NVRTC fails).
+  std::string (*emit)(const EmitInput& in);
 };
 
 const EmitTarget* find_emit_target(const std::string& name);

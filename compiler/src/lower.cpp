@@ -167,7 +167,7 @@ class Lowerer {
       if (op->kind != OpKind::Reduce)
         throw LowerError(op->loc, fmt::format("{}: a copy and a reduce land on {} in one step", where(rank, step, chunk), buffer_name(dst)));
       pass.operands.push_back(resolve(rank, step, op->peer, op->src, chunk, op->loc));
-      pass.locs.push_back(op->loc);
+      if (std::find(pass.locs.begin(), pass.locs.end(), op->loc) == pass.locs.end()) pass.locs.push_back(op->loc);
     }
     int total = 0;
     for (const Operand& o : pass.operands) total += contrib(o, chunk);

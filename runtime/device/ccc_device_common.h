@@ -80,9 +80,17 @@ struct op_max {
   template <class A> static CCC_FN A apply(A a, A b) { return a < b ? b : a; }
   template <class A> static CCC_FN A finish(A a, int) { return a; }
 };
+/* avg on floats multiplies by the constant 1/N (within an ulp of dividing, and a true division
+ * costs an out-of-line subroutine on the GPU); on integers it divides, truncating. */
+template <class A> struct IsFloat { static const bool value = false; };
+template <> struct IsFloat<float> { static const bool value = true; };
+template <> struct IsFloat<double> { static const bool value = true; };
 struct op_avg {
   template <class A> static CCC_FN A apply(A a, A b) { return op_sum::apply(a, b); }
-  template <class A> static CCC_FN A finish(A a, int n) { return static_cast<A>(a / static_cast<A>(n)); }
+  template <class A> static CCC_FN A finish(A a, int n) {
+    if constexpr (IsFloat<A>::value) return a * (static_cast<A>(1) / static_cast<A>(n));
+    else return static_cast<A>(a / static_cast<A>(n));
+  }
 };
 
 /* A half-open element range. */
@@ -146,12 +154,13 @@ CCC_FN void combine_vectors(T* dst, const Sources<T, K>& s, long long v, long lo
 }
 
 /* The one data-moving routine: dst[0, n) = fold of the K sources, the block's threads sharing
- * the work. 16-byte vectors (4 in flight per thread per source) when every pointer is 16-byte
- * aligned, then a scalar tail; element by element when some pointer is not. */
+ * the work. 16-byte vectors (4 in flight per thread per source, 2 when many sources would spill
+ * registers) when every pointer is 16-byte aligned, then a scalar tail; element by element when
+ * some pointer is not. */
 template <class T, class Op, int K, bool Finish, int Ranks>
 CCC_NOINLINE void combine(T* dst, Sources<T, K> s, long long n) {
   typedef typename Num<T>::Acc A;
-  const int E = 16 / sizeof(T), U = 4;
+  const int E = 16 / sizeof(T), U = K > 4 ? 2 : 4;
   const long long tid = thread_index(), stride = block_threads();
   bool vectors = aligned16(dst);
   for (int k = 0; k < K; ++k) vectors = vectors && aligned16(s.p[k]);

@@ -1,30 +1,15 @@
 #include <gtest/gtest.h>
 
-#include <cstdlib>
-#include <filesystem>
-#include <fstream>
-#include <sstream>
-
 #include "ccc/emit_cuda.h"
 #include "ccc/lower.h"
 #include "codegen_pipeline.h"
+#include "golden_util.h"
 
 namespace ccc {
 namespace {
 
-// Compares with tests/golden/cu/NAME; CCC_UPDATE_GOLDEN=1 rewrites the file instead.
 void expect_golden(const std::string& name, const std::string& text) {
-  const std::filesystem::path path = std::filesystem::path(CCC_SOURCE_DIR) / "tests/golden/cu" / name;
-  if (std::getenv("CCC_UPDATE_GOLDEN") != nullptr) {
-    std::filesystem::create_directories(path.parent_path());
-    std::ofstream(path) << text;
-    return;
-  }
-  std::ifstream in(path);
-  ASSERT_TRUE(in) << "missing " << path << "; create it with CCC_UPDATE_GOLDEN=1";
-  std::stringstream want;
-  want << in.rdbuf();
-  EXPECT_EQ(text, want.str()) << "emitted text differs from " << path << "; refresh with CCC_UPDATE_GOLDEN=1 ctest -R EmitCuda";
+  test::expect_matches_golden(text, "tests/golden/cu/" + name, "EmitCuda.*");
 }
 
 EmittedKernel emit_shipped(const std::string& name, int n, const KernelOptions& o, bool with_source) {
@@ -55,6 +40,16 @@ TEST(EmitCuda, KernelTextUsesOnlyThePrelude) {
   EmittedKernel k = emit_shipped("butterfly", 4, {}, true);
   for (const char* raw : {"threadIdx", "blockIdx", "blockDim", "__global__", "__syncthreads", "asm"})
     EXPECT_EQ(k.source.find(raw), std::string::npos) << raw;
+}
+
+// generated/: every shipped allreduce schedule at N = 8, f32, sum, default parameters.
+TEST(EmitCuda, GeneratedDirectoryIsCurrent) {
+  for (const char* name : {"ring", "oneshot", "twoshot", "butterfly", "tree", "dbtree"}) {
+    testing::Planned p = testing::plan_shipped(name, 8);
+    ASSERT_TRUE(p.planned) << p.errors;
+    test::expect_matches_golden(emit_cuda(lower(*p.planned, {}), &p.source).source,
+                                std::string("generated/") + name + "_n8_f32_sum.cu", "EmitCuda.GeneratedDirectoryIsCurrent");
+  }
 }
 
 }  // namespace

@@ -12,6 +12,7 @@
 #include <cstring>
 #include <map>
 #include <random>
+#include <thread>
 
 #include "ccc/lower.h"
 #include "codegen_pipeline.h"
@@ -110,45 +111,48 @@ Check run_and_check(testing::HostEntry entry, const EmittedKernel& k, const Kern
     testing::launch_host(entry, b, k.channels, count, kTimeoutNs);
     for (int r = 0; r < n; ++r)
       if (b.error[r] != 0) return {false, "rank " + std::to_string(r) + " error " + std::to_string(b.error[r])};
-    for (int r = 0; r < n && check.ok; ++r)
-      for (uint64_t i = 0; i < count; ++i) {
-        std::vector<uint64_t> x(n);
-        for (int q = 0; q < n; ++q) x[q] = inputs[q][i] & (size == 8 ? ~0ull : (1ull << (8 * size)) - 1);
-        const uint64_t got = load_bits(b.output(r) + i * size, size);
-        bool good;
-        std::string want;
-        if (!is_float) {
-          const uint64_t expect = int_reference(o.dtype, o.op, x);
-          good = got == expect;
-          want = std::to_string(expect);
-        } else {
-          double exact = decode_float(x[0], f), magnitude = std::fabs(exact);
-          for (int q = 1; q < n; ++q) {
-            const double v = decode_float(x[q], f);
-            magnitude += std::fabs(v);
-            switch (o.op) {
-              case ReduceOp::Sum: case ReduceOp::Avg: exact += v; break;
-              case ReduceOp::Prod: exact *= v; break;
-              case ReduceOp::Min: exact = std::min(exact, v); break;
-              case ReduceOp::Max: exact = std::max(exact, v); break;
-            }
+    const uint64_t mask = size == 8 ? ~0ull : (1ull << (8 * size)) - 1;
+    std::vector<uint64_t> x(n);
+    for (uint64_t i = 0; i < count && check.ok; ++i) {
+      for (int q = 0; q < n; ++q) x[q] = inputs[q][i] & mask;
+      uint64_t expect = 0;
+      double exact = 0, bound = 0;
+      if (!is_float) {
+        expect = int_reference(o.dtype, o.op, x);
+      } else {
+        double magnitude = 0;
+        for (int q = 0; q < n; ++q) {
+          const double v = decode_float(x[q], f);
+          magnitude += std::fabs(v);
+          if (q == 0) {
+            exact = v;
+            continue;
           }
-          if (o.op == ReduceOp::Avg) {
-            exact /= n;
-            magnitude /= n;
+          switch (o.op) {
+            case ReduceOp::Sum: case ReduceOp::Avg: exact += v; break;
+            case ReduceOp::Prod: exact *= v; break;
+            case ReduceOp::Min: exact = std::min(exact, v); break;
+            case ReduceOp::Max: exact = std::max(exact, v); break;
           }
-          if (o.op == ReduceOp::Prod) magnitude = std::fabs(exact);
-          const double bound = (o.op == ReduceOp::Min || o.op == ReduceOp::Max)
-                                   ? 0.0
-                                   : (n + 2) * std::ldexp(magnitude, -f.mant_bits - 1);
-          good = std::fabs(decode_float(got, f) - exact) <= bound;
-          want = std::to_string(exact) + " +- " + std::to_string(bound) + ", got " + std::to_string(decode_float(got, f));
         }
-        if (!good) {
-          check = {false, "rank " + std::to_string(r) + " element " + std::to_string(i) + ": want " + want};
-          break;
+        if (o.op == ReduceOp::Avg) {
+          exact /= n;
+          magnitude /= n;
         }
+        if (o.op == ReduceOp::Prod) magnitude = std::fabs(exact);
+        if (o.op != ReduceOp::Min && o.op != ReduceOp::Max) bound = (n + 2) * std::ldexp(magnitude, -f.mant_bits - 1);
       }
+      for (int r = 0; r < n; ++r) {
+        const uint64_t got = load_bits(b.output(r) + i * size, size);
+        const bool good = is_float ? std::fabs(decode_float(got, f) - exact) <= bound : got == expect;
+        if (good) continue;
+        const std::string want = is_float ? std::to_string(exact) + " +- " + std::to_string(bound) + ", got " +
+                                                std::to_string(decode_float(got, f))
+                                          : std::to_string(expect) + ", got " + std::to_string(got);
+        check = {false, "rank " + std::to_string(r) + " element " + std::to_string(i) + ": want " + want};
+        break;
+      }
+    }
     std::vector<unsigned char> now;
     for (int r = 0; r < n; ++r) now.insert(now.end(), b.output(r), b.output(r) + count * size);
     if (launch == 1 && now != previous) return {false, "second launch differs from the first"};
@@ -230,6 +234,51 @@ INSTANTIATE_TEST_SUITE_P(Shipped, HostRun,
                          [](const ::testing::TestParamInfo<Shape>& info) {
                            return std::string(info.param.schedule) + std::to_string(info.param.ranks);
                          });
+
+// One rank never starts: every other rank must give up with an error, within the timeout plus
+// scheduling slack, instead of hanging.
+TEST(HostRunFailure, DeadPeerTimesOut) {
+  testing::Planned p = testing::plan_shipped("ring", 4);
+  ASSERT_TRUE(p.planned) << p.errors;
+  const KernelOptions o = options(DataType::F32, ReduceOp::Sum, false);
+  EmittedKernel k = emit_cuda(lower(*p.planned, o));
+  testing::HostLibrary lib({k}, "dead_peer");
+  ASSERT_EQ(lib.error(), "");
+  const uint64_t count = 100000, timeout_ns = 200'000'000;
+  testing::HostBuffers b(4, k.channels, count * 4, 0, 0, false);
+  const double seconds = testing::launch_host(lib.entry(k.kernel_name), b, k.channels, count, timeout_ns, {2});
+  EXPECT_LT(seconds, 10.0);
+  EXPECT_EQ(b.error[2], unsigned{CCC_OK});  // never ran
+  for (int r : {0, 1, 3}) EXPECT_TRUE(b.error[r] == CCC_ERR_TIMEOUT || b.error[r] == CCC_ERR_PEER_FAILED) << "rank " << r << ": " << b.error[r];
+  // Rank 3 reads from rank 2 first: it is the one that times out; the others may see it fail.
+  EXPECT_EQ(b.error[3], unsigned{CCC_ERR_TIMEOUT});
+  std::printf("[host] dead peer: launch returned after %.3f s (timeout 0.2 s)\n", seconds);
+}
+
+// args.rank == -1: one "grid" of N * channels blocks runs every rank (block b is rank b / C,
+// channel b % C), as a single GPU hosting virtual ranks would.
+TEST(HostRunVirtualRanks, OneGridRunsEveryRank) {
+  const int n = 3;
+  testing::Planned p = testing::plan_shipped("ring", n);
+  ASSERT_TRUE(p.planned) << p.errors;
+  EmittedKernel k = emit_cuda(lower(*p.planned, options(DataType::I32, ReduceOp::Sum, false)));
+  testing::HostLibrary lib({k}, "virtual_ranks");
+  ASSERT_EQ(lib.error(), "");
+  const uint64_t count = 5000;
+  testing::HostBuffers b(n, k.channels, count * 4, 0, 0, false);
+  for (int r = 0; r < n; ++r)
+    for (uint64_t i = 0; i < count; ++i) reinterpret_cast<int*>(b.input(r))[i] = static_cast<int>(i) * (r + 1);
+  std::vector<std::thread> blocks;
+  const ccc_launch_args args{b.ranks.data(), count, -1, b.epoch.data(), b.error.data(), kTimeoutNs};
+  for (int block = 0; block < n * k.channels; ++block) blocks.emplace_back(lib.entry(k.kernel_name), args, block);
+  for (std::thread& t : blocks) t.join();
+  for (int r = 0; r < n; ++r) {
+    EXPECT_EQ(b.error[r], unsigned{CCC_OK});
+    EXPECT_EQ(b.epoch[r], 1u);  // channel 0 records the finished launch
+    for (uint64_t i = 0; i < count; ++i)
+      ASSERT_EQ(reinterpret_cast<int*>(b.output(r))[i], static_cast<int>(i) * 6) << "rank " << r << " element " << i;
+  }
+}
 
 }  // namespace
 }  // namespace ccc

@@ -1,6 +1,12 @@
 // NVRTC and host compiles of small kernels that use the embedded device prelude.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+#include <fstream>
+#include <iterator>
+
+#include <fmt/format.h>
+
 #include "ccc/collective_types.h"
 #include "ccc/embedded_files.h"
 #include "ccc_abi.h"
@@ -149,4 +155,20 @@ TEST(EmbeddedSchedules, ShippedSchedulesAreIndexedByCollectiveAndName) {
     EXPECT_TRUE(contains(e.what(), "no shipped allreduce schedule named 'nope' (there are: ")) << e.what();
     EXPECT_TRUE(contains(e.what(), "ring")) << e.what();
   }
+}
+
+TEST(JitCli, SecondIdenticalCubinCompileIsADiskHit) {
+  test::ScratchDir dir;
+  const std::string command = fmt::format(
+      "CCC_CACHE_DIR={0}/cache CCC_JIT_LOG=1 {1}/cli/ccc compile {2}/schedules/ring.sched --ranks 2 "
+      "--emit cubin -o {0}/ring.cubin 2>>{0}/log",
+      dir.path().string(), CCC_BINARY_DIR, CCC_SOURCE_DIR);
+  ASSERT_EQ(std::system(command.c_str()), 0);
+  ASSERT_EQ(std::system(command.c_str()), 0);
+  std::ifstream in(dir.path() / "log");
+  const std::string log((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const size_t compiled = log.find("compiled in"), hit = log.find("disk hit in");
+  EXPECT_NE(compiled, std::string::npos) << log;
+  EXPECT_NE(hit, std::string::npos) << log;
+  EXPECT_LT(compiled, hit) << log;
 }

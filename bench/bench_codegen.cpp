@@ -1,0 +1,46 @@
+// Code generation: lowering + emission time, and cold NVRTC compile time (cubin, sm_90) of each
+// shipped allreduce schedule at N = 8, f32 sum, default parameters.
+#include <benchmark/benchmark.h>
+
+#include <stdexcept>
+
+#include "ccc/emit_cuda.h"
+#include "ccc/lower.h"
+#include "ccc/nvrtc_compile.h"
+#include "ccc/pipeline.h"
+#include "ccc/sync.h"
+#include "ccc/verify.h"
+
+namespace ccc {
+namespace {
+
+const char* const kSchedules[] = {"ring", "oneshot", "twoshot", "butterfly", "tree", "dbtree"};
+
+PlannedProgram planned(const char* name) {
+  Diagnostics diags;
+  std::optional<SourceFile> file = read_source(std::string(CCC_SOURCE_DIR) + "/schedules/" + name + ".sched", diags);
+  std::optional<StepProgram> program = file ? run_front_end(*file, {8, 0}, diags) : std::nullopt;
+  std::optional<PlannedProgram> pp = program && verify(*program, diags) ? plan_syncs(*program, {}, diags) : std::nullopt;
+  if (!pp) throw std::runtime_error(diags.render(file ? &*file : nullptr));
+  return *pp;
+}
+
+void BM_LowerAndEmit(benchmark::State& state) {
+  const PlannedProgram pp = planned(kSchedules[state.range(0)]);
+  for (auto _ : state) benchmark::DoNotOptimize(emit_cuda(lower(pp, {})).source.size());
+  state.SetLabel(kSchedules[state.range(0)]);
+}
+BENCHMARK(BM_LowerAndEmit)->DenseRange(0, 5)->Unit(benchmark::kMicrosecond);
+
+void BM_NvrtcCubinSm90(benchmark::State& state) {
+  const std::string source = emit_cuda(lower(planned(kSchedules[state.range(0)]), {})).source;
+  for (auto _ : state) {
+    NvrtcOutput out = nvrtc_compile(source, "sm_90", /*cubin=*/true);
+    if (!out.ok) state.SkipWithError(out.log.c_str());
+  }
+  state.SetLabel(kSchedules[state.range(0)]);
+}
+BENCHMARK(BM_NvrtcCubinSm90)->DenseRange(0, 5)->Iterations(3)->Unit(benchmark::kMillisecond);
+
+}  // namespace
+}  // namespace ccc

@@ -1,0 +1,79 @@
+// The code-generation options of `ccc compile` (and later `ccc run`), and the lowering step.
+#include <fmt/format.h>
+
+#include "ccc/lower.h"
+#include "cli.h"
+#include "commands.h"
+
+namespace ccc::cli {
+
+std::vector<OptionSpec> codegen_options() {
+  std::string dtypes, ops;
+  for (DataType t : kAllDataTypes) dtypes += fmt::format("{}{}", dtypes.empty() ? "" : " ", data_type_name(t));
+  for (ReduceOp op : kAllReduceOps) ops += fmt::format("{}{}", ops.empty() ? "" : " ", reduce_op_name(op));
+  const KernelOptions d;
+  return {
+      {"--dtype", "T", fmt::format("element type: {} (default {})", dtypes, data_type_name(d.dtype))},
+      {"--op", "OP", fmt::format("reduction: {} (default {})", ops, reduce_op_name(d.op))},
+      {"--tile-bytes", "B", fmt::format("tile size, a multiple of 64 (default {})", d.tile_bytes)},
+      {"--channels", "C", fmt::format("thread blocks per rank (default {})", d.channels)},
+      {"--pipeline", "D", fmt::format("tiles per channel between progress updates (default {})", d.pipeline)},
+      {"--arch", "ARCH", "GPU architecture for ptx and cubin (default sm_90)"},
+  };
+}
+
+std::optional<CodegenArgs> codegen_args(const Command& cmd, const ParsedArgs& args, std::ostream& err, int& exit_code) {
+  auto fail = [&](const std::string& msg) {
+    exit_code = usage_error(cmd, msg, err);
+    return std::nullopt;
+  };
+  CodegenArgs out;
+  KernelOptions& k = out.kernel;
+  k.in_place = args.has("--in-place");
+  if (std::optional<std::string> v = args.get("--dtype")) {
+    std::optional<DataType> t = parse_data_type(*v);
+    if (!t) return fail(fmt::format("unknown --dtype '{}'", *v));
+    k.dtype = *t;
+  }
+  if (std::optional<std::string> v = args.get("--op")) {
+    std::optional<ReduceOp> op = parse_reduce_op(*v);
+    if (!op) return fail(fmt::format("unknown --op '{}'", *v));
+    k.op = *op;
+  }
+  struct IntOption {
+    const char* name;
+    int lo, hi;
+  };
+  for (IntOption o : {IntOption{"--tile-bytes", 64, 1 << 30}, IntOption{"--channels", 1, 64}, IntOption{"--pipeline", 1, 64}}) {
+    std::optional<std::string> v = args.get(o.name);
+    if (!v) continue;
+    std::optional<int> n = parse_int(*v, o.lo, o.hi);
+    if (!n) return fail(fmt::format("{} expects an integer in {} .. {}, not '{}'", o.name, o.lo, o.hi, *v));
+    if (std::string(o.name) == "--tile-bytes") k.tile_bytes = *n;
+    if (std::string(o.name) == "--channels") k.channels = *n;
+    if (std::string(o.name) == "--pipeline") k.pipeline = *n;
+  }
+  if (k.tile_bytes % 64 != 0) return fail(fmt::format("--tile-bytes must be a multiple of 64, not {}", k.tile_bytes));
+  if (std::optional<std::string> v = args.get("--arch")) {
+    if (v->rfind("sm_", 0) != 0 || !parse_int(v->substr(3), 50, 1000))
+      return fail(fmt::format("--arch expects sm_NN (e.g. sm_80, sm_90), not '{}'", *v));
+    out.arch = *v;
+  }
+  return out;
+}
+
+std::optional<KernelPlan> run_lower_on(const PlannedProgram& planned, const KernelOptions& options,
+                                       const SourceFile* source, const DumpHook& dump, std::ostream& err) {
+  try {
+    KernelPlan plan = lower(planned, options);
+    dump(Pass::Lower, [&] { return print_kernel_plan(plan); });
+    return plan;
+  } catch (const LowerError& e) {
+    Diagnostics diags;
+    diags.error(e.loc, e.what());
+    err << diags.render(source);
+    return std::nullopt;
+  }
+}
+
+}  // namespace ccc::cli
