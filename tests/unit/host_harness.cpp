@@ -12,7 +12,7 @@
 
 namespace ccc::testing {
 
-HostLibrary::HostLibrary(const std::vector<EmittedKernel>& kernels, const std::string& tag, const std::string& extra_flags) {
+HostLibrary::HostLibrary(const std::vector<EmittedKernel>& kernels, const std::string& tag) {
   const std::filesystem::path dir = std::filesystem::path(CCC_BINARY_DIR) / "host_kernels";
   std::filesystem::create_directories(dir);
   const std::filesystem::path src = dir / (tag + ".cpp"), lib = dir / (tag + ".so"), log = dir / (tag + ".log");
@@ -21,7 +21,7 @@ HostLibrary::HostLibrary(const std::vector<EmittedKernel>& kernels, const std::s
     out << "#include \"ccc_device.h\"\n";
     for (size_t i = 0; i < kernels.size(); ++i) out << "namespace k" << i << " {\n" << kernels[i].source << "}\n";
   }
-  const std::string cmd = std::string(CCC_HOST_CXX) + " -std=c++20 -O2 -fPIC -shared -Wall -Wextra -Werror " + extra_flags +
+  const std::string cmd = std::string(CCC_HOST_CXX) + " -std=c++20 -O2 -fPIC -shared -Wall -Wextra -Werror " CCC_HOST_KERNEL_FLAGS +
                           " -I" CCC_SOURCE_DIR "/runtime/device " + src.string() + " -o " + lib.string() + " > " + log.string() +
                           " 2>&1";
   if (std::system(cmd.c_str()) != 0) {

@@ -17,8 +17,9 @@ using HostEntry = void (*)(ccc_launch_args, int);
 
 class HostLibrary {
  public:
-  // Compiles every kernel into one library (each in its own namespace); empty error() on success.
-  HostLibrary(const std::vector<EmittedKernel>& kernels, const std::string& tag, const std::string& extra_flags = "");
+  // Compiles every kernel into one library (each in its own namespace), with the sanitizer the
+  // tests are built with; empty error() on success.
+  HostLibrary(const std::vector<EmittedKernel>& kernels, const std::string& tag);
   ~HostLibrary();
   HostLibrary(const HostLibrary&) = delete;
   HostLibrary& operator=(const HostLibrary&) = delete;

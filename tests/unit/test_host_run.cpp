@@ -12,6 +12,7 @@
 #include <cstring>
 #include <map>
 #include <random>
+#include <thread>
 
 #include "ccc/lower.h"
 #include "codegen_pipeline.h"
@@ -252,6 +253,31 @@ TEST(HostRunFailure, DeadPeerTimesOut) {
   // Rank 3 reads from rank 2 first: it is the one that times out; the others may see it fail.
   EXPECT_EQ(b.error[3], unsigned{CCC_ERR_TIMEOUT});
   std::printf("[host] dead peer: launch returned after %.3f s (timeout 0.2 s)\n", seconds);
+}
+
+// args.rank == -1: one "grid" of N * channels blocks runs every rank (block b is rank b / C,
+// channel b % C), as a single GPU hosting virtual ranks would.
+TEST(HostRunVirtualRanks, OneGridRunsEveryRank) {
+  const int n = 3;
+  testing::Planned p = testing::plan_shipped("ring", n);
+  ASSERT_TRUE(p.planned) << p.errors;
+  EmittedKernel k = emit_cuda(lower(*p.planned, options(DataType::I32, ReduceOp::Sum, false)));
+  testing::HostLibrary lib({k}, "virtual_ranks");
+  ASSERT_EQ(lib.error(), "");
+  const uint64_t count = 5000;
+  testing::HostBuffers b(n, k.channels, count * 4, 0, 0, false);
+  for (int r = 0; r < n; ++r)
+    for (uint64_t i = 0; i < count; ++i) reinterpret_cast<int*>(b.input(r))[i] = static_cast<int>(i) * (r + 1);
+  std::vector<std::thread> blocks;
+  const ccc_launch_args args{b.ranks.data(), count, -1, b.epoch.data(), b.error.data(), kTimeoutNs};
+  for (int block = 0; block < n * k.channels; ++block) blocks.emplace_back(lib.entry(k.kernel_name), args, block);
+  for (std::thread& t : blocks) t.join();
+  for (int r = 0; r < n; ++r) {
+    EXPECT_EQ(b.error[r], unsigned{CCC_OK});
+    EXPECT_EQ(b.epoch[r], 1u);  // channel 0 records the finished launch
+    for (uint64_t i = 0; i < count; ++i)
+      ASSERT_EQ(reinterpret_cast<int*>(b.output(r))[i], static_cast<int>(i) * 6) << "rank " << r << " element " << i;
+  }
 }
 
 }  // namespace
