@@ -109,6 +109,7 @@ class Planner {
   // with the (rank, step) pairs whose writes are caught in one in `cyclic`.
   bool order_steps(std::vector<std::pair<int, int>>& cyclic) {
     order_.assign(S_ + 1, {});
+    internal_.assign(S_ + 1, 0);
     for (int k = 0; k <= S_; ++k) {
       RankGraph g(p_.nranks);
       bool any = false;
@@ -122,6 +123,7 @@ class Planner {
         for (int r = 0; r < p_.nranks; ++r) order_[k].push_back(r);
         continue;
       }
+      internal_[k] = 1;
       std::vector<int> comp(p_.nranks);
       int ncomp = boost::strong_components(g, comp.data());
       if (ncomp < p_.nranks) {
@@ -191,17 +193,24 @@ class Planner {
     plan.cross_rank_edges = cross_edges_;
     std::vector<const Clock*> sources;
     std::vector<const Candidate*> direct;  // kept waits whose clocks left the window: only themselves
+    std::vector<Candidate> by_step;
     for (int k = 0; k <= S_; ++k)
       for (int r : order_[k]) {
         const Candidates& cands = node(r, k);
         const Clock* base = clocks.row(k - 1, r);
         sources.assign(1, base);
         direct.clear();
-        for (size_t i = 0; i < cands.size(); ++i) {
-          const Candidate& c = cands[i];
+        // Dependencies never go to an earlier step, so only a wait on a later step -- or on the
+        // same step, if that step has waits inside it -- can imply another: with the candidates
+        // sorted latest first, each looks at a prefix (one-shot's N-1 waits on one step: none).
+        by_step.assign(cands.begin(), cands.end());
+        std::stable_sort(by_step.begin(), by_step.end(), [](const Candidate& a, const Candidate& b) { return a.step > b.step; });
+        for (size_t i = 0; i < by_step.size(); ++i) {
+          const Candidate& c = by_step[i];
           bool implied = base[c.peer] >= c.step;
-          for (size_t j = 0; j < cands.size() && !implied; ++j) {
-            const Candidate& o = cands[j];
+          for (size_t j = 0; j < by_step.size() && !implied; ++j) {
+            const Candidate& o = by_step[j];
+            if (o.step < c.step || (o.step == c.step && (c.step < 0 || !internal_[c.step]))) break;
             implied = j != i && clocks.holds(o.step, k) && clocks.row(o.step, o.peer)[c.peer] >= c.step;
           }
           if (implied) continue;
@@ -296,6 +305,7 @@ class Planner {
   std::vector<Candidates> nodes_;  // [step (nsteps = exit)][rank]
   int64_t cross_edges_ = 0;
   std::vector<std::vector<int>> order_;
+  std::vector<char> internal_;  // per step: some rank waits for another inside it
   int cycle_step_ = -1;
   std::vector<int> cycle_comp_;
 };
