@@ -4,11 +4,8 @@
 
 #include <fmt/format.h>
 
-#include "ccc/instantiate.h"
 #include "ccc/lower.h"
-#include "ccc/parser.h"
-#include "ccc/sync.h"
-#include "ccc/verify.h"
+#include "ccc/pipeline.h"
 
 namespace ccc {
 
@@ -19,20 +16,16 @@ EmittedKernel generate_kernel(const SourceFile& schedule, const KernelShape& sha
                  fmt::format("{}: cannot generate a kernel for N = {}: {}\n{}", schedule.name,
                              shape.nranks, why, diags.render(&schedule)));
   };
-  // run_front_end's steps, spelled out: pipeline.h's ccc::Pass clashes with kernel_plan.h's.
-  std::optional<ast::Schedule> parsed = parse_schedule(schedule, diags);
-  if (!parsed) throw rejected("the schedule has errors");
   std::optional<StepProgram> program =
-      instantiate(*parsed, {shape.nranks, std::max(shape.root, 0)}, schedule, diags);
-  if (!program) throw rejected("the schedule does not instantiate");
+      run_front_end(schedule, {shape.nranks, std::max(shape.root, 0)}, diags);
+  if (!program) throw rejected("the schedule has errors");
   if (program->collective != shape.collective)
     throw rejected(fmt::format("it implements {}, not {}", collective_name(program->collective),
                                collective_name(shape.collective)));
-  if (!verify(*program, diags)) throw rejected("verification failed");
   SyncOptions sync;
   sync.in_place = shape.in_place;
-  std::optional<PlannedProgram> planned = plan_syncs(std::move(*program), sync, diags);
-  if (!planned) throw rejected("sync planning failed");
+  std::optional<PlannedProgram> planned = run_analysis(*program, sync, diags);
+  if (!planned) throw rejected("verification or sync planning failed");
 
   KernelOptions options;
   options.dtype = shape.dtype;
