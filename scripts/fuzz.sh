@@ -8,5 +8,5 @@ fuzzer=$(find "$build" -type f -name fuzz_parser -perm -u+x | head -n 1)
 corpus=$(mktemp -d)
 trap 'rm -rf "$corpus"' EXIT
 cp schedules/*.sched tests/bad/*.sched "$corpus"/ 2>/dev/null || true
-"$fuzzer" -max_total_time="$seconds" -max_len=4096 -timeout=10 -rss_limit_mb=2048 \
+"$fuzzer" -max_total_time="$seconds" -max_len=4096 -timeout=30 -rss_limit_mb=2048 \
   -print_final_stats=1 "$corpus"
