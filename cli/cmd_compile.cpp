@@ -56,7 +56,7 @@ int run_compile(const ParsedArgs& args, std::ostream& out, std::ostream& err) {
   std::string text;
   try {
     text = target->emit({*program, planned ? &*planned : nullptr, plan ? &*plan : nullptr,
-                         source ? &*source : nullptr, codegen->arch});
+                         source ? &*source : nullptr, codegen->arch, args.has("--in-place")});
   } catch (const std::runtime_error& e) {
     err << fmt::format("ccc: error: {}\n", e.what());
     return kExitScheduleError;

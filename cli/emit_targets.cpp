@@ -8,16 +8,22 @@
 #include "ccc/jit_cache.h"
 #include "ccc/nvrtc_jit.h"
 #include "ccc/print_steps.h"
+#include "ccc/rewrites.h"
 #include "ccc/sync.h"
 
 namespace ccc::cli {
 namespace {
 
 std::string emit_steps(const EmitInput& in) { return print_steps(in.program); }
-std::string emit_graph(const EmitInput& in) { return print_graph(in.program, build_graph(in.program)); }
+// The graphs show what verification and sync planning analyse: first reads resolved to the input.
+std::string emit_graph(const EmitInput& in) {
+  const StepProgram p = resolve_first_reads(in.program);
+  return print_graph(p, build_graph(p, in.in_place));
+}
 std::string emit_dot(const EmitInput& in) {
+  const StepProgram p = resolve_first_reads(in.program);
   std::ostringstream out;
-  write_dot(out, in.program, build_graph(in.program));
+  write_dot(out, p, build_graph(p, in.in_place));
   return out.str();
 }
 std::string emit_syncs(const EmitInput& in) { return print_syncs(*in.planned); }

@@ -20,6 +20,7 @@ struct EmitInput {
   const KernelPlan* plan = nullptr;         // last pass lower or later
   const SourceFile* source = nullptr;       // the schedule's text, for comments in generated code
   std::string arch;                         // ptx and cubin: the GPU architecture, e.g. sm_90
+  bool in_place = false;                    // graph and dot: input and output are one buffer
 };
 
 struct EmitTarget {

@@ -24,7 +24,7 @@ CCC_NOINLINE bool rank_0(Channel& ch) {
     if (!ch.wait(w, 5, -1)) return false;  // wait rank 5 entered (entry: reads input chunk 0 of rank 5, ready once it has started (schedules/oneshot.sched:9))
     if (!ch.wait(w, 6, -1)) return false;  // wait rank 6 entered (entry: reads input chunk 0 of rank 6, ready once it has started (schedules/oneshot.sched:9))
     if (!ch.wait(w, 7, -1)) return false;  // wait rank 7 entered (entry: reads input chunk 0 of rank 7, ready once it has started (schedules/oneshot.sched:9))
-    // schedules/oneshot.sched:9  for p in 1 .. N-1 { reduce chunk 0 from input of (r + p) % N }
+    // schedules/oneshot.sched:9  for p in 1 .. N-1 { reduce chunk 0 from (r + p) % N }
     ch.reduce_last(w, 0, 1, ch.out(0), ch.in(0), ch.in(1), ch.in(2), ch.in(3), ch.in(4), ch.in(5), ch.in(6), ch.in(7));  // out[0] = sum(in[0], r1.in[0], r2.in[0], r3.in[0], r4.in[0], r5.in[0], r6.in[0], r7.in[0])
     ch.done(w, 0);
   }
@@ -49,7 +49,7 @@ CCC_NOINLINE bool rank_1(Channel& ch) {
     if (!ch.wait(w, 5, -1)) return false;  // wait rank 5 entered (entry: reads input chunk 0 of rank 5, ready once it has started (schedules/oneshot.sched:9))
     if (!ch.wait(w, 6, -1)) return false;  // wait rank 6 entered (entry: reads input chunk 0 of rank 6, ready once it has started (schedules/oneshot.sched:9))
     if (!ch.wait(w, 7, -1)) return false;  // wait rank 7 entered (entry: reads input chunk 0 of rank 7, ready once it has started (schedules/oneshot.sched:9))
-    // schedules/oneshot.sched:9  for p in 1 .. N-1 { reduce chunk 0 from input of (r + p) % N }
+    // schedules/oneshot.sched:9  for p in 1 .. N-1 { reduce chunk 0 from (r + p) % N }
     ch.reduce_last(w, 0, 1, ch.out(1), ch.in(1), ch.in(2), ch.in(3), ch.in(4), ch.in(5), ch.in(6), ch.in(7), ch.in(0));  // out[0] = sum(in[0], r2.in[0], r3.in[0], r4.in[0], r5.in[0], r6.in[0], r7.in[0], r0.in[0])
     ch.done(w, 0);
   }
@@ -74,7 +74,7 @@ CCC_NOINLINE bool rank_2(Channel& ch) {
     if (!ch.wait(w, 5, -1)) return false;  // wait rank 5 entered (entry: reads input chunk 0 of rank 5, ready once it has started (schedules/oneshot.sched:9))
     if (!ch.wait(w, 6, -1)) return false;  // wait rank 6 entered (entry: reads input chunk 0 of rank 6, ready once it has started (schedules/oneshot.sched:9))
     if (!ch.wait(w, 7, -1)) return false;  // wait rank 7 entered (entry: reads input chunk 0 of rank 7, ready once it has started (schedules/oneshot.sched:9))
-    // schedules/oneshot.sched:9  for p in 1 .. N-1 { reduce chunk 0 from input of (r + p) % N }
+    // schedules/oneshot.sched:9  for p in 1 .. N-1 { reduce chunk 0 from (r + p) % N }
     ch.reduce_last(w, 0, 1, ch.out(2), ch.in(2), ch.in(3), ch.in(4), ch.in(5), ch.in(6), ch.in(7), ch.in(0), ch.in(1));  // out[0] = sum(in[0], r3.in[0], r4.in[0], r5.in[0], r6.in[0], r7.in[0], r0.in[0], r1.in[0])
     ch.done(w, 0);
   }
@@ -99,7 +99,7 @@ CCC_NOINLINE bool rank_3(Channel& ch) {
     if (!ch.wait(w, 5, -1)) return false;  // wait rank 5 entered (entry: reads input chunk 0 of rank 5, ready once it has started (schedules/oneshot.sched:9))
     if (!ch.wait(w, 6, -1)) return false;  // wait rank 6 entered (entry: reads input chunk 0 of rank 6, ready once it has started (schedules/oneshot.sched:9))
     if (!ch.wait(w, 7, -1)) return false;  // wait rank 7 entered (entry: reads input chunk 0 of rank 7, ready once it has started (schedules/oneshot.sched:9))
-    // schedules/oneshot.sched:9  for p in 1 .. N-1 { reduce chunk 0 from input of (r + p) % N }
+    // schedules/oneshot.sched:9  for p in 1 .. N-1 { reduce chunk 0 from (r + p) % N }
     ch.reduce_last(w, 0, 1, ch.out(3), ch.in(3), ch.in(4), ch.in(5), ch.in(6), ch.in(7), ch.in(0), ch.in(1), ch.in(2));  // out[0] = sum(in[0], r4.in[0], r5.in[0], r6.in[0], r7.in[0], r0.in[0], r1.in[0], r2.in[0])
     ch.done(w, 0);
   }
@@ -124,7 +124,7 @@ CCC_NOINLINE bool rank_4(Channel& ch) {
     if (!ch.wait(w, 5, -1)) return false;  // wait rank 5 entered (entry: reads input chunk 0 of rank 5, ready once it has started (schedules/oneshot.sched:9))
     if (!ch.wait(w, 6, -1)) return false;  // wait rank 6 entered (entry: reads input chunk 0 of rank 6, ready once it has started (schedules/oneshot.sched:9))
     if (!ch.wait(w, 7, -1)) return false;  // wait rank 7 entered (entry: reads input chunk 0 of rank 7, ready once it has started (schedules/oneshot.sched:9))
-    // schedules/oneshot.sched:9  for p in 1 .. N-1 { reduce chunk 0 from input of (r + p) % N }
+    // schedules/oneshot.sched:9  for p in 1 .. N-1 { reduce chunk 0 from (r + p) % N }
     ch.reduce_last(w, 0, 1, ch.out(4), ch.in(4), ch.in(5), ch.in(6), ch.in(7), ch.in(0), ch.in(1), ch.in(2), ch.in(3));  // out[0] = sum(in[0], r5.in[0], r6.in[0], r7.in[0], r0.in[0], r1.in[0], r2.in[0], r3.in[0])
     ch.done(w, 0);
   }
@@ -149,7 +149,7 @@ CCC_NOINLINE bool rank_5(Channel& ch) {
     if (!ch.wait(w, 4, -1)) return false;  // wait rank 4 entered (entry: reads input chunk 0 of rank 4, ready once it has started (schedules/oneshot.sched:9))
     if (!ch.wait(w, 6, -1)) return false;  // wait rank 6 entered (entry: reads input chunk 0 of rank 6, ready once it has started (schedules/oneshot.sched:9))
     if (!ch.wait(w, 7, -1)) return false;  // wait rank 7 entered (entry: reads input chunk 0 of rank 7, ready once it has started (schedules/oneshot.sched:9))
-    // schedules/oneshot.sched:9  for p in 1 .. N-1 { reduce chunk 0 from input of (r + p) % N }
+    // schedules/oneshot.sched:9  for p in 1 .. N-1 { reduce chunk 0 from (r + p) % N }
     ch.reduce_last(w, 0, 1, ch.out(5), ch.in(5), ch.in(6), ch.in(7), ch.in(0), ch.in(1), ch.in(2), ch.in(3), ch.in(4));  // out[0] = sum(in[0], r6.in[0], r7.in[0], r0.in[0], r1.in[0], r2.in[0], r3.in[0], r4.in[0])
     ch.done(w, 0);
   }
@@ -174,7 +174,7 @@ CCC_NOINLINE bool rank_6(Channel& ch) {
     if (!ch.wait(w, 4, -1)) return false;  // wait rank 4 entered (entry: reads input chunk 0 of rank 4, ready once it has started (schedules/oneshot.sched:9))
     if (!ch.wait(w, 5, -1)) return false;  // wait rank 5 entered (entry: reads input chunk 0 of rank 5, ready once it has started (schedules/oneshot.sched:9))
     if (!ch.wait(w, 7, -1)) return false;  // wait rank 7 entered (entry: reads input chunk 0 of rank 7, ready once it has started (schedules/oneshot.sched:9))
-    // schedules/oneshot.sched:9  for p in 1 .. N-1 { reduce chunk 0 from input of (r + p) % N }
+    // schedules/oneshot.sched:9  for p in 1 .. N-1 { reduce chunk 0 from (r + p) % N }
     ch.reduce_last(w, 0, 1, ch.out(6), ch.in(6), ch.in(7), ch.in(0), ch.in(1), ch.in(2), ch.in(3), ch.in(4), ch.in(5));  // out[0] = sum(in[0], r7.in[0], r0.in[0], r1.in[0], r2.in[0], r3.in[0], r4.in[0], r5.in[0])
     ch.done(w, 0);
   }
@@ -199,7 +199,7 @@ CCC_NOINLINE bool rank_7(Channel& ch) {
     if (!ch.wait(w, 4, -1)) return false;  // wait rank 4 entered (entry: reads input chunk 0 of rank 4, ready once it has started (schedules/oneshot.sched:9))
     if (!ch.wait(w, 5, -1)) return false;  // wait rank 5 entered (entry: reads input chunk 0 of rank 5, ready once it has started (schedules/oneshot.sched:9))
     if (!ch.wait(w, 6, -1)) return false;  // wait rank 6 entered (entry: reads input chunk 0 of rank 6, ready once it has started (schedules/oneshot.sched:9))
-    // schedules/oneshot.sched:9  for p in 1 .. N-1 { reduce chunk 0 from input of (r + p) % N }
+    // schedules/oneshot.sched:9  for p in 1 .. N-1 { reduce chunk 0 from (r + p) % N }
     ch.reduce_last(w, 0, 1, ch.out(7), ch.in(7), ch.in(0), ch.in(1), ch.in(2), ch.in(3), ch.in(4), ch.in(5), ch.in(6));  // out[0] = sum(in[0], r0.in[0], r1.in[0], r2.in[0], r3.in[0], r4.in[0], r5.in[0], r6.in[0])
     ch.done(w, 0);
   }

@@ -16,128 +16,127 @@ typedef ccc::Channel<Cfg> Channel;
 // Rank 0.
 CCC_NOINLINE bool rank_0(Channel& ch) {
   for (long long w = 0; w < ch.windows(); ++w) {
-    // step 0: reduce s=0 (schedules/tree.sched:14)
+    // step 0: reduce s=0 (schedules/tree.sched:13)
     ch.done(w, 0);
-    // step 1: reduce s=1 (schedules/tree.sched:14)
+    // step 1: reduce s=1 (schedules/tree.sched:13)
     ch.done(w, 1);
-    // step 2: reduce s=2 (schedules/tree.sched:14)
-    if (!ch.wait(w, 1, 1)) return false;  // wait rank 1 step 1 (RAW: reads output chunk 0 of rank 1, written at step 1 (reduce s=1) (schedules/tree.sched:18))
-    if (!ch.wait(w, 2, 1)) return false;  // wait rank 2 step 1 (RAW: reads output chunk 0 of rank 2, written at step 1 (reduce s=1) (schedules/tree.sched:18))
-    // schedules/tree.sched:18  else { reduce chunk 0 from c }
+    // step 2: reduce s=2 (schedules/tree.sched:13)
+    if (!ch.wait(w, 1, 1)) return false;  // wait rank 1 step 1 (RAW: reads output chunk 0 of rank 1, written at step 1 (reduce s=1) (schedules/tree.sched:16))
+    if (!ch.wait(w, 2, 1)) return false;  // wait rank 2 step 1 (RAW: reads output chunk 0 of rank 2, written at step 1 (reduce s=1) (schedules/tree.sched:16))
+    // schedules/tree.sched:16  reduce chunk 0 from c
     ch.reduce_last(w, 0, 1, ch.out(0), ch.in(0), ch.out(1), ch.out(2));  // out[0] = sum(in[0], r1.out[0], r2.out[0])
     ch.done(w, 2);
-    // step 3: broadcast s=0 (schedules/tree.sched:25)
+    // step 3: broadcast s=0 (schedules/tree.sched:23)
     ch.done(w, 3);
-    // step 4: broadcast s=1 (schedules/tree.sched:25)
+    // step 4: broadcast s=1 (schedules/tree.sched:23)
     ch.done(w, 4);
-    // step 5: broadcast s=2 (schedules/tree.sched:25)
+    // step 5: broadcast s=2 (schedules/tree.sched:23)
     ch.done(w, 5);
   }
-  if (!ch.wait_exit(1, 3)) return false;  // wait rank 1 step 3 (exit: rank 1 reads output chunk 0 of this rank at step 3 (broadcast s=0) (schedules/tree.sched:26))
-  if (!ch.wait_exit(2, 3)) return false;  // wait rank 2 step 3 (exit: rank 2 reads output chunk 0 of this rank at step 3 (broadcast s=0) (schedules/tree.sched:26))
+  if (!ch.wait_exit(1, 3)) return false;  // wait rank 1 step 3 (exit: rank 1 reads output chunk 0 of this rank at step 3 (broadcast s=0) (schedules/tree.sched:24))
+  if (!ch.wait_exit(2, 3)) return false;  // wait rank 2 step 3 (exit: rank 2 reads output chunk 0 of this rank at step 3 (broadcast s=0) (schedules/tree.sched:24))
   return true;
 }
 
 // Rank 1.
 CCC_NOINLINE bool rank_1(Channel& ch) {
   for (long long w = 0; w < ch.windows(); ++w) {
-    // step 0: reduce s=0 (schedules/tree.sched:14)
+    // step 0: reduce s=0 (schedules/tree.sched:13)
     ch.done(w, 0);
-    // step 1: reduce s=1 (schedules/tree.sched:14)
-    if (!ch.wait(w, 3, 0)) return false;  // wait rank 3 step 0 (RAW: reads output chunk 0 of rank 3, written at step 0 (reduce s=0) (schedules/tree.sched:18))
-    if (!ch.wait(w, 4, -1)) return false;  // wait rank 4 entered (entry: reads input chunk 0 of rank 4, ready once it has started (schedules/tree.sched:17))
-    // schedules/tree.sched:18  else { reduce chunk 0 from c }
-    // schedules/tree.sched:17  if is_leaf(c) { reduce chunk 0 from input of c }
+    // step 1: reduce s=1 (schedules/tree.sched:13)
+    if (!ch.wait(w, 3, 0)) return false;  // wait rank 3 step 0 (RAW: reads output chunk 0 of rank 3, written at step 0 (reduce s=0) (schedules/tree.sched:16))
+    if (!ch.wait(w, 4, -1)) return false;  // wait rank 4 entered (entry: reads input chunk 0 of rank 4, ready once it has started (schedules/tree.sched:16))
+    // schedules/tree.sched:16  reduce chunk 0 from c
     ch.reduce(w, 0, 1, ch.out(1), ch.in(1), ch.out(3), ch.in(4));  // out[0] = sum(in[0], r3.out[0], r4.in[0])
     ch.done(w, 1);
-    // step 2: reduce s=2 (schedules/tree.sched:14)
+    // step 2: reduce s=2 (schedules/tree.sched:13)
     ch.done(w, 2);
-    // step 3: broadcast s=0 (schedules/tree.sched:25)
-    if (!ch.wait(w, 0, 2)) return false;  // wait rank 0 step 2 (RAW: reads output chunk 0 of rank 0, written at step 2 (reduce s=2) (schedules/tree.sched:26))
-    // schedules/tree.sched:26  if depth(r) == s + 1 { copy chunk 0 from (r - 1) / 2 }
+    // step 3: broadcast s=0 (schedules/tree.sched:23)
+    if (!ch.wait(w, 0, 2)) return false;  // wait rank 0 step 2 (RAW: reads output chunk 0 of rank 0, written at step 2 (reduce s=2) (schedules/tree.sched:24))
+    // schedules/tree.sched:24  if depth(r) == s + 1 { copy chunk 0 from (r - 1) / 2 }
     ch.copy(w, 0, 1, ch.out(1), ch.out(0));  // out[0] = r0.out[0]
     ch.done(w, 3);
-    // step 4: broadcast s=1 (schedules/tree.sched:25)
+    // step 4: broadcast s=1 (schedules/tree.sched:23)
     ch.done(w, 4);
-    // step 5: broadcast s=2 (schedules/tree.sched:25)
+    // step 5: broadcast s=2 (schedules/tree.sched:23)
     ch.done(w, 5);
   }
-  if (!ch.wait_exit(3, 4)) return false;  // wait rank 3 step 4 (exit: rank 3 reads output chunk 0 of this rank at step 4 (broadcast s=1) (schedules/tree.sched:26))
-  if (!ch.wait_exit(4, 4)) return false;  // wait rank 4 step 4 (exit: rank 4 reads output chunk 0 of this rank at step 4 (broadcast s=1) (schedules/tree.sched:26))
+  if (!ch.wait_exit(3, 4)) return false;  // wait rank 3 step 4 (exit: rank 3 reads output chunk 0 of this rank at step 4 (broadcast s=1) (schedules/tree.sched:24))
+  if (!ch.wait_exit(4, 4)) return false;  // wait rank 4 step 4 (exit: rank 4 reads output chunk 0 of this rank at step 4 (broadcast s=1) (schedules/tree.sched:24))
   return true;
 }
 
 // Rank 2.
 CCC_NOINLINE bool rank_2(Channel& ch) {
   for (long long w = 0; w < ch.windows(); ++w) {
-    // step 0: reduce s=0 (schedules/tree.sched:14)
+    // step 0: reduce s=0 (schedules/tree.sched:13)
     ch.done(w, 0);
-    // step 1: reduce s=1 (schedules/tree.sched:14)
-    if (!ch.wait(w, 5, -1)) return false;  // wait rank 5 entered (entry: reads input chunk 0 of rank 5, ready once it has started (schedules/tree.sched:17))
-    if (!ch.wait(w, 6, -1)) return false;  // wait rank 6 entered (entry: reads input chunk 0 of rank 6, ready once it has started (schedules/tree.sched:17))
-    // schedules/tree.sched:17  if is_leaf(c) { reduce chunk 0 from input of c }
+    // step 1: reduce s=1 (schedules/tree.sched:13)
+    if (!ch.wait(w, 5, -1)) return false;  // wait rank 5 entered (entry: reads input chunk 0 of rank 5, ready once it has started (schedules/tree.sched:16))
+    if (!ch.wait(w, 6, -1)) return false;  // wait rank 6 entered (entry: reads input chunk 0 of rank 6, ready once it has started (schedules/tree.sched:16))
+    // schedules/tree.sched:16  reduce chunk 0 from c
     ch.reduce(w, 0, 1, ch.out(2), ch.in(2), ch.in(5), ch.in(6));  // out[0] = sum(in[0], r5.in[0], r6.in[0])
     ch.done(w, 1);
-    // step 2: reduce s=2 (schedules/tree.sched:14)
+    // step 2: reduce s=2 (schedules/tree.sched:13)
     ch.done(w, 2);
-    // step 3: broadcast s=0 (schedules/tree.sched:25)
-    if (!ch.wait(w, 0, 2)) return false;  // wait rank 0 step 2 (RAW: reads output chunk 0 of rank 0, written at step 2 (reduce s=2) (schedules/tree.sched:26))
-    // schedules/tree.sched:26  if depth(r) == s + 1 { copy chunk 0 from (r - 1) / 2 }
+    // step 3: broadcast s=0 (schedules/tree.sched:23)
+    if (!ch.wait(w, 0, 2)) return false;  // wait rank 0 step 2 (RAW: reads output chunk 0 of rank 0, written at step 2 (reduce s=2) (schedules/tree.sched:24))
+    // schedules/tree.sched:24  if depth(r) == s + 1 { copy chunk 0 from (r - 1) / 2 }
     ch.copy(w, 0, 1, ch.out(2), ch.out(0));  // out[0] = r0.out[0]
     ch.done(w, 3);
-    // step 4: broadcast s=1 (schedules/tree.sched:25)
+    // step 4: broadcast s=1 (schedules/tree.sched:23)
     ch.done(w, 4);
-    // step 5: broadcast s=2 (schedules/tree.sched:25)
+    // step 5: broadcast s=2 (schedules/tree.sched:23)
     ch.done(w, 5);
   }
-  if (!ch.wait_exit(5, 4)) return false;  // wait rank 5 step 4 (exit: rank 5 reads output chunk 0 of this rank at step 4 (broadcast s=1) (schedules/tree.sched:26))
-  if (!ch.wait_exit(6, 4)) return false;  // wait rank 6 step 4 (exit: rank 6 reads output chunk 0 of this rank at step 4 (broadcast s=1) (schedules/tree.sched:26))
+  if (!ch.wait_exit(5, 4)) return false;  // wait rank 5 step 4 (exit: rank 5 reads output chunk 0 of this rank at step 4 (broadcast s=1) (schedules/tree.sched:24))
+  if (!ch.wait_exit(6, 4)) return false;  // wait rank 6 step 4 (exit: rank 6 reads output chunk 0 of this rank at step 4 (broadcast s=1) (schedules/tree.sched:24))
   return true;
 }
 
 // Rank 3.
 CCC_NOINLINE bool rank_3(Channel& ch) {
   for (long long w = 0; w < ch.windows(); ++w) {
-    // step 0: reduce s=0 (schedules/tree.sched:14)
-    if (!ch.wait(w, 7, -1)) return false;  // wait rank 7 entered (entry: reads input chunk 0 of rank 7, ready once it has started (schedules/tree.sched:17))
-    // schedules/tree.sched:17  if is_leaf(c) { reduce chunk 0 from input of c }
+    // step 0: reduce s=0 (schedules/tree.sched:13)
+    if (!ch.wait(w, 7, -1)) return false;  // wait rank 7 entered (entry: reads input chunk 0 of rank 7, ready once it has started (schedules/tree.sched:16))
+    // schedules/tree.sched:16  reduce chunk 0 from c
     ch.reduce(w, 0, 1, ch.out(3), ch.in(3), ch.in(7));  // out[0] = sum(in[0], r7.in[0])
     ch.done(w, 0);
-    // step 1: reduce s=1 (schedules/tree.sched:14)
+    // step 1: reduce s=1 (schedules/tree.sched:13)
     ch.done(w, 1);
-    // step 2: reduce s=2 (schedules/tree.sched:14)
+    // step 2: reduce s=2 (schedules/tree.sched:13)
     ch.done(w, 2);
-    // step 3: broadcast s=0 (schedules/tree.sched:25)
+    // step 3: broadcast s=0 (schedules/tree.sched:23)
     ch.done(w, 3);
-    // step 4: broadcast s=1 (schedules/tree.sched:25)
-    if (!ch.wait(w, 1, 3)) return false;  // wait rank 1 step 3 (RAW: reads output chunk 0 of rank 1, written at step 3 (broadcast s=0) (schedules/tree.sched:26))
-    // schedules/tree.sched:26  if depth(r) == s + 1 { copy chunk 0 from (r - 1) / 2 }
+    // step 4: broadcast s=1 (schedules/tree.sched:23)
+    if (!ch.wait(w, 1, 3)) return false;  // wait rank 1 step 3 (RAW: reads output chunk 0 of rank 1, written at step 3 (broadcast s=0) (schedules/tree.sched:24))
+    // schedules/tree.sched:24  if depth(r) == s + 1 { copy chunk 0 from (r - 1) / 2 }
     ch.copy(w, 0, 1, ch.out(3), ch.out(1));  // out[0] = r1.out[0]
     ch.done(w, 4);
-    // step 5: broadcast s=2 (schedules/tree.sched:25)
+    // step 5: broadcast s=2 (schedules/tree.sched:23)
     ch.done(w, 5);
   }
-  if (!ch.wait_exit(7, 5)) return false;  // wait rank 7 step 5 (exit: rank 7 reads output chunk 0 of this rank at step 5 (broadcast s=2) (schedules/tree.sched:26))
+  if (!ch.wait_exit(7, 5)) return false;  // wait rank 7 step 5 (exit: rank 7 reads output chunk 0 of this rank at step 5 (broadcast s=2) (schedules/tree.sched:24))
   return true;
 }
 
 // Rank 4.
 CCC_NOINLINE bool rank_4(Channel& ch) {
   for (long long w = 0; w < ch.windows(); ++w) {
-    // step 0: reduce s=0 (schedules/tree.sched:14)
+    // step 0: reduce s=0 (schedules/tree.sched:13)
     ch.done(w, 0);
-    // step 1: reduce s=1 (schedules/tree.sched:14)
+    // step 1: reduce s=1 (schedules/tree.sched:13)
     ch.done(w, 1);
-    // step 2: reduce s=2 (schedules/tree.sched:14)
+    // step 2: reduce s=2 (schedules/tree.sched:13)
     ch.done(w, 2);
-    // step 3: broadcast s=0 (schedules/tree.sched:25)
+    // step 3: broadcast s=0 (schedules/tree.sched:23)
     ch.done(w, 3);
-    // step 4: broadcast s=1 (schedules/tree.sched:25)
-    if (!ch.wait(w, 1, 3)) return false;  // wait rank 1 step 3 (RAW: reads output chunk 0 of rank 1, written at step 3 (broadcast s=0) (schedules/tree.sched:26))
-    // schedules/tree.sched:26  if depth(r) == s + 1 { copy chunk 0 from (r - 1) / 2 }
+    // step 4: broadcast s=1 (schedules/tree.sched:23)
+    if (!ch.wait(w, 1, 3)) return false;  // wait rank 1 step 3 (RAW: reads output chunk 0 of rank 1, written at step 3 (broadcast s=0) (schedules/tree.sched:24))
+    // schedules/tree.sched:24  if depth(r) == s + 1 { copy chunk 0 from (r - 1) / 2 }
     ch.copy(w, 0, 1, ch.out(4), ch.out(1));  // out[0] = r1.out[0]
     ch.done(w, 4);
-    // step 5: broadcast s=2 (schedules/tree.sched:25)
+    // step 5: broadcast s=2 (schedules/tree.sched:23)
     ch.done(w, 5);
   }
   return true;
@@ -146,20 +145,20 @@ CCC_NOINLINE bool rank_4(Channel& ch) {
 // Rank 5.
 CCC_NOINLINE bool rank_5(Channel& ch) {
   for (long long w = 0; w < ch.windows(); ++w) {
-    // step 0: reduce s=0 (schedules/tree.sched:14)
+    // step 0: reduce s=0 (schedules/tree.sched:13)
     ch.done(w, 0);
-    // step 1: reduce s=1 (schedules/tree.sched:14)
+    // step 1: reduce s=1 (schedules/tree.sched:13)
     ch.done(w, 1);
-    // step 2: reduce s=2 (schedules/tree.sched:14)
+    // step 2: reduce s=2 (schedules/tree.sched:13)
     ch.done(w, 2);
-    // step 3: broadcast s=0 (schedules/tree.sched:25)
+    // step 3: broadcast s=0 (schedules/tree.sched:23)
     ch.done(w, 3);
-    // step 4: broadcast s=1 (schedules/tree.sched:25)
-    if (!ch.wait(w, 2, 3)) return false;  // wait rank 2 step 3 (RAW: reads output chunk 0 of rank 2, written at step 3 (broadcast s=0) (schedules/tree.sched:26))
-    // schedules/tree.sched:26  if depth(r) == s + 1 { copy chunk 0 from (r - 1) / 2 }
+    // step 4: broadcast s=1 (schedules/tree.sched:23)
+    if (!ch.wait(w, 2, 3)) return false;  // wait rank 2 step 3 (RAW: reads output chunk 0 of rank 2, written at step 3 (broadcast s=0) (schedules/tree.sched:24))
+    // schedules/tree.sched:24  if depth(r) == s + 1 { copy chunk 0 from (r - 1) / 2 }
     ch.copy(w, 0, 1, ch.out(5), ch.out(2));  // out[0] = r2.out[0]
     ch.done(w, 4);
-    // step 5: broadcast s=2 (schedules/tree.sched:25)
+    // step 5: broadcast s=2 (schedules/tree.sched:23)
     ch.done(w, 5);
   }
   return true;
@@ -168,20 +167,20 @@ CCC_NOINLINE bool rank_5(Channel& ch) {
 // Rank 6.
 CCC_NOINLINE bool rank_6(Channel& ch) {
   for (long long w = 0; w < ch.windows(); ++w) {
-    // step 0: reduce s=0 (schedules/tree.sched:14)
+    // step 0: reduce s=0 (schedules/tree.sched:13)
     ch.done(w, 0);
-    // step 1: reduce s=1 (schedules/tree.sched:14)
+    // step 1: reduce s=1 (schedules/tree.sched:13)
     ch.done(w, 1);
-    // step 2: reduce s=2 (schedules/tree.sched:14)
+    // step 2: reduce s=2 (schedules/tree.sched:13)
     ch.done(w, 2);
-    // step 3: broadcast s=0 (schedules/tree.sched:25)
+    // step 3: broadcast s=0 (schedules/tree.sched:23)
     ch.done(w, 3);
-    // step 4: broadcast s=1 (schedules/tree.sched:25)
-    if (!ch.wait(w, 2, 3)) return false;  // wait rank 2 step 3 (RAW: reads output chunk 0 of rank 2, written at step 3 (broadcast s=0) (schedules/tree.sched:26))
-    // schedules/tree.sched:26  if depth(r) == s + 1 { copy chunk 0 from (r - 1) / 2 }
+    // step 4: broadcast s=1 (schedules/tree.sched:23)
+    if (!ch.wait(w, 2, 3)) return false;  // wait rank 2 step 3 (RAW: reads output chunk 0 of rank 2, written at step 3 (broadcast s=0) (schedules/tree.sched:24))
+    // schedules/tree.sched:24  if depth(r) == s + 1 { copy chunk 0 from (r - 1) / 2 }
     ch.copy(w, 0, 1, ch.out(6), ch.out(2));  // out[0] = r2.out[0]
     ch.done(w, 4);
-    // step 5: broadcast s=2 (schedules/tree.sched:25)
+    // step 5: broadcast s=2 (schedules/tree.sched:23)
     ch.done(w, 5);
   }
   return true;
@@ -190,19 +189,19 @@ CCC_NOINLINE bool rank_6(Channel& ch) {
 // Rank 7.
 CCC_NOINLINE bool rank_7(Channel& ch) {
   for (long long w = 0; w < ch.windows(); ++w) {
-    // step 0: reduce s=0 (schedules/tree.sched:14)
+    // step 0: reduce s=0 (schedules/tree.sched:13)
     ch.done(w, 0);
-    // step 1: reduce s=1 (schedules/tree.sched:14)
+    // step 1: reduce s=1 (schedules/tree.sched:13)
     ch.done(w, 1);
-    // step 2: reduce s=2 (schedules/tree.sched:14)
+    // step 2: reduce s=2 (schedules/tree.sched:13)
     ch.done(w, 2);
-    // step 3: broadcast s=0 (schedules/tree.sched:25)
+    // step 3: broadcast s=0 (schedules/tree.sched:23)
     ch.done(w, 3);
-    // step 4: broadcast s=1 (schedules/tree.sched:25)
+    // step 4: broadcast s=1 (schedules/tree.sched:23)
     ch.done(w, 4);
-    // step 5: broadcast s=2 (schedules/tree.sched:25)
-    if (!ch.wait(w, 3, 4)) return false;  // wait rank 3 step 4 (RAW: reads output chunk 0 of rank 3, written at step 4 (broadcast s=1) (schedules/tree.sched:26))
-    // schedules/tree.sched:26  if depth(r) == s + 1 { copy chunk 0 from (r - 1) / 2 }
+    // step 5: broadcast s=2 (schedules/tree.sched:23)
+    if (!ch.wait(w, 3, 4)) return false;  // wait rank 3 step 4 (RAW: reads output chunk 0 of rank 3, written at step 4 (broadcast s=1) (schedules/tree.sched:24))
+    // schedules/tree.sched:24  if depth(r) == s + 1 { copy chunk 0 from (r - 1) / 2 }
     ch.copy(w, 0, 1, ch.out(7), ch.out(3));  // out[0] = r3.out[0]
     ch.done(w, 5);
   }

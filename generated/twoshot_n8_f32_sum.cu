@@ -24,7 +24,7 @@ CCC_NOINLINE bool rank_0(Channel& ch) {
     if (!ch.wait(w, 5, -1)) return false;  // wait rank 5 entered (entry: reads input chunk 0 of rank 5, ready once it has started (schedules/twoshot.sched:11))
     if (!ch.wait(w, 6, -1)) return false;  // wait rank 6 entered (entry: reads input chunk 0 of rank 6, ready once it has started (schedules/twoshot.sched:11))
     if (!ch.wait(w, 7, -1)) return false;  // wait rank 7 entered (entry: reads input chunk 0 of rank 7, ready once it has started (schedules/twoshot.sched:11))
-    // schedules/twoshot.sched:11  for p in 1 .. N-1 { reduce chunk r from input of (r + p) % N }
+    // schedules/twoshot.sched:11  for p in 1 .. N-1 { reduce chunk r from (r + p) % N }
     ch.reduce_last(w, 0, 1, ch.out(0), ch.in(0), ch.in(1), ch.in(2), ch.in(3), ch.in(4), ch.in(5), ch.in(6), ch.in(7));  // out[0] = sum(in[0], r1.in[0], r2.in[0], r3.in[0], r4.in[0], r5.in[0], r6.in[0], r7.in[0])
     ch.done(w, 0);
     // step 1: all_gather (schedules/twoshot.sched:15)
@@ -72,7 +72,7 @@ CCC_NOINLINE bool rank_1(Channel& ch) {
     if (!ch.wait(w, 5, -1)) return false;  // wait rank 5 entered (entry: reads input chunk 1 of rank 5, ready once it has started (schedules/twoshot.sched:11))
     if (!ch.wait(w, 6, -1)) return false;  // wait rank 6 entered (entry: reads input chunk 1 of rank 6, ready once it has started (schedules/twoshot.sched:11))
     if (!ch.wait(w, 7, -1)) return false;  // wait rank 7 entered (entry: reads input chunk 1 of rank 7, ready once it has started (schedules/twoshot.sched:11))
-    // schedules/twoshot.sched:11  for p in 1 .. N-1 { reduce chunk r from input of (r + p) % N }
+    // schedules/twoshot.sched:11  for p in 1 .. N-1 { reduce chunk r from (r + p) % N }
     ch.reduce_last(w, 1, 2, ch.out(1), ch.in(1), ch.in(2), ch.in(3), ch.in(4), ch.in(5), ch.in(6), ch.in(7), ch.in(0));  // out[1] = sum(in[1], r2.in[1], r3.in[1], r4.in[1], r5.in[1], r6.in[1], r7.in[1], r0.in[1])
     ch.done(w, 0);
     // step 1: all_gather (schedules/twoshot.sched:15)
@@ -120,7 +120,7 @@ CCC_NOINLINE bool rank_2(Channel& ch) {
     if (!ch.wait(w, 5, -1)) return false;  // wait rank 5 entered (entry: reads input chunk 2 of rank 5, ready once it has started (schedules/twoshot.sched:11))
     if (!ch.wait(w, 6, -1)) return false;  // wait rank 6 entered (entry: reads input chunk 2 of rank 6, ready once it has started (schedules/twoshot.sched:11))
     if (!ch.wait(w, 7, -1)) return false;  // wait rank 7 entered (entry: reads input chunk 2 of rank 7, ready once it has started (schedules/twoshot.sched:11))
-    // schedules/twoshot.sched:11  for p in 1 .. N-1 { reduce chunk r from input of (r + p) % N }
+    // schedules/twoshot.sched:11  for p in 1 .. N-1 { reduce chunk r from (r + p) % N }
     ch.reduce_last(w, 2, 3, ch.out(2), ch.in(2), ch.in(3), ch.in(4), ch.in(5), ch.in(6), ch.in(7), ch.in(0), ch.in(1));  // out[2] = sum(in[2], r3.in[2], r4.in[2], r5.in[2], r6.in[2], r7.in[2], r0.in[2], r1.in[2])
     ch.done(w, 0);
     // step 1: all_gather (schedules/twoshot.sched:15)
@@ -168,7 +168,7 @@ CCC_NOINLINE bool rank_3(Channel& ch) {
     if (!ch.wait(w, 5, -1)) return false;  // wait rank 5 entered (entry: reads input chunk 3 of rank 5, ready once it has started (schedules/twoshot.sched:11))
     if (!ch.wait(w, 6, -1)) return false;  // wait rank 6 entered (entry: reads input chunk 3 of rank 6, ready once it has started (schedules/twoshot.sched:11))
     if (!ch.wait(w, 7, -1)) return false;  // wait rank 7 entered (entry: reads input chunk 3 of rank 7, ready once it has started (schedules/twoshot.sched:11))
-    // schedules/twoshot.sched:11  for p in 1 .. N-1 { reduce chunk r from input of (r + p) % N }
+    // schedules/twoshot.sched:11  for p in 1 .. N-1 { reduce chunk r from (r + p) % N }
     ch.reduce_last(w, 3, 4, ch.out(3), ch.in(3), ch.in(4), ch.in(5), ch.in(6), ch.in(7), ch.in(0), ch.in(1), ch.in(2));  // out[3] = sum(in[3], r4.in[3], r5.in[3], r6.in[3], r7.in[3], r0.in[3], r1.in[3], r2.in[3])
     ch.done(w, 0);
     // step 1: all_gather (schedules/twoshot.sched:15)
@@ -216,7 +216,7 @@ CCC_NOINLINE bool rank_4(Channel& ch) {
     if (!ch.wait(w, 5, -1)) return false;  // wait rank 5 entered (entry: reads input chunk 4 of rank 5, ready once it has started (schedules/twoshot.sched:11))
     if (!ch.wait(w, 6, -1)) return false;  // wait rank 6 entered (entry: reads input chunk 4 of rank 6, ready once it has started (schedules/twoshot.sched:11))
     if (!ch.wait(w, 7, -1)) return false;  // wait rank 7 entered (entry: reads input chunk 4 of rank 7, ready once it has started (schedules/twoshot.sched:11))
-    // schedules/twoshot.sched:11  for p in 1 .. N-1 { reduce chunk r from input of (r + p) % N }
+    // schedules/twoshot.sched:11  for p in 1 .. N-1 { reduce chunk r from (r + p) % N }
     ch.reduce_last(w, 4, 5, ch.out(4), ch.in(4), ch.in(5), ch.in(6), ch.in(7), ch.in(0), ch.in(1), ch.in(2), ch.in(3));  // out[4] = sum(in[4], r5.in[4], r6.in[4], r7.in[4], r0.in[4], r1.in[4], r2.in[4], r3.in[4])
     ch.done(w, 0);
     // step 1: all_gather (schedules/twoshot.sched:15)
@@ -264,7 +264,7 @@ CCC_NOINLINE bool rank_5(Channel& ch) {
     if (!ch.wait(w, 4, -1)) return false;  // wait rank 4 entered (entry: reads input chunk 5 of rank 4, ready once it has started (schedules/twoshot.sched:11))
     if (!ch.wait(w, 6, -1)) return false;  // wait rank 6 entered (entry: reads input chunk 5 of rank 6, ready once it has started (schedules/twoshot.sched:11))
     if (!ch.wait(w, 7, -1)) return false;  // wait rank 7 entered (entry: reads input chunk 5 of rank 7, ready once it has started (schedules/twoshot.sched:11))
-    // schedules/twoshot.sched:11  for p in 1 .. N-1 { reduce chunk r from input of (r + p) % N }
+    // schedules/twoshot.sched:11  for p in 1 .. N-1 { reduce chunk r from (r + p) % N }
     ch.reduce_last(w, 5, 6, ch.out(5), ch.in(5), ch.in(6), ch.in(7), ch.in(0), ch.in(1), ch.in(2), ch.in(3), ch.in(4));  // out[5] = sum(in[5], r6.in[5], r7.in[5], r0.in[5], r1.in[5], r2.in[5], r3.in[5], r4.in[5])
     ch.done(w, 0);
     // step 1: all_gather (schedules/twoshot.sched:15)
@@ -312,7 +312,7 @@ CCC_NOINLINE bool rank_6(Channel& ch) {
     if (!ch.wait(w, 4, -1)) return false;  // wait rank 4 entered (entry: reads input chunk 6 of rank 4, ready once it has started (schedules/twoshot.sched:11))
     if (!ch.wait(w, 5, -1)) return false;  // wait rank 5 entered (entry: reads input chunk 6 of rank 5, ready once it has started (schedules/twoshot.sched:11))
     if (!ch.wait(w, 7, -1)) return false;  // wait rank 7 entered (entry: reads input chunk 6 of rank 7, ready once it has started (schedules/twoshot.sched:11))
-    // schedules/twoshot.sched:11  for p in 1 .. N-1 { reduce chunk r from input of (r + p) % N }
+    // schedules/twoshot.sched:11  for p in 1 .. N-1 { reduce chunk r from (r + p) % N }
     ch.reduce_last(w, 6, 7, ch.out(6), ch.in(6), ch.in(7), ch.in(0), ch.in(1), ch.in(2), ch.in(3), ch.in(4), ch.in(5));  // out[6] = sum(in[6], r7.in[6], r0.in[6], r1.in[6], r2.in[6], r3.in[6], r4.in[6], r5.in[6])
     ch.done(w, 0);
     // step 1: all_gather (schedules/twoshot.sched:15)
@@ -360,7 +360,7 @@ CCC_NOINLINE bool rank_7(Channel& ch) {
     if (!ch.wait(w, 4, -1)) return false;  // wait rank 4 entered (entry: reads input chunk 7 of rank 4, ready once it has started (schedules/twoshot.sched:11))
     if (!ch.wait(w, 5, -1)) return false;  // wait rank 5 entered (entry: reads input chunk 7 of rank 5, ready once it has started (schedules/twoshot.sched:11))
     if (!ch.wait(w, 6, -1)) return false;  // wait rank 6 entered (entry: reads input chunk 7 of rank 6, ready once it has started (schedules/twoshot.sched:11))
-    // schedules/twoshot.sched:11  for p in 1 .. N-1 { reduce chunk r from input of (r + p) % N }
+    // schedules/twoshot.sched:11  for p in 1 .. N-1 { reduce chunk r from (r + p) % N }
     ch.reduce_last(w, 7, 8, ch.out(7), ch.in(7), ch.in(0), ch.in(1), ch.in(2), ch.in(3), ch.in(4), ch.in(5), ch.in(6));  // out[7] = sum(in[7], r0.in[7], r1.in[7], r2.in[7], r3.in[7], r4.in[7], r5.in[7], r6.in[7])
     ch.done(w, 0);
     // step 1: all_gather (schedules/twoshot.sched:15)

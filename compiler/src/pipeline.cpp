@@ -11,6 +11,7 @@
 #include "ccc/graph.h"
 #include "ccc/lexer.h"
 #include "ccc/parser.h"
+#include "ccc/rewrites.h"
 #include "ccc/print_steps.h"
 #include "ccc/verify.h"
 
@@ -78,7 +79,10 @@ std::optional<StepProgram> run_front_end(const SourceFile& file, const Instantia
 
 std::optional<PlannedProgram> run_analysis(const StepProgram& program, const SyncOptions& options,
                                            Diagnostics& diags, const DumpHook& dump) {
-  dump(Pass::Graph, [&] { return print_graph(program, build_graph(program, options.in_place)); });
+  dump(Pass::Graph, [&] {
+    const StepProgram resolved = resolve_first_reads(program);  // what verify and sync analyse
+    return print_graph(resolved, build_graph(resolved, options.in_place));
+  });
   if (!verify(program, diags)) return std::nullopt;
   dump(Pass::Verify, [&] { return fmt::format("verified: {} ({}) for N = {}\n", program.schedule,
                                               collective_name(program.collective), program.nranks); });

@@ -135,10 +135,26 @@ TEST(JitCache, DirectoryUnderARegularFileFallsBackToMemory) {
 }
 
 TEST(JitCache, ReadOnlyDirectoryFallsBackToMemory) {
-  if (geteuid() == 0) GTEST_SKIP() << "root ignores directory permissions";
   test::ScratchDir dir;
-  fs::permissions(dir.path(), fs::perms::owner_read | fs::perms::owner_exec);
-  expect_memory_fallback(dir.path());
+  const fs::perms read_only = fs::perms::owner_read | fs::perms::owner_exec | fs::perms::group_read |
+                              fs::perms::group_exec | fs::perms::others_read | fs::perms::others_exec;
+  fs::permissions(dir.path(), read_only);
+  if (geteuid() != 0) {
+    expect_memory_fallback(dir.path());
+    return;
+  }
+  // Root writes anywhere (CI runs as root): check as user "nobody" in a child process.
+  const pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    if (setgid(65534) != 0 || setuid(65534) != 0) _exit(2);
+    expect_memory_fallback(dir.path());
+    _exit(testing::Test::HasFailure() ? 1 : 0);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "1: the check failed as nobody (see above); 2: could not become nobody";
 }
 
 TEST(JitCache, TwoProcessesWritingOneEntryNeverSeeAPartialOne) {

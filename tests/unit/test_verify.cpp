@@ -20,13 +20,13 @@ TEST(Verify, MissingContributionNamesRankChunkAndLastWriter) {
   StepProgram p = shipped("ring", 4);
   p.ops[2][1].clear();  // rank 2 skips reduce-scatter step 1: chunk 0 loses ranks 0 and 1
   EXPECT_EQ(errors_of(p),
-            "<input>:20:26: error: rank 0 ends with chunk 0 missing the contributions of ranks 0, 1\n"
-            "<input>:20:5: note: last written at step 3 (all_gather s=0) by rank 0: copy output chunk 0 from rank 3's output\n"
-            "<input>:20:26: error: rank 1 ends with chunk 0 missing the contributions of ranks 0, 1\n"
-            "<input>:20:5: note: last written at step 4 (all_gather s=1) by rank 1: copy output chunk 0 from rank 0's output\n"
-            "<input>:20:26: error: rank 2 ends with chunk 0 missing the contributions of ranks 0, 1\n"
-            "<input>:20:5: note: last written at step 5 (all_gather s=2) by rank 2: copy output chunk 0 from rank 1's output\n"
-            "<input>:16:14: error: rank 3 ends with chunk 0 missing the contributions of ranks 0, 1\n"
+            "<input>:18:26: error: rank 0 ends with chunk 0 missing the contributions of ranks 0, 1\n"
+            "<input>:18:5: note: last written at step 3 (all_gather s=0) by rank 0: copy output chunk 0 from rank 3's output\n"
+            "<input>:18:26: error: rank 1 ends with chunk 0 missing the contributions of ranks 0, 1\n"
+            "<input>:18:5: note: last written at step 4 (all_gather s=1) by rank 1: copy output chunk 0 from rank 0's output\n"
+            "<input>:18:26: error: rank 2 ends with chunk 0 missing the contributions of ranks 0, 1\n"
+            "<input>:18:5: note: last written at step 5 (all_gather s=2) by rank 2: copy output chunk 0 from rank 1's output\n"
+            "<input>:14:7: error: rank 3 ends with chunk 0 missing the contributions of ranks 0, 1\n"
             "<input>:13:5: note: last written at step 2 (reduce_scatter s=2) by rank 3: reduce output chunk 0 from rank 2's output\n");
 }
 
@@ -72,11 +72,11 @@ TEST(Verify, StructuralErrors) {
   p.ops[2][0][0].dst = Buffer::Input;
   add(p, 2, 1, OpKind::Copy, 0, 0);  // rank 2 step 1 already reduces chunk 0
   EXPECT_EQ(errors_of(p),
-            "<input>:15:19: error: rank 0 step 0 (reduce_scatter s=0) reads from rank 7, which does not exist (N = 3)\n"
-            "<input>:15:19: error: rank 1 step 0 (reduce_scatter s=0) names chunks 2..6, outside 0..2\n"
-            "<input>:15:19: error: rank 2 step 0 (reduce_scatter s=0) writes the input buffer, which is read-only\n"
+            "<input>:14:7: error: rank 0 step 0 (reduce_scatter s=0) reads from rank 7, which does not exist (N = 3)\n"
+            "<input>:14:7: error: rank 1 step 0 (reduce_scatter s=0) names chunks 2..6, outside 0..2\n"
+            "<input>:14:7: error: rank 2 step 0 (reduce_scatter s=0) writes the input buffer, which is read-only\n"
             "<input>:3:5: error: rank 2 step 1 (reduce_scatter s=1) writes output chunk 0 with a copy and another op in the same step\n"
-            "<input>:16:14: note: the other write: reduce output chunk 0 from rank 1's output\n");
+            "<input>:14:7: note: the other write: reduce output chunk 0 from rank 1's output\n");
 }
 
 TEST(Verify, ReportsAtMostEightWrongChunks) {

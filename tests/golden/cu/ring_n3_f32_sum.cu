@@ -17,27 +17,27 @@ typedef ccc::Channel<Cfg> Channel;
 CCC_NOINLINE bool rank_0(Channel& ch) {
   for (long long w = 0; w < ch.windows(); ++w) {
     // step 0: reduce_scatter s=0 (schedules/ring.sched:13)
-    if (!ch.wait(w, 2, -1)) return false;  // wait rank 2 entered (entry: reads input chunk 2 of rank 2, ready once it has started (schedules/ring.sched:15))
-    // schedules/ring.sched:15  if s == 0 { reduce chunk (r - 1) % N from input of prev }
+    if (!ch.wait(w, 2, -1)) return false;  // wait rank 2 entered (entry: reads input chunk 2 of rank 2, ready once it has started (schedules/ring.sched:14))
+    // schedules/ring.sched:14  reduce chunk (r - s - 1) % N from prev
     ch.reduce(w, 2, 3, ch.out(0), ch.in(0), ch.in(2));  // out[2] = sum(in[2], r2.in[2])
     ch.done(w, 0);
     // step 1: reduce_scatter s=1 (schedules/ring.sched:13)
-    if (!ch.wait(w, 2, 0)) return false;  // wait rank 2 step 0 (RAW: reads output chunk 1 of rank 2, written at step 0 (reduce_scatter s=0) (schedules/ring.sched:16))
-    // schedules/ring.sched:16  else { reduce chunk (r - s - 1) % N from prev }
+    if (!ch.wait(w, 2, 0)) return false;  // wait rank 2 step 0 (RAW: reads output chunk 1 of rank 2, written at step 0 (reduce_scatter s=0) (schedules/ring.sched:14))
+    // schedules/ring.sched:14  reduce chunk (r - s - 1) % N from prev
     ch.reduce_last(w, 1, 2, ch.out(0), ch.in(0), ch.out(2));  // out[1] = sum(in[1], r2.out[1])
     ch.done(w, 1);
-    // step 2: all_gather s=0 (schedules/ring.sched:20)
-    if (!ch.wait(w, 2, 1)) return false;  // wait rank 2 step 1 (RAW: reads output chunk 0 of rank 2, written at step 1 (reduce_scatter s=1) (schedules/ring.sched:20))
-    // schedules/ring.sched:20  step s in 0 .. N-2 { copy chunk (r - s) % N from prev }
+    // step 2: all_gather s=0 (schedules/ring.sched:18)
+    if (!ch.wait(w, 2, 1)) return false;  // wait rank 2 step 1 (RAW: reads output chunk 0 of rank 2, written at step 1 (reduce_scatter s=1) (schedules/ring.sched:18))
+    // schedules/ring.sched:18  step s in 0 .. N-2 { copy chunk (r - s) % N from prev }
     ch.copy(w, 0, 1, ch.out(0), ch.out(2));  // out[0] = r2.out[0]
     ch.done(w, 2);
-    // step 3: all_gather s=1 (schedules/ring.sched:20)
-    if (!ch.wait(w, 2, 2)) return false;  // wait rank 2 step 2 (RAW: reads output chunk 2 of rank 2, written at step 2 (all_gather s=0) (schedules/ring.sched:20))
-    // schedules/ring.sched:20  step s in 0 .. N-2 { copy chunk (r - s) % N from prev }
+    // step 3: all_gather s=1 (schedules/ring.sched:18)
+    if (!ch.wait(w, 2, 2)) return false;  // wait rank 2 step 2 (RAW: reads output chunk 2 of rank 2, written at step 2 (all_gather s=0) (schedules/ring.sched:18))
+    // schedules/ring.sched:18  step s in 0 .. N-2 { copy chunk (r - s) % N from prev }
     ch.copy(w, 2, 3, ch.out(0), ch.out(2));  // out[2] = r2.out[2]
     ch.done(w, 3);
   }
-  if (!ch.wait_exit(1, 3)) return false;  // wait rank 1 step 3 (exit: rank 1 reads output chunk 0 of this rank at step 3 (all_gather s=1) (schedules/ring.sched:20))
+  if (!ch.wait_exit(1, 3)) return false;  // wait rank 1 step 3 (exit: rank 1 reads output chunk 0 of this rank at step 3 (all_gather s=1) (schedules/ring.sched:18))
   return true;
 }
 
@@ -45,27 +45,27 @@ CCC_NOINLINE bool rank_0(Channel& ch) {
 CCC_NOINLINE bool rank_1(Channel& ch) {
   for (long long w = 0; w < ch.windows(); ++w) {
     // step 0: reduce_scatter s=0 (schedules/ring.sched:13)
-    if (!ch.wait(w, 0, -1)) return false;  // wait rank 0 entered (entry: reads input chunk 0 of rank 0, ready once it has started (schedules/ring.sched:15))
-    // schedules/ring.sched:15  if s == 0 { reduce chunk (r - 1) % N from input of prev }
+    if (!ch.wait(w, 0, -1)) return false;  // wait rank 0 entered (entry: reads input chunk 0 of rank 0, ready once it has started (schedules/ring.sched:14))
+    // schedules/ring.sched:14  reduce chunk (r - s - 1) % N from prev
     ch.reduce(w, 0, 1, ch.out(1), ch.in(1), ch.in(0));  // out[0] = sum(in[0], r0.in[0])
     ch.done(w, 0);
     // step 1: reduce_scatter s=1 (schedules/ring.sched:13)
-    if (!ch.wait(w, 0, 0)) return false;  // wait rank 0 step 0 (RAW: reads output chunk 2 of rank 0, written at step 0 (reduce_scatter s=0) (schedules/ring.sched:16))
-    // schedules/ring.sched:16  else { reduce chunk (r - s - 1) % N from prev }
+    if (!ch.wait(w, 0, 0)) return false;  // wait rank 0 step 0 (RAW: reads output chunk 2 of rank 0, written at step 0 (reduce_scatter s=0) (schedules/ring.sched:14))
+    // schedules/ring.sched:14  reduce chunk (r - s - 1) % N from prev
     ch.reduce_last(w, 2, 3, ch.out(1), ch.in(1), ch.out(0));  // out[2] = sum(in[2], r0.out[2])
     ch.done(w, 1);
-    // step 2: all_gather s=0 (schedules/ring.sched:20)
-    if (!ch.wait(w, 0, 1)) return false;  // wait rank 0 step 1 (RAW: reads output chunk 1 of rank 0, written at step 1 (reduce_scatter s=1) (schedules/ring.sched:20))
-    // schedules/ring.sched:20  step s in 0 .. N-2 { copy chunk (r - s) % N from prev }
+    // step 2: all_gather s=0 (schedules/ring.sched:18)
+    if (!ch.wait(w, 0, 1)) return false;  // wait rank 0 step 1 (RAW: reads output chunk 1 of rank 0, written at step 1 (reduce_scatter s=1) (schedules/ring.sched:18))
+    // schedules/ring.sched:18  step s in 0 .. N-2 { copy chunk (r - s) % N from prev }
     ch.copy(w, 1, 2, ch.out(1), ch.out(0));  // out[1] = r0.out[1]
     ch.done(w, 2);
-    // step 3: all_gather s=1 (schedules/ring.sched:20)
-    if (!ch.wait(w, 0, 2)) return false;  // wait rank 0 step 2 (RAW: reads output chunk 0 of rank 0, written at step 2 (all_gather s=0) (schedules/ring.sched:20))
-    // schedules/ring.sched:20  step s in 0 .. N-2 { copy chunk (r - s) % N from prev }
+    // step 3: all_gather s=1 (schedules/ring.sched:18)
+    if (!ch.wait(w, 0, 2)) return false;  // wait rank 0 step 2 (RAW: reads output chunk 0 of rank 0, written at step 2 (all_gather s=0) (schedules/ring.sched:18))
+    // schedules/ring.sched:18  step s in 0 .. N-2 { copy chunk (r - s) % N from prev }
     ch.copy(w, 0, 1, ch.out(1), ch.out(0));  // out[0] = r0.out[0]
     ch.done(w, 3);
   }
-  if (!ch.wait_exit(2, 3)) return false;  // wait rank 2 step 3 (exit: rank 2 reads output chunk 1 of this rank at step 3 (all_gather s=1) (schedules/ring.sched:20))
+  if (!ch.wait_exit(2, 3)) return false;  // wait rank 2 step 3 (exit: rank 2 reads output chunk 1 of this rank at step 3 (all_gather s=1) (schedules/ring.sched:18))
   return true;
 }
 
@@ -73,27 +73,27 @@ CCC_NOINLINE bool rank_1(Channel& ch) {
 CCC_NOINLINE bool rank_2(Channel& ch) {
   for (long long w = 0; w < ch.windows(); ++w) {
     // step 0: reduce_scatter s=0 (schedules/ring.sched:13)
-    if (!ch.wait(w, 1, -1)) return false;  // wait rank 1 entered (entry: reads input chunk 1 of rank 1, ready once it has started (schedules/ring.sched:15))
-    // schedules/ring.sched:15  if s == 0 { reduce chunk (r - 1) % N from input of prev }
+    if (!ch.wait(w, 1, -1)) return false;  // wait rank 1 entered (entry: reads input chunk 1 of rank 1, ready once it has started (schedules/ring.sched:14))
+    // schedules/ring.sched:14  reduce chunk (r - s - 1) % N from prev
     ch.reduce(w, 1, 2, ch.out(2), ch.in(2), ch.in(1));  // out[1] = sum(in[1], r1.in[1])
     ch.done(w, 0);
     // step 1: reduce_scatter s=1 (schedules/ring.sched:13)
-    if (!ch.wait(w, 1, 0)) return false;  // wait rank 1 step 0 (RAW: reads output chunk 0 of rank 1, written at step 0 (reduce_scatter s=0) (schedules/ring.sched:16))
-    // schedules/ring.sched:16  else { reduce chunk (r - s - 1) % N from prev }
+    if (!ch.wait(w, 1, 0)) return false;  // wait rank 1 step 0 (RAW: reads output chunk 0 of rank 1, written at step 0 (reduce_scatter s=0) (schedules/ring.sched:14))
+    // schedules/ring.sched:14  reduce chunk (r - s - 1) % N from prev
     ch.reduce_last(w, 0, 1, ch.out(2), ch.in(2), ch.out(1));  // out[0] = sum(in[0], r1.out[0])
     ch.done(w, 1);
-    // step 2: all_gather s=0 (schedules/ring.sched:20)
-    if (!ch.wait(w, 1, 1)) return false;  // wait rank 1 step 1 (RAW: reads output chunk 2 of rank 1, written at step 1 (reduce_scatter s=1) (schedules/ring.sched:20))
-    // schedules/ring.sched:20  step s in 0 .. N-2 { copy chunk (r - s) % N from prev }
+    // step 2: all_gather s=0 (schedules/ring.sched:18)
+    if (!ch.wait(w, 1, 1)) return false;  // wait rank 1 step 1 (RAW: reads output chunk 2 of rank 1, written at step 1 (reduce_scatter s=1) (schedules/ring.sched:18))
+    // schedules/ring.sched:18  step s in 0 .. N-2 { copy chunk (r - s) % N from prev }
     ch.copy(w, 2, 3, ch.out(2), ch.out(1));  // out[2] = r1.out[2]
     ch.done(w, 2);
-    // step 3: all_gather s=1 (schedules/ring.sched:20)
-    if (!ch.wait(w, 1, 2)) return false;  // wait rank 1 step 2 (RAW: reads output chunk 1 of rank 1, written at step 2 (all_gather s=0) (schedules/ring.sched:20))
-    // schedules/ring.sched:20  step s in 0 .. N-2 { copy chunk (r - s) % N from prev }
+    // step 3: all_gather s=1 (schedules/ring.sched:18)
+    if (!ch.wait(w, 1, 2)) return false;  // wait rank 1 step 2 (RAW: reads output chunk 1 of rank 1, written at step 2 (all_gather s=0) (schedules/ring.sched:18))
+    // schedules/ring.sched:18  step s in 0 .. N-2 { copy chunk (r - s) % N from prev }
     ch.copy(w, 1, 2, ch.out(2), ch.out(1));  // out[1] = r1.out[1]
     ch.done(w, 3);
   }
-  if (!ch.wait_exit(0, 3)) return false;  // wait rank 0 step 3 (exit: rank 0 reads output chunk 2 of this rank at step 3 (all_gather s=1) (schedules/ring.sched:20))
+  if (!ch.wait_exit(0, 3)) return false;  // wait rank 0 step 3 (exit: rank 0 reads output chunk 2 of this rank at step 3 (all_gather s=1) (schedules/ring.sched:18))
   return true;
 }
 
