@@ -2,8 +2,6 @@
 
 #include <gtest/gtest.h>
 
-#include <algorithm>
-#include <filesystem>
 
 #include "front_end_util.h"
 
@@ -16,14 +14,10 @@ StepProgram shipped_program(const char* name, int n) {
 }
 
 std::vector<SourceFile> shipped_schedule_sources() {
-  std::vector<std::string> paths;
-  for (const auto& e : std::filesystem::directory_iterator(std::string(CCC_SOURCE_DIR) + "/schedules"))
-    if (e.path().extension() == ".sched") paths.push_back(e.path().string());
-  std::sort(paths.begin(), paths.end());
   std::vector<SourceFile> files;
-  for (const std::string& p : paths) {
+  for (const std::string& name : shipped_schedule_names()) {
     Diagnostics diags;
-    auto f = read_source(p, diags);
+    auto f = read_source(schedule_path(name), diags);
     EXPECT_TRUE(f.has_value()) << diags.render(nullptr);
     if (f) files.push_back(std::move(*f));
   }

@@ -1,8 +1,11 @@
 // Helpers for front-end tests: run the front end on text or on a shipped schedule.
 #pragma once
 
+#include <algorithm>
+#include <filesystem>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "ccc/parser.h"
 #include "ccc/pipeline.h"
@@ -26,6 +29,15 @@ inline FrontEndResult compile_text(const std::string& text, int nranks, int root
 
 inline std::string schedule_path(const std::string& name) {
   return std::string(CCC_SOURCE_DIR) + "/schedules/" + name + ".sched";
+}
+
+// Every schedules/*.sched, by name (no extension), sorted.
+inline std::vector<std::string> shipped_schedule_names() {
+  std::vector<std::string> names;
+  for (const auto& e : std::filesystem::directory_iterator(std::string(CCC_SOURCE_DIR) + "/schedules"))
+    if (e.path().extension() == ".sched") names.push_back(e.path().stem().string());
+  std::sort(names.begin(), names.end());
+  return names;
 }
 
 inline FrontEndResult compile_schedule(const std::string& name, int nranks, int root = 0) {

@@ -1,7 +1,6 @@
 // `--emit steps` of every shipped schedule at N = 4 and N = 5 against tests/golden/steps/.
 #include <gtest/gtest.h>
 
-#include <filesystem>
 
 #include "ccc/print_steps.h"
 #include "front_end_util.h"
@@ -10,14 +9,6 @@
 using namespace ccc;
 
 namespace {
-
-std::vector<std::string> shipped_schedules() {
-  std::vector<std::string> names;
-  for (const auto& e : std::filesystem::directory_iterator(std::string(CCC_SOURCE_DIR) + "/schedules"))
-    if (e.path().extension() == ".sched") names.push_back(e.path().stem().string());
-  std::sort(names.begin(), names.end());
-  return names;
-}
 
 class GoldenSteps : public ::testing::TestWithParam<std::string> {};
 
@@ -37,7 +28,7 @@ TEST_P(GoldenSteps, MatchesAtN4AndN5) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Schedules, GoldenSteps, ::testing::ValuesIn(shipped_schedules()),
+INSTANTIATE_TEST_SUITE_P(Schedules, GoldenSteps, ::testing::ValuesIn(test::shipped_schedule_names()),
                          [](const auto& info) { return info.param; });
 
 }  // namespace

@@ -3,7 +3,6 @@
 // at their own pace; ring also at N = 64 and 128. Plus the `--emit syncs` goldens.
 #include <gtest/gtest.h>
 
-#include <filesystem>
 
 #include "ccc/interpret.h"
 #include "ccc/sync.h"
@@ -14,14 +13,6 @@
 using namespace ccc;
 
 namespace {
-
-std::vector<std::string> shipped_schedules() {
-  std::vector<std::string> names;
-  for (const auto& e : std::filesystem::directory_iterator(std::string(CCC_SOURCE_DIR) + "/schedules"))
-    if (e.path().extension() == ".sched") names.push_back(e.path().stem().string());
-  std::sort(names.begin(), names.end());
-  return names;
-}
 
 void expect_verified_and_planned(const StepProgram& p, bool run_dataflow) {
   Diagnostics d;
@@ -58,7 +49,7 @@ TEST_P(ShippedVerifies, ForNFrom1To16) {
   EXPECT_GE(instantiated, 5);
 }
 
-INSTANTIATE_TEST_SUITE_P(Schedules, ShippedVerifies, ::testing::ValuesIn(shipped_schedules()),
+INSTANTIATE_TEST_SUITE_P(Schedules, ShippedVerifies, ::testing::ValuesIn(test::shipped_schedule_names()),
                          [](const auto& info) { return info.param; });
 
 TEST(ShippedVerifies, RingAt64And128) {
