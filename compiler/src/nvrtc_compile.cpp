@@ -3,7 +3,8 @@
 #include <nvrtc.h>
 
 #include <chrono>
-#include <regex>
+#include <cctype>
+#include <string_view>
 #include <sstream>
 
 namespace ccc {
@@ -50,14 +51,30 @@ NvrtcOutput nvrtc_compile(const std::string& source, const std::string& arch, bo
   return out;
 }
 
+namespace {
+
+// The integer written just before `label` in `log` ("Used 84 registers" -> 84 for " registers"),
+// or -1 when the label is absent.
+int number_before(const std::string& log, std::string_view label) {
+  const size_t at = log.find(label);
+  if (at == std::string::npos) return -1;
+  size_t begin = at;
+  while (begin > 0 && std::isdigit(static_cast<unsigned char>(log[begin - 1]))) --begin;
+  return begin == at ? -1 : std::stoi(log.substr(begin, at - begin));
+}
+
+}  // namespace
+
 KernelResources parse_ptxas_report(const std::string& log) {
   KernelResources r;
-  std::smatch m;
-  if (std::regex_search(log, m, std::regex(R"(Used (\d+) registers)"))) r.registers = std::stoi(m[1]);
-  if (std::regex_search(log, m, std::regex(R"((\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads)"))) {
-    r.stack_bytes = std::stoi(m[1]);
-    r.spill_stores = std::stoi(m[2]);
-    r.spill_loads = std::stoi(m[3]);
+  if (const int n = number_before(log, " registers"); n >= 0) r.registers = n;
+  const int stack = number_before(log, " bytes stack frame");
+  const int stores = number_before(log, " bytes spill stores");
+  const int loads = number_before(log, " bytes spill loads");
+  if (stack >= 0 && stores >= 0 && loads >= 0) {
+    r.stack_bytes = stack;
+    r.spill_stores = stores;
+    r.spill_loads = loads;
   }
   return r;
 }

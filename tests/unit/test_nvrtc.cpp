@@ -51,6 +51,21 @@ void expect_compiles(const EmittedKernel& k, const char* arch) {
               k.kernel_name.c_str(), arch, r.registers, r.spill_stores, r.spill_loads, r.stack_bytes, out.compile_ms);
 }
 
+TEST(Nvrtc, ParsesPtxasReport) {
+  const KernelResources r = parse_ptxas_report(
+      "ptxas info    : Compiling entry function 'k' for 'sm_90'\n"
+      "ptxas info    : Function properties for k\n"
+      "    16 bytes stack frame, 8 bytes spill stores, 12 bytes spill loads\n"
+      "ptxas info    : Used 84 registers, used 0 barriers, 400 bytes cmem[0]\n");
+  EXPECT_EQ(r.registers, 84);
+  EXPECT_EQ(r.stack_bytes, 16);
+  EXPECT_EQ(r.spill_stores, 8);
+  EXPECT_EQ(r.spill_loads, 12);
+  const KernelResources none = parse_ptxas_report("ptxas info    : Compiling entry function 'k'\n");
+  EXPECT_EQ(none.registers, -1);
+  EXPECT_EQ(none.spill_stores, -1);
+}
+
 TEST(Nvrtc, EveryDtypeForAmpereAndHopper) {
   const PlannedProgram pp = planned({"ring", 4});
   for (DataType t : kAllDataTypes) {
