@@ -22,8 +22,39 @@ const char* op_struct(ReduceOp op) {
 }
 
 std::string buffer_expr(const Operand& o) {
-  const char* accessor = o.buffer == Buffer::Output ? "out" : o.buffer == Buffer::Input ? "in" : "scratch";
+  const char* accessor = "?";
+  switch (o.buffer) {
+    case Storage::Output: accessor = "out"; break;
+    case Storage::Input: accessor = "in"; break;
+    case Storage::Scratch: accessor = "scratch"; break;
+    case Storage::Staging: accessor = "staging"; break;
+  }
   return fmt::format("ch.{}({})", accessor, o.rank);
+}
+
+// What the user's buffers hold, for collectives whose buffers are not simply `count` elements.
+std::string buffers_text(const KernelPlan& plan) {
+  switch (plan.collective) {
+    case Collective::AllReduce: return "";
+    case Collective::ReduceScatter:
+      return fmt::format("Buffers: input {} * count elements, output count (the rank's own block).", plan.blocks);
+    case Collective::AllGather:
+      return fmt::format("Buffers: input count elements (the rank's own block), output {} * count.", plan.blocks);
+    case Collective::Broadcast:
+      return fmt::format("Buffers: count elements; only root {}'s input is read.", plan.root);
+    case Collective::Reduce:
+      return fmt::format("Buffers: count elements; only root {}'s output is written.", plan.root);
+  }
+  return "";
+}
+
+std::string scratch_text(const KernelPlan& plan) {
+  const std::string vector = plan.blocks == 1 ? "count" : fmt::format("{} * count", plan.blocks);
+  const char* staging = "staging: output chunks outside the result";
+  if (plan.uses_scratch && plan.uses_staging) return fmt::format("{} elements per rank, then {} more ({})", vector, vector, staging);
+  if (plan.uses_staging) return fmt::format("{} elements per rank ({})", vector, staging);
+  if (plan.uses_scratch) return vector + " elements per rank";
+  return "none";
 }
 
 std::string location(const KernelPlan& plan, SourceLoc loc) {
@@ -42,8 +73,9 @@ std::string kernel_name(const KernelPlan& plan) {
   const KernelOptions& o = plan.options;
   std::string schedule;
   for (char c : plan.schedule) schedule += std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
-  return fmt::format("ccc_{}_n{}_{}_{}_t{}_c{}_p{}{}", schedule, plan.nranks, data_type_name(o.dtype), reduce_op_name(o.op),
-                     o.tile_bytes, o.channels, o.pipeline, o.in_place ? "_ip" : "");
+  const std::string root = plan.root >= 0 ? fmt::format("_root{}", plan.root) : "";
+  return fmt::format("ccc_{}_n{}{}_{}_{}_t{}_c{}_p{}{}", schedule, plan.nranks, root, data_type_name(o.dtype),
+                     reduce_op_name(o.op), o.tile_bytes, o.channels, o.pipeline, o.in_place ? "_ip" : "");
 }
 
 std::string header(const KernelPlan& plan, const std::string& name) {
@@ -55,12 +87,23 @@ std::string header(const KernelPlan& plan, const std::string& name) {
   out += fmt::format("// {} ranks, {} chunks, {} steps; dtype {}, op {}; tile {} B, {} channels, pipeline depth {}, {}.\n",
                      plan.nranks, plan.nchunks, plan.nsteps(), data_type_name(o.dtype), reduce_op_name(o.op), o.tile_bytes,
                      o.channels, o.pipeline, o.in_place ? "in place" : "out of place");
+  if (std::string buffers = buffers_text(plan); !buffers.empty()) out += "// " + buffers + "\n";
   out += fmt::format("// Sync: {} waits over all ranks (sync plan: {} cross-rank edges). Scratch: {}.\n", plan.waits,
-                     plan.cross_rank_edges, plan.uses_scratch ? "count elements per rank" : "none");
+                     plan.cross_rank_edges, scratch_text(plan));
   out += fmt::format("// Rank 0 moves {} chunks in ({} from peers) and {} out; one chunk is count / {} elements.\n", t.read,
-                     t.read_remote, t.written, plan.nchunks);
+                     t.read_remote, t.written, plan.nchunks / plan.blocks);
   out += "// Runs on CUDA (NVRTC/nvcc) and on the host (g++/clang++) through runtime/device/ccc_device.h.\n";
   return out;
+}
+
+// Config's trailing parameters, spelled out only when they differ from the defaults.
+std::string layout_args(const KernelPlan& plan) {
+  const char* layout = plan.collective == Collective::ReduceScatter ? "ccc::layout_reduce_scatter"
+                       : plan.collective == Collective::AllGather   ? "ccc::layout_allgather"
+                                                                    : "ccc::layout_full";
+  const bool staging_after_scratch = plan.uses_scratch && plan.uses_staging;
+  if (plan.blocks == 1 && !staging_after_scratch) return "";
+  return fmt::format(",\n                    {}{}", layout, staging_after_scratch ? ", /*staging after scratch*/ true" : "");
 }
 
 std::string pass_call(const KernelPlan& plan, const DataPass& pass, int rank, const SourceFile* source) {
@@ -108,16 +151,17 @@ EmittedKernel emit_cuda(const KernelPlan& plan, const SourceFile* source) {
   k.kernel_name = kernel_name(plan);
   k.channels = o.channels;
   k.block_threads = kBlockThreads;
-  k.uses_scratch = plan.uses_scratch;
+  k.scratch_vectors = int{plan.uses_scratch} + int{plan.uses_staging};
+  k.blocks = plan.blocks;
   k.dtype_bytes = data_type_size(o.dtype);
 
   std::string& s = k.source;
   s = header(plan, k.kernel_name);
   s += "#include \"ccc_device.h\"\n\nnamespace {\n\n";
   s += fmt::format("typedef ccc::Config<{}, {}, /*ranks*/ {}, /*chunks*/ {}, /*steps*/ {}, /*channels*/ {},\n"
-                   "                    /*tile bytes*/ {}, /*pipeline*/ {}>\n    Cfg;\n",
+                   "                    /*tile bytes*/ {}, /*pipeline*/ {}{}>\n    Cfg;\n",
                    data_type_device_type(o.dtype), op_struct(o.op), plan.nranks, plan.nchunks, plan.nsteps(), o.channels,
-                   o.tile_bytes, o.pipeline);
+                   o.tile_bytes, o.pipeline, layout_args(plan));
   s += "typedef ccc::Channel<Cfg> Channel;\n\n";
   for (int r = 0; r < plan.nranks; ++r) s += rank_function(plan, r, source);
   s += "}  // namespace\n\n";

@@ -4,13 +4,24 @@
 
 namespace ccc {
 
+const char* storage_name(Storage s) {
+  switch (s) {
+    case Storage::Output: return "output";
+    case Storage::Input: return "input";
+    case Storage::Scratch: return "scratch";
+    case Storage::Staging: return "staging";
+  }
+  return "?";
+}
+
 namespace {
 
-const char* short_name(Buffer b) {
+const char* short_name(Storage b) {
   switch (b) {
-    case Buffer::Output: return "out";
-    case Buffer::Input: return "in";
-    case Buffer::Scratch: return "scratch";
+    case Storage::Output: return "out";
+    case Storage::Input: return "in";
+    case Storage::Scratch: return "scratch";
+    case Storage::Staging: return "staging";
   }
   return "?";
 }
@@ -74,10 +85,13 @@ std::string print_kernel_plan(const KernelPlan& plan) {
                                 plan.schedule, plan.file, plan.nranks, plan.nchunks, plan.nsteps());
   out += fmt::format("  dtype {}, op {}, tile {} B, {} channels, pipeline {}, {}\n", data_type_name(o.dtype), reduce_op_name(o.op),
                      o.tile_bytes, o.channels, o.pipeline, o.in_place ? "in place" : "out of place");
-  out += fmt::format("  waits {} (sync plan: {} cross-rank edges), scratch {}\n", plan.waits, plan.cross_rank_edges,
-                     plan.uses_scratch ? "count elements per rank" : "none");
-  out += "  traffic in chunks; one chunk = count * " + std::to_string(data_type_size(o.dtype)) + " / " +
-         std::to_string(plan.nchunks) + " bytes\n";
+  const std::string vector = plan.blocks == 1 ? "count" : fmt::format("{} * count", plan.blocks);
+  std::string space;
+  if (plan.uses_scratch) space += fmt::format(", scratch {} elements per rank", vector);
+  if (plan.uses_staging) space += fmt::format(", staging {} elements per rank", vector);
+  out += fmt::format("  waits {} (sync plan: {} cross-rank edges){}\n", plan.waits, plan.cross_rank_edges,
+                     space.empty() ? ", scratch none" : space);
+  out += fmt::format("  traffic in chunks; one chunk = {} * {} / {} bytes\n", vector, data_type_size(o.dtype), plan.nchunks);
   for (int r = 0; r < plan.nranks; ++r) {
     const RankPlan& rank = plan.ranks[r];
     out += fmt::format("rank {}:\n", r);

@@ -11,6 +11,16 @@ namespace {
 
 constexpr int kBuffers = 3;  // Output, Input, Scratch
 int index(Buffer b) { return static_cast<int>(b); }
+// The schedule's buffer a storage holds chunks of: staging holds output chunks.
+int index(Storage s) {
+  switch (s) {
+    case Storage::Output:
+    case Storage::Staging: return index(Buffer::Output);
+    case Storage::Input: return index(Buffer::Input);
+    case Storage::Scratch: return index(Buffer::Scratch);
+  }
+  return 0;
+}
 
 // What each (rank, buffer, chunk) holds: whether a step has written it, and how many ranks'
 // contributions it carries (-1: undefined, i.e. scratch never written).
@@ -34,12 +44,18 @@ void check_options(const KernelOptions& o) {
     throw LowerError({}, fmt::format("pipeline depth {}: must be between 1 and 64", o.pipeline));
 }
 
+// Reduce_scatter's input and allgather's output hold every rank's block of `count` elements.
+int blocks(const StepProgram& p) {
+  return p.collective == Collective::ReduceScatter || p.collective == Collective::AllGather ? p.nranks : 1;
+}
+
 void check_program(const PlannedProgram& pp) {
   const StepProgram& p = pp.program;
-  if (p.collective != Collective::AllReduce)
-    throw LowerError({}, fmt::format("{}: code generation supports allreduce schedules only", collective_name(p.collective)));
   if (p.nranks < 1 || p.nchunks < 1 || static_cast<int>(p.ops.size()) != p.nranks)
     throw LowerError({}, "malformed step program: rank or chunk count");
+  if (blocks(p) > 1 && p.nchunks % p.nranks != 0)
+    throw LowerError({}, fmt::format("{}: {} chunks do not split into {} equal blocks, one per rank",
+                                     collective_name(p.collective), p.nchunks, p.nranks));
   if (static_cast<int>(pp.sync.waits.size()) != p.nranks)
     throw LowerError({}, "sync plan does not match the program: wrong number of ranks");
   for (int r = 0; r < p.nranks; ++r) {
@@ -106,7 +122,8 @@ class Lowerer {
     std::vector<DataPass> out;
     if (opt_.in_place) return out;
     for (int64_t c = 0; c < p_.nchunks; ++c) {
-      if (state_.written[rank][index(Buffer::Output)][c]) continue;
+      if (state_.written[rank][index(Buffer::Output)][c] || !output_holds_result(p_, rank, c) || !input_holds(p_, rank, c))
+        continue;
       if (!out.empty() && out.back().chunks.end() == c) {
         ++out.back().chunks.count;
         continue;
@@ -114,7 +131,7 @@ class Lowerer {
       DataPass pass;
       pass.kind = OpKind::Copy;
       pass.chunks = {c, 1};
-      pass.operands = {{rank, Buffer::Input}};
+      pass.operands = {{rank, Storage::Input}};
       out.push_back(std::move(pass));
     }
     return out;
@@ -122,38 +139,54 @@ class Lowerer {
 
  private:
   int contrib(const Operand& o, int64_t c) const {
-    return o.buffer == Buffer::Input ? 1 : state_.contrib[o.rank][index(o.buffer)][c];
+    return o.buffer == Storage::Input ? 1 : state_.contrib[o.rank][index(o.buffer)][c];
   }
 
   std::string where(int rank, int step, int64_t chunk) const {
     return fmt::format("rank {}, step {} ({}), chunk {}", rank, step, p_.steps[step].label, chunk);
   }
 
+  // In place, a rank's output chunk is its input chunk where both are the user's buffers.
+  bool aliased(int rank, int64_t chunk) const {
+    return opt_.in_place && output_holds_result(p_, rank, chunk) && input_holds(p_, rank, chunk);
+  }
+  Storage output_storage(int rank, int64_t chunk) const {
+    return output_holds_result(p_, rank, chunk) ? Storage::Output : Storage::Staging;
+  }
+
   // The physical buffer a read of (peer, buffer, chunk) at the current step touches.
   Operand resolve(int rank, int step, int peer, Buffer buffer, int64_t chunk, SourceLoc loc) const {
     const auto& written = state_.written[peer];
+    const bool output_written = written[index(Buffer::Output)][chunk];
     switch (buffer) {
       case Buffer::Output:
-        if (!opt_.in_place && !written[index(Buffer::Output)][chunk]) return {peer, Buffer::Input};
-        return {peer, Buffer::Output};
+        if (output_written) return {peer, output_storage(peer, chunk)};
+        if (aliased(peer, chunk)) return {peer, Storage::Output};  // still the input's value
+        if (!input_holds(p_, peer, chunk))
+          throw LowerError(loc, fmt::format("{}: reads rank {}'s output before anything wrote it, and a {} gives that rank no such input chunk",
+                                            where(rank, step, chunk), peer, collective_name(p_.collective)));
+        return {peer, Storage::Input};
       case Buffer::Input:
-        if (opt_.in_place && written[index(Buffer::Output)][chunk])
+        if (!input_holds(p_, peer, chunk))
+          throw LowerError(loc, fmt::format("{}: reads rank {}'s input, which a {} does not give that rank",
+                                            where(rank, step, chunk), peer, collective_name(p_.collective)));
+        if (aliased(peer, chunk) && output_written)
           throw LowerError(loc, fmt::format("{}: reads rank {}'s input after its output overwrote it; the schedule cannot run in place",
                                             where(rank, step, chunk), peer));
-        return {peer, Buffer::Input};
+        return {peer, Storage::Input};
       case Buffer::Scratch:
         if (!written[index(Buffer::Scratch)][chunk])
           throw LowerError(loc, fmt::format("{}: reads rank {}'s scratch before anything wrote it", where(rank, step, chunk), peer));
-        return {peer, Buffer::Scratch};
+        return {peer, Storage::Scratch};
     }
-    return {peer, buffer};
+    return {peer, Storage::Output};
   }
 
   DataPass chunk_pass(int rank, int step, Buffer dst, int64_t chunk, const std::vector<const Op*>& writers) const {
     const Op& first = *writers.front();
     DataPass pass;
     pass.kind = first.kind;
-    pass.dst = dst;
+    pass.dst = dst == Buffer::Scratch ? Storage::Scratch : output_storage(rank, chunk);
     pass.chunks = {chunk, 1};
     if (first.kind == OpKind::Copy) {
       if (writers.size() != 1)
@@ -183,7 +216,7 @@ class Lowerer {
         for (const Operand& o : reader.operands)
           if (o.rank == rank && o.buffer == writer.dst && reader.chunks.overlaps(writer.chunks))
             throw LowerError(reader.locs.front(), fmt::format("{}: the step reads its own {} chunk {} that it also writes; stage it through scratch",
-                                                              where(rank, step, writer.chunks.begin), buffer_name(o.buffer), writer.chunks.begin));
+                                                              where(rank, step, writer.chunks.begin), storage_name(o.buffer), writer.chunks.begin));
       }
   }
 
@@ -251,8 +284,10 @@ KernelPlan lower(const PlannedProgram& pp, const KernelOptions& options) {
   plan.file = p.file;
   plan.schedule = p.schedule;
   plan.collective = p.collective;
+  plan.root = p.root;
   plan.nranks = p.nranks;
   plan.nchunks = p.nchunks;
+  plan.blocks = blocks(p);
   plan.phases = p.phases;
   plan.steps = p.steps;
   plan.cross_rank_edges = pp.sync.cross_rank_edges;
@@ -277,8 +312,10 @@ KernelPlan lower(const PlannedProgram& pp, const KernelOptions& options) {
     plan.waits += static_cast<int64_t>(rank.exit_waits.size());
     for (const StepPlan& step : rank.steps) {
       plan.waits += static_cast<int64_t>(step.waits.size());
-      for (const DataPass& pass : step.passes)
-        plan.uses_scratch = plan.uses_scratch || pass.dst == Buffer::Scratch;
+      for (const DataPass& pass : step.passes) {
+        plan.uses_scratch = plan.uses_scratch || pass.dst == Storage::Scratch;
+        plan.uses_staging = plan.uses_staging || pass.dst == Storage::Staging;
+      }
     }
   }
   return plan;

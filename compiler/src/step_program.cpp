@@ -36,4 +36,27 @@ ChunkRange owned_chunks(const StepProgram& p, int rank) {
   return {rank * per, per};
 }
 
+namespace {
+bool owns(const StepProgram& p, int rank, int64_t chunk) {
+  const ChunkRange own = owned_chunks(p, rank);
+  return chunk >= own.begin && chunk < own.end();
+}
+}  // namespace
+
+bool input_holds(const StepProgram& p, int rank, int64_t chunk) {
+  switch (p.collective) {
+    case Collective::AllGather: return owns(p, rank, chunk);
+    case Collective::Broadcast: return rank == p.root;
+    default: return true;
+  }
+}
+
+bool output_holds_result(const StepProgram& p, int rank, int64_t chunk) {
+  switch (p.collective) {
+    case Collective::ReduceScatter: return owns(p, rank, chunk);
+    case Collective::Reduce: return rank == p.root;
+    default: return true;
+  }
+}
+
 }  // namespace ccc

@@ -127,31 +127,15 @@ uint64_t mix64(uint64_t x) {  // splitmix64 finaliser
   return x ^ (x >> 31);
 }
 
-bool initially_defined(const StepProgram& p, int rank, int64_t chunk) {
-  switch (p.collective) {
-    case Collective::AllGather: {
-      ChunkRange own = owned_chunks(p, rank);
-      return chunk >= own.begin && chunk < own.end();
-    }
-    case Collective::Broadcast: return rank == p.root;
-    default: return true;
-  }
-}
-
 // Which ranks must contribute to rank r's final chunk c, or nothing when the chunk is don't-care.
 enum class Expect { DontCare, All, Owner, Root };
 Expect expected(const StepProgram& p, int rank, int64_t chunk) {
+  if (!output_holds_result(p, rank, chunk)) return Expect::DontCare;
   switch (p.collective) {
-    case Collective::AllReduce: return Expect::All;
-    case Collective::ReduceScatter: {
-      ChunkRange own = owned_chunks(p, rank);
-      return chunk >= own.begin && chunk < own.end() ? Expect::All : Expect::DontCare;
-    }
     case Collective::AllGather: return Expect::Owner;
     case Collective::Broadcast: return Expect::Root;
-    case Collective::Reduce: return rank == p.root ? Expect::All : Expect::DontCare;
+    default: return Expect::All;
   }
-  return Expect::DontCare;
 }
 
 int chunk_owner(const StepProgram& p, int64_t chunk) {
@@ -219,7 +203,7 @@ class Executor {
     for (int r = 0; r < p.nranks; ++r)
       for (int b = 0; b < 3; ++b)
         for (int64_t c = lo; c < hi; ++c)
-          cur_.push_back(b != static_cast<int>(Buffer::Scratch) && initially_defined(p, r, c) ? dom_.initial(r, c)
+          cur_.push_back(b != static_cast<int>(Buffer::Scratch) && input_holds(p, r, c) ? dom_.initial(r, c)
                                                                                               : dom_.undefined());
     last_.assign(n, LastWriter{});
     pend_step_.assign(n, -1);

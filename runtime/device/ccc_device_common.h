@@ -7,7 +7,13 @@
  * multiple and the leftover goes to the last pieces, so the cut depends only on (count, dtype,
  * chunks, channels, tile, pipeline): identical on every rank, which is what lets the waits of the
  * sync plan hold slice by slice. Channel c of a rank only ever touches, and only ever waits for,
- * channel c of its peers.
+ * channel c of its peers. For reduce_scatter and allgather the vector is N blocks of `count`
+ * elements (one per rank, as the user's buffers lay them out) and every block is cut alike.
+ *
+ * Buffers. Generated code names a rank's buffers by chunk-space position: ch.in(r), ch.out(r),
+ * ch.scratch(r), ch.staging(r) are views whose element i is the vector's element i. A view of a
+ * buffer that holds one block only (a reduce_scatter's output, an allgather's input) is shifted
+ * by that block's start; the lowering only ever touches such a view inside its block.
  *
  * Progress. Each (rank, channel) publishes one 64-bit counter, written only by itself:
  *     value = epoch << 40 | (window * steps + step + 1)
@@ -180,16 +186,50 @@ CCC_NOINLINE void combine(T* dst, Sources<T, K> s, long long n) {
   }
 }
 
-/* Compile-time shape of a generated kernel. */
+/* How the user's buffers lay out the vector (see Geometry). */
+enum Layout {
+  layout_full = 0,            /* input and output hold the whole vector of `count` elements */
+  layout_reduce_scatter = 1,  /* input: N blocks of `count`; output: the rank's own block */
+  layout_allgather = 2        /* input: the rank's own block; output: N blocks of `count` */
+};
+
+/* Compile-time shape of a generated kernel. Staging (output chunks outside the rank's result)
+ * starts the scratch allocation, or follows the schedule's own scratch when it has one. */
 template <class T_, class Op_, int Ranks_, int Chunks_, int Steps_, int Channels_, long long TileBytes_,
-          int Pipeline_>
+          int Pipeline_, int Layout_ = layout_full, bool StagingAfterScratch_ = false>
 struct Config {
   typedef T_ T;
   typedef Op_ Op;
   static const int ranks = Ranks_, chunks = Chunks_, steps = Steps_, channels = Channels_;
   static const int pipeline = Pipeline_;
+  static const int layout = Layout_;
+  static const int blocks = Layout_ == layout_full ? 1 : Ranks_;
+  static const bool staging_after_scratch = StagingAfterScratch_;
   static const long long unit = 64 / sizeof(T_);  // elements per 64 bytes: every cut falls on one
   static const long long window = TileBytes_ / static_cast<long long>(sizeof(T_)) * Pipeline_;
+};
+
+/* A rank's buffer seen from the vector: element i lives at base[i - shift]. */
+template <class T>
+struct In {
+  const T* base;
+  long long shift;
+};
+template <class T>
+struct Out {
+  T* base;
+  long long shift;
+  CCC_FN operator In<T>() const {
+    In<T> v;
+    v.base = base;
+    v.shift = shift;
+    return v;
+  }
+};
+
+template <class T, int K>
+struct Views {
+  In<T> v[K];
 };
 
 /* One (rank, channel) of a launch: where its slices are, and the progress protocol. */
@@ -209,9 +249,17 @@ class Channel {
 
   CCC_FN int rank() const { return rank_; }
   CCC_FN long long windows() const { return windows_; }
-  CCC_FN const T* in(int r) const { return static_cast<const T*>(ranks_[r].input); }
-  CCC_FN T* out(int r) const { return static_cast<T*>(ranks_[r].output); }
-  CCC_FN T* scratch(int r) const { return static_cast<T*>(ranks_[r].scratch); }
+  CCC_FN In<T> in(int r) const {
+    In<T> v;
+    v.base = static_cast<const T*>(ranks_[r].input);
+    v.shift = Cfg::layout == layout_allgather ? r * count_ : 0;
+    return v;
+  }
+  CCC_FN Out<T> out(int r) const { return view(ranks_[r].output, Cfg::layout == layout_reduce_scatter ? r * count_ : 0); }
+  CCC_FN Out<T> scratch(int r) const { return view(ranks_[r].scratch, 0); }
+  CCC_FN Out<T> staging(int r) const {
+    return view(static_cast<T*>(ranks_[r].scratch) + (Cfg::staging_after_scratch ? Cfg::blocks * count_ : 0), 0);
+  }
 
   /* Starts this launch: takes the epoch and announces "entered" (step -1) to the peers. */
   CCC_FN bool enter() {
@@ -243,39 +291,51 @@ class Channel {
 
   /* dst[c] = src0[c] (+) src1[c] ... over chunks [c0, c1), this channel's slice, window w. */
   template <class... S>
-  CCC_FN void reduce(long long w, int c0, int c1, T* dst, S... src) {
-    run<false>(w, c0, c1, dst, Sources<T, sizeof...(S)>{{src...}});
+  CCC_FN void reduce(long long w, int c0, int c1, Out<T> dst, S... src) {
+    run<false>(w, c0, c1, dst, Views<T, sizeof...(S)>{{static_cast<In<T> >(src)...}});
   }
   /* The same, for the write that completes a value: the op's finish (avg: / ranks) fuses here. */
   template <class... S>
-  CCC_FN void reduce_last(long long w, int c0, int c1, T* dst, S... src) {
-    run<true>(w, c0, c1, dst, Sources<T, sizeof...(S)>{{src...}});
+  CCC_FN void reduce_last(long long w, int c0, int c1, Out<T> dst, S... src) {
+    run<true>(w, c0, c1, dst, Views<T, sizeof...(S)>{{static_cast<In<T> >(src)...}});
   }
-  CCC_FN void copy(long long w, int c0, int c1, T* dst, const T* src) {
-    run<false>(w, c0, c1, dst, Sources<T, 1>{{src}});
+  CCC_FN void copy(long long w, int c0, int c1, Out<T> dst, In<T> src) {
+    run<false>(w, c0, c1, dst, Views<T, 1>{{src}});
   }
 
  private:
-  /* This channel's slice of chunk c. */
+  static CCC_FN Out<T> view(void* base, long long shift) {
+    Out<T> v;
+    v.base = static_cast<T*>(base);
+    v.shift = shift;
+    return v;
+  }
+
+  /* Only the blocked layouts shift views: zero at compile time for the others. */
+  static CCC_FN long long shift(long long view_shift) { return Cfg::layout == layout_full ? 0 : view_shift; }
+
+  /* This channel's slice of chunk c, in vector elements. */
   CCC_FN Range piece(int c) const {
-    const Range chunk = split(count_, Cfg::chunks, c, Cfg::unit);
+    const int per_block = Cfg::chunks / Cfg::blocks;
+    const long long block_start = (c / per_block) * count_;
+    const Range chunk = split(count_, per_block, c % per_block, Cfg::unit);
     const Range slice = split(chunk.end - chunk.begin, Cfg::channels, channel_, Cfg::unit);
     Range r;
-    r.begin = chunk.begin + slice.begin;
-    r.end = chunk.begin + slice.end;
+    r.begin = block_start + chunk.begin + slice.begin;
+    r.end = block_start + chunk.begin + slice.end;
     return r;
   }
 
   template <bool Finish, int K>
-  CCC_NOINLINE void run(long long w, int c0, int c1, T* dst, Sources<T, K> s) {
+  CCC_NOINLINE void run(long long w, int c0, int c1, Out<T> dst, Views<T, K> s) {
     for (int c = c0; c < c1; ++c) {
       const Range p = piece(c);
       const long long lo = p.begin + w * Cfg::window;
       const long long hi = lo + Cfg::window < p.end ? lo + Cfg::window : p.end;
       if (lo >= hi) continue;
-      Sources<T, K> at = s;
-      for (int k = 0; k < K; ++k) at.p[k] += lo;
-      combine<T, typename Cfg::Op, K, Finish, Cfg::ranks>(dst + lo, at, hi - lo);
+      Sources<T, K> at;
+      for (int k = 0; k < K; ++k) at.p[k] = s.v[k].base + (lo - shift(s.v[k].shift));
+      combine<T, typename Cfg::Op, K, Finish, Cfg::ranks>(dst.base + (lo - shift(dst.shift)), at, hi - lo);
     }
   }
 

@@ -57,10 +57,11 @@ TEST(CliCodegen, BadOptionsAreUsageErrors) {
   }
 }
 
-TEST(CliCodegen, UnsupportedCollectiveIsAScheduleError) {
-  auto r = run_cli({"compile", test::schedule_path("ring_broadcast"), "--ranks", "4", "--emit", "cu"});
-  EXPECT_EQ(r.code, cli::kExitScheduleError);
-  EXPECT_NE(r.err.find("code generation supports allreduce schedules only"), std::string::npos) << r.err;
+TEST(CliCodegen, RootedCollectiveNamesItsRoot) {
+  auto r = run_cli({"compile", test::schedule_path("ring_broadcast"), "--ranks", "4", "--root", "2", "--emit", "cu"});
+  EXPECT_EQ(r.code, cli::kExitOk) << r.err;
+  EXPECT_NE(r.out.find("ccc_ring_broadcast_n4_root2_f32_sum_t65536_c4_p2"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("// Buffers: count elements; only root 2's input is read."), std::string::npos) << r.out;
 }
 
 }  // namespace

@@ -36,19 +36,27 @@ TEST(EmitCuda, OneShotAvgGolden) {
   expect_golden("oneshot_n4_bf16_avg.cu", emit_shipped("oneshot", 4, o, false).source);
 }
 
+// Reduce_scatter: a blocked layout, and staging for the partial sums of other ranks' blocks.
+TEST(EmitCuda, ReduceScatterGolden) {
+  EmittedKernel k = emit_shipped("ring_reduce_scatter", 3, {}, true);
+  EXPECT_EQ(k.blocks, 3);
+  EXPECT_EQ(k.scratch_bytes(1000), 3u * 1000 * 4);  // staging: the whole vector
+  expect_golden("ring_reduce_scatter_n3_f32_sum.cu", k.source);
+}
+
 TEST(EmitCuda, KernelTextUsesOnlyThePrelude) {
   EmittedKernel k = emit_shipped("butterfly", 4, {}, true);
   for (const char* raw : {"threadIdx", "blockIdx", "blockDim", "__global__", "__syncthreads", "asm"})
     EXPECT_EQ(k.source.find(raw), std::string::npos) << raw;
 }
 
-// generated/: every shipped allreduce schedule at N = 8, f32, sum, default parameters.
+// generated/: every shipped schedule at N = 8, f32, sum, root 0, default parameters.
 TEST(EmitCuda, GeneratedDirectoryIsCurrent) {
-  for (const char* name : {"ring", "oneshot", "twoshot", "butterfly", "tree", "dbtree"}) {
+  for (const std::string& name : test::shipped_schedule_names()) {
     testing::Planned p = testing::plan_shipped(name, 8);
     ASSERT_TRUE(p.planned) << p.errors;
     test::expect_matches_golden(emit_cuda(lower(*p.planned, {}), &p.source).source,
-                                std::string("generated/") + name + "_n8_f32_sum.cu", "EmitCuda.GeneratedDirectoryIsCurrent");
+                                "generated/" + name + "_n8_f32_sum.cu", "EmitCuda.GeneratedDirectoryIsCurrent");
   }
 }
 

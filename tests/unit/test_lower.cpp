@@ -20,10 +20,10 @@ TEST(Lower, RingFirstReadsComeFromTheInput) {
   EXPECT_EQ(first.kind, OpKind::Reduce);
   EXPECT_EQ(first.chunks, (ChunkRange{0, 1}));
   ASSERT_EQ(first.operands.size(), 2u);
-  EXPECT_EQ(first.operands[0], (Operand{1, Buffer::Input}));
-  EXPECT_EQ(first.operands[1], (Operand{0, Buffer::Input}));
+  EXPECT_EQ(first.operands[0], (Operand{1, Storage::Input}));
+  EXPECT_EQ(first.operands[1], (Operand{0, Storage::Input}));
   // Step 1 reads the chunk rank 0 reduced at step 0: its output.
-  EXPECT_EQ(plan.ranks[1].steps[1].passes.at(0).operands[1], (Operand{0, Buffer::Output}));
+  EXPECT_EQ(plan.ranks[1].steps[1].passes.at(0).operands[1], (Operand{0, Storage::Output}));
   EXPECT_TRUE(plan.ranks[1].passthrough.empty());
 }
 
@@ -32,7 +32,7 @@ TEST(Lower, InPlaceReadsTheOutput) {
   o.in_place = true;
   KernelPlan plan = lower_shipped("butterfly", 8, o);
   const DataPass& first = plan.ranks[0].steps[0].passes.at(0);
-  EXPECT_EQ(first.operands[0], (Operand{0, Buffer::Output}));  // the old value: in == out
+  EXPECT_EQ(first.operands[0], (Operand{0, Storage::Output}));  // the old value: in == out
 }
 
 TEST(Lower, TheReduceThatCompletesAChunkCarriesTheFinish) {
@@ -133,10 +133,62 @@ TEST(Lower, RejectsAStepThatReadsWhatItWrites) {
   EXPECT_NO_THROW(lower(testing::without_waits(p), {}));
 }
 
-TEST(Lower, RejectsOtherCollectives) {
-  testing::Planned p = testing::plan_shipped("ring_broadcast", 4);
-  ASSERT_TRUE(p.planned) << p.errors;
-  EXPECT_THROW(lower(*p.planned, {}), LowerError);
+// Reduce_scatter: the output holds the rank's own block only; partial sums of other blocks live
+// in staging, and the vector is N blocks of `count`.
+TEST(Lower, ReduceScatterKeepsOtherBlocksInStaging) {
+  KernelPlan plan = lower_shipped("ring_reduce_scatter", 4);
+  EXPECT_EQ(plan.blocks, 4);
+  EXPECT_TRUE(plan.uses_staging);
+  EXPECT_FALSE(plan.uses_scratch);
+  for (int r = 0; r < 4; ++r)
+    for (const StepPlan& step : plan.ranks[r].steps)
+      for (const DataPass& pass : step.passes) {
+        EXPECT_EQ(pass.dst, pass.chunks.begin == r ? Storage::Output : Storage::Staging) << "rank " << r;
+        EXPECT_EQ(pass.completes, pass.chunks.begin == r);
+      }
+}
+
+// Allgather: the input holds the rank's own block, which reaches the output as a passthrough
+// (out of place) or is already there (in place).
+TEST(Lower, AllGatherPassesItsOwnBlockThrough) {
+  KernelPlan plan = lower_shipped("ring_allgather", 4);
+  EXPECT_EQ(plan.blocks, 4);
+  EXPECT_FALSE(plan.uses_staging);
+  for (int r = 0; r < 4; ++r) {
+    ASSERT_EQ(plan.ranks[r].passthrough.size(), 1u);
+    EXPECT_EQ(plan.ranks[r].passthrough[0].chunks, (ChunkRange{r, 1}));
+    EXPECT_EQ(plan.ranks[r].passthrough[0].operands[0], (Operand{r, Storage::Input}));
+  }
+  KernelOptions o;
+  o.in_place = true;
+  for (const RankPlan& rank : lower_shipped("ring_allgather", 4, o).ranks) EXPECT_TRUE(rank.passthrough.empty());
+}
+
+// Reduce: only the root's output is the user's; the chain's partial sums live in staging.
+TEST(Lower, ReduceWritesOnlyTheRootsOutput) {
+  KernelPlan plan = lower_shipped("ring_reduce", 4);  // root 0
+  EXPECT_EQ(plan.blocks, 1);
+  for (int r = 0; r < 4; ++r)
+    for (const StepPlan& step : plan.ranks[r].steps)
+      for (const DataPass& pass : step.passes) EXPECT_EQ(pass.dst, r == 0 ? Storage::Output : Storage::Staging);
+  EXPECT_TRUE(plan.ranks[0].passthrough.empty());  // the last reduce writes all of it
+}
+
+TEST(Lower, RejectsReadingAnInputTheCollectiveDoesNotGive) {
+  StepProgram p = testing::shipped("ring_broadcast", 3);  // root 0: rank 1 copies from root's input
+  p.ops[1][0][0].peer = 2;
+  try {
+    lower(testing::without_waits(p), {});
+    FAIL() << "expected a LowerError";
+  } catch (const LowerError& e) {
+    EXPECT_STREQ(e.what(), "rank 1, step 0 (chain s=0), chunk 0: reads rank 2's input, which a broadcast does not give that rank");
+  }
+}
+
+TEST(Lower, RejectsBlocksThatDoNotSplitEvenly) {
+  StepProgram p = testing::shipped("ring_reduce_scatter", 2);
+  p.nchunks = 3;
+  EXPECT_THROW(lower(testing::without_waits(p), {}), LowerError);
 }
 
 TEST(Lower, PrintsThePlan) {

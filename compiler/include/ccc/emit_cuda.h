@@ -11,14 +11,17 @@ namespace ccc {
 
 struct EmittedKernel {
   std::string source;       // includes "ccc_device.h" and nothing else
-  std::string kernel_name;  // extern "C" symbol: ccc_<schedule>_n<N>_<dtype>_<op>_t<tile>_c<channels>_p<depth>[_ip]
+  std::string kernel_name;  // extern "C" symbol: ccc_<schedule>_n<N>[_root<R>]_<dtype>_<op>_t<tile>_c<channels>_p<depth>[_ip]
   int channels = 0;         // blocks per rank (grid = channels, or N * channels for virtual ranks)
   int block_threads = 0;    // CUDA threads per block (host: one thread per block)
-  bool uses_scratch = false;
+  int scratch_vectors = 0;  // scratch regions (the schedule's, staging), each blocks * count elements
+  int blocks = 1;           // KernelPlan::blocks
   int dtype_bytes = 0;
 
-  // Scratch each rank must provide for a collective of `count` elements.
-  uint64_t scratch_bytes(uint64_t count) const { return uses_scratch ? count * static_cast<uint64_t>(dtype_bytes) : 0; }
+  // Scratch each rank must provide for a collective of `count` elements (the kernel's `count`).
+  uint64_t scratch_bytes(uint64_t count) const {
+    return static_cast<uint64_t>(scratch_vectors) * static_cast<uint64_t>(blocks) * count * static_cast<uint64_t>(dtype_bytes);
+  }
 };
 
 // `source`, when given, is the schedule text: each step's comment then quotes its DSL line.

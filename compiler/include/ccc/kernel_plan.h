@@ -7,6 +7,12 @@
 // reads the input instead (first touch), so out-of-place needs no copy. Output chunks a schedule
 // never writes get a passthrough copy from the input (out-of-place only).
 //
+// Collectives other than allreduce map the schedule's full-vector chunk space onto the user's
+// NCCL-shaped buffers: a reduce_scatter's output and an allgather's input hold only the rank's
+// own block (chunk geometry cuts every block alike, ccc_device_common.h), and output chunks that
+// are not part of a rank's result (other blocks of a reduce_scatter, a reduce's non-root ranks)
+// live in staging, scratch space the user never sees.
+//
 // Tiling is not spelled out here: every chunk splits into one slice per channel and every slice
 // into windows of `pipeline` tiles, all at run time from `count` (ccc_device_common.h); the plan's
 // passes and waits apply to every (channel, window) alike.
@@ -31,16 +37,21 @@ struct KernelOptions {
   bool in_place = false;           // input == output: reads never redirect to the input
 };
 
+// Where a pass reads or writes on some rank: the user's buffers, the schedule's scratch, or
+// staging (the output chunks that are not part of the rank's result).
+enum class Storage { Output, Input, Scratch, Staging };
+const char* storage_name(Storage s);  // "output", "input", "scratch", "staging"
+
 // A physical buffer of some rank.
 struct Operand {
   int rank = 0;
-  Buffer buffer = Buffer::Output;
+  Storage buffer = Storage::Output;
   friend bool operator==(const Operand&, const Operand&) = default;
 };
 
 struct DataPass {
   OpKind kind = OpKind::Copy;    // Copy: one operand. Reduce: operands fold left to right.
-  Buffer dst = Buffer::Output;   // the rank's own buffer
+  Storage dst = Storage::Output; // the rank's own buffer
   ChunkRange chunks;
   std::vector<Operand> operands;
   bool completes = false;        // this write completes the value: the op's finish (avg) goes here
@@ -70,12 +81,16 @@ struct KernelPlan {
   std::string file;
   std::string schedule;
   Collective collective = Collective::AllReduce;
+  int root = -1;                 // broadcast / reduce root
   int nranks = 0;
   int64_t nchunks = 0;
   std::vector<Phase> phases;
   std::vector<StepInfo> steps;
   std::vector<RankPlan> ranks;
-  bool uses_scratch = false;     // scratch holds `count` elements per rank when true
+  int blocks = 1;                // the chunk space is `blocks` blocks of `count` elements (N for
+                                 // reduce_scatter and allgather, else 1)
+  bool uses_scratch = false;     // the schedule's scratch: blocks * count elements per rank
+  bool uses_staging = false;     // staging: blocks * count more, after the scratch
   int64_t waits = 0;             // waits in the kernel, all ranks
   int64_t cross_rank_edges = 0;  // from the sync plan
   uint64_t program_hash = 0;     // of the step program: provenance in the emitted header

@@ -83,4 +83,12 @@ struct StepProgram {
 // [r * nchunks / N, (r + 1) * nchunks / N). (nchunks must be a multiple of N for these.)
 ChunkRange owned_chunks(const StepProgram& p, int rank);
 
+// What the user's buffers hold, in the full-vector chunk space every schedule is written in.
+// Input chunks the collective gives a rank (allgather: its own block; broadcast: the root's
+// everything; otherwise all).
+bool input_holds(const StepProgram& p, int rank, int64_t chunk);
+// Output chunks that are part of the rank's result (reduce_scatter: its own block; reduce: the
+// root's everything; otherwise all). The rest are working space the user does not see.
+bool output_holds_result(const StepProgram& p, int rank, int64_t chunk);
+
 }  // namespace ccc
