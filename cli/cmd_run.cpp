@@ -15,53 +15,6 @@
 namespace ccc::cli {
 namespace {
 
-// Every rank's buffers for one collective; in place, send and recv share one allocation.
-struct RankBuffers {
-  std::vector<std::vector<uint64_t>> storage;  // uint64_t: aligned for every element type
-  std::vector<const void*> send;
-  std::vector<void*> recv;
-  std::vector<std::vector<unsigned char>> inputs;  // each rank's input as filled, for the check
-};
-
-RankBuffers make_buffers(const CollectiveCall& shape, int n, bool in_place) {
-  const uint64_t in_bytes = send_bytes(shape, n), out_bytes = recv_bytes(shape, n);
-  const uint64_t block = shape.count * data_type_size(shape.dtype);
-  RankBuffers b;
-  for (int r = 0; r < n; ++r) {
-    const uint64_t bytes = in_place ? std::max(in_bytes, out_bytes) : in_bytes + out_bytes;
-    b.storage.emplace_back(bytes / 8 + 1);
-    auto* base = reinterpret_cast<unsigned char*>(b.storage.back().data());
-    unsigned char* send = base;
-    unsigned char* recv = in_place ? base : base + in_bytes;
-    if (in_place && shape.collective == Collective::ReduceScatter) recv = base + r * block;
-    if (in_place && shape.collective == Collective::AllGather) send = base + r * block;
-    b.send.push_back(send);
-    b.recv.push_back(recv);
-  }
-  return b;
-}
-
-// Poisons every output, then writes fresh inputs (in place they overlap: inputs win).
-void prepare(RankBuffers& b, const CollectiveCall& shape, int n, uint64_t salt) {
-  const uint64_t in_elems = send_bytes(shape, n) / data_type_size(shape.dtype);
-  const uint64_t out_elems = recv_bytes(shape, n) / data_type_size(shape.dtype);
-  b.inputs.assign(n, {});
-  for (int r = 0; r < n; ++r) {
-    poison(shape.dtype, out_elems, b.recv[r]);
-    fill_input(shape.dtype, r, salt, in_elems, const_cast<void*>(b.send[r]));
-    const auto* in = static_cast<const unsigned char*>(b.send[r]);
-    b.inputs[r].assign(in, in + send_bytes(shape, n));
-  }
-}
-
-uint64_t wrong_elements(const RankBuffers& b, const CollectiveCall& shape, int n) {
-  std::vector<const void*> inputs;
-  for (const auto& in : b.inputs) inputs.push_back(in.data());
-  uint64_t wrong = 0;
-  for (int r = 0; r < n; ++r) wrong += count_wrong(shape, n, r, inputs, b.recv[r]);
-  return wrong;
-}
-
 int run_run(const ParsedArgs& args, std::ostream& out, std::ostream& err) {
   const Command& cmd = run_command();
   int exit_code = kExitOk;
@@ -113,21 +66,18 @@ int run_run(const ParsedArgs& args, std::ostream& out, std::ostream& err) {
 
   try {
     Communicator comm = Communicator::host(n, options);
-    RankBuffers buffers = make_buffers(shape, n, in_place);
-    CollectiveCall call = shape;
-    call.send = buffers.send;
-    call.recv = buffers.recv;
+    HostCollectiveBuffers buffers(shape, n, in_place);
     using Clock = std::chrono::steady_clock;
     auto timed = [&](uint64_t salt) {
-      prepare(buffers, shape, n, salt);
+      buffers.prepare(salt);
       const auto start = Clock::now();
-      comm.run(call);
+      comm.run(buffers.call());
       return std::chrono::duration<double>(Clock::now() - start).count();
     };
     const double first = timed(1);
-    uint64_t wrong = wrong_elements(buffers, shape, n);
+    uint64_t wrong = buffers.wrong_elements();
     const double second = timed(2);
-    wrong += wrong_elements(buffers, shape, n);
+    wrong += buffers.wrong_elements();
     const double bytes = static_cast<double>(std::max(send_bytes(shape, n), recv_bytes(shape, n)));
     const double algbw = bytes / second / 1e9;
     const uint64_t elements = 2 * n * (recv_bytes(shape, n) / data_type_size(shape.dtype));

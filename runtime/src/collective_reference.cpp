@@ -1,5 +1,6 @@
 #include "ccc/collective_reference.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -212,6 +213,44 @@ uint64_t count_wrong(const CollectiveCall& call, int nranks, int rank,
         wrong += !same_element(t, load(t, inputs[call.root], i), load(t, output, i));
       break;
   }
+  return wrong;
+}
+
+HostCollectiveBuffers::HostCollectiveBuffers(const CollectiveCall& shape, int nranks, bool in_place, size_t offset)
+    : call_(shape), nranks_(nranks) {
+  const uint64_t in_bytes = send_bytes(shape, nranks), out_bytes = recv_bytes(shape, nranks);
+  const uint64_t block = shape.count * data_type_size(shape.dtype);
+  for (int r = 0; r < nranks; ++r) {
+    const uint64_t bytes = offset + (in_place ? std::max(in_bytes, out_bytes) : in_bytes + out_bytes);
+    storage_.emplace_back(bytes / 8 + 1);
+    auto* base = reinterpret_cast<unsigned char*>(storage_.back().data()) + offset;
+    unsigned char* send = base;
+    unsigned char* recv = in_place ? base : base + in_bytes;
+    if (in_place && shape.collective == Collective::ReduceScatter) recv = base + r * block;
+    if (in_place && shape.collective == Collective::AllGather) send = base + r * block;
+    send_.push_back(send);
+    recv_.push_back(recv);
+  }
+  call_.send = send_;
+  call_.recv = recv_;
+}
+
+void HostCollectiveBuffers::prepare(uint64_t salt) {
+  const uint64_t elem = data_type_size(call_.dtype);
+  inputs_.assign(nranks_, {});
+  for (int r = 0; r < nranks_; ++r) {
+    poison(call_.dtype, recv_bytes(call_, nranks_) / elem, recv_[r]);
+    fill_input(call_.dtype, r, salt, send_bytes(call_, nranks_) / elem, const_cast<void*>(send_[r]));
+    const auto* in = static_cast<const unsigned char*>(send_[r]);
+    inputs_[r].assign(in, in + send_bytes(call_, nranks_));
+  }
+}
+
+uint64_t HostCollectiveBuffers::wrong_elements() const {
+  std::vector<const void*> inputs;
+  for (const auto& in : inputs_) inputs.push_back(in.data());
+  uint64_t wrong = 0;
+  for (int r = 0; r < nranks_; ++r) wrong += count_wrong(call_, nranks_, r, inputs, recv_[r]);
   return wrong;
 }
 

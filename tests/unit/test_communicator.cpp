@@ -28,35 +28,39 @@ CommOptions options(const std::string& algo = "") {
   return o;
 }
 
-// Runs one all_reduce and returns the number of wrong elements over all ranks.
-uint64_t check_all_reduce(Communicator& comm, uint64_t count, DataType dtype, ReduceOp op, bool in_place) {
-  const int n = comm.size();
-  const size_t elem = data_type_size(dtype), offset = 8;  // offset: buffers not 16-byte aligned
-  std::vector<std::vector<uint64_t>> in(n), out(n);
-  std::vector<std::vector<unsigned char>> saved(n);
-  std::vector<const void*> send, inputs;
-  std::vector<void*> recv;
-  for (int r = 0; r < n; ++r) {
-    in[r].resize(count * elem / 8 + 3);
-    out[r].resize(count * elem / 8 + 3);
-    auto* i = reinterpret_cast<unsigned char*>(in[r].data()) + offset;
-    auto* o = in_place ? i : reinterpret_cast<unsigned char*>(out[r].data()) + offset;
-    poison(dtype, count, o);
-    fill_input(dtype, r, count, count, i);
-    saved[r].assign(i, i + count * elem);
-    send.push_back(i);
-    recv.push_back(o);
-    inputs.push_back(saved[r].data());
+// Runs `shape` once through the Communicator's method for its collective and returns the number
+// of wrong elements over all ranks. Buffers start 8 bytes into their allocations (not 16-byte
+// aligned: the kernels' scalar path), outputs poisoned first.
+uint64_t check(Communicator& comm, const CollectiveCall& shape, bool in_place) {
+  HostCollectiveBuffers buffers(shape, comm.size(), in_place, /*offset*/ 8);
+  buffers.prepare(shape.count);
+  const CollectiveCall& c = buffers.call();
+  switch (c.collective) {
+    case Collective::AllReduce: comm.all_reduce(c.send, c.recv, c.count, c.dtype, c.op); break;
+    case Collective::ReduceScatter: comm.reduce_scatter(c.send, c.recv, c.count, c.dtype, c.op); break;
+    case Collective::AllGather: comm.all_gather(c.send, c.recv, c.count, c.dtype); break;
+    case Collective::Broadcast: comm.broadcast(c.send, c.recv, c.count, c.dtype, c.root); break;
+    case Collective::Reduce: comm.reduce(c.send, c.recv, c.count, c.dtype, c.op, c.root); break;
   }
-  comm.all_reduce(send, recv, count, dtype, op);
+  return buffers.wrong_elements();
+}
+
+CollectiveCall shape_of(Collective collective, uint64_t count, DataType dtype, ReduceOp op, int root) {
   CollectiveCall call;
+  call.collective = collective;
   call.count = count;
   call.dtype = dtype;
   call.op = op;
-  uint64_t wrong = 0;
-  for (int r = 0; r < n; ++r) wrong += count_wrong(call, n, r, inputs, recv[r]);
-  return wrong;
+  call.root = collective == Collective::Broadcast || collective == Collective::Reduce ? root : -1;
+  return call;
 }
+
+uint64_t check_all_reduce(Communicator& comm, uint64_t count, DataType dtype, ReduceOp op, bool in_place) {
+  return check(comm, shape_of(Collective::AllReduce, count, dtype, op, -1), in_place);
+}
+
+constexpr Collective kOtherCollectives[] = {Collective::ReduceScatter, Collective::AllGather, Collective::Broadcast,
+                                            Collective::Reduce};
 
 }  // namespace
 
@@ -87,6 +91,54 @@ TEST(Communicator, AllReduceEveryShippedSchedule) {
   for (const char* algo : {"ring", "oneshot", "twoshot", "butterfly", "tree", "dbtree"}) {
     Communicator comm = Communicator::host(4, options(algo));
     EXPECT_EQ(check_all_reduce(comm, 77777, DataType::I32, ReduceOp::Sum, false), 0u) << algo;
+  }
+}
+
+// Reduce_scatter, allgather, broadcast and reduce through their shipped ring schedules.
+class CommunicatorCollective : public ::testing::TestWithParam<Collective> {};
+
+TEST_P(CommunicatorCollective, EveryDtype) {
+  Communicator comm = Communicator::host(3, options());
+  for (DataType t : kAllDataTypes)
+    EXPECT_EQ(check(comm, shape_of(GetParam(), 1003, t, ReduceOp::Sum, 1), false), 0u) << data_type_name(t);
+}
+
+TEST_P(CommunicatorCollective, EveryOp) {
+  if (GetParam() == Collective::AllGather || GetParam() == Collective::Broadcast) GTEST_SKIP() << "no reduction";
+  Communicator comm = Communicator::host(4, options());
+  for (DataType t : {DataType::F32, DataType::I8})
+    for (ReduceOp op : kAllReduceOps)
+      EXPECT_EQ(check(comm, shape_of(GetParam(), 777, t, op, 3), false), 0u) << data_type_name(t) << " " << reduce_op_name(op);
+}
+
+TEST_P(CommunicatorCollective, RankCountsRootsCountsAndPlacement) {
+  for (int n : {1, 2, 5}) {
+    Communicator comm = Communicator::host(n, options());
+    for (int root : {0, n - 1})
+      for (bool in_place : {false, true})
+        for (uint64_t count : {0u, 1u, 7u, 100003u})
+          EXPECT_EQ(check(comm, shape_of(GetParam(), count, DataType::F32, ReduceOp::Sum, root), in_place), 0u)
+              << "N " << n << " root " << root << " count " << count << (in_place ? " in place" : "");
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Host, CommunicatorCollective, ::testing::ValuesIn(kOtherCollectives),
+                         [](const auto& info) { return std::string(collective_name(info.param)); });
+
+// NCCL's reduce leaves the non-root ranks' recv buffers alone: partial sums live in staging.
+TEST(Communicator, ReduceLeavesNonRootOutputsAlone) {
+  const int n = 4, root = 2;
+  const uint64_t count = 4097;
+  Communicator comm = Communicator::host(n, options());
+  HostCollectiveBuffers buffers(shape_of(Collective::Reduce, count, DataType::F32, ReduceOp::Sum, root), n, false);
+  buffers.prepare(1);
+  comm.run(buffers.call());
+  EXPECT_EQ(buffers.wrong_elements(), 0u);
+  std::vector<float> poisoned(count);
+  poison(DataType::F32, count, poisoned.data());
+  for (int r = 0; r < n; ++r) {
+    if (r == root) continue;
+    EXPECT_EQ(std::memcmp(buffers.call().recv[r], poisoned.data(), count * sizeof(float)), 0) << "rank " << r;
   }
 }
 

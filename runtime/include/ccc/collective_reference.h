@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <span>
+#include <vector>
 
 #include "ccc/collective_call.h"
 
@@ -27,5 +28,32 @@ void poison(DataType dtype, uint64_t elems, void* dst);
 // checks only the root's output.
 uint64_t count_wrong(const CollectiveCall& call, int nranks, int rank,
                      std::span<const void* const> inputs, const void* output);
+
+// Every rank's host buffers for one collective call of `shape`. In place, send and recv share
+// one allocation the way NCCL's in-place calls lay them out (reduce_scatter: recv is the rank's
+// block of send; allgather: send is the rank's block of recv). Every buffer starts `offset`
+// bytes into its 8-byte-aligned allocation.
+class HostCollectiveBuffers {
+ public:
+  HostCollectiveBuffers(const CollectiveCall& shape, int nranks, bool in_place, size_t offset = 0);
+  HostCollectiveBuffers(const HostCollectiveBuffers&) = delete;  // call() points into it
+  HostCollectiveBuffers& operator=(const HostCollectiveBuffers&) = delete;
+
+  // Poisons every output, then writes fresh inputs (in place they overlap: inputs win) and keeps
+  // a copy of them for the check.
+  void prepare(uint64_t salt);
+  // `shape` with the buffers filled in, ready to run.
+  const CollectiveCall& call() const { return call_; }
+  // Wrong elements over every rank's output (count_wrong), against the inputs of the last prepare.
+  uint64_t wrong_elements() const;
+
+ private:
+  CollectiveCall call_;
+  int nranks_;
+  std::vector<std::vector<uint64_t>> storage_;  // uint64_t: aligned for every element type
+  std::vector<const void*> send_;
+  std::vector<void*> recv_;
+  std::vector<std::vector<unsigned char>> inputs_;
+};
 
 }  // namespace ccc
