@@ -4,7 +4,6 @@ import shutil
 import tempfile
 
 import lit.formats
-import lit.util
 
 config.name = 'ccc'
 config.test_format = lit.formats.ShTest(execute_external=False)
@@ -20,8 +19,9 @@ def tool_path(param, env_var, names, hints=()):
     path = lit_config.params.get(param) or os.environ.get(env_var)
     if path:
         return os.path.abspath(path)
+    search_path = os.pathsep.join([os.environ.get('PATH', ''), *hints])
     for name in names:
-        found = shutil.which(name) or lit.util.which(name, os.pathsep.join(hints))
+        found = shutil.which(name, path=search_path)
         if found:
             return found
     lit_config.fatal(f'cannot find {names[0]}: pass --param {param}=PATH or set {env_var}')
