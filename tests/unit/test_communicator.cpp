@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <ostream>
 #include <vector>
 
 #include "ccc/ccc.h"
@@ -11,6 +12,11 @@
 #include "ccc/communicator.h"
 
 using namespace ccc;
+
+namespace ccc {
+// Readable in test listings (ctest shows the parameter).
+void PrintTo(Collective c, std::ostream* os) { *os << collective_name(c); }
+}  // namespace ccc
 
 namespace {
 

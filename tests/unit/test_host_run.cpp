@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <cstring>
 #include <map>
+#include <ostream>
 #include <random>
 #include <thread>
 
@@ -189,6 +190,8 @@ struct Shape {
   const char* schedule;
   int ranks;
 };
+// Readable in test listings (ctest shows the parameter): "ring N=5".
+void PrintTo(const Shape& s, std::ostream* os) { *os << s.schedule << " N=" << s.ranks; }
 
 class HostRun : public ::testing::TestWithParam<Shape> {};
 
