@@ -27,9 +27,9 @@ struct Program {
   }
 };
 
-// NVRTC's text outputs end in a NUL (and the log in a newline), which the strings do not keep.
-void trim_end(std::string& s) {
-  while (!s.empty() && (s.back() == '\0' || s.back() == '\n')) s.pop_back();
+// Drops trailing `chars`: NVRTC's text outputs end in a NUL, its log also in a newline.
+void trim_end(std::string& s, std::string_view chars) {
+  while (!s.empty() && chars.find(s.back()) != std::string_view::npos) s.pop_back();
 }
 
 }  // namespace
@@ -64,9 +64,9 @@ NvrtcOutput nvrtc_compile(const NvrtcRequest& req) {
   nvrtcGetProgramLogSize(prog.handle, &size);
   out.log.resize(size);
   nvrtcGetProgramLog(prog.handle, out.log.data());
-  trim_end(out.log);
+  trim_end(out.log, std::string_view("\0\n", 2));
   if (rc != NVRTC_SUCCESS) {
-    out.log = req.name + " for " + req.arch + ": " + nvrtcGetErrorString(rc) + "\n" + out.log;
+    out.log = "NVRTC failed to compile " + req.name + " for " + req.arch + ": " + nvrtcGetErrorString(rc) + "\n" + out.log;
     return out;
   }
   if (cubin) {
@@ -77,7 +77,7 @@ NvrtcOutput nvrtc_compile(const NvrtcRequest& req) {
     nvrtcGetPTXSize(prog.handle, &size);
     out.image.resize(size);
     nvrtcGetPTX(prog.handle, out.image.data());
-    trim_end(out.image);
+    trim_end(out.image, std::string_view("\0", 1));
   }
   out.ok = true;
   out.compile_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();

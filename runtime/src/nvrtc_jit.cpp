@@ -9,7 +9,7 @@ namespace ccc {
 
 NvrtcOutput nvrtc_build(const NvrtcRequest& req) {
   NvrtcOutput out = nvrtc_compile(req);
-  if (!out.ok) throw JitError(fmt::format("NVRTC failed to compile {}", out.log));
+  if (!out.ok) throw JitError(out.log);
   return out;
 }
 
