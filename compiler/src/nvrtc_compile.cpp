@@ -7,6 +7,8 @@
 #include <string_view>
 #include <sstream>
 
+#include "ccc/embedded_file.h"
+
 namespace ccc {
 
 namespace {
@@ -43,9 +45,9 @@ NvrtcOutput nvrtc_compile(const NvrtcRequest& req) {
     return out;
   }
   std::vector<const char*> names, texts;
-  for (const PreludeHeader& h : device_prelude_headers()) {
-    names.push_back(h.name);
-    texts.push_back(h.text);
+  for (const EmbeddedFile& f : device_prelude_files()) {  // views of string literals: NUL-terminated
+    names.push_back(f.name.data());
+    texts.push_back(f.text.data());
   }
   Program prog;
   nvrtcResult rc = nvrtcCreateProgram(&prog.handle, req.source.c_str(), req.name.c_str(),

@@ -1,4 +1,5 @@
-// NVRTC: generated source -> PTX or cubin, with the device prelude supplied from memory. The one
+// NVRTC: generated source -> PTX or cubin, with the device prelude (embedded_file.h) supplied
+// from memory as named headers. The one
 // place that drives NVRTC: the runtime's JIT (nvrtc_jit.h) adds its cache and exceptions on top.
 #pragma once
 
@@ -6,13 +7,6 @@
 #include <vector>
 
 namespace ccc {
-
-struct PreludeHeader {
-  const char* name;  // as included: "ccc_device.h"
-  const char* text;
-};
-// Every file of runtime/device/, embedded at build time.
-const std::vector<PreludeHeader>& device_prelude_headers();
 
 enum class NvrtcTarget { Ptx, Cubin };
 
