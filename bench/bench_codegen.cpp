@@ -33,9 +33,10 @@ void BM_LowerAndEmit(benchmark::State& state) {
 BENCHMARK(BM_LowerAndEmit)->DenseRange(0, 5)->Unit(benchmark::kMicrosecond);
 
 void BM_NvrtcCubinSm90(benchmark::State& state) {
-  const std::string source = emit_cuda(lower(planned(kSchedules[state.range(0)]), {})).source;
+  NvrtcRequest req;
+  req.source = emit_cuda(lower(planned(kSchedules[state.range(0)]), {})).source;
   for (auto _ : state) {
-    NvrtcOutput out = nvrtc_compile(source, "sm_90", /*cubin=*/true);
+    NvrtcOutput out = nvrtc_compile(req);
     if (!out.ok) state.SkipWithError(out.log.c_str());
   }
   state.SetLabel(kSchedules[state.range(0)]);

@@ -4,13 +4,15 @@
 //   ccc-bench [-b MIN] [-e MAX] [-f FACTOR] [-d TYPE] [-o OP] [-n ITERS] [-w WARMUP] [-c 0|1]
 //             [--backend host|cuda] [--ranks N] [--devices 0,1,..] [--algo NAME]
 //             [--collective C] [--root R] [--channels C] [--tile-bytes B] [--baseline]
-//   ccc-bench --jit [--ranks N] [--algo NAME] [-d TYPE] [-o OP] [--arch sm_90]
+//   ccc-bench --jit [--ranks N] [--algo NAME] [-d TYPE] [-o OP] [--arch sm_90] [--nvrtc-option OPT]...
 //
 // Sizes take K, M and G suffixes. size is the bytes of a rank's largest buffer (N blocks for
 // reduce_scatter's send and allgather's recv), count the per-rank ABI count; algbw = size / time
 // and busbw = algbw times nccl-tests' factor (allreduce 2(N-1)/N, reduce_scatter and allgather
 // (N-1)/N, broadcast and reduce 1). --baseline adds a same-size copy (memcpy or cuMemcpyDtoD)
 // timed in the same run, and algbw as a fraction of it.
+// --nvrtc-option adds one option to the --jit NVRTC compile (repeat it: --nvrtc-option -Xptxas
+// --nvrtc-option -O1), to time NVRTC and ptxas settings.
 #include <fmt/format.h>
 #include <stdlib.h>
 
@@ -51,6 +53,7 @@ struct Config {
   bool baseline = false;
   bool jit = false;
   std::string arch = "sm_90";
+  std::vector<std::string> nvrtc_options;  // --jit: extra NVRTC options, e.g. -Xptxas -O1
 };
 
 [[noreturn]] void usage(const std::string& message) {
@@ -103,7 +106,7 @@ Config parse(int argc, char** argv) {
       fmt::print("usage: ccc-bench [-b MIN] [-e MAX] [-f FACTOR] [-d TYPE] [-o OP] [-n ITERS] [-w WARMUP] [-c 0|1]\n"
                  "                 [--backend host|cuda] [--ranks N] [--devices 0,1,..] [--algo NAME]\n"
                  "                 [--collective C] [--root R] [--channels C] [--tile-bytes B] [--baseline]\n"
-                 "       ccc-bench --jit [--ranks N] [--algo NAME] [-d TYPE] [-o OP] [--arch sm_90]\n");
+                 "       ccc-bench --jit [--ranks N] [--algo NAME] [-d TYPE] [-o OP] [--arch sm_90] [--nvrtc-option OPT]...\n");
       std::exit(0);
     } else if (a == "-b") { c.min_bytes = parse_size(value());
     } else if (a == "-e") { c.max_bytes = parse_size(value());
@@ -135,6 +138,7 @@ Config parse(int argc, char** argv) {
     } else if (a == "--baseline") { c.baseline = true;
     } else if (a == "--jit") { c.jit = true;
     } else if (a == "--arch") { c.arch = value();
+    } else if (a == "--nvrtc-option") { c.nvrtc_options.push_back(value());
     } else {
       usage(fmt::format("unknown argument '{}'", a));
     }
@@ -334,6 +338,7 @@ int run_jit(const Config& cfg) {
   req.source = k.source;
   req.name = k.kernel_name + ".cu";
   req.arch = cfg.arch;
+  req.options = cfg.nvrtc_options;
   print_jit("nvrtc " + cfg.arch + " cubin", time_jit([&](JitCache& c) { nvrtc_build_cached(c, req); }));
   HostCompileRequest host;
   host.source = k.source;

@@ -7,48 +7,89 @@
 #include <string_view>
 #include <sstream>
 
+#include "ccc/embedded_file.h"
+
 namespace ccc {
 
-NvrtcOutput nvrtc_compile(const std::string& source, const std::string& arch, bool cubin, bool verbose_ptxas) {
+namespace {
+
+// "sm_90" -> "90", "sm_90a" -> "90a"; empty for anything else, so NVRTC never sees it.
+std::string arch_digits(const std::string& arch) {
+  const std::string rest = arch.rfind("sm_", 0) == 0 ? arch.substr(3) : std::string();
+  const size_t digits = rest.find_first_not_of("0123456789");
+  const bool ok = rest.size() >= 2 && digits != 0 && (digits == std::string::npos || rest.substr(digits) == "a");
+  return ok ? rest : std::string();
+}
+
+// Owns an nvrtcProgram so every exit path destroys it.
+struct Program {
+  nvrtcProgram handle = nullptr;
+  ~Program() {
+    if (handle != nullptr) nvrtcDestroyProgram(&handle);
+  }
+};
+
+// Drops trailing `chars`: NVRTC's text outputs end in a NUL, its log also in a newline.
+void trim_end(std::string& s, std::string_view chars) {
+  while (!s.empty() && chars.find(s.back()) != std::string_view::npos) s.pop_back();
+}
+
+}  // namespace
+
+NvrtcOutput nvrtc_compile(const NvrtcRequest& req) {
   NvrtcOutput out;
   const auto start = std::chrono::steady_clock::now();
-  std::vector<const char*> names, texts;
-  for (const PreludeHeader& h : device_prelude_headers()) {
-    names.push_back(h.name);
-    texts.push_back(h.text);
+  const std::string digits = arch_digits(req.arch);
+  if (digits.empty()) {
+    out.log = "bad GPU architecture '" + req.arch + "' (expected sm_XY, e.g. sm_90)";
+    return out;
   }
-  nvrtcProgram prog = nullptr;
-  nvrtcResult rc = nvrtcCreateProgram(&prog, source.c_str(), "ccc_kernel.cu", static_cast<int>(names.size()),
-                                      texts.data(), names.data());
+  std::vector<const char*> names, texts;
+  for (const EmbeddedFile& f : device_prelude_files()) {  // views of string literals: NUL-terminated
+    names.push_back(f.name.data());
+    texts.push_back(f.text.data());
+  }
+  Program prog;
+  nvrtcResult rc = nvrtcCreateProgram(&prog.handle, req.source.c_str(), req.name.c_str(),
+                                      static_cast<int>(names.size()), texts.data(), names.data());
   if (rc != NVRTC_SUCCESS) {
     out.log = std::string("nvrtcCreateProgram: ") + nvrtcGetErrorString(rc);
     return out;
   }
-  // sm_XX gives SASS (and PTX); compute_XX gives PTX only.
-  const std::string gpu = "--gpu-architecture=" + (cubin ? arch : "compute_" + arch.substr(arch.find('_') + 1));
+  // sm_XY gives SASS (and PTX); compute_XY gives PTX only.
+  const bool cubin = req.target == NvrtcTarget::Cubin;
+  const std::string gpu = "--gpu-architecture=" + std::string(cubin ? "sm_" : "compute_") + digits;
   std::vector<const char*> opts = {gpu.c_str(), "-std=c++17"};
-  if (verbose_ptxas && cubin) opts.push_back("--ptxas-options=-v");
-  rc = nvrtcCompileProgram(prog, static_cast<int>(opts.size()), opts.data());
+  for (const std::string& o : req.options) opts.push_back(o.c_str());
+  rc = nvrtcCompileProgram(prog.handle, static_cast<int>(opts.size()), opts.data());
   size_t size = 0;
-  nvrtcGetProgramLogSize(prog, &size);
+  nvrtcGetProgramLogSize(prog.handle, &size);
   out.log.resize(size);
-  nvrtcGetProgramLog(prog, out.log.data());
-  while (!out.log.empty() && out.log.back() == '\0') out.log.pop_back();
-  if (rc == NVRTC_SUCCESS) {
-    nvrtcGetPTXSize(prog, &size);
-    out.ptx.resize(size);
-    nvrtcGetPTX(prog, out.ptx.data());
-    while (!out.ptx.empty() && out.ptx.back() == '\0') out.ptx.pop_back();
-    if (cubin) {
-      nvrtcGetCUBINSize(prog, &size);
-      out.cubin.resize(size);
-      nvrtcGetCUBIN(prog, out.cubin.data());
-    }
-    out.ok = true;
+  nvrtcGetProgramLog(prog.handle, out.log.data());
+  trim_end(out.log, std::string_view("\0\n", 2));
+  if (rc != NVRTC_SUCCESS) {
+    out.log = "NVRTC failed to compile " + req.name + " for " + req.arch + ": " + nvrtcGetErrorString(rc) + "\n" + out.log;
+    return out;
   }
-  nvrtcDestroyProgram(&prog);
+  if (cubin) {
+    nvrtcGetCUBINSize(prog.handle, &size);
+    out.image.resize(size);
+    nvrtcGetCUBIN(prog.handle, out.image.data());
+  } else {
+    nvrtcGetPTXSize(prog.handle, &size);
+    out.image.resize(size);
+    nvrtcGetPTX(prog.handle, out.image.data());
+    trim_end(out.image, std::string_view("\0", 1));
+  }
+  out.ok = true;
   out.compile_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   return out;
+}
+
+std::string nvrtc_version() {
+  int major = 0, minor = 0;
+  nvrtcVersion(&major, &minor);
+  return std::to_string(major) + "." + std::to_string(minor);
 }
 
 namespace {

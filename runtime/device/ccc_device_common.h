@@ -63,8 +63,11 @@ template <> struct Wrap<int> { typedef unsigned Type; };
 template <> struct Wrap<long long> { typedef unsigned long long Type; };
 
 /* Reduction ops: apply combines two values; finish runs once, in the write that completes a
- * value (every rank's contribution in), given the rank count. */
+ * value (every rank's contribution in), given the rank count. `finishes` is false where finish
+ * is the identity, so that write shares the plain reduce's code (one instantiation fewer to
+ * compile). */
 struct op_sum {
+  static const bool finishes = false;
   template <class A> static CCC_FN A apply(A a, A b) {
     typedef typename Wrap<A>::Type W;
     return static_cast<A>(static_cast<W>(a) + static_cast<W>(b));
@@ -72,6 +75,7 @@ struct op_sum {
   template <class A> static CCC_FN A finish(A a, int) { return a; }
 };
 struct op_prod {
+  static const bool finishes = false;
   template <class A> static CCC_FN A apply(A a, A b) {
     typedef typename Wrap<A>::Type W;
     return static_cast<A>(static_cast<W>(a) * static_cast<W>(b));
@@ -79,10 +83,12 @@ struct op_prod {
   template <class A> static CCC_FN A finish(A a, int) { return a; }
 };
 struct op_min {
+  static const bool finishes = false;
   template <class A> static CCC_FN A apply(A a, A b) { return b < a ? b : a; }
   template <class A> static CCC_FN A finish(A a, int) { return a; }
 };
 struct op_max {
+  static const bool finishes = false;
   template <class A> static CCC_FN A apply(A a, A b) { return a < b ? b : a; }
   template <class A> static CCC_FN A finish(A a, int) { return a; }
 };
@@ -92,6 +98,7 @@ template <class A> struct IsFloat { static const bool value = false; };
 template <> struct IsFloat<float> { static const bool value = true; };
 template <> struct IsFloat<double> { static const bool value = true; };
 struct op_avg {
+  static const bool finishes = true;
   template <class A> static CCC_FN A apply(A a, A b) { return op_sum::apply(a, b); }
   template <class A> static CCC_FN A finish(A a, int n) {
     if constexpr (IsFloat<A>::value) return a * (static_cast<A>(1) / static_cast<A>(n));
@@ -278,8 +285,9 @@ class Channel {
   CCC_FN bool wait_exit(int peer, int step) {
     return wait_for(peer, windows_ == 0 ? 0 : (windows_ - 1) * Cfg::steps + step + 1);
   }
-  /* Publishes "finished `step` of window w" once every thread's writes are done. */
-  CCC_FN void done(long long w, int step) {
+  /* Publishes "finished `step` of window w" once every thread's writes are done. Out of line:
+   * a generated kernel calls it once per step, and inline copies cost NVRTC time, not speed. */
+  CCC_NOINLINE void done(long long w, int step) {
     barrier();
     if (thread_index() == 0)
       store_release(ranks_[rank_].progress + channel_, base_ + w * Cfg::steps + step + 1);
@@ -297,7 +305,7 @@ class Channel {
   /* The same, for the write that completes a value: the op's finish (avg: / ranks) fuses here. */
   template <class... S>
   CCC_FN void reduce_last(long long w, int c0, int c1, Out<T> dst, S... src) {
-    run<true>(w, c0, c1, dst, Views<T, sizeof...(S)>{{static_cast<In<T> >(src)...}});
+    run<Cfg::Op::finishes>(w, c0, c1, dst, Views<T, sizeof...(S)>{{static_cast<In<T> >(src)...}});
   }
   CCC_FN void copy(long long w, int c0, int c1, Out<T> dst, In<T> src) {
     run<false>(w, c0, c1, dst, Views<T, 1>{{src}});
@@ -326,16 +334,25 @@ class Channel {
     return r;
   }
 
+  /* This channel's part of chunk c in window w, empty when the window is past its end. Shared
+   * by every instantiation of run. */
+  CCC_NOINLINE Range window_of(long long w, int c) const {
+    const Range p = piece(c);
+    Range r;
+    r.begin = p.begin + w * Cfg::window;
+    r.end = r.begin + Cfg::window < p.end ? r.begin + Cfg::window : p.end;
+    return r;
+  }
+
   template <bool Finish, int K>
   CCC_NOINLINE void run(long long w, int c0, int c1, Out<T> dst, Views<T, K> s) {
     for (int c = c0; c < c1; ++c) {
-      const Range p = piece(c);
-      const long long lo = p.begin + w * Cfg::window;
-      const long long hi = lo + Cfg::window < p.end ? lo + Cfg::window : p.end;
-      if (lo >= hi) continue;
+      const Range r = window_of(w, c);
+      if (r.begin >= r.end) continue;
       Sources<T, K> at;
-      for (int k = 0; k < K; ++k) at.p[k] = s.v[k].base + (lo - shift(s.v[k].shift));
-      combine<T, typename Cfg::Op, K, Finish, Cfg::ranks>(dst.base + (lo - shift(dst.shift)), at, hi - lo);
+      for (int k = 0; k < K; ++k) at.p[k] = s.v[k].base + (r.begin - shift(s.v[k].shift));
+      T* out = dst.base + (r.begin - shift(dst.shift));
+      combine<T, typename Cfg::Op, K, Finish, Cfg::ranks>(out, at, r.end - r.begin);
     }
   }
 

@@ -52,7 +52,7 @@ TEST(Nvrtc, CompilesToCubinForAmpereAndHopper) {
     NvrtcRequest req;
     req.source = kCudaKernel;
     req.arch = arch;
-    const NvrtcResult out = nvrtc_build(req);
+    const NvrtcOutput out = nvrtc_build(req);
     EXPECT_EQ(out.image.substr(0, 4), "\x7f" "ELF") << arch;
     EXPECT_EQ(out.log, "") << arch;
   }

@@ -39,10 +39,20 @@ std::string data_loop_spills(const std::string& log) {
   return out;
 }
 
+NvrtcRequest request(const std::string& source, const char* arch, NvrtcTarget target) {
+  NvrtcRequest req;
+  req.source = source;
+  req.arch = arch;
+  req.target = target;
+  return req;
+}
+
 void expect_compiles(const EmittedKernel& k, const char* arch) {
-  NvrtcOutput out = nvrtc_compile(k.source, arch, /*cubin=*/true, /*verbose_ptxas=*/true);
+  NvrtcRequest req = request(k.source, arch, NvrtcTarget::Cubin);
+  req.options = {kPtxasVerbose};
+  NvrtcOutput out = nvrtc_compile(req);
   ASSERT_TRUE(out.ok) << k.kernel_name << " " << arch << ":\n" << out.log;
-  EXPECT_FALSE(out.cubin.empty());
+  EXPECT_FALSE(out.image.empty());
   EXPECT_EQ(nvrtc_warnings(out.log), "") << k.kernel_name << " " << arch;
   KernelResources r = parse_ptxas_report(out.log);
   EXPECT_GT(r.registers, 0) << out.log;
@@ -112,16 +122,15 @@ INSTANTIATE_TEST_SUITE_P(Shipped, NvrtcSchedule, ::testing::ValuesIn(test::shipp
                          [](const auto& info) { return info.param; });
 
 TEST(Nvrtc, PtxOnly) {
-  NvrtcOutput out = nvrtc_compile(emit_cuda(lower(planned({"ring", 2}), {})).source, "sm_90", /*cubin=*/false);
+  NvrtcOutput out = nvrtc_compile(request(emit_cuda(lower(planned({"ring", 2}), {})).source, "sm_90", NvrtcTarget::Ptx));
   ASSERT_TRUE(out.ok) << out.log;
-  EXPECT_NE(out.ptx.find(".entry ccc_ring_n2_f32_sum_t65536_c4_p2"), std::string::npos);
-  EXPECT_NE(out.ptx.find("ld.acquire.sys"), std::string::npos);
-  EXPECT_NE(out.ptx.find("st.release.sys"), std::string::npos);
-  EXPECT_TRUE(out.cubin.empty());
+  EXPECT_NE(out.image.find(".entry ccc_ring_n2_f32_sum_t65536_c4_p2"), std::string::npos);
+  EXPECT_NE(out.image.find("ld.acquire.sys"), std::string::npos);
+  EXPECT_NE(out.image.find("st.release.sys"), std::string::npos);
 }
 
 TEST(Nvrtc, ReportsErrorsWithTheLog) {
-  NvrtcOutput out = nvrtc_compile("#include \"ccc_device.h\"\nthis is not C++;\n", "sm_90", true);
+  NvrtcOutput out = nvrtc_compile(request("#include \"ccc_device.h\"\nthis is not C++;\n", "sm_90", NvrtcTarget::Cubin));
   EXPECT_FALSE(out.ok);
   EXPECT_NE(out.log.find("error"), std::string::npos);
 }

@@ -1,4 +1,6 @@
-// NVRTC: generated source -> PTX or cubin, with the device prelude supplied from memory.
+// NVRTC: generated source -> PTX or cubin, with the device prelude (embedded_file.h) supplied
+// from memory as named headers. The one
+// place that drives NVRTC: the runtime's JIT (nvrtc_jit.h) adds its cache and exceptions on top.
 #pragma once
 
 #include <string>
@@ -6,24 +8,31 @@
 
 namespace ccc {
 
-struct PreludeHeader {
-  const char* name;  // as included: "ccc_device.h"
-  const char* text;
+enum class NvrtcTarget { Ptx, Cubin };
+
+struct NvrtcRequest {
+  std::string source;
+  std::string name = "kernel.cu";    // the program name NVRTC reports in its log
+  std::string arch = "sm_90";        // sm_XY or sm_XYa; PTX is generated for compute_XY
+  NvrtcTarget target = NvrtcTarget::Cubin;
+  std::vector<std::string> options;  // extra NVRTC options, e.g. kPtxasVerbose or "-lineinfo"
 };
-// Every file of runtime/device/, embedded at build time.
-const std::vector<PreludeHeader>& device_prelude_headers();
+
+// Adds ptxas' resource report (registers, spills) to the log.
+inline constexpr const char* kPtxasVerbose = "--ptxas-options=-v";
 
 struct NvrtcOutput {
   bool ok = false;
-  std::string log;            // NVRTC's log, ptxas' resource report included
-  std::string ptx;
-  std::vector<char> cubin;    // empty unless asked for
+  std::string log;    // NVRTC's log (ptxas' report included), or why nothing was compiled
+  std::string image;  // the PTX text or the cubin bytes; empty unless ok
   double compile_ms = 0;
 };
 
-// Compiles `source` for `arch` ("sm_90"); `cubin` selects a cubin (SASS) over PTX only.
-// `verbose_ptxas` adds --ptxas-options=-v so the log reports registers and spills.
-NvrtcOutput nvrtc_compile(const std::string& source, const std::string& arch, bool cubin, bool verbose_ptxas = false);
+// Compiles `req`; never throws. A bad arch is reported like a compile error (ok = false).
+NvrtcOutput nvrtc_compile(const NvrtcRequest& req);
+
+// "13.0": the NVRTC this library is linked against.
+std::string nvrtc_version();
 
 // From ptxas' -v report for one kernel.
 struct KernelResources {

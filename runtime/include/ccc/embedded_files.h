@@ -1,20 +1,14 @@
-// Files compiled into the library as text, so nothing depends on install paths: the device
-// prelude (runtime/device/*.h) and the shipped schedules (schedules/*.sched).
+// Files compiled into the libraries as text, so nothing depends on install paths: the device
+// prelude (runtime/device/*.h, in the compiler library) and the shipped schedules
+// (schedules/*.sched).
 #pragma once
 
 #include <span>
 #include <string>
-#include <string_view>
+
+#include "ccc/embedded_file.h"
 
 namespace ccc {
-
-struct EmbeddedFile {
-  std::string_view name;  // the file name, e.g. "ccc_abi.h" or "ring.sched"
-  std::string_view text;  // NUL-terminated (it views a string literal)
-};
-
-// Every header of runtime/device/, by name.
-std::span<const EmbeddedFile> device_prelude_files();
 
 // Every schedules/*.sched of the source tree, by name.
 std::span<const EmbeddedFile> shipped_schedule_files();
