@@ -30,14 +30,19 @@ demo: build
 test: build
 	ctest --test-dir $(BUILD) --output-on-failure -j$(JOBS)
 
-# The suite under AddressSanitizer + UndefinedBehaviorSanitizer. The host-emulation matrix at
-# N >= 7 (ranks as threads, spinning on two cores) is left to `make test`: it adds nothing a
-# smaller N does not check for memory errors, and costs minutes under ASan.
-ASAN_SKIP ?= HostRun.*/(ring8|oneshot9|twoshot7|butterfly8)
+# Sanitizer builds: -O1 with line tables only, which builds much faster than -O2 -g and still
+# gives symbolised reports with file:line.
+SANITIZER_OPT := -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1" \
+  -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -g1" -DCCC_WERROR=ON -DCCC_BUILD_BENCH=OFF
+
+# The suite under AddressSanitizer + UndefinedBehaviorSanitizer. The host-emulation matrix runs
+# on its smallest shapes (ring1, ring2, oneshot3, twoshot4, butterfly2: every sync pattern, one
+# to four ranks); the larger ones, ranks as threads spinning on two cores, add nothing for memory
+# errors and cost minutes under ASan. `make test` runs them all.
+ASAN_SKIP ?= HostRun.*/(ring3|ring5|ring8|oneshot9|twoshot7|butterfly8|tree5|dbtree6)
 test-asan: deps
-	cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCCC_WERROR=ON -DCCC_BUILD_BENCH=OFF \
-	  -DCCC_SANITIZE=address,undefined $(CMAKE_FLAGS)
-	cmake --build build-asan -j$(JOBS) --target ccc_tests ccc
+	cmake -S . -B build-asan $(SANITIZER_OPT) -DCCC_SANITIZE=address,undefined $(CMAKE_FLAGS)
+	cmake --build build-asan -j$(JOBS) --target ccc_tests ccc ccc_example_allreduce_host
 	UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
 	  ctest --test-dir build-asan --output-on-failure -E '$(ASAN_SKIP)' -j$(JOBS)
 
@@ -46,8 +51,7 @@ test-asan: deps
 # a blocked layout with staging).
 TSAN_TESTS ?= HostRun.*/(ring5|twoshot4|butterfly8)|HostRunFailure|HostRunVirtualRanks|Communicator\.|HostBackend|CommunicatorCollective\.RankCounts.*/reduce_scatter
 test-tsan: deps
-	cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCCC_WERROR=ON -DCCC_BUILD_BENCH=OFF \
-	  -DCCC_SANITIZE=thread $(CMAKE_FLAGS)
+	cmake -S . -B build-tsan $(SANITIZER_OPT) -DCCC_SANITIZE=thread $(CMAKE_FLAGS)
 	cmake --build build-tsan -j$(JOBS) --target ccc_tests
 	TSAN_OPTIONS=halt_on_error=1 ctest --test-dir build-tsan --output-on-failure --no-tests=error -R '$(TSAN_TESTS)' -j$(JOBS)
 

@@ -2,6 +2,7 @@
 // last rank of the clique has called it.
 #include "ccc/ccc.h"
 
+#include <cstring>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -104,15 +105,25 @@ cccResult_t init_all(cccComm_t* comms, int n, Make&& make) {
   });
 }
 
-ccc::DataType data_type(cccDataType_t t) {
-  if (t < 0 || t >= cccNumTypes)
-    throw Error(ErrorKind::InvalidArgument, fmt::format("unsupported data type {}", static_cast<int>(t)));
+// A C caller may pass any int for an enum, but in C++ reading an enum object whose value lies
+// outside its enumerators' range is undefined (UBSan's -fsanitize=enum): read the int it holds.
+template <typename Enum>
+int enum_value(const Enum& e) {
+  static_assert(sizeof(Enum) == sizeof(int));
+  int v = 0;
+  std::memcpy(&v, &e, sizeof v);
+  return v;
+}
+
+ccc::DataType data_type(const cccDataType_t& dtype) {
+  const int t = enum_value(dtype);
+  if (t < 0 || t >= cccNumTypes) throw Error(ErrorKind::InvalidArgument, fmt::format("unsupported data type {}", t));
   return ccc::kAllDataTypes[t];
 }
 
-ccc::ReduceOp reduce_op(cccRedOp_t op) {
-  if (op < 0 || op >= cccNumOps)
-    throw Error(ErrorKind::InvalidArgument, fmt::format("unsupported reduction op {}", static_cast<int>(op)));
+ccc::ReduceOp reduce_op(const cccRedOp_t& reduction) {
+  const int op = enum_value(reduction);
+  if (op < 0 || op >= cccNumOps) throw Error(ErrorKind::InvalidArgument, fmt::format("unsupported reduction op {}", op));
   return ccc::kAllReduceOps[op];
 }
 
@@ -248,7 +259,7 @@ cccResult_t cccReduce(const void* sendbuff, void* recvbuff, size_t count, cccDat
 }
 
 const char* cccGetErrorString(cccResult_t result) {
-  switch (result) {
+  switch (enum_value(result)) {
     case cccSuccess: return "no error";
     case cccUnhandledCudaError: return "unhandled cuda error";
     case cccSystemError: return "unhandled system error (no CUDA device, or a kernel failed to compile)";
