@@ -109,14 +109,6 @@ TEST_P(CommunicatorCollective, EveryDtype) {
     EXPECT_EQ(check(comm, shape_of(GetParam(), 1003, t, ReduceOp::Sum, 1), false), 0u) << data_type_name(t);
 }
 
-TEST_P(CommunicatorCollective, EveryOp) {
-  if (GetParam() == Collective::AllGather || GetParam() == Collective::Broadcast) GTEST_SKIP() << "no reduction";
-  Communicator comm = Communicator::host(4, options());
-  for (DataType t : {DataType::F32, DataType::I8})
-    for (ReduceOp op : kAllReduceOps)
-      EXPECT_EQ(check(comm, shape_of(GetParam(), 777, t, op, 3), false), 0u) << data_type_name(t) << " " << reduce_op_name(op);
-}
-
 TEST_P(CommunicatorCollective, RankCountsRootsCountsAndPlacement) {
   for (int n : {1, 2, 5}) {
     Communicator comm = Communicator::host(n, options());
@@ -129,6 +121,19 @@ TEST_P(CommunicatorCollective, RankCountsRootsCountsAndPlacement) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Host, CommunicatorCollective, ::testing::ValuesIn(kOtherCollectives),
+                         [](const auto& info) { return std::string(collective_name(info.param)); });
+
+// The reducing ones, under every op.
+class CommunicatorReduction : public ::testing::TestWithParam<Collective> {};
+
+TEST_P(CommunicatorReduction, EveryOp) {
+  Communicator comm = Communicator::host(4, options());
+  for (DataType t : {DataType::F32, DataType::I8})
+    for (ReduceOp op : kAllReduceOps)
+      EXPECT_EQ(check(comm, shape_of(GetParam(), 777, t, op, 3), false), 0u) << data_type_name(t) << " " << reduce_op_name(op);
+}
+
+INSTANTIATE_TEST_SUITE_P(Host, CommunicatorReduction, ::testing::Values(Collective::ReduceScatter, Collective::Reduce),
                          [](const auto& info) { return std::string(collective_name(info.param)); });
 
 // NCCL's reduce leaves the non-root ranks' recv buffers alone: partial sums live in staging.
