@@ -11,223 +11,210 @@ namespace {
 typedef ccc::Config<float, ccc::op_sum, /*ranks*/ 8, /*chunks*/ 1, /*steps*/ 1, /*channels*/ 4,
                     /*tile bytes*/ 65536, /*pipeline*/ 2>
     Cfg;
-typedef ccc::Channel<Cfg> Channel;
+// The data passes the programs below run, each compiled once: sources folded (and the op's finish).
+typedef ccc::Passes<ccc::Pass<8>> Passes;
+typedef ccc::Instr</*max sources*/ 8> Instr;
+
+// Each rank's step program: its steps run once per window (tile x pipeline of every chunk
+// slice), then the waits that keep its buffers alive until its peers are done with them.
 
 // Rank 0.
-CCC_NOINLINE bool rank_0(Channel& ch) {
-  for (long long w = 0; w < ch.windows(); ++w) {
+CCC_PROGRAM Instr rank_0[] = {
     // step 0: direct (schedules/oneshot.sched:8)
-    if (!ch.wait(w, 1, -1)) return false;  // wait rank 1 entered (entry: reads input chunk 0 of rank 1, ready once it has started (schedules/oneshot.sched:9))
-    if (!ch.wait(w, 2, -1)) return false;  // wait rank 2 entered (entry: reads input chunk 0 of rank 2, ready once it has started (schedules/oneshot.sched:9))
-    if (!ch.wait(w, 3, -1)) return false;  // wait rank 3 entered (entry: reads input chunk 0 of rank 3, ready once it has started (schedules/oneshot.sched:9))
-    if (!ch.wait(w, 4, -1)) return false;  // wait rank 4 entered (entry: reads input chunk 0 of rank 4, ready once it has started (schedules/oneshot.sched:9))
-    if (!ch.wait(w, 5, -1)) return false;  // wait rank 5 entered (entry: reads input chunk 0 of rank 5, ready once it has started (schedules/oneshot.sched:9))
-    if (!ch.wait(w, 6, -1)) return false;  // wait rank 6 entered (entry: reads input chunk 0 of rank 6, ready once it has started (schedules/oneshot.sched:9))
-    if (!ch.wait(w, 7, -1)) return false;  // wait rank 7 entered (entry: reads input chunk 0 of rank 7, ready once it has started (schedules/oneshot.sched:9))
+    ccc::wait(1, -1),  // wait rank 1 entered (entry: reads input chunk 0 of rank 1, ready once it has started (schedules/oneshot.sched:9))
+    ccc::wait(2, -1),  // wait rank 2 entered (entry: reads input chunk 0 of rank 2, ready once it has started (schedules/oneshot.sched:9))
+    ccc::wait(3, -1),  // wait rank 3 entered (entry: reads input chunk 0 of rank 3, ready once it has started (schedules/oneshot.sched:9))
+    ccc::wait(4, -1),  // wait rank 4 entered (entry: reads input chunk 0 of rank 4, ready once it has started (schedules/oneshot.sched:9))
+    ccc::wait(5, -1),  // wait rank 5 entered (entry: reads input chunk 0 of rank 5, ready once it has started (schedules/oneshot.sched:9))
+    ccc::wait(6, -1),  // wait rank 6 entered (entry: reads input chunk 0 of rank 6, ready once it has started (schedules/oneshot.sched:9))
+    ccc::wait(7, -1),  // wait rank 7 entered (entry: reads input chunk 0 of rank 7, ready once it has started (schedules/oneshot.sched:9))
     // schedules/oneshot.sched:9  for p in 1 .. N-1 { reduce chunk 0 from (r + p) % N }
-    ch.reduce_last(w, 0, 1, ch.out(0), ch.in(0), ch.in(1), ch.in(2), ch.in(3), ch.in(4), ch.in(5), ch.in(6), ch.in(7));  // out[0] = sum(in[0], r1.in[0], r2.in[0], r3.in[0], r4.in[0], r5.in[0], r6.in[0], r7.in[0])
-    ch.done(w, 0);
-  }
-  if (!ch.wait_exit(1, 0)) return false;  // wait rank 1 step 0 (exit: rank 1 reads input chunk 0 of this rank at step 0 (direct) (schedules/oneshot.sched:9))
-  if (!ch.wait_exit(2, 0)) return false;  // wait rank 2 step 0 (exit: rank 2 reads input chunk 0 of this rank at step 0 (direct) (schedules/oneshot.sched:9))
-  if (!ch.wait_exit(3, 0)) return false;  // wait rank 3 step 0 (exit: rank 3 reads input chunk 0 of this rank at step 0 (direct) (schedules/oneshot.sched:9))
-  if (!ch.wait_exit(4, 0)) return false;  // wait rank 4 step 0 (exit: rank 4 reads input chunk 0 of this rank at step 0 (direct) (schedules/oneshot.sched:9))
-  if (!ch.wait_exit(5, 0)) return false;  // wait rank 5 step 0 (exit: rank 5 reads input chunk 0 of this rank at step 0 (direct) (schedules/oneshot.sched:9))
-  if (!ch.wait_exit(6, 0)) return false;  // wait rank 6 step 0 (exit: rank 6 reads input chunk 0 of this rank at step 0 (direct) (schedules/oneshot.sched:9))
-  if (!ch.wait_exit(7, 0)) return false;  // wait rank 7 step 0 (exit: rank 7 reads input chunk 0 of this rank at step 0 (direct) (schedules/oneshot.sched:9))
-  return true;
-}
+    ccc::reduce_last(0, 1, ccc::out(0), ccc::in(0), ccc::in(1), ccc::in(2), ccc::in(3), ccc::in(4), ccc::in(5), ccc::in(6), ccc::in(7)),  // out[0] = sum(in[0], r1.in[0], r2.in[0], r3.in[0], r4.in[0], r5.in[0], r6.in[0], r7.in[0])
+    ccc::done(0),
+    // after the last window
+    ccc::wait_exit(1, 0),  // wait rank 1 step 0 (exit: rank 1 reads input chunk 0 of this rank at step 0 (direct) (schedules/oneshot.sched:9))
+    ccc::wait_exit(2, 0),  // wait rank 2 step 0 (exit: rank 2 reads input chunk 0 of this rank at step 0 (direct) (schedules/oneshot.sched:9))
+    ccc::wait_exit(3, 0),  // wait rank 3 step 0 (exit: rank 3 reads input chunk 0 of this rank at step 0 (direct) (schedules/oneshot.sched:9))
+    ccc::wait_exit(4, 0),  // wait rank 4 step 0 (exit: rank 4 reads input chunk 0 of this rank at step 0 (direct) (schedules/oneshot.sched:9))
+    ccc::wait_exit(5, 0),  // wait rank 5 step 0 (exit: rank 5 reads input chunk 0 of this rank at step 0 (direct) (schedules/oneshot.sched:9))
+    ccc::wait_exit(6, 0),  // wait rank 6 step 0 (exit: rank 6 reads input chunk 0 of this rank at step 0 (direct) (schedules/oneshot.sched:9))
+    ccc::wait_exit(7, 0),  // wait rank 7 step 0 (exit: rank 7 reads input chunk 0 of this rank at step 0 (direct) (schedules/oneshot.sched:9))
+    ccc::end(),
+};
 
 // Rank 1.
-CCC_NOINLINE bool rank_1(Channel& ch) {
-  for (long long w = 0; w < ch.windows(); ++w) {
+CCC_PROGRAM Instr rank_1[] = {
     // step 0: direct (schedules/oneshot.sched:8)
-    if (!ch.wait(w, 0, -1)) return false;  // wait rank 0 entered (entry: reads input chunk 0 of rank 0, ready once it has started (schedules/oneshot.sched:9))
-    if (!ch.wait(w, 2, -1)) return false;  // wait rank 2 entered (entry: reads input chunk 0 of rank 2, ready once it has started (schedules/oneshot.sched:9))
-    if (!ch.wait(w, 3, -1)) return false;  // wait rank 3 entered (entry: reads input chunk 0 of rank 3, ready once it has started (schedules/oneshot.sched:9))
-    if (!ch.wait(w, 4, -1)) return false;  // wait rank 4 entered (entry: reads input chunk 0 of rank 4, ready once it has started (schedules/oneshot.sched:9))
-    if (!ch.wait(w, 5, -1)) return false;  // wait rank 5 entered (entry: reads input chunk 0 of rank 5, ready once it has started (schedules/oneshot.sched:9))
-    if (!ch.wait(w, 6, -1)) return false;  // wait rank 6 entered (entry: reads input chunk 0 of rank 6, ready once it has started (schedules/oneshot.sched:9))
-    if (!ch.wait(w, 7, -1)) return false;  // wait rank 7 entered (entry: reads input chunk 0 of rank 7, ready once it has started (schedules/oneshot.sched:9))
+    ccc::wait(0, -1),  // wait rank 0 entered (entry: reads input chunk 0 of rank 0, ready once it has started (schedules/oneshot.sched:9))
+    ccc::wait(2, -1),  // wait rank 2 entered (entry: reads input chunk 0 of rank 2, ready once it has started (schedules/oneshot.sched:9))
+    ccc::wait(3, -1),  // wait rank 3 entered (entry: reads input chunk 0 of rank 3, ready once it has started (schedules/oneshot.sched:9))
+    ccc::wait(4, -1),  // wait rank 4 entered (entry: reads input chunk 0 of rank 4, ready once it has started (schedules/oneshot.sched:9))
+    ccc::wait(5, -1),  // wait rank 5 entered (entry: reads input chunk 0 of rank 5, ready once it has started (schedules/oneshot.sched:9))
+    ccc::wait(6, -1),  // wait rank 6 entered (entry: reads input chunk 0 of rank 6, ready once it has started (schedules/oneshot.sched:9))
+    ccc::wait(7, -1),  // wait rank 7 entered (entry: reads input chunk 0 of rank 7, ready once it has started (schedules/oneshot.sched:9))
     // schedules/oneshot.sched:9  for p in 1 .. N-1 { reduce chunk 0 from (r + p) % N }
-    ch.reduce_last(w, 0, 1, ch.out(1), ch.in(1), ch.in(2), ch.in(3), ch.in(4), ch.in(5), ch.in(6), ch.in(7), ch.in(0));  // out[0] = sum(in[0], r2.in[0], r3.in[0], r4.in[0], r5.in[0], r6.in[0], r7.in[0], r0.in[0])
-    ch.done(w, 0);
-  }
-  if (!ch.wait_exit(0, 0)) return false;  // wait rank 0 step 0 (exit: rank 0 reads input chunk 0 of this rank at step 0 (direct) (schedules/oneshot.sched:9))
-  if (!ch.wait_exit(2, 0)) return false;  // wait rank 2 step 0 (exit: rank 2 reads input chunk 0 of this rank at step 0 (direct) (schedules/oneshot.sched:9))
-  if (!ch.wait_exit(3, 0)) return false;  // wait rank 3 step 0 (exit: rank 3 reads input chunk 0 of this rank at step 0 (direct) (schedules/oneshot.sched:9))
-  if (!ch.wait_exit(4, 0)) return false;  // wait rank 4 step 0 (exit: rank 4 reads input chunk 0 of this rank at step 0 (direct) (schedules/oneshot.sched:9))
-  if (!ch.wait_exit(5, 0)) return false;  // wait rank 5 step 0 (exit: rank 5 reads input chunk 0 of this rank at step 0 (direct) (schedules/oneshot.sched:9))
-  if (!ch.wait_exit(6, 0)) return false;  // wait rank 6 step 0 (exit: rank 6 reads input chunk 0 of this rank at step 0 (direct) (schedules/oneshot.sched:9))
-  if (!ch.wait_exit(7, 0)) return false;  // wait rank 7 step 0 (exit: rank 7 reads input chunk 0 of this rank at step 0 (direct) (schedules/oneshot.sched:9))
-  return true;
-}
+    ccc::reduce_last(0, 1, ccc::out(1), ccc::in(1), ccc::in(2), ccc::in(3), ccc::in(4), ccc::in(5), ccc::in(6), ccc::in(7), ccc::in(0)),  // out[0] = sum(in[0], r2.in[0], r3.in[0], r4.in[0], r5.in[0], r6.in[0], r7.in[0], r0.in[0])
+    ccc::done(0),
+    // after the last window
+    ccc::wait_exit(0, 0),  // wait rank 0 step 0 (exit: rank 0 reads input chunk 0 of this rank at step 0 (direct) (schedules/oneshot.sched:9))
+    ccc::wait_exit(2, 0),  // wait rank 2 step 0 (exit: rank 2 reads input chunk 0 of this rank at step 0 (direct) (schedules/oneshot.sched:9))
+    ccc::wait_exit(3, 0),  // wait rank 3 step 0 (exit: rank 3 reads input chunk 0 of this rank at step 0 (direct) (schedules/oneshot.sched:9))
+    ccc::wait_exit(4, 0),  // wait rank 4 step 0 (exit: rank 4 reads input chunk 0 of this rank at step 0 (direct) (schedules/oneshot.sched:9))
+    ccc::wait_exit(5, 0),  // wait rank 5 step 0 (exit: rank 5 reads input chunk 0 of this rank at step 0 (direct) (schedules/oneshot.sched:9))
+    ccc::wait_exit(6, 0),  // wait rank 6 step 0 (exit: rank 6 reads input chunk 0 of this rank at step 0 (direct) (schedules/oneshot.sched:9))
+    ccc::wait_exit(7, 0),  // wait rank 7 step 0 (exit: rank 7 reads input chunk 0 of this rank at step 0 (direct) (schedules/oneshot.sched:9))
+    ccc::end(),
+};
 
 // Rank 2.
-CCC_NOINLINE bool rank_2(Channel& ch) {
-  for (long long w = 0; w < ch.windows(); ++w) {
+CCC_PROGRAM Instr rank_2[] = {
     // step 0: direct (schedules/oneshot.sched:8)
-    if (!ch.wait(w, 0, -1)) return false;  // wait rank 0 entered (entry: reads input chunk 0 of rank 0, ready once it has started (schedules/oneshot.sched:9))
-    if (!ch.wait(w, 1, -1)) return false;  // wait rank 1 entered (entry: reads input chunk 0 of rank 1, ready once it has started (schedules/oneshot.sched:9))
-    if (!ch.wait(w, 3, -1)) return false;  // wait rank 3 entered (entry: reads input chunk 0 of rank 3, ready once it has started (schedules/oneshot.sched:9))
-    if (!ch.wait(w, 4, -1)) return false;  // wait rank 4 entered (entry: reads input chunk 0 of rank 4, ready once it has started (schedules/oneshot.sched:9))
-    if (!ch.wait(w, 5, -1)) return false;  // wait rank 5 entered (entry: reads input chunk 0 of rank 5, ready once it has started (schedules/oneshot.sched:9))
-    if (!ch.wait(w, 6, -1)) return false;  // wait rank 6 entered (entry: reads input chunk 0 of rank 6, ready once it has started (schedules/oneshot.sched:9))
-    if (!ch.wait(w, 7, -1)) return false;  // wait rank 7 entered (entry: reads input chunk 0 of rank 7, ready once it has started (schedules/oneshot.sched:9))
+    ccc::wait(0, -1),  // wait rank 0 entered (entry: reads input chunk 0 of rank 0, ready once it has started (schedules/oneshot.sched:9))
+    ccc::wait(1, -1),  // wait rank 1 entered (entry: reads input chunk 0 of rank 1, ready once it has started (schedules/oneshot.sched:9))
+    ccc::wait(3, -1),  // wait rank 3 entered (entry: reads input chunk 0 of rank 3, ready once it has started (schedules/oneshot.sched:9))
+    ccc::wait(4, -1),  // wait rank 4 entered (entry: reads input chunk 0 of rank 4, ready once it has started (schedules/oneshot.sched:9))
+    ccc::wait(5, -1),  // wait rank 5 entered (entry: reads input chunk 0 of rank 5, ready once it has started (schedules/oneshot.sched:9))
+    ccc::wait(6, -1),  // wait rank 6 entered (entry: reads input chunk 0 of rank 6, ready once it has started (schedules/oneshot.sched:9))
+    ccc::wait(7, -1),  // wait rank 7 entered (entry: reads input chunk 0 of rank 7, ready once it has started (schedules/oneshot.sched:9))
     // schedules/oneshot.sched:9  for p in 1 .. N-1 { reduce chunk 0 from (r + p) % N }
-    ch.reduce_last(w, 0, 1, ch.out(2), ch.in(2), ch.in(3), ch.in(4), ch.in(5), ch.in(6), ch.in(7), ch.in(0), ch.in(1));  // out[0] = sum(in[0], r3.in[0], r4.in[0], r5.in[0], r6.in[0], r7.in[0], r0.in[0], r1.in[0])
-    ch.done(w, 0);
-  }
-  if (!ch.wait_exit(0, 0)) return false;  // wait rank 0 step 0 (exit: rank 0 reads input chunk 0 of this rank at step 0 (direct) (schedules/oneshot.sched:9))
-  if (!ch.wait_exit(1, 0)) return false;  // wait rank 1 step 0 (exit: rank 1 reads input chunk 0 of this rank at step 0 (direct) (schedules/oneshot.sched:9))
-  if (!ch.wait_exit(3, 0)) return false;  // wait rank 3 step 0 (exit: rank 3 reads input chunk 0 of this rank at step 0 (direct) (schedules/oneshot.sched:9))
-  if (!ch.wait_exit(4, 0)) return false;  // wait rank 4 step 0 (exit: rank 4 reads input chunk 0 of this rank at step 0 (direct) (schedules/oneshot.sched:9))
-  if (!ch.wait_exit(5, 0)) return false;  // wait rank 5 step 0 (exit: rank 5 reads input chunk 0 of this rank at step 0 (direct) (schedules/oneshot.sched:9))
-  if (!ch.wait_exit(6, 0)) return false;  // wait rank 6 step 0 (exit: rank 6 reads input chunk 0 of this rank at step 0 (direct) (schedules/oneshot.sched:9))
-  if (!ch.wait_exit(7, 0)) return false;  // wait rank 7 step 0 (exit: rank 7 reads input chunk 0 of this rank at step 0 (direct) (schedules/oneshot.sched:9))
-  return true;
-}
+    ccc::reduce_last(0, 1, ccc::out(2), ccc::in(2), ccc::in(3), ccc::in(4), ccc::in(5), ccc::in(6), ccc::in(7), ccc::in(0), ccc::in(1)),  // out[0] = sum(in[0], r3.in[0], r4.in[0], r5.in[0], r6.in[0], r7.in[0], r0.in[0], r1.in[0])
+    ccc::done(0),
+    // after the last window
+    ccc::wait_exit(0, 0),  // wait rank 0 step 0 (exit: rank 0 reads input chunk 0 of this rank at step 0 (direct) (schedules/oneshot.sched:9))
+    ccc::wait_exit(1, 0),  // wait rank 1 step 0 (exit: rank 1 reads input chunk 0 of this rank at step 0 (direct) (schedules/oneshot.sched:9))
+    ccc::wait_exit(3, 0),  // wait rank 3 step 0 (exit: rank 3 reads input chunk 0 of this rank at step 0 (direct) (schedules/oneshot.sched:9))
+    ccc::wait_exit(4, 0),  // wait rank 4 step 0 (exit: rank 4 reads input chunk 0 of this rank at step 0 (direct) (schedules/oneshot.sched:9))
+    ccc::wait_exit(5, 0),  // wait rank 5 step 0 (exit: rank 5 reads input chunk 0 of this rank at step 0 (direct) (schedules/oneshot.sched:9))
+    ccc::wait_exit(6, 0),  // wait rank 6 step 0 (exit: rank 6 reads input chunk 0 of this rank at step 0 (direct) (schedules/oneshot.sched:9))
+    ccc::wait_exit(7, 0),  // wait rank 7 step 0 (exit: rank 7 reads input chunk 0 of this rank at step 0 (direct) (schedules/oneshot.sched:9))
+    ccc::end(),
+};
 
 // Rank 3.
-CCC_NOINLINE bool rank_3(Channel& ch) {
-  for (long long w = 0; w < ch.windows(); ++w) {
+CCC_PROGRAM Instr rank_3[] = {
     // step 0: direct (schedules/oneshot.sched:8)
-    if (!ch.wait(w, 0, -1)) return false;  // wait rank 0 entered (entry: reads input chunk 0 of rank 0, ready once it has started (schedules/oneshot.sched:9))
-    if (!ch.wait(w, 1, -1)) return false;  // wait rank 1 entered (entry: reads input chunk 0 of rank 1, ready once it has started (schedules/oneshot.sched:9))
-    if (!ch.wait(w, 2, -1)) return false;  // wait rank 2 entered (entry: reads input chunk 0 of rank 2, ready once it has started (schedules/oneshot.sched:9))
-    if (!ch.wait(w, 4, -1)) return false;  // wait rank 4 entered (entry: reads input chunk 0 of rank 4, ready once it has started (schedules/oneshot.sched:9))
-    if (!ch.wait(w, 5, -1)) return false;  // wait rank 5 entered (entry: reads input chunk 0 of rank 5, ready once it has started (schedules/oneshot.sched:9))
-    if (!ch.wait(w, 6, -1)) return false;  // wait rank 6 entered (entry: reads input chunk 0 of rank 6, ready once it has started (schedules/oneshot.sched:9))
-    if (!ch.wait(w, 7, -1)) return false;  // wait rank 7 entered (entry: reads input chunk 0 of rank 7, ready once it has started (schedules/oneshot.sched:9))
+    ccc::wait(0, -1),  // wait rank 0 entered (entry: reads input chunk 0 of rank 0, ready once it has started (schedules/oneshot.sched:9))
+    ccc::wait(1, -1),  // wait rank 1 entered (entry: reads input chunk 0 of rank 1, ready once it has started (schedules/oneshot.sched:9))
+    ccc::wait(2, -1),  // wait rank 2 entered (entry: reads input chunk 0 of rank 2, ready once it has started (schedules/oneshot.sched:9))
+    ccc::wait(4, -1),  // wait rank 4 entered (entry: reads input chunk 0 of rank 4, ready once it has started (schedules/oneshot.sched:9))
+    ccc::wait(5, -1),  // wait rank 5 entered (entry: reads input chunk 0 of rank 5, ready once it has started (schedules/oneshot.sched:9))
+    ccc::wait(6, -1),  // wait rank 6 entered (entry: reads input chunk 0 of rank 6, ready once it has started (schedules/oneshot.sched:9))
+    ccc::wait(7, -1),  // wait rank 7 entered (entry: reads input chunk 0 of rank 7, ready once it has started (schedules/oneshot.sched:9))
     // schedules/oneshot.sched:9  for p in 1 .. N-1 { reduce chunk 0 from (r + p) % N }
-    ch.reduce_last(w, 0, 1, ch.out(3), ch.in(3), ch.in(4), ch.in(5), ch.in(6), ch.in(7), ch.in(0), ch.in(1), ch.in(2));  // out[0] = sum(in[0], r4.in[0], r5.in[0], r6.in[0], r7.in[0], r0.in[0], r1.in[0], r2.in[0])
-    ch.done(w, 0);
-  }
-  if (!ch.wait_exit(0, 0)) return false;  // wait rank 0 step 0 (exit: rank 0 reads input chunk 0 of this rank at step 0 (direct) (schedules/oneshot.sched:9))
-  if (!ch.wait_exit(1, 0)) return false;  // wait rank 1 step 0 (exit: rank 1 reads input chunk 0 of this rank at step 0 (direct) (schedules/oneshot.sched:9))
-  if (!ch.wait_exit(2, 0)) return false;  // wait rank 2 step 0 (exit: rank 2 reads input chunk 0 of this rank at step 0 (direct) (schedules/oneshot.sched:9))
-  if (!ch.wait_exit(4, 0)) return false;  // wait rank 4 step 0 (exit: rank 4 reads input chunk 0 of this rank at step 0 (direct) (schedules/oneshot.sched:9))
-  if (!ch.wait_exit(5, 0)) return false;  // wait rank 5 step 0 (exit: rank 5 reads input chunk 0 of this rank at step 0 (direct) (schedules/oneshot.sched:9))
-  if (!ch.wait_exit(6, 0)) return false;  // wait rank 6 step 0 (exit: rank 6 reads input chunk 0 of this rank at step 0 (direct) (schedules/oneshot.sched:9))
-  if (!ch.wait_exit(7, 0)) return false;  // wait rank 7 step 0 (exit: rank 7 reads input chunk 0 of this rank at step 0 (direct) (schedules/oneshot.sched:9))
-  return true;
-}
+    ccc::reduce_last(0, 1, ccc::out(3), ccc::in(3), ccc::in(4), ccc::in(5), ccc::in(6), ccc::in(7), ccc::in(0), ccc::in(1), ccc::in(2)),  // out[0] = sum(in[0], r4.in[0], r5.in[0], r6.in[0], r7.in[0], r0.in[0], r1.in[0], r2.in[0])
+    ccc::done(0),
+    // after the last window
+    ccc::wait_exit(0, 0),  // wait rank 0 step 0 (exit: rank 0 reads input chunk 0 of this rank at step 0 (direct) (schedules/oneshot.sched:9))
+    ccc::wait_exit(1, 0),  // wait rank 1 step 0 (exit: rank 1 reads input chunk 0 of this rank at step 0 (direct) (schedules/oneshot.sched:9))
+    ccc::wait_exit(2, 0),  // wait rank 2 step 0 (exit: rank 2 reads input chunk 0 of this rank at step 0 (direct) (schedules/oneshot.sched:9))
+    ccc::wait_exit(4, 0),  // wait rank 4 step 0 (exit: rank 4 reads input chunk 0 of this rank at step 0 (direct) (schedules/oneshot.sched:9))
+    ccc::wait_exit(5, 0),  // wait rank 5 step 0 (exit: rank 5 reads input chunk 0 of this rank at step 0 (direct) (schedules/oneshot.sched:9))
+    ccc::wait_exit(6, 0),  // wait rank 6 step 0 (exit: rank 6 reads input chunk 0 of this rank at step 0 (direct) (schedules/oneshot.sched:9))
+    ccc::wait_exit(7, 0),  // wait rank 7 step 0 (exit: rank 7 reads input chunk 0 of this rank at step 0 (direct) (schedules/oneshot.sched:9))
+    ccc::end(),
+};
 
 // Rank 4.
-CCC_NOINLINE bool rank_4(Channel& ch) {
-  for (long long w = 0; w < ch.windows(); ++w) {
+CCC_PROGRAM Instr rank_4[] = {
     // step 0: direct (schedules/oneshot.sched:8)
-    if (!ch.wait(w, 0, -1)) return false;  // wait rank 0 entered (entry: reads input chunk 0 of rank 0, ready once it has started (schedules/oneshot.sched:9))
-    if (!ch.wait(w, 1, -1)) return false;  // wait rank 1 entered (entry: reads input chunk 0 of rank 1, ready once it has started (schedules/oneshot.sched:9))
-    if (!ch.wait(w, 2, -1)) return false;  // wait rank 2 entered (entry: reads input chunk 0 of rank 2, ready once it has started (schedules/oneshot.sched:9))
-    if (!ch.wait(w, 3, -1)) return false;  // wait rank 3 entered (entry: reads input chunk 0 of rank 3, ready once it has started (schedules/oneshot.sched:9))
-    if (!ch.wait(w, 5, -1)) return false;  // wait rank 5 entered (entry: reads input chunk 0 of rank 5, ready once it has started (schedules/oneshot.sched:9))
-    if (!ch.wait(w, 6, -1)) return false;  // wait rank 6 entered (entry: reads input chunk 0 of rank 6, ready once it has started (schedules/oneshot.sched:9))
-    if (!ch.wait(w, 7, -1)) return false;  // wait rank 7 entered (entry: reads input chunk 0 of rank 7, ready once it has started (schedules/oneshot.sched:9))
+    ccc::wait(0, -1),  // wait rank 0 entered (entry: reads input chunk 0 of rank 0, ready once it has started (schedules/oneshot.sched:9))
+    ccc::wait(1, -1),  // wait rank 1 entered (entry: reads input chunk 0 of rank 1, ready once it has started (schedules/oneshot.sched:9))
+    ccc::wait(2, -1),  // wait rank 2 entered (entry: reads input chunk 0 of rank 2, ready once it has started (schedules/oneshot.sched:9))
+    ccc::wait(3, -1),  // wait rank 3 entered (entry: reads input chunk 0 of rank 3, ready once it has started (schedules/oneshot.sched:9))
+    ccc::wait(5, -1),  // wait rank 5 entered (entry: reads input chunk 0 of rank 5, ready once it has started (schedules/oneshot.sched:9))
+    ccc::wait(6, -1),  // wait rank 6 entered (entry: reads input chunk 0 of rank 6, ready once it has started (schedules/oneshot.sched:9))
+    ccc::wait(7, -1),  // wait rank 7 entered (entry: reads input chunk 0 of rank 7, ready once it has started (schedules/oneshot.sched:9))
     // schedules/oneshot.sched:9  for p in 1 .. N-1 { reduce chunk 0 from (r + p) % N }
-    ch.reduce_last(w, 0, 1, ch.out(4), ch.in(4), ch.in(5), ch.in(6), ch.in(7), ch.in(0), ch.in(1), ch.in(2), ch.in(3));  // out[0] = sum(in[0], r5.in[0], r6.in[0], r7.in[0], r0.in[0], r1.in[0], r2.in[0], r3.in[0])
-    ch.done(w, 0);
-  }
-  if (!ch.wait_exit(0, 0)) return false;  // wait rank 0 step 0 (exit: rank 0 reads input chunk 0 of this rank at step 0 (direct) (schedules/oneshot.sched:9))
-  if (!ch.wait_exit(1, 0)) return false;  // wait rank 1 step 0 (exit: rank 1 reads input chunk 0 of this rank at step 0 (direct) (schedules/oneshot.sched:9))
-  if (!ch.wait_exit(2, 0)) return false;  // wait rank 2 step 0 (exit: rank 2 reads input chunk 0 of this rank at step 0 (direct) (schedules/oneshot.sched:9))
-  if (!ch.wait_exit(3, 0)) return false;  // wait rank 3 step 0 (exit: rank 3 reads input chunk 0 of this rank at step 0 (direct) (schedules/oneshot.sched:9))
-  if (!ch.wait_exit(5, 0)) return false;  // wait rank 5 step 0 (exit: rank 5 reads input chunk 0 of this rank at step 0 (direct) (schedules/oneshot.sched:9))
-  if (!ch.wait_exit(6, 0)) return false;  // wait rank 6 step 0 (exit: rank 6 reads input chunk 0 of this rank at step 0 (direct) (schedules/oneshot.sched:9))
-  if (!ch.wait_exit(7, 0)) return false;  // wait rank 7 step 0 (exit: rank 7 reads input chunk 0 of this rank at step 0 (direct) (schedules/oneshot.sched:9))
-  return true;
-}
+    ccc::reduce_last(0, 1, ccc::out(4), ccc::in(4), ccc::in(5), ccc::in(6), ccc::in(7), ccc::in(0), ccc::in(1), ccc::in(2), ccc::in(3)),  // out[0] = sum(in[0], r5.in[0], r6.in[0], r7.in[0], r0.in[0], r1.in[0], r2.in[0], r3.in[0])
+    ccc::done(0),
+    // after the last window
+    ccc::wait_exit(0, 0),  // wait rank 0 step 0 (exit: rank 0 reads input chunk 0 of this rank at step 0 (direct) (schedules/oneshot.sched:9))
+    ccc::wait_exit(1, 0),  // wait rank 1 step 0 (exit: rank 1 reads input chunk 0 of this rank at step 0 (direct) (schedules/oneshot.sched:9))
+    ccc::wait_exit(2, 0),  // wait rank 2 step 0 (exit: rank 2 reads input chunk 0 of this rank at step 0 (direct) (schedules/oneshot.sched:9))
+    ccc::wait_exit(3, 0),  // wait rank 3 step 0 (exit: rank 3 reads input chunk 0 of this rank at step 0 (direct) (schedules/oneshot.sched:9))
+    ccc::wait_exit(5, 0),  // wait rank 5 step 0 (exit: rank 5 reads input chunk 0 of this rank at step 0 (direct) (schedules/oneshot.sched:9))
+    ccc::wait_exit(6, 0),  // wait rank 6 step 0 (exit: rank 6 reads input chunk 0 of this rank at step 0 (direct) (schedules/oneshot.sched:9))
+    ccc::wait_exit(7, 0),  // wait rank 7 step 0 (exit: rank 7 reads input chunk 0 of this rank at step 0 (direct) (schedules/oneshot.sched:9))
+    ccc::end(),
+};
 
 // Rank 5.
-CCC_NOINLINE bool rank_5(Channel& ch) {
-  for (long long w = 0; w < ch.windows(); ++w) {
+CCC_PROGRAM Instr rank_5[] = {
     // step 0: direct (schedules/oneshot.sched:8)
-    if (!ch.wait(w, 0, -1)) return false;  // wait rank 0 entered (entry: reads input chunk 0 of rank 0, ready once it has started (schedules/oneshot.sched:9))
-    if (!ch.wait(w, 1, -1)) return false;  // wait rank 1 entered (entry: reads input chunk 0 of rank 1, ready once it has started (schedules/oneshot.sched:9))
-    if (!ch.wait(w, 2, -1)) return false;  // wait rank 2 entered (entry: reads input chunk 0 of rank 2, ready once it has started (schedules/oneshot.sched:9))
-    if (!ch.wait(w, 3, -1)) return false;  // wait rank 3 entered (entry: reads input chunk 0 of rank 3, ready once it has started (schedules/oneshot.sched:9))
-    if (!ch.wait(w, 4, -1)) return false;  // wait rank 4 entered (entry: reads input chunk 0 of rank 4, ready once it has started (schedules/oneshot.sched:9))
-    if (!ch.wait(w, 6, -1)) return false;  // wait rank 6 entered (entry: reads input chunk 0 of rank 6, ready once it has started (schedules/oneshot.sched:9))
-    if (!ch.wait(w, 7, -1)) return false;  // wait rank 7 entered (entry: reads input chunk 0 of rank 7, ready once it has started (schedules/oneshot.sched:9))
+    ccc::wait(0, -1),  // wait rank 0 entered (entry: reads input chunk 0 of rank 0, ready once it has started (schedules/oneshot.sched:9))
+    ccc::wait(1, -1),  // wait rank 1 entered (entry: reads input chunk 0 of rank 1, ready once it has started (schedules/oneshot.sched:9))
+    ccc::wait(2, -1),  // wait rank 2 entered (entry: reads input chunk 0 of rank 2, ready once it has started (schedules/oneshot.sched:9))
+    ccc::wait(3, -1),  // wait rank 3 entered (entry: reads input chunk 0 of rank 3, ready once it has started (schedules/oneshot.sched:9))
+    ccc::wait(4, -1),  // wait rank 4 entered (entry: reads input chunk 0 of rank 4, ready once it has started (schedules/oneshot.sched:9))
+    ccc::wait(6, -1),  // wait rank 6 entered (entry: reads input chunk 0 of rank 6, ready once it has started (schedules/oneshot.sched:9))
+    ccc::wait(7, -1),  // wait rank 7 entered (entry: reads input chunk 0 of rank 7, ready once it has started (schedules/oneshot.sched:9))
     // schedules/oneshot.sched:9  for p in 1 .. N-1 { reduce chunk 0 from (r + p) % N }
-    ch.reduce_last(w, 0, 1, ch.out(5), ch.in(5), ch.in(6), ch.in(7), ch.in(0), ch.in(1), ch.in(2), ch.in(3), ch.in(4));  // out[0] = sum(in[0], r6.in[0], r7.in[0], r0.in[0], r1.in[0], r2.in[0], r3.in[0], r4.in[0])
-    ch.done(w, 0);
-  }
-  if (!ch.wait_exit(0, 0)) return false;  // wait rank 0 step 0 (exit: rank 0 reads input chunk 0 of this rank at step 0 (direct) (schedules/oneshot.sched:9))
-  if (!ch.wait_exit(1, 0)) return false;  // wait rank 1 step 0 (exit: rank 1 reads input chunk 0 of this rank at step 0 (direct) (schedules/oneshot.sched:9))
-  if (!ch.wait_exit(2, 0)) return false;  // wait rank 2 step 0 (exit: rank 2 reads input chunk 0 of this rank at step 0 (direct) (schedules/oneshot.sched:9))
-  if (!ch.wait_exit(3, 0)) return false;  // wait rank 3 step 0 (exit: rank 3 reads input chunk 0 of this rank at step 0 (direct) (schedules/oneshot.sched:9))
-  if (!ch.wait_exit(4, 0)) return false;  // wait rank 4 step 0 (exit: rank 4 reads input chunk 0 of this rank at step 0 (direct) (schedules/oneshot.sched:9))
-  if (!ch.wait_exit(6, 0)) return false;  // wait rank 6 step 0 (exit: rank 6 reads input chunk 0 of this rank at step 0 (direct) (schedules/oneshot.sched:9))
-  if (!ch.wait_exit(7, 0)) return false;  // wait rank 7 step 0 (exit: rank 7 reads input chunk 0 of this rank at step 0 (direct) (schedules/oneshot.sched:9))
-  return true;
-}
+    ccc::reduce_last(0, 1, ccc::out(5), ccc::in(5), ccc::in(6), ccc::in(7), ccc::in(0), ccc::in(1), ccc::in(2), ccc::in(3), ccc::in(4)),  // out[0] = sum(in[0], r6.in[0], r7.in[0], r0.in[0], r1.in[0], r2.in[0], r3.in[0], r4.in[0])
+    ccc::done(0),
+    // after the last window
+    ccc::wait_exit(0, 0),  // wait rank 0 step 0 (exit: rank 0 reads input chunk 0 of this rank at step 0 (direct) (schedules/oneshot.sched:9))
+    ccc::wait_exit(1, 0),  // wait rank 1 step 0 (exit: rank 1 reads input chunk 0 of this rank at step 0 (direct) (schedules/oneshot.sched:9))
+    ccc::wait_exit(2, 0),  // wait rank 2 step 0 (exit: rank 2 reads input chunk 0 of this rank at step 0 (direct) (schedules/oneshot.sched:9))
+    ccc::wait_exit(3, 0),  // wait rank 3 step 0 (exit: rank 3 reads input chunk 0 of this rank at step 0 (direct) (schedules/oneshot.sched:9))
+    ccc::wait_exit(4, 0),  // wait rank 4 step 0 (exit: rank 4 reads input chunk 0 of this rank at step 0 (direct) (schedules/oneshot.sched:9))
+    ccc::wait_exit(6, 0),  // wait rank 6 step 0 (exit: rank 6 reads input chunk 0 of this rank at step 0 (direct) (schedules/oneshot.sched:9))
+    ccc::wait_exit(7, 0),  // wait rank 7 step 0 (exit: rank 7 reads input chunk 0 of this rank at step 0 (direct) (schedules/oneshot.sched:9))
+    ccc::end(),
+};
 
 // Rank 6.
-CCC_NOINLINE bool rank_6(Channel& ch) {
-  for (long long w = 0; w < ch.windows(); ++w) {
+CCC_PROGRAM Instr rank_6[] = {
     // step 0: direct (schedules/oneshot.sched:8)
-    if (!ch.wait(w, 0, -1)) return false;  // wait rank 0 entered (entry: reads input chunk 0 of rank 0, ready once it has started (schedules/oneshot.sched:9))
-    if (!ch.wait(w, 1, -1)) return false;  // wait rank 1 entered (entry: reads input chunk 0 of rank 1, ready once it has started (schedules/oneshot.sched:9))
-    if (!ch.wait(w, 2, -1)) return false;  // wait rank 2 entered (entry: reads input chunk 0 of rank 2, ready once it has started (schedules/oneshot.sched:9))
-    if (!ch.wait(w, 3, -1)) return false;  // wait rank 3 entered (entry: reads input chunk 0 of rank 3, ready once it has started (schedules/oneshot.sched:9))
-    if (!ch.wait(w, 4, -1)) return false;  // wait rank 4 entered (entry: reads input chunk 0 of rank 4, ready once it has started (schedules/oneshot.sched:9))
-    if (!ch.wait(w, 5, -1)) return false;  // wait rank 5 entered (entry: reads input chunk 0 of rank 5, ready once it has started (schedules/oneshot.sched:9))
-    if (!ch.wait(w, 7, -1)) return false;  // wait rank 7 entered (entry: reads input chunk 0 of rank 7, ready once it has started (schedules/oneshot.sched:9))
+    ccc::wait(0, -1),  // wait rank 0 entered (entry: reads input chunk 0 of rank 0, ready once it has started (schedules/oneshot.sched:9))
+    ccc::wait(1, -1),  // wait rank 1 entered (entry: reads input chunk 0 of rank 1, ready once it has started (schedules/oneshot.sched:9))
+    ccc::wait(2, -1),  // wait rank 2 entered (entry: reads input chunk 0 of rank 2, ready once it has started (schedules/oneshot.sched:9))
+    ccc::wait(3, -1),  // wait rank 3 entered (entry: reads input chunk 0 of rank 3, ready once it has started (schedules/oneshot.sched:9))
+    ccc::wait(4, -1),  // wait rank 4 entered (entry: reads input chunk 0 of rank 4, ready once it has started (schedules/oneshot.sched:9))
+    ccc::wait(5, -1),  // wait rank 5 entered (entry: reads input chunk 0 of rank 5, ready once it has started (schedules/oneshot.sched:9))
+    ccc::wait(7, -1),  // wait rank 7 entered (entry: reads input chunk 0 of rank 7, ready once it has started (schedules/oneshot.sched:9))
     // schedules/oneshot.sched:9  for p in 1 .. N-1 { reduce chunk 0 from (r + p) % N }
-    ch.reduce_last(w, 0, 1, ch.out(6), ch.in(6), ch.in(7), ch.in(0), ch.in(1), ch.in(2), ch.in(3), ch.in(4), ch.in(5));  // out[0] = sum(in[0], r7.in[0], r0.in[0], r1.in[0], r2.in[0], r3.in[0], r4.in[0], r5.in[0])
-    ch.done(w, 0);
-  }
-  if (!ch.wait_exit(0, 0)) return false;  // wait rank 0 step 0 (exit: rank 0 reads input chunk 0 of this rank at step 0 (direct) (schedules/oneshot.sched:9))
-  if (!ch.wait_exit(1, 0)) return false;  // wait rank 1 step 0 (exit: rank 1 reads input chunk 0 of this rank at step 0 (direct) (schedules/oneshot.sched:9))
-  if (!ch.wait_exit(2, 0)) return false;  // wait rank 2 step 0 (exit: rank 2 reads input chunk 0 of this rank at step 0 (direct) (schedules/oneshot.sched:9))
-  if (!ch.wait_exit(3, 0)) return false;  // wait rank 3 step 0 (exit: rank 3 reads input chunk 0 of this rank at step 0 (direct) (schedules/oneshot.sched:9))
-  if (!ch.wait_exit(4, 0)) return false;  // wait rank 4 step 0 (exit: rank 4 reads input chunk 0 of this rank at step 0 (direct) (schedules/oneshot.sched:9))
-  if (!ch.wait_exit(5, 0)) return false;  // wait rank 5 step 0 (exit: rank 5 reads input chunk 0 of this rank at step 0 (direct) (schedules/oneshot.sched:9))
-  if (!ch.wait_exit(7, 0)) return false;  // wait rank 7 step 0 (exit: rank 7 reads input chunk 0 of this rank at step 0 (direct) (schedules/oneshot.sched:9))
-  return true;
-}
+    ccc::reduce_last(0, 1, ccc::out(6), ccc::in(6), ccc::in(7), ccc::in(0), ccc::in(1), ccc::in(2), ccc::in(3), ccc::in(4), ccc::in(5)),  // out[0] = sum(in[0], r7.in[0], r0.in[0], r1.in[0], r2.in[0], r3.in[0], r4.in[0], r5.in[0])
+    ccc::done(0),
+    // after the last window
+    ccc::wait_exit(0, 0),  // wait rank 0 step 0 (exit: rank 0 reads input chunk 0 of this rank at step 0 (direct) (schedules/oneshot.sched:9))
+    ccc::wait_exit(1, 0),  // wait rank 1 step 0 (exit: rank 1 reads input chunk 0 of this rank at step 0 (direct) (schedules/oneshot.sched:9))
+    ccc::wait_exit(2, 0),  // wait rank 2 step 0 (exit: rank 2 reads input chunk 0 of this rank at step 0 (direct) (schedules/oneshot.sched:9))
+    ccc::wait_exit(3, 0),  // wait rank 3 step 0 (exit: rank 3 reads input chunk 0 of this rank at step 0 (direct) (schedules/oneshot.sched:9))
+    ccc::wait_exit(4, 0),  // wait rank 4 step 0 (exit: rank 4 reads input chunk 0 of this rank at step 0 (direct) (schedules/oneshot.sched:9))
+    ccc::wait_exit(5, 0),  // wait rank 5 step 0 (exit: rank 5 reads input chunk 0 of this rank at step 0 (direct) (schedules/oneshot.sched:9))
+    ccc::wait_exit(7, 0),  // wait rank 7 step 0 (exit: rank 7 reads input chunk 0 of this rank at step 0 (direct) (schedules/oneshot.sched:9))
+    ccc::end(),
+};
 
 // Rank 7.
-CCC_NOINLINE bool rank_7(Channel& ch) {
-  for (long long w = 0; w < ch.windows(); ++w) {
+CCC_PROGRAM Instr rank_7[] = {
     // step 0: direct (schedules/oneshot.sched:8)
-    if (!ch.wait(w, 0, -1)) return false;  // wait rank 0 entered (entry: reads input chunk 0 of rank 0, ready once it has started (schedules/oneshot.sched:9))
-    if (!ch.wait(w, 1, -1)) return false;  // wait rank 1 entered (entry: reads input chunk 0 of rank 1, ready once it has started (schedules/oneshot.sched:9))
-    if (!ch.wait(w, 2, -1)) return false;  // wait rank 2 entered (entry: reads input chunk 0 of rank 2, ready once it has started (schedules/oneshot.sched:9))
-    if (!ch.wait(w, 3, -1)) return false;  // wait rank 3 entered (entry: reads input chunk 0 of rank 3, ready once it has started (schedules/oneshot.sched:9))
-    if (!ch.wait(w, 4, -1)) return false;  // wait rank 4 entered (entry: reads input chunk 0 of rank 4, ready once it has started (schedules/oneshot.sched:9))
-    if (!ch.wait(w, 5, -1)) return false;  // wait rank 5 entered (entry: reads input chunk 0 of rank 5, ready once it has started (schedules/oneshot.sched:9))
-    if (!ch.wait(w, 6, -1)) return false;  // wait rank 6 entered (entry: reads input chunk 0 of rank 6, ready once it has started (schedules/oneshot.sched:9))
+    ccc::wait(0, -1),  // wait rank 0 entered (entry: reads input chunk 0 of rank 0, ready once it has started (schedules/oneshot.sched:9))
+    ccc::wait(1, -1),  // wait rank 1 entered (entry: reads input chunk 0 of rank 1, ready once it has started (schedules/oneshot.sched:9))
+    ccc::wait(2, -1),  // wait rank 2 entered (entry: reads input chunk 0 of rank 2, ready once it has started (schedules/oneshot.sched:9))
+    ccc::wait(3, -1),  // wait rank 3 entered (entry: reads input chunk 0 of rank 3, ready once it has started (schedules/oneshot.sched:9))
+    ccc::wait(4, -1),  // wait rank 4 entered (entry: reads input chunk 0 of rank 4, ready once it has started (schedules/oneshot.sched:9))
+    ccc::wait(5, -1),  // wait rank 5 entered (entry: reads input chunk 0 of rank 5, ready once it has started (schedules/oneshot.sched:9))
+    ccc::wait(6, -1),  // wait rank 6 entered (entry: reads input chunk 0 of rank 6, ready once it has started (schedules/oneshot.sched:9))
     // schedules/oneshot.sched:9  for p in 1 .. N-1 { reduce chunk 0 from (r + p) % N }
-    ch.reduce_last(w, 0, 1, ch.out(7), ch.in(7), ch.in(0), ch.in(1), ch.in(2), ch.in(3), ch.in(4), ch.in(5), ch.in(6));  // out[0] = sum(in[0], r0.in[0], r1.in[0], r2.in[0], r3.in[0], r4.in[0], r5.in[0], r6.in[0])
-    ch.done(w, 0);
-  }
-  if (!ch.wait_exit(0, 0)) return false;  // wait rank 0 step 0 (exit: rank 0 reads input chunk 0 of this rank at step 0 (direct) (schedules/oneshot.sched:9))
-  if (!ch.wait_exit(1, 0)) return false;  // wait rank 1 step 0 (exit: rank 1 reads input chunk 0 of this rank at step 0 (direct) (schedules/oneshot.sched:9))
-  if (!ch.wait_exit(2, 0)) return false;  // wait rank 2 step 0 (exit: rank 2 reads input chunk 0 of this rank at step 0 (direct) (schedules/oneshot.sched:9))
-  if (!ch.wait_exit(3, 0)) return false;  // wait rank 3 step 0 (exit: rank 3 reads input chunk 0 of this rank at step 0 (direct) (schedules/oneshot.sched:9))
-  if (!ch.wait_exit(4, 0)) return false;  // wait rank 4 step 0 (exit: rank 4 reads input chunk 0 of this rank at step 0 (direct) (schedules/oneshot.sched:9))
-  if (!ch.wait_exit(5, 0)) return false;  // wait rank 5 step 0 (exit: rank 5 reads input chunk 0 of this rank at step 0 (direct) (schedules/oneshot.sched:9))
-  if (!ch.wait_exit(6, 0)) return false;  // wait rank 6 step 0 (exit: rank 6 reads input chunk 0 of this rank at step 0 (direct) (schedules/oneshot.sched:9))
-  return true;
-}
+    ccc::reduce_last(0, 1, ccc::out(7), ccc::in(7), ccc::in(0), ccc::in(1), ccc::in(2), ccc::in(3), ccc::in(4), ccc::in(5), ccc::in(6)),  // out[0] = sum(in[0], r0.in[0], r1.in[0], r2.in[0], r3.in[0], r4.in[0], r5.in[0], r6.in[0])
+    ccc::done(0),
+    // after the last window
+    ccc::wait_exit(0, 0),  // wait rank 0 step 0 (exit: rank 0 reads input chunk 0 of this rank at step 0 (direct) (schedules/oneshot.sched:9))
+    ccc::wait_exit(1, 0),  // wait rank 1 step 0 (exit: rank 1 reads input chunk 0 of this rank at step 0 (direct) (schedules/oneshot.sched:9))
+    ccc::wait_exit(2, 0),  // wait rank 2 step 0 (exit: rank 2 reads input chunk 0 of this rank at step 0 (direct) (schedules/oneshot.sched:9))
+    ccc::wait_exit(3, 0),  // wait rank 3 step 0 (exit: rank 3 reads input chunk 0 of this rank at step 0 (direct) (schedules/oneshot.sched:9))
+    ccc::wait_exit(4, 0),  // wait rank 4 step 0 (exit: rank 4 reads input chunk 0 of this rank at step 0 (direct) (schedules/oneshot.sched:9))
+    ccc::wait_exit(5, 0),  // wait rank 5 step 0 (exit: rank 5 reads input chunk 0 of this rank at step 0 (direct) (schedules/oneshot.sched:9))
+    ccc::wait_exit(6, 0),  // wait rank 6 step 0 (exit: rank 6 reads input chunk 0 of this rank at step 0 (direct) (schedules/oneshot.sched:9))
+    ccc::end(),
+};
+
+CCC_PROGRAM const Instr* programs[] = {rank_0, rank_1, rank_2, rank_3, rank_4, rank_5, rank_6, rank_7};
 
 }  // namespace
 
 CCC_KERNEL(ccc_oneshot_n8_f32_sum_t65536_c4_p2, 512) {
-  Channel ch(args, CCC_BLOCK_INDEX);
-  if (!ch.enter()) return;
-  bool ok = false;
-  switch (ch.rank()) {
-    case 0: ok = rank_0(ch); break;
-    case 1: ok = rank_1(ch); break;
-    case 2: ok = rank_2(ch); break;
-    case 3: ok = rank_3(ch); break;
-    case 4: ok = rank_4(ch); break;
-    case 5: ok = rank_5(ch); break;
-    case 6: ok = rank_6(ch); break;
-    case 7: ok = rank_7(ch); break;
-  }
-  if (ok) ch.leave();
+  ccc::Channel<Cfg> ch(args, CCC_BLOCK_INDEX);
+  if (ch.enter() && ch.run<Passes>(programs[ch.rank()])) ch.leave();
 }

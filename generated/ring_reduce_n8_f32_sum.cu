@@ -12,219 +12,205 @@ namespace {
 typedef ccc::Config<float, ccc::op_sum, /*ranks*/ 8, /*chunks*/ 1, /*steps*/ 7, /*channels*/ 4,
                     /*tile bytes*/ 65536, /*pipeline*/ 2>
     Cfg;
-typedef ccc::Channel<Cfg> Channel;
+// The data passes the programs below run, each compiled once: sources folded (and the op's finish).
+typedef ccc::Passes<ccc::Pass<2>> Passes;
+typedef ccc::Instr</*max sources*/ 2> Instr;
+
+// Each rank's step program: its steps run once per window (tile x pipeline of every chunk
+// slice), then the waits that keep its buffers alive until its peers are done with them.
 
 // Rank 0.
-CCC_NOINLINE bool rank_0(Channel& ch) {
-  for (long long w = 0; w < ch.windows(); ++w) {
+CCC_PROGRAM Instr rank_0[] = {
     // step 0: chain s=0 (schedules/ring_reduce.sched:10)
-    ch.done(w, 0);
+    ccc::done(0),
     // step 1: chain s=1 (schedules/ring_reduce.sched:10)
-    ch.done(w, 1);
+    ccc::done(1),
     // step 2: chain s=2 (schedules/ring_reduce.sched:10)
-    ch.done(w, 2);
+    ccc::done(2),
     // step 3: chain s=3 (schedules/ring_reduce.sched:10)
-    ch.done(w, 3);
+    ccc::done(3),
     // step 4: chain s=4 (schedules/ring_reduce.sched:10)
-    ch.done(w, 4);
+    ccc::done(4),
     // step 5: chain s=5 (schedules/ring_reduce.sched:10)
-    ch.done(w, 5);
+    ccc::done(5),
     // step 6: chain s=6 (schedules/ring_reduce.sched:10)
-    if (!ch.wait(w, 1, 5)) return false;  // wait rank 1 step 5 (RAW: reads output chunk 0 of rank 1, written at step 5 (chain s=5) (schedules/ring_reduce.sched:11))
+    ccc::wait(1, 5),  // wait rank 1 step 5 (RAW: reads output chunk 0 of rank 1, written at step 5 (chain s=5) (schedules/ring_reduce.sched:11))
     // schedules/ring_reduce.sched:11  if (r - root) % N == N - 2 - s { reduce chunk 0 from (r + 1) % N }
-    ch.reduce_last(w, 0, 1, ch.out(0), ch.in(0), ch.staging(1));  // out[0] = sum(in[0], r1.staging[0])
-    ch.done(w, 6);
-  }
-  return true;
-}
+    ccc::reduce_last(0, 1, ccc::out(0), ccc::in(0), ccc::staging(1)),  // out[0] = sum(in[0], r1.staging[0])
+    ccc::done(6),
+    ccc::end(),
+};
 
 // Rank 1.
-CCC_NOINLINE bool rank_1(Channel& ch) {
-  for (long long w = 0; w < ch.windows(); ++w) {
+CCC_PROGRAM Instr rank_1[] = {
     // step 0: chain s=0 (schedules/ring_reduce.sched:10)
-    ch.done(w, 0);
+    ccc::done(0),
     // step 1: chain s=1 (schedules/ring_reduce.sched:10)
-    ch.done(w, 1);
+    ccc::done(1),
     // step 2: chain s=2 (schedules/ring_reduce.sched:10)
-    ch.done(w, 2);
+    ccc::done(2),
     // step 3: chain s=3 (schedules/ring_reduce.sched:10)
-    ch.done(w, 3);
+    ccc::done(3),
     // step 4: chain s=4 (schedules/ring_reduce.sched:10)
-    ch.done(w, 4);
+    ccc::done(4),
     // step 5: chain s=5 (schedules/ring_reduce.sched:10)
-    if (!ch.wait(w, 2, 4)) return false;  // wait rank 2 step 4 (RAW: reads output chunk 0 of rank 2, written at step 4 (chain s=4) (schedules/ring_reduce.sched:11))
+    ccc::wait(2, 4),  // wait rank 2 step 4 (RAW: reads output chunk 0 of rank 2, written at step 4 (chain s=4) (schedules/ring_reduce.sched:11))
     // schedules/ring_reduce.sched:11  if (r - root) % N == N - 2 - s { reduce chunk 0 from (r + 1) % N }
-    ch.reduce(w, 0, 1, ch.staging(1), ch.in(1), ch.staging(2));  // staging[0] = sum(in[0], r2.staging[0])
-    ch.done(w, 5);
+    ccc::reduce(0, 1, ccc::staging(1), ccc::in(1), ccc::staging(2)),  // staging[0] = sum(in[0], r2.staging[0])
+    ccc::done(5),
     // step 6: chain s=6 (schedules/ring_reduce.sched:10)
-    ch.done(w, 6);
-  }
-  if (!ch.wait_exit(0, 6)) return false;  // wait rank 0 step 6 (exit: rank 0 reads output chunk 0 of this rank at step 6 (chain s=6) (schedules/ring_reduce.sched:11))
-  return true;
-}
+    ccc::done(6),
+    // after the last window
+    ccc::wait_exit(0, 6),  // wait rank 0 step 6 (exit: rank 0 reads output chunk 0 of this rank at step 6 (chain s=6) (schedules/ring_reduce.sched:11))
+    ccc::end(),
+};
 
 // Rank 2.
-CCC_NOINLINE bool rank_2(Channel& ch) {
-  for (long long w = 0; w < ch.windows(); ++w) {
+CCC_PROGRAM Instr rank_2[] = {
     // step 0: chain s=0 (schedules/ring_reduce.sched:10)
-    ch.done(w, 0);
+    ccc::done(0),
     // step 1: chain s=1 (schedules/ring_reduce.sched:10)
-    ch.done(w, 1);
+    ccc::done(1),
     // step 2: chain s=2 (schedules/ring_reduce.sched:10)
-    ch.done(w, 2);
+    ccc::done(2),
     // step 3: chain s=3 (schedules/ring_reduce.sched:10)
-    ch.done(w, 3);
+    ccc::done(3),
     // step 4: chain s=4 (schedules/ring_reduce.sched:10)
-    if (!ch.wait(w, 3, 3)) return false;  // wait rank 3 step 3 (RAW: reads output chunk 0 of rank 3, written at step 3 (chain s=3) (schedules/ring_reduce.sched:11))
+    ccc::wait(3, 3),  // wait rank 3 step 3 (RAW: reads output chunk 0 of rank 3, written at step 3 (chain s=3) (schedules/ring_reduce.sched:11))
     // schedules/ring_reduce.sched:11  if (r - root) % N == N - 2 - s { reduce chunk 0 from (r + 1) % N }
-    ch.reduce(w, 0, 1, ch.staging(2), ch.in(2), ch.staging(3));  // staging[0] = sum(in[0], r3.staging[0])
-    ch.done(w, 4);
+    ccc::reduce(0, 1, ccc::staging(2), ccc::in(2), ccc::staging(3)),  // staging[0] = sum(in[0], r3.staging[0])
+    ccc::done(4),
     // step 5: chain s=5 (schedules/ring_reduce.sched:10)
-    ch.done(w, 5);
+    ccc::done(5),
     // step 6: chain s=6 (schedules/ring_reduce.sched:10)
-    ch.done(w, 6);
-  }
-  if (!ch.wait_exit(1, 5)) return false;  // wait rank 1 step 5 (exit: rank 1 reads output chunk 0 of this rank at step 5 (chain s=5) (schedules/ring_reduce.sched:11))
-  return true;
-}
+    ccc::done(6),
+    // after the last window
+    ccc::wait_exit(1, 5),  // wait rank 1 step 5 (exit: rank 1 reads output chunk 0 of this rank at step 5 (chain s=5) (schedules/ring_reduce.sched:11))
+    ccc::end(),
+};
 
 // Rank 3.
-CCC_NOINLINE bool rank_3(Channel& ch) {
-  for (long long w = 0; w < ch.windows(); ++w) {
+CCC_PROGRAM Instr rank_3[] = {
     // step 0: chain s=0 (schedules/ring_reduce.sched:10)
-    ch.done(w, 0);
+    ccc::done(0),
     // step 1: chain s=1 (schedules/ring_reduce.sched:10)
-    ch.done(w, 1);
+    ccc::done(1),
     // step 2: chain s=2 (schedules/ring_reduce.sched:10)
-    ch.done(w, 2);
+    ccc::done(2),
     // step 3: chain s=3 (schedules/ring_reduce.sched:10)
-    if (!ch.wait(w, 4, 2)) return false;  // wait rank 4 step 2 (RAW: reads output chunk 0 of rank 4, written at step 2 (chain s=2) (schedules/ring_reduce.sched:11))
+    ccc::wait(4, 2),  // wait rank 4 step 2 (RAW: reads output chunk 0 of rank 4, written at step 2 (chain s=2) (schedules/ring_reduce.sched:11))
     // schedules/ring_reduce.sched:11  if (r - root) % N == N - 2 - s { reduce chunk 0 from (r + 1) % N }
-    ch.reduce(w, 0, 1, ch.staging(3), ch.in(3), ch.staging(4));  // staging[0] = sum(in[0], r4.staging[0])
-    ch.done(w, 3);
+    ccc::reduce(0, 1, ccc::staging(3), ccc::in(3), ccc::staging(4)),  // staging[0] = sum(in[0], r4.staging[0])
+    ccc::done(3),
     // step 4: chain s=4 (schedules/ring_reduce.sched:10)
-    ch.done(w, 4);
+    ccc::done(4),
     // step 5: chain s=5 (schedules/ring_reduce.sched:10)
-    ch.done(w, 5);
+    ccc::done(5),
     // step 6: chain s=6 (schedules/ring_reduce.sched:10)
-    ch.done(w, 6);
-  }
-  if (!ch.wait_exit(2, 4)) return false;  // wait rank 2 step 4 (exit: rank 2 reads output chunk 0 of this rank at step 4 (chain s=4) (schedules/ring_reduce.sched:11))
-  return true;
-}
+    ccc::done(6),
+    // after the last window
+    ccc::wait_exit(2, 4),  // wait rank 2 step 4 (exit: rank 2 reads output chunk 0 of this rank at step 4 (chain s=4) (schedules/ring_reduce.sched:11))
+    ccc::end(),
+};
 
 // Rank 4.
-CCC_NOINLINE bool rank_4(Channel& ch) {
-  for (long long w = 0; w < ch.windows(); ++w) {
+CCC_PROGRAM Instr rank_4[] = {
     // step 0: chain s=0 (schedules/ring_reduce.sched:10)
-    ch.done(w, 0);
+    ccc::done(0),
     // step 1: chain s=1 (schedules/ring_reduce.sched:10)
-    ch.done(w, 1);
+    ccc::done(1),
     // step 2: chain s=2 (schedules/ring_reduce.sched:10)
-    if (!ch.wait(w, 5, 1)) return false;  // wait rank 5 step 1 (RAW: reads output chunk 0 of rank 5, written at step 1 (chain s=1) (schedules/ring_reduce.sched:11))
+    ccc::wait(5, 1),  // wait rank 5 step 1 (RAW: reads output chunk 0 of rank 5, written at step 1 (chain s=1) (schedules/ring_reduce.sched:11))
     // schedules/ring_reduce.sched:11  if (r - root) % N == N - 2 - s { reduce chunk 0 from (r + 1) % N }
-    ch.reduce(w, 0, 1, ch.staging(4), ch.in(4), ch.staging(5));  // staging[0] = sum(in[0], r5.staging[0])
-    ch.done(w, 2);
+    ccc::reduce(0, 1, ccc::staging(4), ccc::in(4), ccc::staging(5)),  // staging[0] = sum(in[0], r5.staging[0])
+    ccc::done(2),
     // step 3: chain s=3 (schedules/ring_reduce.sched:10)
-    ch.done(w, 3);
+    ccc::done(3),
     // step 4: chain s=4 (schedules/ring_reduce.sched:10)
-    ch.done(w, 4);
+    ccc::done(4),
     // step 5: chain s=5 (schedules/ring_reduce.sched:10)
-    ch.done(w, 5);
+    ccc::done(5),
     // step 6: chain s=6 (schedules/ring_reduce.sched:10)
-    ch.done(w, 6);
-  }
-  if (!ch.wait_exit(3, 3)) return false;  // wait rank 3 step 3 (exit: rank 3 reads output chunk 0 of this rank at step 3 (chain s=3) (schedules/ring_reduce.sched:11))
-  return true;
-}
+    ccc::done(6),
+    // after the last window
+    ccc::wait_exit(3, 3),  // wait rank 3 step 3 (exit: rank 3 reads output chunk 0 of this rank at step 3 (chain s=3) (schedules/ring_reduce.sched:11))
+    ccc::end(),
+};
 
 // Rank 5.
-CCC_NOINLINE bool rank_5(Channel& ch) {
-  for (long long w = 0; w < ch.windows(); ++w) {
+CCC_PROGRAM Instr rank_5[] = {
     // step 0: chain s=0 (schedules/ring_reduce.sched:10)
-    ch.done(w, 0);
+    ccc::done(0),
     // step 1: chain s=1 (schedules/ring_reduce.sched:10)
-    if (!ch.wait(w, 6, 0)) return false;  // wait rank 6 step 0 (RAW: reads output chunk 0 of rank 6, written at step 0 (chain s=0) (schedules/ring_reduce.sched:11))
+    ccc::wait(6, 0),  // wait rank 6 step 0 (RAW: reads output chunk 0 of rank 6, written at step 0 (chain s=0) (schedules/ring_reduce.sched:11))
     // schedules/ring_reduce.sched:11  if (r - root) % N == N - 2 - s { reduce chunk 0 from (r + 1) % N }
-    ch.reduce(w, 0, 1, ch.staging(5), ch.in(5), ch.staging(6));  // staging[0] = sum(in[0], r6.staging[0])
-    ch.done(w, 1);
+    ccc::reduce(0, 1, ccc::staging(5), ccc::in(5), ccc::staging(6)),  // staging[0] = sum(in[0], r6.staging[0])
+    ccc::done(1),
     // step 2: chain s=2 (schedules/ring_reduce.sched:10)
-    ch.done(w, 2);
+    ccc::done(2),
     // step 3: chain s=3 (schedules/ring_reduce.sched:10)
-    ch.done(w, 3);
+    ccc::done(3),
     // step 4: chain s=4 (schedules/ring_reduce.sched:10)
-    ch.done(w, 4);
+    ccc::done(4),
     // step 5: chain s=5 (schedules/ring_reduce.sched:10)
-    ch.done(w, 5);
+    ccc::done(5),
     // step 6: chain s=6 (schedules/ring_reduce.sched:10)
-    ch.done(w, 6);
-  }
-  if (!ch.wait_exit(4, 2)) return false;  // wait rank 4 step 2 (exit: rank 4 reads output chunk 0 of this rank at step 2 (chain s=2) (schedules/ring_reduce.sched:11))
-  return true;
-}
+    ccc::done(6),
+    // after the last window
+    ccc::wait_exit(4, 2),  // wait rank 4 step 2 (exit: rank 4 reads output chunk 0 of this rank at step 2 (chain s=2) (schedules/ring_reduce.sched:11))
+    ccc::end(),
+};
 
 // Rank 6.
-CCC_NOINLINE bool rank_6(Channel& ch) {
-  for (long long w = 0; w < ch.windows(); ++w) {
+CCC_PROGRAM Instr rank_6[] = {
     // step 0: chain s=0 (schedules/ring_reduce.sched:10)
-    if (!ch.wait(w, 7, -1)) return false;  // wait rank 7 entered (entry: reads input chunk 0 of rank 7, ready once it has started (schedules/ring_reduce.sched:11))
+    ccc::wait(7, -1),  // wait rank 7 entered (entry: reads input chunk 0 of rank 7, ready once it has started (schedules/ring_reduce.sched:11))
     // schedules/ring_reduce.sched:11  if (r - root) % N == N - 2 - s { reduce chunk 0 from (r + 1) % N }
-    ch.reduce(w, 0, 1, ch.staging(6), ch.in(6), ch.in(7));  // staging[0] = sum(in[0], r7.in[0])
-    ch.done(w, 0);
+    ccc::reduce(0, 1, ccc::staging(6), ccc::in(6), ccc::in(7)),  // staging[0] = sum(in[0], r7.in[0])
+    ccc::done(0),
     // step 1: chain s=1 (schedules/ring_reduce.sched:10)
-    ch.done(w, 1);
+    ccc::done(1),
     // step 2: chain s=2 (schedules/ring_reduce.sched:10)
-    ch.done(w, 2);
+    ccc::done(2),
     // step 3: chain s=3 (schedules/ring_reduce.sched:10)
-    ch.done(w, 3);
+    ccc::done(3),
     // step 4: chain s=4 (schedules/ring_reduce.sched:10)
-    ch.done(w, 4);
+    ccc::done(4),
     // step 5: chain s=5 (schedules/ring_reduce.sched:10)
-    ch.done(w, 5);
+    ccc::done(5),
     // step 6: chain s=6 (schedules/ring_reduce.sched:10)
-    ch.done(w, 6);
-  }
-  if (!ch.wait_exit(5, 1)) return false;  // wait rank 5 step 1 (exit: rank 5 reads output chunk 0 of this rank at step 1 (chain s=1) (schedules/ring_reduce.sched:11))
-  return true;
-}
+    ccc::done(6),
+    // after the last window
+    ccc::wait_exit(5, 1),  // wait rank 5 step 1 (exit: rank 5 reads output chunk 0 of this rank at step 1 (chain s=1) (schedules/ring_reduce.sched:11))
+    ccc::end(),
+};
 
 // Rank 7.
-CCC_NOINLINE bool rank_7(Channel& ch) {
-  for (long long w = 0; w < ch.windows(); ++w) {
+CCC_PROGRAM Instr rank_7[] = {
     // step 0: chain s=0 (schedules/ring_reduce.sched:10)
-    ch.done(w, 0);
+    ccc::done(0),
     // step 1: chain s=1 (schedules/ring_reduce.sched:10)
-    ch.done(w, 1);
+    ccc::done(1),
     // step 2: chain s=2 (schedules/ring_reduce.sched:10)
-    ch.done(w, 2);
+    ccc::done(2),
     // step 3: chain s=3 (schedules/ring_reduce.sched:10)
-    ch.done(w, 3);
+    ccc::done(3),
     // step 4: chain s=4 (schedules/ring_reduce.sched:10)
-    ch.done(w, 4);
+    ccc::done(4),
     // step 5: chain s=5 (schedules/ring_reduce.sched:10)
-    ch.done(w, 5);
+    ccc::done(5),
     // step 6: chain s=6 (schedules/ring_reduce.sched:10)
-    ch.done(w, 6);
-  }
-  if (!ch.wait_exit(6, 0)) return false;  // wait rank 6 step 0 (exit: rank 6 reads input chunk 0 of this rank at step 0 (chain s=0) (schedules/ring_reduce.sched:11))
-  return true;
-}
+    ccc::done(6),
+    // after the last window
+    ccc::wait_exit(6, 0),  // wait rank 6 step 0 (exit: rank 6 reads input chunk 0 of this rank at step 0 (chain s=0) (schedules/ring_reduce.sched:11))
+    ccc::end(),
+};
+
+CCC_PROGRAM const Instr* programs[] = {rank_0, rank_1, rank_2, rank_3, rank_4, rank_5, rank_6, rank_7};
 
 }  // namespace
 
 CCC_KERNEL(ccc_ring_reduce_n8_root0_f32_sum_t65536_c4_p2, 512) {
-  Channel ch(args, CCC_BLOCK_INDEX);
-  if (!ch.enter()) return;
-  bool ok = false;
-  switch (ch.rank()) {
-    case 0: ok = rank_0(ch); break;
-    case 1: ok = rank_1(ch); break;
-    case 2: ok = rank_2(ch); break;
-    case 3: ok = rank_3(ch); break;
-    case 4: ok = rank_4(ch); break;
-    case 5: ok = rank_5(ch); break;
-    case 6: ok = rank_6(ch); break;
-    case 7: ok = rank_7(ch); break;
-  }
-  if (ok) ch.leave();
+  ccc::Channel<Cfg> ch(args, CCC_BLOCK_INDEX);
+  if (ch.enter() && ch.run<Passes>(programs[ch.rank()])) ch.leave();
 }

@@ -1,5 +1,6 @@
 #include "ccc/emit_cuda.h"
 
+#include <algorithm>
 #include <cctype>
 
 #include <fmt/format.h>
@@ -29,7 +30,7 @@ std::string buffer_expr(const Operand& o) {
     case Storage::Scratch: accessor = "scratch"; break;
     case Storage::Staging: accessor = "staging"; break;
   }
-  return fmt::format("ch.{}({})", accessor, o.rank);
+  return fmt::format("ccc::{}({})", accessor, o.rank);
 }
 
 // What the user's buffers hold, for collectives whose buffers are not simply `count` elements.
@@ -106,41 +107,74 @@ std::string layout_args(const KernelPlan& plan) {
   return fmt::format(",\n                    {}{}", layout, staging_after_scratch ? ", /*staging after scratch*/ true" : "");
 }
 
-std::string pass_call(const KernelPlan& plan, const DataPass& pass, int rank, const SourceFile* source) {
+std::string pass_instr(const KernelPlan& plan, const DataPass& pass, int rank, const SourceFile* source) {
   std::string out;
   for (SourceLoc loc : pass.locs)
     if (std::string line = dsl_line(source, loc); !line.empty()) out += fmt::format("    // {}  {}\n", location(plan, loc), line);
   const char* fn = pass.kind == OpKind::Copy ? "copy" : pass.completes ? "reduce_last" : "reduce";
   std::string args;
   for (const Operand& o : pass.operands) args += ", " + buffer_expr(o);
-  return out + fmt::format("    ch.{}(w, {}, {}, {}{});  // {}\n", fn, pass.chunks.begin, pass.chunks.end(),
-                     buffer_expr({rank, pass.dst}), args, pass_text(pass, rank, plan.options.op));
+  return out + fmt::format("    ccc::{}({}, {}, {}{}),  // {}\n", fn, pass.chunks.begin, pass.chunks.end(),
+                           buffer_expr({rank, pass.dst}), args, pass_text(pass, rank, plan.options.op));
 }
 
-std::string wait_call(const Wait& w, bool at_exit) {
-  std::string call = at_exit ? fmt::format("ch.wait_exit({}, {})", w.peer, w.step) : fmt::format("ch.wait(w, {}, {})", w.peer, w.step);
-  return fmt::format("if (!{}) return false;  // {}\n", call, wait_text(w));
+std::string wait_instr(const Wait& w, bool at_exit) {
+  return fmt::format("    ccc::{}({}, {}),  // {}\n", at_exit ? "wait_exit" : "wait", w.peer, w.step, wait_text(w));
 }
 
-std::string rank_function(const KernelPlan& plan, int r, const SourceFile* source) {
+// Rank r's step program: per step its waits, passes and done (run once per window), then the
+// exit waits.
+std::string rank_program(const KernelPlan& plan, int r, const SourceFile* source) {
   const RankPlan& rank = plan.ranks[r];
   std::string body;
   for (int k = 0; k < plan.nsteps(); ++k) {
     const StepInfo& info = plan.steps[k];
     body += fmt::format("    // step {}: {} ({})\n", k, info.label, location(plan, info.loc));
-    for (const Wait& w : rank.steps[k].waits) body += "    " + wait_call(w, false);
-    for (const DataPass& pass : rank.steps[k].passes) body += pass_call(plan, pass, r, source);
-    body += fmt::format("    ch.done(w, {});\n", k);
+    for (const Wait& w : rank.steps[k].waits) body += wait_instr(w, false);
+    for (const DataPass& pass : rank.steps[k].passes) body += pass_instr(plan, pass, r, source);
+    body += fmt::format("    ccc::done({}),\n", k);
   }
   if (!rank.passthrough.empty()) body += "    // chunks no step writes: the input passes through\n";
-  for (const DataPass& pass : rank.passthrough) body += pass_call(plan, pass, r, source);
+  for (const DataPass& pass : rank.passthrough) body += pass_instr(plan, pass, r, source);
+  if (!rank.exit_waits.empty()) body += "    // after the last window\n";
+  for (const Wait& w : rank.exit_waits) body += wait_instr(w, true);
+  return fmt::format("// Rank {}.\nCCC_PROGRAM Instr rank_{}[] = {{\n{}    ccc::end(),\n}};\n\n", r, r, body);
+}
 
-  const bool idle = body.empty() && rank.exit_waits.empty();  // e.g. one rank, in place
-  std::string out = fmt::format("// Rank {}.\nCCC_NOINLINE bool rank_{}(Channel&{}) {{\n", r, r, idle ? "" : " ch");
-  if (!body.empty()) out += fmt::format("  for (long long w = 0; w < ch.windows(); ++w) {{\n{}  }}\n", body);
-  for (const Wait& w : rank.exit_waits) out += "  " + wait_call(w, true);
-  out += "  return true;\n}\n\n";
-  return out;
+// A pass's kind: how many sources it folds, and whether it applies the op's finish (only avg
+// has one; the prelude runs the others' completing writes as plain reduces, Op::finishes).
+struct PassKind {
+  int sources;
+  bool finish;
+  auto operator<=>(const PassKind&) const = default;
+};
+
+PassKind pass_kind(const DataPass& pass, ReduceOp op) {
+  return {static_cast<int>(pass.operands.size()), pass.completes && op == ReduceOp::Avg};
+}
+
+// The pass kinds the kernel's programs use, each compiled once, in a fixed order.
+std::vector<PassKind> pass_kinds(const KernelPlan& plan) {
+  std::vector<PassKind> kinds;
+  auto add = [&](const DataPass& pass) {
+    const PassKind kind = pass_kind(pass, plan.options.op);
+    if (std::find(kinds.begin(), kinds.end(), kind) == kinds.end()) kinds.push_back(kind);
+  };
+  for (const RankPlan& rank : plan.ranks) {
+    for (const StepPlan& step : rank.steps)
+      for (const DataPass& pass : step.passes) add(pass);
+    for (const DataPass& pass : rank.passthrough) add(pass);
+  }
+  std::sort(kinds.begin(), kinds.end());
+  return kinds;
+}
+
+std::string passes_typedef(const std::vector<PassKind>& kinds) {
+  std::string list;
+  for (const PassKind& k : kinds)
+    list += fmt::format("{}ccc::Pass<{}{}>", list.empty() ? "" : ", ", k.sources, k.finish ? ", /*finish*/ true" : "");
+  return fmt::format("// The data passes the programs below run, each compiled once: sources folded (and the op's finish).\n"
+                     "typedef ccc::Passes<{}> Passes;\n", list);
 }
 
 }  // namespace
@@ -162,13 +196,21 @@ EmittedKernel emit_cuda(const KernelPlan& plan, const SourceFile* source) {
                    "                    /*tile bytes*/ {}, /*pipeline*/ {}{}>\n    Cfg;\n",
                    data_type_device_type(o.dtype), op_struct(o.op), plan.nranks, plan.nchunks, plan.nsteps(), o.channels,
                    o.tile_bytes, o.pipeline, layout_args(plan));
-  s += "typedef ccc::Channel<Cfg> Channel;\n\n";
-  for (int r = 0; r < plan.nranks; ++r) s += rank_function(plan, r, source);
+  const std::vector<PassKind> kinds = pass_kinds(plan);
+  int max_sources = 1;
+  for (const PassKind& kind : kinds) max_sources = std::max(max_sources, kind.sources);
+  s += passes_typedef(kinds);
+  s += fmt::format("typedef ccc::Instr</*max sources*/ {}> Instr;\n\n", max_sources);
+  s += "// Each rank's step program: its steps run once per window (tile x pipeline of every chunk\n"
+       "// slice), then the waits that keep its buffers alive until its peers are done with them.\n\n";
+  for (int r = 0; r < plan.nranks; ++r) s += rank_program(plan, r, source);
+  std::string programs;
+  for (int r = 0; r < plan.nranks; ++r) programs += fmt::format("{}rank_{}", r == 0 ? "" : ", ", r);
+  s += fmt::format("CCC_PROGRAM const Instr* programs[] = {{{}}};\n\n", programs);
   s += "}  // namespace\n\n";
   s += fmt::format("CCC_KERNEL({}, {}) {{\n", k.kernel_name, kBlockThreads);
-  s += "  Channel ch(args, CCC_BLOCK_INDEX);\n  if (!ch.enter()) return;\n  bool ok = false;\n  switch (ch.rank()) {\n";
-  for (int r = 0; r < plan.nranks; ++r) s += fmt::format("    case {}: ok = rank_{}(ch); break;\n", r, r);
-  s += "  }\n  if (ok) ch.leave();\n}\n";
+  s += "  ccc::Channel<Cfg> ch(args, CCC_BLOCK_INDEX);\n"
+       "  if (ch.enter() && ch.run<Passes>(programs[ch.rank()])) ch.leave();\n}\n";
   return k;
 }
 

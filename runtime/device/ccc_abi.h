@@ -35,7 +35,8 @@ typedef struct ccc_launch_args {
 enum {
   CCC_OK = 0,
   CCC_ERR_TIMEOUT = 1,     /* a peer did not make progress in time (dead or not launched) */
-  CCC_ERR_PEER_FAILED = 2  /* a peer recorded an error; this rank stopped waiting for it */
+  CCC_ERR_PEER_FAILED = 2, /* a peer recorded an error; this rank stopped waiting for it */
+  CCC_ERR_BAD_PROGRAM = 3  /* a step program names a data pass its kernel was not built with */
 };
 
 #endif /* CCC_ABI_H */

@@ -10,10 +10,18 @@
  * channel c of its peers. For reduce_scatter and allgather the vector is N blocks of `count`
  * elements (one per rank, as the user's buffers lay them out) and every block is cut alike.
  *
- * Buffers. Generated code names a rank's buffers by chunk-space position: ch.in(r), ch.out(r),
- * ch.scratch(r), ch.staging(r) are views whose element i is the vector's element i. A view of a
- * buffer that holds one block only (a reduce_scatter's output, an allgather's input) is shifted
- * by that block's start; the lowering only ever touches such a view inside its block.
+ * Buffers. Generated code names a rank's buffers by chunk-space position: in(r), out(r),
+ * scratch(r), staging(r) are views whose element i is the vector's element i. A view of a buffer
+ * that holds one block only (a reduce_scatter's output, an allgather's input) is shifted by that
+ * block's start; the lowering only ever touches such a view inside its block.
+ *
+ * Step programs. A generated kernel lists each rank's work as a table of instructions (Instr),
+ * built in the generated source by wait(), reduce(), reduce_last(), copy(), done(), wait_exit()
+ * and end(): per step its waits, its data passes and a done; after the steps, the waits that
+ * guard the exit. Channel::run interprets the table once per window, then runs the exit waits.
+ * Tables rather than straight-line code because NVRTC spends 7-10 ms compiling each step written
+ * as code (ring at N = 8: 0.8 s as code, about 0.25 s as tables; docs/performance.md). The data
+ * passes stay compiled code: one instantiation per kind (sources, finish) the kernel lists.
  *
  * Progress. Each (rank, channel) publishes one 64-bit counter, written only by itself:
  *     value = epoch << 40 | (window * steps + step + 1)
@@ -169,7 +177,7 @@ CCC_FN void combine_vectors(T* dst, const Sources<T, K>& s, long long v, long lo
 /* The one data-moving routine: dst[0, n) = fold of the K sources, the block's threads sharing
  * the work. 16-byte vectors (4 in flight per thread per source, 2 when many sources would spill
  * registers) when every pointer is 16-byte aligned, then a scalar tail; element by element when
- * some pointer is not. */
+ * some pointer is not. The loops stay rolled: the vector groups are unrolled by hand already. */
 template <class T, class Op, int K, bool Finish, int Ranks>
 CCC_NOINLINE void combine(T* dst, Sources<T, K> s, long long n) {
   typedef typename Num<T>::Acc A;
@@ -181,11 +189,14 @@ CCC_NOINLINE void combine(T* dst, Sources<T, K> s, long long n) {
   if (vectors) {
     const long long nvec = n / E;
     long long v = tid;
+    CCC_ROLLED
     for (; v + (U - 1) * stride < nvec; v += U * stride)
       combine_vectors<T, Op, K, Finish, Ranks, U>(dst, s, v, stride);
+    CCC_ROLLED
     for (; v < nvec; v += stride) combine_vectors<T, Op, K, Finish, Ranks, 1>(dst, s, v, stride);
     first_scalar = nvec * E;
   }
+  CCC_ROLLED
   for (long long i = first_scalar + tid; i < n; i += stride) {
     A acc = Num<T>::to(s.p[0][i]);
     for (int k = 1; k < K; ++k) acc = Op::apply(acc, Num<T>::to(s.p[k][i]));
@@ -216,33 +227,97 @@ struct Config {
   static const long long window = TileBytes_ / static_cast<long long>(sizeof(T_)) * Pipeline_;
 };
 
-/* A rank's buffer seen from the vector: element i lives at base[i - shift]. */
-template <class T>
-struct In {
-  const T* base;
-  long long shift;
+/* Which buffer of which rank an instruction reads or writes. */
+enum BufferKind { buffer_input = 0, buffer_output = 1, buffer_scratch = 2, buffer_staging = 3 };
+struct Ref {
+  unsigned short buffer;
+  unsigned short rank;
 };
-template <class T>
-struct Out {
-  T* base;
-  long long shift;
-  CCC_FN operator In<T>() const {
-    In<T> v;
-    v.base = base;
-    v.shift = shift;
-    return v;
+CCC_CONSTEXPR Ref in(int r) { return Ref{buffer_input, static_cast<unsigned short>(r)}; }
+CCC_CONSTEXPR Ref out(int r) { return Ref{buffer_output, static_cast<unsigned short>(r)}; }
+CCC_CONSTEXPR Ref scratch(int r) { return Ref{buffer_scratch, static_cast<unsigned short>(r)}; }
+CCC_CONSTEXPR Ref staging(int r) { return Ref{buffer_staging, static_cast<unsigned short>(r)}; }
+
+enum InstrCode { instr_end = 0, instr_wait = 1, instr_pass = 2, instr_done = 3, instr_wait_exit = 4 };
+
+/* One instruction of a step program; S is the most sources any pass of the kernel reads.
+ *   wait:      a = peer, b = step (-1: the peer has entered this launch)
+ *   pass:      chunks [a, b): dst = fold of src[0, sources), `finish` on the completing write
+ *   done:      a = step
+ *   wait_exit: a = peer, b = step of the peer's last window */
+template <int S>
+struct Instr {
+  unsigned char code;
+  unsigned char finish;
+  unsigned short sources;
+  int a, b;
+  Ref dst;
+  Ref src[S];
+};
+
+/* What the builders return: an instruction with K sources, which fits any table with room for
+ * at least K. */
+template <int K>
+struct InstrBuilder {
+  unsigned char code, finish;
+  int a, b;
+  Ref dst;
+  Ref src[K > 0 ? K : 1];
+  template <int S>
+  CCC_CONSTEXPR operator Instr<S>() const {
+    static_assert(K <= S, "a pass reads more sources than the table has room for");
+    Instr<S> i{code, finish, static_cast<unsigned short>(K), a, b, dst, {}};
+    for (int k = 0; k < K; ++k) i.src[k] = src[k];
+    return i;
+  }
+};
+CCC_CONSTEXPR InstrBuilder<0> control(InstrCode code, int a, int b) {
+  return InstrBuilder<0>{static_cast<unsigned char>(code), 0, a, b, Ref{0, 0}, {}};
+}
+/* Waits until `peer` has finished `step` of this window (step -1: the peer has entered). */
+CCC_CONSTEXPR InstrBuilder<0> wait(int peer, int step) { return control(instr_wait, peer, step); }
+/* Publishes "finished `step` of this window". */
+CCC_CONSTEXPR InstrBuilder<0> done(int step) { return control(instr_done, step, 0); }
+/* After the last window: waits until `peer` has finished `step` of its last window. */
+CCC_CONSTEXPR InstrBuilder<0> wait_exit(int peer, int step) { return control(instr_wait_exit, peer, step); }
+/* The end of a rank's table. */
+CCC_CONSTEXPR InstrBuilder<0> end() { return control(instr_end, 0, 0); }
+/* dst[c] = src0[c] (+) src1[c] ... over chunks [c0, c1), this channel's slice of the window. */
+template <class... R>
+CCC_CONSTEXPR InstrBuilder<sizeof...(R)> reduce(int c0, int c1, Ref dst, R... src) {
+  return InstrBuilder<sizeof...(R)>{instr_pass, 0, c0, c1, dst, {src...}};
+}
+/* The same, for the write that completes a value: the op's finish (avg: / ranks) fuses here. */
+template <class... R>
+CCC_CONSTEXPR InstrBuilder<sizeof...(R)> reduce_last(int c0, int c1, Ref dst, R... src) {
+  return InstrBuilder<sizeof...(R)>{instr_pass, 1, c0, c1, dst, {src...}};
+}
+CCC_CONSTEXPR InstrBuilder<1> copy(int c0, int c1, Ref dst, Ref src) { return reduce(c0, c1, dst, src); }
+
+/* A data-pass kind a kernel compiles: how many sources it folds, and whether it applies the op's
+ * finish. A kernel lists the kinds its tables use in Passes; each is instantiated once. */
+template <int Sources, bool Finish = false>
+struct Pass {
+  static const int sources = Sources;
+  static const bool finish = Finish;
+};
+template <class... P>
+struct Passes {
+  /* Runs instruction i with the kind it names; false if the kernel was not built with it. */
+  template <class Ch, class I>
+  static CCC_FN bool run([[maybe_unused]] Ch& ch, [[maybe_unused]] long long w, const I& i) {
+    [[maybe_unused]] const bool finish = i.finish != 0 && Ch::Cfg::Op::finishes;
+    return ((i.sources == P::sources && finish == P::finish ? (ch.template pass<P::finish, P::sources>(w, i), true)
+                                                            : false) ||
+            ...);
   }
 };
 
-template <class T, int K>
-struct Views {
-  In<T> v[K];
-};
-
 /* One (rank, channel) of a launch: where its slices are, and the progress protocol. */
-template <class Cfg>
+template <class Cfg_>
 class Channel {
  public:
+  typedef Cfg_ Cfg;
   typedef typename Cfg::T T;
 
   CCC_FN Channel(const ccc_launch_args& args, int block)
@@ -255,18 +330,6 @@ class Channel {
   }
 
   CCC_FN int rank() const { return rank_; }
-  CCC_FN long long windows() const { return windows_; }
-  CCC_FN In<T> in(int r) const {
-    In<T> v;
-    v.base = static_cast<const T*>(ranks_[r].input);
-    v.shift = Cfg::layout == layout_allgather ? r * count_ : 0;
-    return v;
-  }
-  CCC_FN Out<T> out(int r) const { return view(ranks_[r].output, Cfg::layout == layout_reduce_scatter ? r * count_ : 0); }
-  CCC_FN Out<T> scratch(int r) const { return view(ranks_[r].scratch, 0); }
-  CCC_FN Out<T> staging(int r) const {
-    return view(static_cast<T*>(ranks_[r].scratch) + (Cfg::staging_after_scratch ? Cfg::blocks * count_ : 0), 0);
-  }
 
   /* Starts this launch: takes the epoch and announces "entered" (step -1) to the peers. */
   CCC_FN bool enter() {
@@ -277,50 +340,81 @@ class Channel {
     if (thread_index() == 0) store_release(mine, base_);
     return true;
   }
-  /* Waits until `peer` has finished `step` of window w (step -1: entered this launch). */
-  CCC_FN bool wait(long long w, int peer, int step) {
-    return wait_for(peer, step < 0 ? 0 : w * Cfg::steps + step + 1);
-  }
-  /* Waits until `peer` has finished `step` of its last window. */
-  CCC_FN bool wait_exit(int peer, int step) {
-    return wait_for(peer, windows_ == 0 ? 0 : (windows_ - 1) * Cfg::steps + step + 1);
-  }
-  /* Publishes "finished `step` of window w" once every thread's writes are done. Out of line:
-   * a generated kernel calls it once per step, and inline copies cost NVRTC time, not speed. */
-  CCC_NOINLINE void done(long long w, int step) {
-    barrier();
-    if (thread_index() == 0)
-      store_release(ranks_[rank_].progress + channel_, base_ + w * Cfg::steps + step + 1);
+  /* Runs this rank's step program: its steps once per window, then its exit waits. False if
+   * a wait failed (timeout, failed peer) or the program names a pass the kernel lacks. */
+  template <class Kinds, int S>
+  CCC_NOINLINE bool run(const Instr<S>* program) {
+    for (long long w = 0; w < windows_; ++w) {
+      for (const Instr<S>* i = program; i->code != instr_end; ++i) {
+        if (i->code == instr_wait) {
+          if (!wait_for(i->a, i->b < 0 ? 0 : w * Cfg::steps + i->b + 1)) return false;
+        } else if (i->code == instr_done) {
+          done(w, i->a);
+        } else if (i->code == instr_pass && !Kinds::run(*this, w, *i)) {
+          if (thread_index() == 0) record_error(error_ + rank_, CCC_ERR_BAD_PROGRAM);
+          return false;
+        }
+      }
+    }
+    for (const Instr<S>* i = program; i->code != instr_end; ++i)
+      if (i->code == instr_wait_exit && !wait_for(i->a, windows_ == 0 ? 0 : (windows_ - 1) * Cfg::steps + i->b + 1))
+        return false;
+    return true;
   }
   /* Ends a launch that completed: channel 0 records the epoch the rank has now finished. */
   CCC_FN void leave() {
     if (channel_ == 0 && thread_index() == 0) store_relaxed(epoch_word_ + rank_, base_ >> 40);
   }
 
-  /* dst[c] = src0[c] (+) src1[c] ... over chunks [c0, c1), this channel's slice, window w. */
-  template <class... S>
-  CCC_FN void reduce(long long w, int c0, int c1, Out<T> dst, S... src) {
-    run<false>(w, c0, c1, dst, Views<T, sizeof...(S)>{{static_cast<In<T> >(src)...}});
-  }
-  /* The same, for the write that completes a value: the op's finish (avg: / ranks) fuses here. */
-  template <class... S>
-  CCC_FN void reduce_last(long long w, int c0, int c1, Out<T> dst, S... src) {
-    run<Cfg::Op::finishes>(w, c0, c1, dst, Views<T, sizeof...(S)>{{static_cast<In<T> >(src)...}});
-  }
-  CCC_FN void copy(long long w, int c0, int c1, Out<T> dst, In<T> src) {
-    run<false>(w, c0, c1, dst, Views<T, 1>{{src}});
+  /* One data pass (see Instr) over this channel's slice of window w: chunk by chunk, each its
+   * own call of the data loop. Out of line, and the chunk loop kept rolled: NVRTC time. */
+  template <bool Finish, int K, int S>
+  CCC_NOINLINE void pass(long long w, const Instr<S>& i) {
+    const View dst = view(i.dst);
+    View src[K];
+    for (int k = 0; k < K; ++k) src[k] = view(i.src[k]);
+    CCC_ROLLED
+    for (int c = i.a; c < i.b; ++c) {
+      const Range r = window_of(w, c);
+      if (r.begin >= r.end) continue;
+      Sources<T, K> at;
+      for (int k = 0; k < K; ++k) at.p[k] = src[k].base + (r.begin - src[k].shift);
+      combine<T, typename Cfg::Op, K, Finish, Cfg::ranks>(dst.base + (r.begin - dst.shift), at, r.end - r.begin);
+    }
   }
 
  private:
-  static CCC_FN Out<T> view(void* base, long long shift) {
-    Out<T> v;
-    v.base = static_cast<T*>(base);
-    v.shift = shift;
+  /* A rank's buffer seen from the vector: element i lives at base[i - shift]. Only the blocked
+   * layouts shift (a reduce_scatter's output, an allgather's input): zero at compile time for
+   * the others. */
+  struct View {
+    T* base;
+    long long shift;
+  };
+  CCC_FN View view(Ref ref) const {
+    const ccc_rank_buffers& b = ranks_[ref.rank];
+    const long long block = static_cast<long long>(ref.rank) * count_;
+    View v;
+    v.shift = 0;
+    if (ref.buffer == buffer_input) {
+      v.base = static_cast<T*>(const_cast<void*>(b.input));
+      if (Cfg::layout == layout_allgather) v.shift = block;
+    } else if (ref.buffer == buffer_output) {
+      v.base = static_cast<T*>(b.output);
+      if (Cfg::layout == layout_reduce_scatter) v.shift = block;
+    } else {
+      v.base = static_cast<T*>(b.scratch);
+      if (ref.buffer == buffer_staging && Cfg::staging_after_scratch) v.base += Cfg::blocks * count_;
+    }
     return v;
   }
 
-  /* Only the blocked layouts shift views: zero at compile time for the others. */
-  static CCC_FN long long shift(long long view_shift) { return Cfg::layout == layout_full ? 0 : view_shift; }
+  /* Publishes "finished `step` of window w" once every thread's writes are done. */
+  CCC_NOINLINE void done(long long w, int step) {
+    barrier();
+    if (thread_index() == 0)
+      store_release(ranks_[rank_].progress + channel_, base_ + w * Cfg::steps + step + 1);
+  }
 
   /* This channel's slice of chunk c, in vector elements. */
   CCC_FN Range piece(int c) const {
@@ -342,18 +436,6 @@ class Channel {
     r.begin = p.begin + w * Cfg::window;
     r.end = r.begin + Cfg::window < p.end ? r.begin + Cfg::window : p.end;
     return r;
-  }
-
-  template <bool Finish, int K>
-  CCC_NOINLINE void run(long long w, int c0, int c1, Out<T> dst, Views<T, K> s) {
-    for (int c = c0; c < c1; ++c) {
-      const Range r = window_of(w, c);
-      if (r.begin >= r.end) continue;
-      Sources<T, K> at;
-      for (int k = 0; k < K; ++k) at.p[k] = s.v[k].base + (r.begin - shift(s.v[k].shift));
-      T* out = dst.base + (r.begin - shift(dst.shift));
-      combine<T, typename Cfg::Op, K, Finish, Cfg::ranks>(out, at, r.end - r.begin);
-    }
   }
 
   /* Thread 0 polls; a timeout or a failed peer records the error and every thread returns false. */

@@ -7,6 +7,14 @@
 
 #define CCC_FN __device__ __forceinline__
 #define CCC_NOINLINE __device__ __noinline__
+/* Builders of step-program tables, evaluated when the tables are initialised. */
+#define CCC_CONSTEXPR __device__ constexpr
+/* Keeps a loop rolled: its body is unrolled already, or runs rarely, and each unrolled copy is
+ * NVRTC compile time for nothing. */
+#define CCC_ROLLED _Pragma("unroll 1")
+/* A step-program table: read-only device memory (not __constant__, whose 64 KiB large N would
+ * outgrow), read through the non-coherent cache. */
+#define CCC_PROGRAM __device__ constexpr
 /* The kernel entry: one ccc_launch_args by value; `threads` is the block size it is built for. */
 #define CCC_KERNEL(name, threads) \
   extern "C" __global__ void __launch_bounds__(threads) name(ccc_launch_args args)

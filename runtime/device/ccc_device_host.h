@@ -11,6 +11,9 @@
 
 #define CCC_FN inline
 #define CCC_NOINLINE inline
+#define CCC_CONSTEXPR constexpr
+#define CCC_ROLLED
+#define CCC_PROGRAM constexpr
 /* The kernel entry the host backend looks up with dlsym: void NAME(ccc_launch_args, int block). */
 #define CCC_KERNEL(name, threads) \
   extern "C" void name(ccc_launch_args args, int ccc_block_index_)

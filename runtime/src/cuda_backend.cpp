@@ -212,12 +212,7 @@ void CudaRanks::synchronize() {
   std::vector<unsigned> errors(nranks());
   use(devices_[0]);
   driver_.check(driver_.cuMemcpyDtoH(errors.data(), error_, sizeof(unsigned) * errors.size()), "cuMemcpyDtoH");
-  std::string failures;
-  for (int r = 0; r < nranks(); ++r)
-    if (errors[r] != CCC_OK)
-      failures += fmt::format("{}rank {}: {}", failures.empty() ? "" : "; ", r,
-                              errors[r] == CCC_ERR_TIMEOUT ? "timed out waiting for a peer"
-                                                           : "stopped after a peer failed");
+  const std::string failures = launch_failures(errors.data(), nranks());
   if (failures.empty()) return;
   reset_sync_state();
   throw Error(ErrorKind::Remote, "collective failed: " + failures);

@@ -55,14 +55,7 @@ void HostRanks::launch(const HostKernel& kernel, int channels, std::span<const v
   }
   for (std::thread& t : blocks) t.join();
 
-  std::string failures;
-  for (int r = 0; r < nranks_; ++r) {
-    if (error_[r] == CCC_OK) continue;
-    failures += fmt::format("{}rank {}: {}", failures.empty() ? "" : "; ", r,
-                            error_[r] == CCC_ERR_TIMEOUT ? "timed out waiting for a peer"
-                            : error_[r] == CCC_ERR_PEER_FAILED ? "stopped after a peer failed"
-                            : fmt::format("error word {}", error_[r]));
-  }
+  const std::string failures = launch_failures(error_.data(), nranks_);
   if (failures.empty()) return;
   reset_sync_state();
   throw Error(ErrorKind::Remote, "collective failed: " + failures);

@@ -80,6 +80,14 @@ TEST(HostBackend, ReportsPeerErrorsAndResetsCounters) {
   EXPECT_THROW(ranks.launch(k, channels + 1, send, recv, 1, 0, 0), Error);
 }
 
+TEST(LaunchFailures, NamesEachFailedRankAndItsCause) {
+  const unsigned words[] = {CCC_OK, CCC_ERR_TIMEOUT, CCC_ERR_PEER_FAILED, CCC_ERR_BAD_PROGRAM, 77};
+  EXPECT_EQ(launch_failures(words, 5),
+            "rank 1: timed out waiting for a peer; rank 2: stopped after a peer failed; rank 3: its step program "
+            "names a data pass the kernel lacks (a ccc bug); rank 4: error word 77");
+  EXPECT_EQ(launch_failures(words, 1), "");
+}
+
 TEST(HostBackend, MissingEntryIsAnError) {
   EXPECT_THROW(load_host_kernel(memory_cache(), kSumKernel, "no_such_kernel"), JitError);
 }

@@ -258,6 +258,26 @@ TEST(HostRunFailure, DeadPeerTimesOut) {
   std::printf("[host] dead peer: launch returned after %.3f s (timeout 0.2 s)\n", seconds);
 }
 
+// A step program naming a data pass its kernel was not built with stops the rank with
+// CCC_ERR_BAD_PROGRAM instead of skipping the pass: ring without its 2-source reduce.
+TEST(HostRunFailure, PassMissingFromTheKernelIsAnError) {
+  testing::Planned p = testing::plan_shipped("ring", 2);
+  ASSERT_TRUE(p.planned) << p.errors;
+  EmittedKernel k = emit_cuda(lower(*p.planned, options(DataType::F32, ReduceOp::Sum, false)));
+  const std::string passes = "typedef ccc::Passes<ccc::Pass<1>, ccc::Pass<2>> Passes;";
+  const size_t at = k.source.find(passes);
+  ASSERT_NE(at, std::string::npos) << k.source;
+  k.source.replace(at, passes.size(), "typedef ccc::Passes<ccc::Pass<1>> Passes;");
+  testing::HostLibrary lib({k}, "missing_pass");
+  ASSERT_EQ(lib.error(), "");
+  const uint64_t count = 1000;
+  testing::HostBuffers b(2, k.channels, count * 4, 0, 0, false);
+  testing::launch_host(lib.entry(k.kernel_name), b, k.channels, count, kTimeoutNs);
+  EXPECT_TRUE(b.error[0] == CCC_ERR_BAD_PROGRAM || b.error[1] == CCC_ERR_BAD_PROGRAM);
+  for (int r = 0; r < 2; ++r)
+    EXPECT_TRUE(b.error[r] == CCC_ERR_BAD_PROGRAM || b.error[r] == CCC_ERR_PEER_FAILED) << "rank " << r << ": " << b.error[r];
+}
+
 // args.rank == -1: one "grid" of N * channels blocks runs every rank (block b is rank b / C,
 // channel b % C), as a single GPU hosting virtual ranks would.
 TEST(HostRunVirtualRanks, OneGridRunsEveryRank) {

@@ -28,4 +28,8 @@ class Error : public std::runtime_error {
   ErrorKind kind_;
 };
 
+// "rank 1: timed out waiting for a peer; rank 3: ..." for every rank whose launch error word
+// (a CCC_ERR_* code of ccc_abi.h) is set; empty when none is.
+std::string launch_failures(const unsigned* error_words, int nranks);
+
 }  // namespace ccc

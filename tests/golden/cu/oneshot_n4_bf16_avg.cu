@@ -11,83 +11,78 @@ namespace {
 typedef ccc::Config<ccc::bf16, ccc::op_avg, /*ranks*/ 4, /*chunks*/ 1, /*steps*/ 1, /*channels*/ 2,
                     /*tile bytes*/ 4096, /*pipeline*/ 1>
     Cfg;
-typedef ccc::Channel<Cfg> Channel;
+// The data passes the programs below run, each compiled once: sources folded (and the op's finish).
+typedef ccc::Passes<ccc::Pass<4, /*finish*/ true>> Passes;
+typedef ccc::Instr</*max sources*/ 4> Instr;
+
+// Each rank's step program: its steps run once per window (tile x pipeline of every chunk
+// slice), then the waits that keep its buffers alive until its peers are done with them.
 
 // Rank 0.
-CCC_NOINLINE bool rank_0(Channel& ch) {
-  for (long long w = 0; w < ch.windows(); ++w) {
+CCC_PROGRAM Instr rank_0[] = {
     // step 0: direct (schedules/oneshot.sched:8)
-    if (!ch.wait(w, 1, -1)) return false;  // wait rank 1 entered (entry: reads input chunk 0 of rank 1, ready once it has started (schedules/oneshot.sched:9))
-    if (!ch.wait(w, 2, -1)) return false;  // wait rank 2 entered (entry: reads input chunk 0 of rank 2, ready once it has started (schedules/oneshot.sched:9))
-    if (!ch.wait(w, 3, -1)) return false;  // wait rank 3 entered (entry: reads input chunk 0 of rank 3, ready once it has started (schedules/oneshot.sched:9))
-    ch.reduce_last(w, 0, 1, ch.out(0), ch.in(0), ch.in(1), ch.in(2), ch.in(3));  // out[0] = avg(in[0], r1.in[0], r2.in[0], r3.in[0]) / N
-    ch.done(w, 0);
-  }
-  if (!ch.wait_exit(1, 0)) return false;  // wait rank 1 step 0 (exit: rank 1 reads input chunk 0 of this rank at step 0 (direct) (schedules/oneshot.sched:9))
-  if (!ch.wait_exit(2, 0)) return false;  // wait rank 2 step 0 (exit: rank 2 reads input chunk 0 of this rank at step 0 (direct) (schedules/oneshot.sched:9))
-  if (!ch.wait_exit(3, 0)) return false;  // wait rank 3 step 0 (exit: rank 3 reads input chunk 0 of this rank at step 0 (direct) (schedules/oneshot.sched:9))
-  return true;
-}
+    ccc::wait(1, -1),  // wait rank 1 entered (entry: reads input chunk 0 of rank 1, ready once it has started (schedules/oneshot.sched:9))
+    ccc::wait(2, -1),  // wait rank 2 entered (entry: reads input chunk 0 of rank 2, ready once it has started (schedules/oneshot.sched:9))
+    ccc::wait(3, -1),  // wait rank 3 entered (entry: reads input chunk 0 of rank 3, ready once it has started (schedules/oneshot.sched:9))
+    ccc::reduce_last(0, 1, ccc::out(0), ccc::in(0), ccc::in(1), ccc::in(2), ccc::in(3)),  // out[0] = avg(in[0], r1.in[0], r2.in[0], r3.in[0]) / N
+    ccc::done(0),
+    // after the last window
+    ccc::wait_exit(1, 0),  // wait rank 1 step 0 (exit: rank 1 reads input chunk 0 of this rank at step 0 (direct) (schedules/oneshot.sched:9))
+    ccc::wait_exit(2, 0),  // wait rank 2 step 0 (exit: rank 2 reads input chunk 0 of this rank at step 0 (direct) (schedules/oneshot.sched:9))
+    ccc::wait_exit(3, 0),  // wait rank 3 step 0 (exit: rank 3 reads input chunk 0 of this rank at step 0 (direct) (schedules/oneshot.sched:9))
+    ccc::end(),
+};
 
 // Rank 1.
-CCC_NOINLINE bool rank_1(Channel& ch) {
-  for (long long w = 0; w < ch.windows(); ++w) {
+CCC_PROGRAM Instr rank_1[] = {
     // step 0: direct (schedules/oneshot.sched:8)
-    if (!ch.wait(w, 0, -1)) return false;  // wait rank 0 entered (entry: reads input chunk 0 of rank 0, ready once it has started (schedules/oneshot.sched:9))
-    if (!ch.wait(w, 2, -1)) return false;  // wait rank 2 entered (entry: reads input chunk 0 of rank 2, ready once it has started (schedules/oneshot.sched:9))
-    if (!ch.wait(w, 3, -1)) return false;  // wait rank 3 entered (entry: reads input chunk 0 of rank 3, ready once it has started (schedules/oneshot.sched:9))
-    ch.reduce_last(w, 0, 1, ch.out(1), ch.in(1), ch.in(2), ch.in(3), ch.in(0));  // out[0] = avg(in[0], r2.in[0], r3.in[0], r0.in[0]) / N
-    ch.done(w, 0);
-  }
-  if (!ch.wait_exit(0, 0)) return false;  // wait rank 0 step 0 (exit: rank 0 reads input chunk 0 of this rank at step 0 (direct) (schedules/oneshot.sched:9))
-  if (!ch.wait_exit(2, 0)) return false;  // wait rank 2 step 0 (exit: rank 2 reads input chunk 0 of this rank at step 0 (direct) (schedules/oneshot.sched:9))
-  if (!ch.wait_exit(3, 0)) return false;  // wait rank 3 step 0 (exit: rank 3 reads input chunk 0 of this rank at step 0 (direct) (schedules/oneshot.sched:9))
-  return true;
-}
+    ccc::wait(0, -1),  // wait rank 0 entered (entry: reads input chunk 0 of rank 0, ready once it has started (schedules/oneshot.sched:9))
+    ccc::wait(2, -1),  // wait rank 2 entered (entry: reads input chunk 0 of rank 2, ready once it has started (schedules/oneshot.sched:9))
+    ccc::wait(3, -1),  // wait rank 3 entered (entry: reads input chunk 0 of rank 3, ready once it has started (schedules/oneshot.sched:9))
+    ccc::reduce_last(0, 1, ccc::out(1), ccc::in(1), ccc::in(2), ccc::in(3), ccc::in(0)),  // out[0] = avg(in[0], r2.in[0], r3.in[0], r0.in[0]) / N
+    ccc::done(0),
+    // after the last window
+    ccc::wait_exit(0, 0),  // wait rank 0 step 0 (exit: rank 0 reads input chunk 0 of this rank at step 0 (direct) (schedules/oneshot.sched:9))
+    ccc::wait_exit(2, 0),  // wait rank 2 step 0 (exit: rank 2 reads input chunk 0 of this rank at step 0 (direct) (schedules/oneshot.sched:9))
+    ccc::wait_exit(3, 0),  // wait rank 3 step 0 (exit: rank 3 reads input chunk 0 of this rank at step 0 (direct) (schedules/oneshot.sched:9))
+    ccc::end(),
+};
 
 // Rank 2.
-CCC_NOINLINE bool rank_2(Channel& ch) {
-  for (long long w = 0; w < ch.windows(); ++w) {
+CCC_PROGRAM Instr rank_2[] = {
     // step 0: direct (schedules/oneshot.sched:8)
-    if (!ch.wait(w, 0, -1)) return false;  // wait rank 0 entered (entry: reads input chunk 0 of rank 0, ready once it has started (schedules/oneshot.sched:9))
-    if (!ch.wait(w, 1, -1)) return false;  // wait rank 1 entered (entry: reads input chunk 0 of rank 1, ready once it has started (schedules/oneshot.sched:9))
-    if (!ch.wait(w, 3, -1)) return false;  // wait rank 3 entered (entry: reads input chunk 0 of rank 3, ready once it has started (schedules/oneshot.sched:9))
-    ch.reduce_last(w, 0, 1, ch.out(2), ch.in(2), ch.in(3), ch.in(0), ch.in(1));  // out[0] = avg(in[0], r3.in[0], r0.in[0], r1.in[0]) / N
-    ch.done(w, 0);
-  }
-  if (!ch.wait_exit(0, 0)) return false;  // wait rank 0 step 0 (exit: rank 0 reads input chunk 0 of this rank at step 0 (direct) (schedules/oneshot.sched:9))
-  if (!ch.wait_exit(1, 0)) return false;  // wait rank 1 step 0 (exit: rank 1 reads input chunk 0 of this rank at step 0 (direct) (schedules/oneshot.sched:9))
-  if (!ch.wait_exit(3, 0)) return false;  // wait rank 3 step 0 (exit: rank 3 reads input chunk 0 of this rank at step 0 (direct) (schedules/oneshot.sched:9))
-  return true;
-}
+    ccc::wait(0, -1),  // wait rank 0 entered (entry: reads input chunk 0 of rank 0, ready once it has started (schedules/oneshot.sched:9))
+    ccc::wait(1, -1),  // wait rank 1 entered (entry: reads input chunk 0 of rank 1, ready once it has started (schedules/oneshot.sched:9))
+    ccc::wait(3, -1),  // wait rank 3 entered (entry: reads input chunk 0 of rank 3, ready once it has started (schedules/oneshot.sched:9))
+    ccc::reduce_last(0, 1, ccc::out(2), ccc::in(2), ccc::in(3), ccc::in(0), ccc::in(1)),  // out[0] = avg(in[0], r3.in[0], r0.in[0], r1.in[0]) / N
+    ccc::done(0),
+    // after the last window
+    ccc::wait_exit(0, 0),  // wait rank 0 step 0 (exit: rank 0 reads input chunk 0 of this rank at step 0 (direct) (schedules/oneshot.sched:9))
+    ccc::wait_exit(1, 0),  // wait rank 1 step 0 (exit: rank 1 reads input chunk 0 of this rank at step 0 (direct) (schedules/oneshot.sched:9))
+    ccc::wait_exit(3, 0),  // wait rank 3 step 0 (exit: rank 3 reads input chunk 0 of this rank at step 0 (direct) (schedules/oneshot.sched:9))
+    ccc::end(),
+};
 
 // Rank 3.
-CCC_NOINLINE bool rank_3(Channel& ch) {
-  for (long long w = 0; w < ch.windows(); ++w) {
+CCC_PROGRAM Instr rank_3[] = {
     // step 0: direct (schedules/oneshot.sched:8)
-    if (!ch.wait(w, 0, -1)) return false;  // wait rank 0 entered (entry: reads input chunk 0 of rank 0, ready once it has started (schedules/oneshot.sched:9))
-    if (!ch.wait(w, 1, -1)) return false;  // wait rank 1 entered (entry: reads input chunk 0 of rank 1, ready once it has started (schedules/oneshot.sched:9))
-    if (!ch.wait(w, 2, -1)) return false;  // wait rank 2 entered (entry: reads input chunk 0 of rank 2, ready once it has started (schedules/oneshot.sched:9))
-    ch.reduce_last(w, 0, 1, ch.out(3), ch.in(3), ch.in(0), ch.in(1), ch.in(2));  // out[0] = avg(in[0], r0.in[0], r1.in[0], r2.in[0]) / N
-    ch.done(w, 0);
-  }
-  if (!ch.wait_exit(0, 0)) return false;  // wait rank 0 step 0 (exit: rank 0 reads input chunk 0 of this rank at step 0 (direct) (schedules/oneshot.sched:9))
-  if (!ch.wait_exit(1, 0)) return false;  // wait rank 1 step 0 (exit: rank 1 reads input chunk 0 of this rank at step 0 (direct) (schedules/oneshot.sched:9))
-  if (!ch.wait_exit(2, 0)) return false;  // wait rank 2 step 0 (exit: rank 2 reads input chunk 0 of this rank at step 0 (direct) (schedules/oneshot.sched:9))
-  return true;
-}
+    ccc::wait(0, -1),  // wait rank 0 entered (entry: reads input chunk 0 of rank 0, ready once it has started (schedules/oneshot.sched:9))
+    ccc::wait(1, -1),  // wait rank 1 entered (entry: reads input chunk 0 of rank 1, ready once it has started (schedules/oneshot.sched:9))
+    ccc::wait(2, -1),  // wait rank 2 entered (entry: reads input chunk 0 of rank 2, ready once it has started (schedules/oneshot.sched:9))
+    ccc::reduce_last(0, 1, ccc::out(3), ccc::in(3), ccc::in(0), ccc::in(1), ccc::in(2)),  // out[0] = avg(in[0], r0.in[0], r1.in[0], r2.in[0]) / N
+    ccc::done(0),
+    // after the last window
+    ccc::wait_exit(0, 0),  // wait rank 0 step 0 (exit: rank 0 reads input chunk 0 of this rank at step 0 (direct) (schedules/oneshot.sched:9))
+    ccc::wait_exit(1, 0),  // wait rank 1 step 0 (exit: rank 1 reads input chunk 0 of this rank at step 0 (direct) (schedules/oneshot.sched:9))
+    ccc::wait_exit(2, 0),  // wait rank 2 step 0 (exit: rank 2 reads input chunk 0 of this rank at step 0 (direct) (schedules/oneshot.sched:9))
+    ccc::end(),
+};
+
+CCC_PROGRAM const Instr* programs[] = {rank_0, rank_1, rank_2, rank_3};
 
 }  // namespace
 
 CCC_KERNEL(ccc_oneshot_n4_bf16_avg_t4096_c2_p1, 512) {
-  Channel ch(args, CCC_BLOCK_INDEX);
-  if (!ch.enter()) return;
-  bool ok = false;
-  switch (ch.rank()) {
-    case 0: ok = rank_0(ch); break;
-    case 1: ok = rank_1(ch); break;
-    case 2: ok = rank_2(ch); break;
-    case 3: ok = rank_3(ch); break;
-  }
-  if (ok) ch.leave();
+  ccc::Channel<Cfg> ch(args, CCC_BLOCK_INDEX);
+  if (ch.enter() && ch.run<Passes>(programs[ch.rank()])) ch.leave();
 }

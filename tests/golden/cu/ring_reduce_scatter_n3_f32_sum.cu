@@ -13,72 +13,69 @@ typedef ccc::Config<float, ccc::op_sum, /*ranks*/ 3, /*chunks*/ 3, /*steps*/ 2, 
                     /*tile bytes*/ 65536, /*pipeline*/ 2,
                     ccc::layout_reduce_scatter>
     Cfg;
-typedef ccc::Channel<Cfg> Channel;
+// The data passes the programs below run, each compiled once: sources folded (and the op's finish).
+typedef ccc::Passes<ccc::Pass<2>> Passes;
+typedef ccc::Instr</*max sources*/ 2> Instr;
+
+// Each rank's step program: its steps run once per window (tile x pipeline of every chunk
+// slice), then the waits that keep its buffers alive until its peers are done with them.
 
 // Rank 0.
-CCC_NOINLINE bool rank_0(Channel& ch) {
-  for (long long w = 0; w < ch.windows(); ++w) {
+CCC_PROGRAM Instr rank_0[] = {
     // step 0: reduce_scatter s=0 (schedules/ring_reduce_scatter.sched:9)
-    if (!ch.wait(w, 2, -1)) return false;  // wait rank 2 entered (entry: reads input chunk 1 of rank 2, ready once it has started (schedules/ring_reduce_scatter.sched:11))
+    ccc::wait(2, -1),  // wait rank 2 entered (entry: reads input chunk 1 of rank 2, ready once it has started (schedules/ring_reduce_scatter.sched:11))
     // schedules/ring_reduce_scatter.sched:11  if s == 0 { reduce chunk (r - 2) % N from input of prev }
-    ch.reduce(w, 1, 2, ch.staging(0), ch.in(0), ch.in(2));  // staging[1] = sum(in[1], r2.in[1])
-    ch.done(w, 0);
+    ccc::reduce(1, 2, ccc::staging(0), ccc::in(0), ccc::in(2)),  // staging[1] = sum(in[1], r2.in[1])
+    ccc::done(0),
     // step 1: reduce_scatter s=1 (schedules/ring_reduce_scatter.sched:9)
-    if (!ch.wait(w, 2, 0)) return false;  // wait rank 2 step 0 (RAW: reads output chunk 0 of rank 2, written at step 0 (reduce_scatter s=0) (schedules/ring_reduce_scatter.sched:12))
+    ccc::wait(2, 0),  // wait rank 2 step 0 (RAW: reads output chunk 0 of rank 2, written at step 0 (reduce_scatter s=0) (schedules/ring_reduce_scatter.sched:12))
     // schedules/ring_reduce_scatter.sched:12  else { reduce chunk (r - s - 2) % N from prev }
-    ch.reduce_last(w, 0, 1, ch.out(0), ch.in(0), ch.staging(2));  // out[0] = sum(in[0], r2.staging[0])
-    ch.done(w, 1);
-  }
-  if (!ch.wait_exit(1, 1)) return false;  // wait rank 1 step 1 (exit: rank 1 reads output chunk 1 of this rank at step 1 (reduce_scatter s=1) (schedules/ring_reduce_scatter.sched:12))
-  return true;
-}
+    ccc::reduce_last(0, 1, ccc::out(0), ccc::in(0), ccc::staging(2)),  // out[0] = sum(in[0], r2.staging[0])
+    ccc::done(1),
+    // after the last window
+    ccc::wait_exit(1, 1),  // wait rank 1 step 1 (exit: rank 1 reads output chunk 1 of this rank at step 1 (reduce_scatter s=1) (schedules/ring_reduce_scatter.sched:12))
+    ccc::end(),
+};
 
 // Rank 1.
-CCC_NOINLINE bool rank_1(Channel& ch) {
-  for (long long w = 0; w < ch.windows(); ++w) {
+CCC_PROGRAM Instr rank_1[] = {
     // step 0: reduce_scatter s=0 (schedules/ring_reduce_scatter.sched:9)
-    if (!ch.wait(w, 0, -1)) return false;  // wait rank 0 entered (entry: reads input chunk 2 of rank 0, ready once it has started (schedules/ring_reduce_scatter.sched:11))
+    ccc::wait(0, -1),  // wait rank 0 entered (entry: reads input chunk 2 of rank 0, ready once it has started (schedules/ring_reduce_scatter.sched:11))
     // schedules/ring_reduce_scatter.sched:11  if s == 0 { reduce chunk (r - 2) % N from input of prev }
-    ch.reduce(w, 2, 3, ch.staging(1), ch.in(1), ch.in(0));  // staging[2] = sum(in[2], r0.in[2])
-    ch.done(w, 0);
+    ccc::reduce(2, 3, ccc::staging(1), ccc::in(1), ccc::in(0)),  // staging[2] = sum(in[2], r0.in[2])
+    ccc::done(0),
     // step 1: reduce_scatter s=1 (schedules/ring_reduce_scatter.sched:9)
-    if (!ch.wait(w, 0, 0)) return false;  // wait rank 0 step 0 (RAW: reads output chunk 1 of rank 0, written at step 0 (reduce_scatter s=0) (schedules/ring_reduce_scatter.sched:12))
+    ccc::wait(0, 0),  // wait rank 0 step 0 (RAW: reads output chunk 1 of rank 0, written at step 0 (reduce_scatter s=0) (schedules/ring_reduce_scatter.sched:12))
     // schedules/ring_reduce_scatter.sched:12  else { reduce chunk (r - s - 2) % N from prev }
-    ch.reduce_last(w, 1, 2, ch.out(1), ch.in(1), ch.staging(0));  // out[1] = sum(in[1], r0.staging[1])
-    ch.done(w, 1);
-  }
-  if (!ch.wait_exit(2, 1)) return false;  // wait rank 2 step 1 (exit: rank 2 reads output chunk 2 of this rank at step 1 (reduce_scatter s=1) (schedules/ring_reduce_scatter.sched:12))
-  return true;
-}
+    ccc::reduce_last(1, 2, ccc::out(1), ccc::in(1), ccc::staging(0)),  // out[1] = sum(in[1], r0.staging[1])
+    ccc::done(1),
+    // after the last window
+    ccc::wait_exit(2, 1),  // wait rank 2 step 1 (exit: rank 2 reads output chunk 2 of this rank at step 1 (reduce_scatter s=1) (schedules/ring_reduce_scatter.sched:12))
+    ccc::end(),
+};
 
 // Rank 2.
-CCC_NOINLINE bool rank_2(Channel& ch) {
-  for (long long w = 0; w < ch.windows(); ++w) {
+CCC_PROGRAM Instr rank_2[] = {
     // step 0: reduce_scatter s=0 (schedules/ring_reduce_scatter.sched:9)
-    if (!ch.wait(w, 1, -1)) return false;  // wait rank 1 entered (entry: reads input chunk 0 of rank 1, ready once it has started (schedules/ring_reduce_scatter.sched:11))
+    ccc::wait(1, -1),  // wait rank 1 entered (entry: reads input chunk 0 of rank 1, ready once it has started (schedules/ring_reduce_scatter.sched:11))
     // schedules/ring_reduce_scatter.sched:11  if s == 0 { reduce chunk (r - 2) % N from input of prev }
-    ch.reduce(w, 0, 1, ch.staging(2), ch.in(2), ch.in(1));  // staging[0] = sum(in[0], r1.in[0])
-    ch.done(w, 0);
+    ccc::reduce(0, 1, ccc::staging(2), ccc::in(2), ccc::in(1)),  // staging[0] = sum(in[0], r1.in[0])
+    ccc::done(0),
     // step 1: reduce_scatter s=1 (schedules/ring_reduce_scatter.sched:9)
-    if (!ch.wait(w, 1, 0)) return false;  // wait rank 1 step 0 (RAW: reads output chunk 2 of rank 1, written at step 0 (reduce_scatter s=0) (schedules/ring_reduce_scatter.sched:12))
+    ccc::wait(1, 0),  // wait rank 1 step 0 (RAW: reads output chunk 2 of rank 1, written at step 0 (reduce_scatter s=0) (schedules/ring_reduce_scatter.sched:12))
     // schedules/ring_reduce_scatter.sched:12  else { reduce chunk (r - s - 2) % N from prev }
-    ch.reduce_last(w, 2, 3, ch.out(2), ch.in(2), ch.staging(1));  // out[2] = sum(in[2], r1.staging[2])
-    ch.done(w, 1);
-  }
-  if (!ch.wait_exit(0, 1)) return false;  // wait rank 0 step 1 (exit: rank 0 reads output chunk 0 of this rank at step 1 (reduce_scatter s=1) (schedules/ring_reduce_scatter.sched:12))
-  return true;
-}
+    ccc::reduce_last(2, 3, ccc::out(2), ccc::in(2), ccc::staging(1)),  // out[2] = sum(in[2], r1.staging[2])
+    ccc::done(1),
+    // after the last window
+    ccc::wait_exit(0, 1),  // wait rank 0 step 1 (exit: rank 0 reads output chunk 0 of this rank at step 1 (reduce_scatter s=1) (schedules/ring_reduce_scatter.sched:12))
+    ccc::end(),
+};
+
+CCC_PROGRAM const Instr* programs[] = {rank_0, rank_1, rank_2};
 
 }  // namespace
 
 CCC_KERNEL(ccc_ring_reduce_scatter_n3_f32_sum_t65536_c4_p2, 512) {
-  Channel ch(args, CCC_BLOCK_INDEX);
-  if (!ch.enter()) return;
-  bool ok = false;
-  switch (ch.rank()) {
-    case 0: ok = rank_0(ch); break;
-    case 1: ok = rank_1(ch); break;
-    case 2: ok = rank_2(ch); break;
-  }
-  if (ok) ch.leave();
+  ccc::Channel<Cfg> ch(args, CCC_BLOCK_INDEX);
+  if (ch.enter() && ch.run<Passes>(programs[ch.rank()])) ch.leave();
 }

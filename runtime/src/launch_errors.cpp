@@ -1,0 +1,32 @@
+#include <fmt/format.h>
+
+#include "ccc/collective_types.h"
+#include "ccc_abi.h"
+
+namespace ccc {
+
+namespace {
+
+const char* launch_error_text(unsigned code) {
+  switch (code) {
+    case CCC_ERR_TIMEOUT: return "timed out waiting for a peer";
+    case CCC_ERR_PEER_FAILED: return "stopped after a peer failed";
+    case CCC_ERR_BAD_PROGRAM: return "its step program names a data pass the kernel lacks (a ccc bug)";
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+std::string launch_failures(const unsigned* error_words, int nranks) {
+  std::string failures;
+  for (int r = 0; r < nranks; ++r) {
+    if (error_words[r] == CCC_OK) continue;
+    const char* text = launch_error_text(error_words[r]);
+    failures += fmt::format("{}rank {}: {}", failures.empty() ? "" : "; ", r,
+                            text != nullptr ? std::string(text) : fmt::format("error word {}", error_words[r]));
+  }
+  return failures;
+}
+
+}  // namespace ccc
