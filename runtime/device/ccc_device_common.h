@@ -20,7 +20,7 @@
  * and end(): per step its waits, its data passes and a done; after the steps, the waits that
  * guard the exit. Channel::run interprets the table once per window, then runs the exit waits.
  * Tables rather than straight-line code because NVRTC spends 7-10 ms compiling each step written
- * as code (ring at N = 8: 0.8 s as code, about 0.25 s as tables; docs/performance.md). The data
+ * as code (ring at N = 8: 0.8 s as code, 0.23 s as tables; docs/performance.md). The data
  * passes stay compiled code: one instantiation per kind (sources, finish) the kernel lists.
  *
  * Progress. Each (rank, channel) publishes one 64-bit counter, written only by itself:
@@ -342,7 +342,7 @@ class Channel {
   }
   /* Runs this rank's step program: its steps once per window, then its exit waits. False if
    * a wait failed (timeout, failed peer) or the program names a pass the kernel lacks. */
-  template <class Kinds, int S>
+  template <class PassList, int S>
   CCC_NOINLINE bool run(const Instr<S>* program) {
     for (long long w = 0; w < windows_; ++w) {
       for (const Instr<S>* i = program; i->code != instr_end; ++i) {
@@ -350,7 +350,7 @@ class Channel {
           if (!wait_for(i->a, i->b < 0 ? 0 : w * Cfg::steps + i->b + 1)) return false;
         } else if (i->code == instr_done) {
           done(w, i->a);
-        } else if (i->code == instr_pass && !Kinds::run(*this, w, *i)) {
+        } else if (i->code == instr_pass && !PassList::run(*this, w, *i)) {
           if (thread_index() == 0) record_error(error_ + rank_, CCC_ERR_BAD_PROGRAM);
           return false;
         }
@@ -410,7 +410,7 @@ class Channel {
   }
 
   /* Publishes "finished `step` of window w" once every thread's writes are done. */
-  CCC_NOINLINE void done(long long w, int step) {
+  CCC_FN void done(long long w, int step) {
     barrier();
     if (thread_index() == 0)
       store_release(ranks_[rank_].progress + channel_, base_ + w * Cfg::steps + step + 1);
