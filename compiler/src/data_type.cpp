@@ -51,6 +51,8 @@ const char* reduce_op_name(ReduceOp op) {
   return "?";
 }
 
+bool reduce_op_finishes(ReduceOp op) { return op == ReduceOp::Avg; }
+
 std::optional<ReduceOp> parse_reduce_op(std::string_view name) {
   for (ReduceOp op : kAllReduceOps)
     if (name == reduce_op_name(op)) return op;

@@ -141,8 +141,8 @@ std::string rank_program(const KernelPlan& plan, int r, const SourceFile* source
   return fmt::format("// Rank {}.\nCCC_PROGRAM Instr rank_{}[] = {{\n{}    ccc::end(),\n}};\n\n", r, r, body);
 }
 
-// A pass's kind: how many sources it folds, and whether it applies the op's finish (only avg
-// has one; the prelude runs the others' completing writes as plain reduces, Op::finishes).
+// A pass's kind: how many sources it folds, and whether it applies the op's finish (the prelude
+// runs the completing writes of ops without one as plain reduces).
 struct PassKind {
   int sources;
   bool finish;
@@ -150,7 +150,7 @@ struct PassKind {
 };
 
 PassKind pass_kind(const DataPass& pass, ReduceOp op) {
-  return {static_cast<int>(pass.operands.size()), pass.completes && op == ReduceOp::Avg};
+  return {static_cast<int>(pass.operands.size()), pass.completes && reduce_op_finishes(op)};
 }
 
 // The pass kinds the kernel's programs use, each compiled once, in a fixed order.

@@ -51,7 +51,7 @@ std::string pass_text(const DataPass& pass, int rank, ReduceOp op) {
   for (const Operand& o : pass.operands)
     operands += fmt::format("{}{}", operands.empty() ? "" : ", ", operand_text(o, rank, pass.chunks));
   std::string value = pass.kind == OpKind::Copy ? operands : fmt::format("{}({})", reduce_op_name(op), operands);
-  if (pass.completes && op == ReduceOp::Avg) value = fmt::format("{} / N", value);
+  if (pass.completes && reduce_op_finishes(op)) value = fmt::format("{} / N", value);
   return fmt::format("{}{} = {}", short_name(pass.dst), chunk_text(pass.chunks), value);
 }
 

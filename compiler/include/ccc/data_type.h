@@ -25,6 +25,9 @@ const char* data_type_device_type(DataType t);  // the device prelude's spelling
 std::optional<DataType> parse_data_type(std::string_view name);
 
 const char* reduce_op_name(ReduceOp op);        // "sum", ...
+// Whether the write that completes a value applies a finish (avg: / N); the device prelude's
+// Op::finishes.
+bool reduce_op_finishes(ReduceOp op);
 std::optional<ReduceOp> parse_reduce_op(std::string_view name);
 
 }  // namespace ccc
