@@ -24,6 +24,9 @@ int main(void) {
   for (int r = 0; r < NRANKS; ++r)
     if (check(cccAllReduce(data[r], data[r], COUNT, cccFloat32, cccSum, comms[r], NULL), comms[r], "cccAllReduce"))
       return 1;
+  /* Each call queued its rank's part and returned; wait for each rank's work. */
+  for (int r = 0; r < NRANKS; ++r)
+    if (check(cccCommSynchronize(comms[r]), comms[r], "cccCommSynchronize")) return 1;
   int wrong = 0;
   for (int r = 0; r < NRANKS; ++r)
     for (int i = 0; i < COUNT; ++i) wrong += data[r][i] != 10.0f; /* 1 + 2 + 3 + 4 */

@@ -216,5 +216,5 @@ CCC_PROGRAM const Instr* programs[] = {rank_0, rank_1, rank_2, rank_3, rank_4, r
 
 CCC_KERNEL(ccc_oneshot_n8_f32_sum_t65536_c4_p2, 512) {
   ccc::Channel<Cfg> ch(args, CCC_BLOCK_INDEX);
-  if (ch.enter() && ch.run<Passes>(programs[ch.rank()])) ch.leave();
+  if (ch.enter()) ch.run<Passes>(programs[ch.rank()]);
 }

@@ -210,7 +210,7 @@ EmittedKernel emit_cuda(const KernelPlan& plan, const SourceFile* source) {
   s += "}  // namespace\n\n";
   s += fmt::format("CCC_KERNEL({}, {}) {{\n", k.kernel_name, kBlockThreads);
   s += "  ccc::Channel<Cfg> ch(args, CCC_BLOCK_INDEX);\n"
-       "  if (ch.enter() && ch.run<Passes>(programs[ch.rank()])) ch.leave();\n}\n";
+       "  if (ch.enter()) ch.run<Passes>(programs[ch.rank()]);\n}\n";
   return k;
 }
 

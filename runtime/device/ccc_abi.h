@@ -1,18 +1,38 @@
 /* The launch ABI shared by generated kernels (both targets) and the runtime that launches them.
- * Plain C so it reads the same under NVRTC, nvcc and a host C++ compiler. */
+ * Plain C so it reads the same under NVRTC, nvcc and a host C++ compiler.
+ *
+ * A launch carries only its own rank's buffers, by value. Peers learn them inside the kernel:
+ * at entry each (rank, channel) writes its buffers into its mailbox, then publishes "entered"
+ * with a release store of its progress counter; a peer reads the mailbox only after its acquire
+ * of that counter (directly or through a chain of waits) has shown the launch entered. So a rank
+ * can be enqueued the moment it calls, with nothing shared and mutable on the host or device
+ * side of the call path, and a captured CUDA graph replays with the buffers it captured. */
 #ifndef CCC_ABI_H
 #define CCC_ABI_H
 
-#define CCC_ABI_VERSION 1
+#define CCC_ABI_VERSION 2
 
-/* One rank's buffers, as seen from the launching rank (peer pointers are valid in its address
- * space: NVLink peer mappings on the GPU, plain pointers in host emulation). */
-typedef struct ccc_rank_buffers {
-  const void* input;
+/* The most channels (thread blocks per rank) a kernel may have: the size of the per-rank
+ * progress and mailbox arrays. */
+#define CCC_MAX_CHANNELS 64
+
+/* One rank's buffers for one launch, valid in every peer's address space (NVLink peer mappings
+ * on the GPU, plain pointers in host emulation). */
+typedef struct ccc_buffers {
+  const void* input;   /* may be null where the collective never reads it (a non-root broadcast) */
   void* output;
-  void* scratch;                 /* as many bytes as the kernel plan asks for; may be null if 0 */
-  unsigned long long* progress;  /* [channels] this rank's progress counters, read by peers */
-} ccc_rank_buffers;
+  void* scratch;       /* as many bytes as the kernel plan asks for; may be null if 0 */
+  unsigned long long call; /* the call's signature (kernel, count): equal on every rank of one
+                              collective, never 0; a peer whose signature differs is an error */
+} ccc_buffers;
+
+/* Where a rank's peers find its state: fixed for the communicator's life, written once before
+ * the first launch and never changed (so every launch, eager or replayed, reads the same). */
+typedef struct ccc_rank_state {
+  unsigned long long* progress; /* [CCC_MAX_CHANNELS] the rank's progress counters */
+  ccc_buffers* mailbox;         /* [CCC_MAX_CHANNELS][2] its buffers, per channel, by launch parity */
+  unsigned int* error;          /* its error word: CCC_OK or a CCC_ERR_* code, written only by it */
+} ccc_rank_state;
 
 /* The single kernel argument. Counts are in elements of the kernel's dtype:
  *   allreduce, broadcast, reduce:  input and output hold `count` elements;
@@ -21,22 +41,22 @@ typedef struct ccc_rank_buffers {
  * Chunk boundaries fall on 64-byte multiples; for reduce_scatter/allgather they are cut within
  * each rank's block of `count` elements. */
 typedef struct ccc_launch_args {
-  const ccc_rank_buffers* ranks;  /* [N] every rank's buffers */
+  const ccc_rank_state* ranks;   /* [N] every rank's fixed state */
+  ccc_buffers own;               /* this launch's buffers (rank >= 0) */
+  const ccc_buffers* virtual_own;/* [N] each virtual rank's buffers (rank == -1), else null */
   unsigned long long count;
-  int rank;                       /* this launch's rank; -1: all N ranks in one grid, block b runs
-                                     rank b / channels, channel b % channels (virtual ranks) */
-  unsigned long long* epoch;      /* [N] per-rank launch counter in device memory; each launch
-                                     advances its own rank's entry (never a per-launch argument,
-                                     so a captured graph can be replayed) */
-  unsigned int* error;            /* [N] per-rank error word: CCC_OK or a CCC_ERR_* code */
-  unsigned long long timeout_ns;  /* a wait longer than this records CCC_ERR_TIMEOUT and returns */
+  int rank;                      /* this launch's rank; -1: all N ranks in one grid, block b runs
+                                    rank b / channels, channel b % channels (virtual ranks) */
+  unsigned long long timeout_ns; /* a wait longer than this records CCC_ERR_TIMEOUT and returns;
+                                    ~0ull waits for ever */
 } ccc_launch_args;
 
 enum {
   CCC_OK = 0,
   CCC_ERR_TIMEOUT = 1,     /* a peer did not make progress in time (dead or not launched) */
   CCC_ERR_PEER_FAILED = 2, /* a peer recorded an error; this rank stopped waiting for it */
-  CCC_ERR_BAD_PROGRAM = 3  /* a step program names a data pass its kernel was not built with */
+  CCC_ERR_BAD_PROGRAM = 3, /* a step program names a data pass its kernel was not built with */
+  CCC_ERR_MISMATCH = 4     /* a peer called with another collective, count, type, op or root */
 };
 
 #endif /* CCC_ABI_H */

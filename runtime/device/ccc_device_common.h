@@ -29,7 +29,15 @@
  * epoch << 40 on entering a launch. The epoch is the launch number (mod 2^24), taken from the
  * channel's own counter at entry, so nothing is reset between launches and a captured graph
  * replays unchanged. Counters are compared with serial-number arithmetic (signed difference), so
- * the epoch may wrap: peers are never more than one launch apart. */
+ * the epoch may wrap: peers are never more than one launch apart.
+ *
+ * Buffers of peers. A launch knows only its own buffers (ccc_abi.h). On entering, thread 0 of
+ * each (rank, channel) writes them into the channel's mailbox slot for this launch, then stores
+ * "entered" with release; a peer reads the slot the first time a pass of its program reads that
+ * rank, which the sync plan orders after the rank's "entered" (every read of a peer's buffer
+ * waits, directly or through other ranks' waits, for the peer to have entered or written it).
+ * The slot's call signature must equal the reader's: a rank whose peer called with another
+ * kernel or count records CCC_ERR_MISMATCH before it touches any of the peer's data. */
 #ifndef CCC_DEVICE_COMMON_H
 #define CCC_DEVICE_COMMON_H
 
@@ -321,27 +329,40 @@ class Channel {
   typedef typename Cfg::T T;
 
   CCC_FN Channel(const ccc_launch_args& args, int block)
-      : ranks_(args.ranks), count_(static_cast<long long>(args.count)), epoch_word_(args.epoch),
-        error_(args.error), timeout_ns_(args.timeout_ns) {
+      : state_(args.ranks), count_(static_cast<long long>(args.count)), timeout_ns_(args.timeout_ns),
+        peers_(block_shared<ccc_buffers, Cfg::ranks>()) {
     rank_ = args.rank >= 0 ? args.rank : block / Cfg::channels;
     channel_ = args.rank >= 0 ? block : block % Cfg::channels;
+    own_ = args.rank >= 0 ? args.own : args.virtual_own[rank_ < Cfg::ranks ? rank_ : 0];
     const Range last = piece(Cfg::chunks - 1);
     windows_ = (last.end - last.begin + Cfg::window - 1) / Cfg::window;
   }
 
   CCC_FN int rank() const { return rank_; }
 
-  /* Starts this launch: takes the epoch and announces "entered" (step -1) to the peers. */
+  /* Starts this launch: takes the epoch, publishes this launch's buffers in the mailbox and
+   * announces "entered" (step -1) to the peers. False (and nothing announced) when the rank's
+   * error word still holds an earlier failure: the counters are inconsistent until the runtime
+   * resets them, and the peers see the error word and fail instead of waiting. */
   CCC_FN bool enter() {
     if (rank_ >= Cfg::ranks || channel_ >= Cfg::channels) return false;
-    unsigned long long* mine = ranks_[rank_].progress + channel_;
+    for (int p = static_cast<int>(thread_index()); p < Cfg::ranks; p += static_cast<int>(block_threads())) {
+      peers_[p] = own_;
+      if (p != rank_) peers_[p].call = 0;  // not loaded yet in this launch
+    }
+    unsigned long long* mine = state_[rank_].progress + channel_;
     base_ = ((load_acquire(mine) >> 40) + 1) << 40;
-    barrier();  // every thread has read the old value before it changes
-    if (thread_index() == 0) store_release(mine, base_);
+    // Every thread has read the old counter (and filled its peers_ entries) before it changes.
+    if (!barrier_and(load_relaxed(state_[rank_].error) == CCC_OK)) return false;
+    if (thread_index() == 0) {
+      *mailbox(rank_) = own_;
+      store_release(mine, base_);  // orders the mailbox write before "entered" (release)
+    }
     return true;
   }
   /* Runs this rank's step program: its steps once per window, then its exit waits. False if
-   * a wait failed (timeout, failed peer) or the program names a pass the kernel lacks. */
+   * a wait failed (timeout, failed peer), a peer called with other arguments, or the program
+   * names a pass the kernel lacks. */
   template <class PassList, int S>
   CCC_NOINLINE bool run(const Instr<S>* program) {
     for (long long w = 0; w < windows_; ++w) {
@@ -350,9 +371,12 @@ class Channel {
           if (!wait_for(i->a, i->b < 0 ? 0 : w * Cfg::steps + i->b + 1)) return false;
         } else if (i->code == instr_done) {
           done(w, i->a);
-        } else if (i->code == instr_pass && !PassList::run(*this, w, *i)) {
-          if (thread_index() == 0) record_error(error_ + rank_, CCC_ERR_BAD_PROGRAM);
-          return false;
+        } else if (i->code == instr_pass) {
+          if (!load_peers(*i)) return false;
+          if (!PassList::run(*this, w, *i)) {
+            if (thread_index() == 0) record_error(state_[rank_].error, CCC_ERR_BAD_PROGRAM);
+            return false;
+          }
         }
       }
     }
@@ -360,10 +384,6 @@ class Channel {
       if (i->code == instr_wait_exit && !wait_for(i->a, windows_ == 0 ? 0 : (windows_ - 1) * Cfg::steps + i->b + 1))
         return false;
     return true;
-  }
-  /* Ends a launch that completed: channel 0 records the epoch the rank has now finished. */
-  CCC_FN void leave() {
-    if (channel_ == 0 && thread_index() == 0) store_relaxed(epoch_word_ + rank_, base_ >> 40);
   }
 
   /* One data pass (see Instr) over this channel's slice of window w: chunk by chunk, each its
@@ -392,7 +412,7 @@ class Channel {
     long long shift;
   };
   CCC_FN View view(Ref ref) const {
-    const ccc_rank_buffers& b = ranks_[ref.rank];
+    const ccc_buffers& b = peers_[ref.rank];
     const long long block = static_cast<long long>(ref.rank) * count_;
     View v;
     v.shift = 0;
@@ -409,11 +429,46 @@ class Channel {
     return v;
   }
 
+  /* Rank p's mailbox slot for this channel and launch (slots alternate by launch parity, so a
+   * rank that has moved on to its next launch never overwrites what a slower peer may still be
+   * reading). */
+  CCC_FN ccc_buffers* mailbox(int p) const {
+    return state_[p].mailbox + 2 * channel_ + static_cast<int>((base_ >> 40) & 1);
+  }
+
+  /* Makes the buffers of every rank pass i reads known to the block, reading each peer's
+   * mailbox the first time this launch touches that peer. Every peer read is ordered after the
+   * peer's "entered" by the sync plan's waits (directly or through a chain of waits), and the
+   * mailbox was written before it, so the slot holds this launch's buffers. Uniform across the
+   * block: peers_ is shared and only changes between barriers. False if a peer's call differs. */
+  template <int S>
+  CCC_FN bool load_peers(const Instr<S>& i) {
+    bool missing = false;
+    for (int k = 0; k < i.sources; ++k) missing = missing || peers_[i.src[k].rank].call == 0;
+    if (!missing) return true;
+    barrier();  // every thread has read the flags before thread 0 fills them in
+    bool ok = true;
+    if (thread_index() == 0) {
+      for (int k = 0; k < i.sources && ok; ++k) {
+        const int p = i.src[k].rank;
+        if (peers_[p].call != 0) continue;
+        const ccc_buffers b = *mailbox(p);
+        if (b.call != own_.call) {
+          record_error(state_[rank_].error, CCC_ERR_MISMATCH);
+          ok = false;
+        } else {
+          peers_[p] = b;
+        }
+      }
+    }
+    return barrier_and(ok);
+  }
+
   /* Publishes "finished `step` of window w" once every thread's writes are done. */
   CCC_FN void done(long long w, int step) {
     barrier();
     if (thread_index() == 0)
-      store_release(ranks_[rank_].progress + channel_, base_ + w * Cfg::steps + step + 1);
+      store_release(state_[rank_].progress + channel_, base_ + w * Cfg::steps + step + 1);
   }
 
   /* This channel's slice of chunk c, in vector elements. */
@@ -442,25 +497,26 @@ class Channel {
   CCC_NOINLINE bool wait_for(int peer, long long progress) {
     bool ok = true;
     if (thread_index() == 0) {
-      const unsigned long long* counter = ranks_[peer].progress + channel_;
+      const unsigned long long* counter = state_[peer].progress + channel_;
+      unsigned* mine = state_[rank_].error;
       const unsigned long long target = base_ + static_cast<unsigned long long>(progress);
       unsigned long long start = 0;
       for (unsigned polls = 0;; ++polls) {
         if (static_cast<long long>(load_acquire(counter) - target) >= 0) break;
         if (polls % 64 == 63) {
-          if (load_relaxed(error_ + peer) != 0) {
-            record_error(error_ + rank_, CCC_ERR_PEER_FAILED);
+          if (load_relaxed(state_[peer].error) != 0) {
+            record_error(mine, CCC_ERR_PEER_FAILED);
             ok = false;
             break;
           }
-          if (load_relaxed(error_ + rank_) != 0) {  // another channel of this rank gave up
+          if (load_relaxed(mine) != 0) {  // another channel of this rank gave up
             ok = false;
             break;
           }
           const unsigned long long now = now_ns();
           if (start == 0) start = now;
           if (now - start > timeout_ns_) {
-            record_error(error_ + rank_, CCC_ERR_TIMEOUT);
+            record_error(mine, CCC_ERR_TIMEOUT);
             ok = false;
             break;
           }
@@ -471,11 +527,11 @@ class Channel {
     return barrier_and(ok);
   }
 
-  const ccc_rank_buffers* ranks_;
+  const ccc_rank_state* state_;
   long long count_;
-  unsigned long long* epoch_word_;
-  unsigned* error_;
   unsigned long long timeout_ns_;
+  ccc_buffers* peers_;  // [ranks] in block-shared memory: the buffers of each rank this launch reads
+  ccc_buffers own_;
   int rank_ = 0;
   int channel_ = 0;
   long long windows_ = 0;

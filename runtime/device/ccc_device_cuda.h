@@ -1,6 +1,6 @@
-/* CUDA primitives of the device prelude (see ccc_device.h). Needs sm_70 or newer (__nanosleep,
- * ld.acquire / st.release); f16 and bf16 conversions use sm_80 PTX. Self-contained: no includes
- * beyond ccc_abi.h, so NVRTC compiles it without the CUDA headers (and without <cuda/atomic>,
+/* CUDA primitives of the device prelude (see ccc_device.h). Needs sm_80 or newer: __nanosleep
+ * and ld.acquire / st.release need sm_70, the bf16 conversion (cvt.rn.bf16.f32) sm_80. Self-
+ * contained: no includes beyond ccc_abi.h, so NVRTC compiles it without the CUDA headers (and without <cuda/atomic>,
  * which would add seconds to every cold compile). */
 #ifndef CCC_DEVICE_CUDA_H
 #define CCC_DEVICE_CUDA_H
@@ -57,6 +57,14 @@ CCC_FN unsigned long long now_ns() {
 }
 /* Back off between polls so a spinning thread leaves the memory system to the others. */
 CCC_FN void relax() { __nanosleep(100); }
+
+/* An array in the block's shared memory, one per instantiation: state every thread of a block
+ * reads (the peers' buffers), kept out of local memory and read without a global load. */
+template <class T, int N>
+CCC_FN T* block_shared() {
+  __shared__ T array[N];
+  return array;
+}
 
 CCC_FN Vec16 load16(const void* p) { return *static_cast<const Vec16*>(p); }
 CCC_FN void store16(void* p, Vec16 v) { *static_cast<Vec16*>(p) = v; }

@@ -56,6 +56,14 @@ CCC_FN unsigned long long now_ns() {
 /* Ranks usually outnumber cores here: give the core to the thread being waited for. */
 CCC_FN void relax() { std::this_thread::yield(); }
 
+/* Block-shared state: a block is one host thread, so a thread-local array serves (a worker
+ * thread runs one block at a time). */
+template <class T, int N>
+CCC_FN T* block_shared() {
+  thread_local T array[N];
+  return array;
+}
+
 CCC_FN Vec16 load16(const void* p) {
   Vec16 v;
   std::memcpy(&v, p, sizeof v);

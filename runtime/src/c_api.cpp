@@ -1,8 +1,10 @@
-// The C API (ccc.h) over ccc::Communicator: one handle per rank, a collective launched when the
-// last rank of the clique has called it.
+// The C API (ccc.h) over ccc::Communicator: one handle per rank; each rank's call queues that
+// rank's part with Communicator::run_rank.
 #include "ccc/ccc.h"
 
+#include <cmath>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -19,23 +21,10 @@ using ccc::Collective;
 using ccc::Error;
 using ccc::ErrorKind;
 
-// The ranks made by one cccCommInitAll* call and the collective they are assembling.
+// The ranks made by one cccCommInitAll* call share one Communicator.
 struct Clique {
-  explicit Clique(ccc::Communicator c)
-      : comm(std::move(c)), send(comm.size()), recv(comm.size()), streams(comm.size()),
-        arrived(comm.size(), false) {}
+  explicit Clique(ccc::Communicator c) : comm(std::move(c)) {}
   ccc::Communicator comm;
-  ccc::CollectiveCall pending;  // send/recv spans unset until launch
-  std::vector<const void*> send;
-  std::vector<void*> recv;
-  std::vector<void*> streams;
-  std::vector<bool> arrived;
-  int arrivals = 0;
-
-  void clear_pending() {
-    arrivals = 0;
-    std::fill(arrived.begin(), arrived.end(), false);
-  }
 };
 
 }  // namespace
@@ -47,9 +36,13 @@ struct cccComm {
 
 namespace {
 
-std::mutex registry_mutex;  // guards live_handles and every clique's pending call
+std::mutex registry_mutex;  // guards live_handles
 std::unordered_set<cccComm*> live_handles;
 thread_local std::string last_error;
+
+// The calling thread's open group: its depth and the launches recorded in it.
+thread_local int group_depth = 0;
+thread_local std::vector<std::function<void()>> group_launches;
 
 cccResult_t fail(cccResult_t result, const std::string& message) {
   last_error = message;
@@ -60,7 +53,7 @@ cccResult_t result_of(ErrorKind kind) {
   switch (kind) {
     case ErrorKind::InvalidArgument: return cccInvalidArgument;
     case ErrorKind::InvalidUsage: return cccInvalidUsage;
-    case ErrorKind::NoDevice: case ErrorKind::Compile: return cccSystemError;
+    case ErrorKind::NoDevice: case ErrorKind::Compile: case ErrorKind::System: return cccSystemError;
     case ErrorKind::Cuda: return cccUnhandledCudaError;
     case ErrorKind::Remote: return cccRemoteError;
     case ErrorKind::Internal: return cccInternalError;
@@ -82,12 +75,25 @@ cccResult_t guarded(Body&& body) {
   }
 }
 
-// The handle's clique rank, or an error for a handle that is not (or no longer) live.
-cccComm& live(cccComm_t comm) {
+// The clique of a live handle (kept alive for the call), or an error for a handle that is not
+// (or no longer) live.
+std::shared_ptr<Clique> clique_of(cccComm_t comm, int* rank = nullptr) {
   if (comm == nullptr) throw Error(ErrorKind::InvalidArgument, "null communicator");
+  std::lock_guard lock(registry_mutex);
   if (!live_handles.contains(comm))
     throw Error(ErrorKind::InvalidUsage, "communicator used after cccCommDestroy (or never created)");
-  return *comm;
+  if (rank != nullptr) *rank = comm->rank;
+  return comm->clique;
+}
+
+ccc::CommOptions options_from(const cccConfig_t* config) {
+  ccc::CommOptions options;
+  if (config == nullptr) return options;
+  if (config->size != sizeof(cccConfig_t) || config->magic != CCC_CONFIG_MAGIC || config->version != CCC_CONFIG_VERSION)
+    throw Error(ErrorKind::InvalidArgument, "config was not initialised with CCC_CONFIG_INITIALIZER");
+  if (config->timeoutSeconds != CCC_CONFIG_DEFAULT_TIMEOUT) options.timeout_seconds = config->timeoutSeconds;
+  if (config->algo != nullptr) options.algo = config->algo;
+  return options;
 }
 
 template <typename Make>
@@ -127,40 +133,18 @@ ccc::ReduceOp reduce_op(const cccRedOp_t& reduction) {
   return ccc::kAllReduceOps[op];
 }
 
-bool same_shape(const ccc::CollectiveCall& a, const ccc::CollectiveCall& b) {
-  return a.collective == b.collective && a.count == b.count && a.dtype == b.dtype &&
-         a.op == b.op && a.root == b.root;
-}
-
-// Records rank comm's part of `call`; the last rank to arrive runs the collective.
-cccResult_t submit(cccComm_t handle, ccc::CollectiveCall call, const void* send, void* recv,
+// Checks rank handle's part of `call` and queues it, or records it in the thread's open group.
+cccResult_t submit(cccComm_t handle, const ccc::CollectiveCall& call, const void* send, void* recv,
                    cccStream_t stream) {
   return guarded([&] {
-    std::lock_guard lock(registry_mutex);
-    cccComm& comm = live(handle);
-    Clique& c = *comm.clique;
-    if (c.arrivals > 0 && !same_shape(c.pending, call)) {
-      c.clear_pending();
-      throw Error(ErrorKind::InvalidArgument,
-                  fmt::format("rank {} called {} with other arguments than the ranks before it; "
-                              "the pending collective was dropped",
-                              comm.rank, collective_name(call.collective)));
-    }
-    if (c.arrived[comm.rank])
-      throw Error(ErrorKind::InvalidUsage,
-                  fmt::format("rank {} called {} twice before every rank called it once", comm.rank,
-                              collective_name(call.collective)));
-    c.pending = call;
-    c.send[comm.rank] = send;
-    c.recv[comm.rank] = recv;
-    c.streams[comm.rank] = stream;
-    c.arrived[comm.rank] = true;
-    if (++c.arrivals < c.comm.size()) return cccSuccess;
-    c.clear_pending();
-    call.send = c.send;
-    call.recv = c.recv;
-    const bool host = c.comm.backend() == ccc::BackendKind::Host;
-    c.comm.run(call, host ? ccc::Communicator::Streams{} : ccc::Communicator::Streams{c.streams});
+    int rank = 0;
+    std::shared_ptr<Clique> clique = clique_of(handle, &rank);
+    ccc::validate_rank_call(call, clique->comm.size(), rank, send, recv);
+    auto launch = [clique, call, rank, send, recv, stream] { clique->comm.run_rank(call, rank, send, recv, stream); };
+    if (group_depth > 0)
+      group_launches.push_back(std::move(launch));
+    else
+      launch();
     return cccSuccess;
   });
 }
@@ -169,52 +153,87 @@ cccResult_t submit(cccComm_t handle, ccc::CollectiveCall call, const void* send,
 
 extern "C" {
 
-cccResult_t cccCommInitAll(cccComm_t* comms, int ndev, const int* devlist) {
+cccResult_t cccCommInitAllConfig(cccComm_t* comms, int ndev, const int* devlist, const cccConfig_t* config) {
   return init_all(comms, ndev, [&] {
     std::vector<int> devices(ndev);
     for (int i = 0; i < ndev; ++i) devices[i] = devlist != nullptr ? devlist[i] : i;
-    return ccc::Communicator::cuda(devices);
+    return ccc::Communicator::cuda(devices, options_from(config));
   });
 }
 
+cccResult_t cccCommInitAll(cccComm_t* comms, int ndev, const int* devlist) {
+  return cccCommInitAllConfig(comms, ndev, devlist, nullptr);
+}
+
+cccResult_t cccCommInitAllHostConfig(cccComm_t* comms, int nranks, const cccConfig_t* config) {
+  return init_all(comms, nranks, [&] { return ccc::Communicator::host(nranks, options_from(config)); });
+}
+
 cccResult_t cccCommInitAllHost(cccComm_t* comms, int nranks) {
-  return init_all(comms, nranks, [&] { return ccc::Communicator::host(nranks); });
+  return cccCommInitAllHostConfig(comms, nranks, nullptr);
 }
 
 cccResult_t cccCommDestroy(cccComm_t comm) {
   return guarded([&] {
-    std::lock_guard lock(registry_mutex);
-    live(comm);
-    live_handles.erase(comm);
-    delete comm;  // the clique goes with its last handle
+    std::shared_ptr<Clique> clique = clique_of(comm);
+    {
+      std::lock_guard lock(registry_mutex);
+      live_handles.erase(comm);
+      delete comm;
+    }
+    clique.reset();  // the clique goes with its last handle (waiting for its ranks' work)
     return cccSuccess;
   });
 }
 
 cccResult_t cccCommCount(const cccComm_t comm, int* count) {
   return guarded([&] {
-    std::lock_guard lock(registry_mutex);
     if (count == nullptr) throw Error(ErrorKind::InvalidArgument, "count is null");
-    *count = live(comm).clique->comm.size();
+    *count = clique_of(comm)->comm.size();
     return cccSuccess;
   });
 }
 
 cccResult_t cccCommUserRank(const cccComm_t comm, int* rank) {
   return guarded([&] {
-    std::lock_guard lock(registry_mutex);
     if (rank == nullptr) throw Error(ErrorKind::InvalidArgument, "rank is null");
-    *rank = live(comm).rank;
+    clique_of(comm, rank);
     return cccSuccess;
   });
 }
 
 cccResult_t cccCommSynchronize(cccComm_t comm) {
   return guarded([&] {
-    std::lock_guard lock(registry_mutex);
-    live(comm).clique->comm.synchronize();
+    int rank = 0;
+    std::shared_ptr<Clique> clique = clique_of(comm, &rank);
+    clique->comm.synchronize_rank(rank);  // without the registry lock: peers keep calling
     return cccSuccess;
   });
+}
+
+cccResult_t cccGroupStart(void) {
+  ++group_depth;
+  return cccSuccess;
+}
+
+cccResult_t cccGroupEnd(void) {
+  if (group_depth == 0) return fail(cccInvalidUsage, "cccGroupEnd without a matching cccGroupStart");
+  if (--group_depth > 0) return cccSuccess;
+  std::vector<std::function<void()>> launches = std::move(group_launches);
+  group_launches.clear();
+  cccResult_t first = cccSuccess;
+  std::string first_error;
+  for (auto& launch : launches) {
+    const cccResult_t r = guarded([&] {
+      launch();
+      return cccSuccess;
+    });
+    if (r != cccSuccess && first == cccSuccess) {
+      first = r;
+      first_error = last_error;
+    }
+  }
+  return first == cccSuccess ? cccSuccess : fail(first, first_error);
 }
 
 cccResult_t cccAllReduce(const void* sendbuff, void* recvbuff, size_t count, cccDataType_t datatype,

@@ -34,31 +34,10 @@ bool overlap(uintptr_t a, uint64_t a_bytes, uintptr_t b, uint64_t b_bytes) {
   return a < b + b_bytes && b < a + a_bytes;
 }
 
-// Where rank `rank`'s send must start relative to its recv for the call to be in place.
-bool is_in_place(const CollectiveCall& call, int rank, uint64_t block_bytes) {
-  const uintptr_t send = address(call.send[rank]), recv = address(call.recv[rank]);
-  switch (call.collective) {
-    case Collective::ReduceScatter: return recv == send + rank * block_bytes;
-    case Collective::AllGather: return send == recv + rank * block_bytes;
-    default: return send == recv;
-  }
-}
-
-}  // namespace
-
-uint64_t send_bytes(const CollectiveCall& call, int nranks) {
-  return call.count * send_blocks(call, nranks) * data_type_size(call.dtype);
-}
-
-uint64_t recv_bytes(const CollectiveCall& call, int nranks) {
-  return call.count * recv_blocks(call, nranks) * data_type_size(call.dtype);
-}
-
-void validate_call(const CollectiveCall& call, int nranks) {
+// Rank `rank`'s buffers, at index `i` of the call's spans: root, sizes, null, alignment, and
+// send/recv overlap other than in place.
+void validate_buffers(const CollectiveCall& call, int nranks, int rank, size_t i) {
   const char* what = collective_name(call.collective);
-  if (call.send.size() != static_cast<size_t>(nranks) || call.recv.size() != static_cast<size_t>(nranks))
-    invalid(fmt::format("{}: expected {} send and {} recv buffers (one per rank), got {} and {}",
-                        what, nranks, nranks, call.send.size(), call.recv.size()));
   const bool rooted = call.collective == Collective::Broadcast || call.collective == Collective::Reduce;
   if (rooted && (call.root < 0 || call.root >= nranks))
     invalid(fmt::format("{}: root {} is not a rank of this communicator (0..{})", what, call.root,
@@ -70,21 +49,59 @@ void validate_call(const CollectiveCall& call, int nranks) {
   if (!in_bytes || !out_bytes)
     invalid(fmt::format("{}: count {} of {} over {} ranks overflows the address space", what,
                         call.count, data_type_name(call.dtype), nranks));
-  const uint64_t block_bytes = call.count * elem;
-  for (int r = 0; r < nranks; ++r) {
-    for (auto [name, p] : {std::pair{"send", call.send[r]}, std::pair{"recv", static_cast<const void*>(call.recv[r])}}) {
-      if (p == nullptr) invalid(fmt::format("{}: rank {}: null {} buffer", what, r, name));
-      if (address(p) % elem != 0)
-        invalid(fmt::format("{}: rank {}: {} buffer {} is not aligned to {} bytes ({})", what, r,
-                            name, p, elem, data_type_name(call.dtype)));
-    }
-    if (overlap(address(call.send[r]), *in_bytes, address(call.recv[r]), *out_bytes) &&
-        !is_in_place(call, r, block_bytes))
-      invalid(fmt::format("{}: rank {}: send and recv buffers overlap without being in place", what, r));
-    for (int q = 0; q < r; ++q)
-      if (overlap(address(call.recv[q]), *out_bytes, address(call.recv[r]), *out_bytes))
-        invalid(fmt::format("{}: ranks {} and {} have overlapping recv buffers", what, q, r));
+  const void* send = call.send[i];
+  const void* recv = call.recv[i];
+  for (auto [name, p] : {std::pair{"send", send}, std::pair{"recv", recv}}) {
+    if (p == nullptr) invalid(fmt::format("{}: rank {}: null {} buffer", what, rank, name));
+    if (address(p) % elem != 0)
+      invalid(fmt::format("{}: rank {}: {} buffer {} is not aligned to {} bytes ({})", what, rank,
+                          name, p, elem, data_type_name(call.dtype)));
   }
+  if (overlap(address(send), *in_bytes, address(recv), *out_bytes) &&
+      !is_in_place(call, rank, send, recv))
+    invalid(fmt::format("{}: rank {}: send and recv buffers overlap without being in place", what, rank));
+}
+
+}  // namespace
+
+bool is_in_place(const CollectiveCall& call, int rank, const void* send, const void* recv) {
+  const uint64_t block_bytes = call.count * data_type_size(call.dtype);
+  switch (call.collective) {
+    case Collective::ReduceScatter: return address(recv) == address(send) + rank * block_bytes;
+    case Collective::AllGather: return address(send) == address(recv) + rank * block_bytes;
+    default: return send == recv;
+  }
+}
+
+uint64_t send_bytes(const CollectiveCall& call, int nranks) {
+  return call.count * send_blocks(call, nranks) * data_type_size(call.dtype);
+}
+
+uint64_t recv_bytes(const CollectiveCall& call, int nranks) {
+  return call.count * recv_blocks(call, nranks) * data_type_size(call.dtype);
+}
+
+void validate_rank_call(const CollectiveCall& call, int nranks, int rank, const void* send, const void* recv) {
+  const void* const sends[] = {send};
+  void* const recvs[] = {const_cast<void*>(recv)};
+  CollectiveCall one = call;
+  one.send = sends;
+  one.recv = recvs;
+  validate_buffers(one, nranks, rank, 0);
+}
+
+void validate_call(const CollectiveCall& call, int nranks) {
+  const char* what = collective_name(call.collective);
+  if (call.send.size() != static_cast<size_t>(nranks) || call.recv.size() != static_cast<size_t>(nranks))
+    invalid(fmt::format("{}: expected {} send and {} recv buffers (one per rank), got {} and {}",
+                        what, nranks, nranks, call.send.size(), call.recv.size()));
+  for (int r = 0; r < nranks; ++r) validate_buffers(call, nranks, r, r);
+  if (call.count == 0) return;
+  const uint64_t out_bytes = recv_bytes(call, nranks);
+  for (int r = 0; r < nranks; ++r)
+    for (int q = 0; q < r; ++q)
+      if (overlap(address(call.recv[q]), out_bytes, address(call.recv[r]), out_bytes))
+        invalid(fmt::format("{}: ranks {} and {} have overlapping recv buffers", what, q, r));
 }
 
 }  // namespace ccc

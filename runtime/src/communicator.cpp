@@ -1,11 +1,14 @@
 #include "ccc/communicator.h"
 
+#include <cmath>
 #include <cstdlib>
 #include <map>
+#include <mutex>
 #include <optional>
 
 #include <fmt/format.h>
 
+#include "ccc/content_hash.h"
 #include "ccc/cuda_backend.h"
 #include "ccc/cuda_topology.h"
 #include "ccc/host_backend.h"
@@ -17,6 +20,8 @@
 
 namespace ccc {
 
+static_assert(Communicator::kMaxChannels == CCC_MAX_CHANNELS, "the ABI sizes the per-rank state arrays");
+
 namespace {
 
 [[noreturn]] void invalid(const std::string& message) {
@@ -26,16 +31,7 @@ namespace {
 // All ranks in place or none: the kernel is specialised for one of the two.
 bool call_is_in_place(const CollectiveCall& call, int nranks) {
   int in_place = 0;
-  const uint64_t block = call.count * data_type_size(call.dtype);
-  for (int r = 0; r < nranks; ++r) {
-    const auto send = reinterpret_cast<uintptr_t>(call.send[r]);
-    const auto recv = reinterpret_cast<uintptr_t>(call.recv[r]);
-    switch (call.collective) {
-      case Collective::ReduceScatter: in_place += recv == send + r * block; break;
-      case Collective::AllGather: in_place += send == recv + r * block; break;
-      default: in_place += send == recv;
-    }
-  }
+  for (int r = 0; r < nranks; ++r) in_place += is_in_place(call, r, call.send[r], call.recv[r]);
   if (in_place != 0 && in_place != nranks)
     invalid(fmt::format("{}: {} of {} ranks are in place; all or none must be",
                         collective_name(call.collective), in_place, nranks));
@@ -73,6 +69,8 @@ struct Communicator::Impl {
   };
 
   CommOptions options;
+  uint64_t timeout_ns = 0;
+  std::mutex mutex;  // one call at a time (communicator.h)
   std::optional<HostRanks> host;
   std::unique_ptr<CudaRanks> cuda;
   std::optional<Topology> topology;  // none: no cost model, ring unless forced
@@ -130,7 +128,14 @@ struct Communicator::Impl {
     return choices.emplace(key, choice).first->second;
   }
 
-  const Loaded& kernel_for(const CollectiveCall& call, bool in_place) {
+  // A kernel ready to launch for one call shape, and the call's signature (ccc_buffers::call).
+  struct Prepared {
+    const Loaded* loaded = nullptr;
+    uint64_t signature = 0;
+    uint64_t scratch_bytes = 0;
+  };
+
+  const Loaded& kernel_for(const CollectiveCall& call, bool in_place, std::string* key_out) {
     const Choice choice = choose(call);
     KernelShape shape;
     shape.collective = call.collective;
@@ -145,6 +150,7 @@ struct Communicator::Impl {
         fmt::format("{}/{}/{}/{}/{}/{}/{}/{}/{}", choice.algo, collective_name(shape.collective),
                     shape.nranks, shape.root, data_type_name(shape.dtype),
                     reduce_op_name(shape.op), shape.channels, shape.tile_bytes, in_place);
+    *key_out = key;
     if (auto it = kernels.find(key); it != kernels.end()) return it->second;
 
     Loaded loaded;
@@ -164,6 +170,28 @@ struct Communicator::Impl {
     return kernels.emplace(key, std::move(loaded)).first->second;
   }
 
+  Prepared prepare(const CollectiveCall& call, bool in_place) {
+    std::string key;
+    Prepared p;
+    p.loaded = &kernel_for(call, in_place, &key);
+    p.scratch_bytes = p.loaded->kernel.scratch_bytes(call.count);
+    // Equal on every rank that issues the same collective; never 0 (the prelude's "not loaded").
+    p.signature = checksum64(fmt::format("{}/{}", key, call.count)) | 1;
+    return p;
+  }
+
+  void launch_rank(const Prepared& p, const CollectiveCall& call, int rank, const void* send, void* recv,
+                   void* stream) {
+    const EmittedKernel& k = p.loaded->kernel;
+    if (host) {
+      const ccc_buffers own{send, recv, host->scratch(rank, p.scratch_bytes), p.signature};
+      host->launch(rank, p.loaded->host, k.channels, own, call.count, timeout_ns);
+    } else {
+      const ccc_buffers own{send, recv, cuda->scratch(rank, p.scratch_bytes, stream), p.signature};
+      cuda->launch(rank, p.loaded->cuda_index, k.channels, k.block_threads, own, call.count, timeout_ns, stream);
+    }
+  }
+
   void run(const CollectiveCall& call, Streams streams) {
     const int n = nranks();
     validate_call(call, n);
@@ -173,19 +201,40 @@ struct Communicator::Impl {
     if (call.count == 0) return;
     if (cuda) {
       for (int r = 0; r < n; ++r) {
-        cuda->check_buffer(r, call.send[r], "send");
-        cuda->check_buffer(r, call.recv[r], "recv");
+        cuda->check_buffer(r, call.send[r], send_bytes(call, n), "send");
+        cuda->check_buffer(r, call.recv[r], recv_bytes(call, n), "recv");
       }
     }
-    const bool in_place = call_is_in_place(call, n);
-    const Loaded& k = kernel_for(call, in_place);
-    const uint64_t scratch = k.kernel.scratch_bytes(call.count);
-    const auto timeout_ns = static_cast<uint64_t>(options.timeout_seconds * 1e9);
-    if (host)
-      host->launch(k.host, k.kernel.channels, call.send, call.recv, call.count, scratch, timeout_ns);
-    else
-      cuda->launch(k.cuda_index, k.kernel.channels, k.kernel.block_threads, call.send, call.recv,
-                   call.count, scratch, timeout_ns, streams);
+    const Prepared p = prepare(call, call_is_in_place(call, n));
+    if (cuda && cuda->virtual_ranks()) {
+      std::vector<ccc_buffers> own(n);
+      for (int r = 0; r < n; ++r)
+        own[r] = {call.send[r], call.recv[r], cuda->scratch(r, p.scratch_bytes, streams.empty() ? nullptr : streams[0]),
+                  p.signature};
+      const EmittedKernel& k = p.loaded->kernel;
+      cuda->launch_virtual(p.loaded->cuda_index, k.channels, k.block_threads, own, call.count, timeout_ns,
+                           streams.empty() ? nullptr : streams[0]);
+      return;
+    }
+    for (int r = 0; r < n; ++r) launch_rank(p, call, r, call.send[r], call.recv[r], streams.empty() ? nullptr : streams[r]);
+    if (host) host->synchronize();  // the all-ranks host calls return when the collective is done
+  }
+
+  void run_rank(const CollectiveCall& call, int rank, const void* send, void* recv, void* stream) {
+    const int n = nranks();
+    if (rank < 0 || rank >= n)
+      invalid(fmt::format("{}: rank {} is not a rank of this communicator (0..{})",
+                          collective_name(call.collective), rank, n - 1));
+    validate_rank_call(call, n, rank, send, recv);
+    if (call.count == 0) return;
+    if (cuda) {
+      if (cuda->virtual_ranks())
+        throw Error(ErrorKind::InvalidUsage, "virtual ranks launch as one grid: issue the collective for "
+                                             "every rank at once, not rank by rank");
+      cuda->check_buffer(rank, send, send_bytes(call, n), "send");
+      cuda->check_buffer(rank, recv, recv_bytes(call, n), "recv");
+    }
+    launch_rank(prepare(call, is_in_place(call, rank, send, recv)), call, rank, send, recv, stream);
   }
 };
 
@@ -198,7 +247,8 @@ Communicator Communicator::host(int nranks, CommOptions options) {
   if (nranks < 1) invalid(fmt::format("a communicator needs at least one rank, got {}", nranks));
   auto impl = std::make_unique<Impl>();
   impl->options = std::move(options);
-  impl->host.emplace(nranks, kMaxChannels);
+  impl->timeout_ns = timeout_ns(impl->options.timeout_seconds);
+  impl->host.emplace(nranks);
   impl->load_topology_file();
   return Communicator(std::move(impl));
 }
@@ -207,7 +257,7 @@ namespace {
 
 std::unique_ptr<CudaRanks> open_cuda(std::vector<int> devices, int virtual_ranks) {
   try {
-    return std::make_unique<CudaRanks>(std::move(devices), virtual_ranks, Communicator::kMaxChannels);
+    return std::make_unique<CudaRanks>(std::move(devices), virtual_ranks);
   } catch (const NoCudaDevice& e) {
     throw Error(ErrorKind::NoDevice, e.what());
   } catch (const CudaError& e) {
@@ -220,6 +270,7 @@ std::unique_ptr<CudaRanks> open_cuda(std::vector<int> devices, int virtual_ranks
 Communicator Communicator::cuda(std::vector<int> devices, CommOptions options) {
   auto impl = std::make_unique<Impl>();
   impl->options = std::move(options);
+  impl->timeout_ns = timeout_ns(impl->options.timeout_seconds);
   impl->cuda = open_cuda(devices, 0);
   impl->topology = detect_cuda_topology(CudaDriver::get(), devices);
   return Communicator(std::move(impl));
@@ -229,6 +280,7 @@ Communicator Communicator::cuda_virtual(int device, int nranks, CommOptions opti
   if (nranks < 1) invalid(fmt::format("a communicator needs at least one rank, got {}", nranks));
   auto impl = std::make_unique<Impl>();
   impl->options = std::move(options);
+  impl->timeout_ns = timeout_ns(impl->options.timeout_seconds);
   impl->cuda = open_cuda({device}, nranks);
   impl->load_topology_file();
   return Communicator(std::move(impl));
@@ -242,15 +294,48 @@ Communicator::Impl& Communicator::live() const {
 int Communicator::size() const { return live().nranks(); }
 BackendKind Communicator::backend() const { return live().host ? BackendKind::Host : BackendKind::Cuda; }
 
-void Communicator::run(const CollectiveCall& call, Streams streams) {
-  Impl& impl = live();
+namespace {
+
+// Runs `body`, turning the backends' own exceptions into ccc::Error.
+template <typename Body>
+void translating(Body&& body) {
   try {
-    impl.run(call, streams);
+    body();
   } catch (const CudaError& e) {
     throw Error(ErrorKind::Cuda, e.what());
   } catch (const JitError& e) {
     throw Error(ErrorKind::Compile, e.what());
   }
+}
+
+}  // namespace
+
+uint64_t Communicator::timeout_ns(std::optional<double> seconds) {
+  const char* env = std::getenv("CCC_TIMEOUT");
+  if (!seconds && env != nullptr && *env != '\0') {
+    char* end = nullptr;
+    const double v = std::strtod(env, &end);
+    if (*end != '\0') invalid(fmt::format("CCC_TIMEOUT={} is not a number of seconds", env));
+    seconds = v;
+  }
+  const double s = seconds.value_or(30.0);
+  if (std::isnan(s) || s <= 0)
+    invalid(fmt::format("timeout {} s: a timeout must be positive (infinite: wait for ever)", s));
+  constexpr double kForever = 365.0 * 24 * 3600;  // a year: for ever, as far as a wait goes
+  if (s >= kForever) return ~0ULL;
+  return static_cast<uint64_t>(s * 1e9);
+}
+
+void Communicator::run(const CollectiveCall& call, Streams streams) {
+  Impl& impl = live();
+  std::lock_guard lock(impl.mutex);
+  translating([&] { impl.run(call, streams); });
+}
+
+void Communicator::run_rank(const CollectiveCall& call, int rank, const void* send, void* recv, void* stream) {
+  Impl& impl = live();
+  std::lock_guard lock(impl.mutex);
+  translating([&] { impl.run_rank(call, rank, send, recv, stream); });
 }
 
 void Communicator::all_reduce(Sends send, Recvs recv, uint64_t count, DataType dtype, ReduceOp op,
@@ -278,18 +363,24 @@ void Communicator::reduce(Sends send, Recvs recv, uint64_t count, DataType dtype
   run({Collective::Reduce, count, dtype, op, root, send, recv}, streams);
 }
 
+// Without the communicator's mutex: a rank waiting here must not keep the others from issuing
+// the collective it waits for.
 void Communicator::synchronize() {
   Impl& impl = live();
-  if (!impl.cuda) return;  // host calls complete before they return
-  try {
-    impl.cuda->synchronize();
-  } catch (const CudaError& e) {
-    throw Error(ErrorKind::Cuda, e.what());
-  }
+  translating([&] { impl.host ? impl.host->synchronize() : impl.cuda->synchronize(); });
+}
+
+void Communicator::synchronize_rank(int rank) {
+  Impl& impl = live();
+  if (rank < 0 || rank >= impl.nranks())
+    invalid(fmt::format("rank {} is not a rank of this communicator (0..{})", rank, impl.nranks() - 1));
+  translating([&] { impl.host ? impl.host->synchronize(rank) : impl.cuda->synchronize(rank); });
 }
 
 std::string Communicator::algorithm_for(const CollectiveCall& call) const {
-  return live().choose(call).algo;
+  Impl& impl = live();
+  std::lock_guard lock(impl.mutex);
+  return impl.choose(call).algo;
 }
 
 void Communicator::destroy() {

@@ -1,5 +1,7 @@
 #include "ccc/cuda_backend.h"
 
+#include <cstring>
+
 #include <fmt/format.h>
 
 #include "ccc/collective_types.h"
@@ -12,6 +14,11 @@ namespace {
   throw Error(ErrorKind::InvalidArgument, message);
 }
 
+// One rank's synchronisation state in one allocation of its device.
+constexpr uint64_t kProgressBytes = sizeof(unsigned long long) * CCC_MAX_CHANNELS;
+constexpr uint64_t kMailboxBytes = sizeof(ccc_buffers) * 2 * CCC_MAX_CHANNELS;
+constexpr uint64_t kSyncBytes = kProgressBytes + kMailboxBytes + sizeof(unsigned);
+
 }  // namespace
 
 CudaLaunchShape cuda_launch_shape(int rank, int nranks, int channels, int threads_per_block) {
@@ -23,8 +30,38 @@ std::vector<void*> cuda_kernel_params(ccc_launch_args& args) { return {&args}; }
 
 std::string cuda_arch_name(int major, int minor) { return fmt::format("sm_{}{}", major, minor); }
 
-CudaRanks::CudaRanks(std::vector<int> devices, int virtual_ranks, int max_channels)
-    : driver_(CudaDriver::get()), virtual_ranks_(virtual_ranks > 0), max_channels_(max_channels) {
+std::string cuda_buffer_problem(uintptr_t p, uint64_t bytes, uintptr_t range_start, uint64_t range_size,
+                                bool legacy_ipc, bool peers) {
+  if (p < range_start || p - range_start > range_size || bytes > range_size - (p - range_start))
+    return fmt::format("its {} bytes run past the end of the allocation that holds it ({} bytes from {:#x})",
+                       bytes, range_size, range_start);
+  // cuCtxEnablePeerAccess maps only cuMemAlloc/cudaMalloc allocations into the peers' address
+  // spaces (CUDA Programming Guide, peer-to-peer memory access); memory from a stream-ordered
+  // pool or from cuMemCreate has its own access rules and would fault when a peer reads it.
+  if (peers && !legacy_ipc)
+    return "it comes from a stream-ordered pool (cudaMallocAsync) or from virtual memory management "
+           "(cuMemCreate, PyTorch's expandable segments), which peer access does not map; allocate it "
+           "with cudaMalloc (PyTorch: PYTORCH_CUDA_ALLOC_CONF=expandable_segments:False)";
+  return "";
+}
+
+class CudaRanks::ContextGuard {
+ public:
+  explicit ContextGuard(const CudaDriver& driver) : driver_(driver) {
+    driver_.check(driver_.cuCtxGetCurrent(&saved_), "cuCtxGetCurrent");
+  }
+  ~ContextGuard() { driver_.cuCtxSetCurrent(saved_); }  // best effort: nothing to report to
+  ContextGuard(const ContextGuard&) = delete;
+  ContextGuard& operator=(const ContextGuard&) = delete;
+
+ private:
+  const CudaDriver& driver_;
+  CUcontext saved_ = nullptr;
+};
+
+CudaRanks::CudaRanks(std::vector<int> devices, int virtual_ranks)
+    : driver_(CudaDriver::get()), virtual_ranks_(virtual_ranks > 0) {
+  ContextGuard guard(driver_);
   if (devices.empty()) invalid("no CUDA devices given");
   if (virtual_ranks_ && devices.size() != 1)
     invalid(fmt::format("virtual ranks run on one device, got {} devices", devices.size()));
@@ -36,60 +73,77 @@ CudaRanks::CudaRanks(std::vector<int> devices, int virtual_ranks, int max_channe
       if (devices[j] == ordinal) invalid(fmt::format("CUDA device {} is listed twice", ordinal));
     Device d;
     d.ordinal = ordinal;
-    CUdevice dev = 0;
-    driver_.check(driver_.cuDeviceGet(&dev, ordinal), "cuDeviceGet");
-    driver_.check(driver_.cuDevicePrimaryCtxRetain(&d.context, dev), "cuDevicePrimaryCtxRetain");
-    devices_.push_back(d);
+    driver_.check(driver_.cuDeviceGet(&d.device, ordinal), "cuDeviceGet");
     int major = 0, minor = 0;
-    driver_.check(driver_.cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev), "cuDeviceGetAttribute");
-    driver_.check(driver_.cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev), "cuDeviceGetAttribute");
+    driver_.check(driver_.cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, d.device), "cuDeviceGetAttribute");
+    driver_.check(driver_.cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, d.device), "cuDeviceGetAttribute");
+    if (major < 8)
+      invalid(fmt::format("CUDA device {} is {}: ccc's kernels need sm_80 or newer", ordinal, cuda_arch_name(major, minor)));
     const std::string arch = cuda_arch_name(major, minor);
     if (i == 0) arch_ = arch;
     if (arch != arch_)
       invalid(fmt::format("CUDA devices {} ({}) and {} ({}) differ in architecture", devices[0], arch_, ordinal, arch));
+    driver_.check(driver_.cuDevicePrimaryCtxRetain(&d.context, d.device), "cuDevicePrimaryCtxRetain");
+    devices_.push_back(d);
   }
   for (const Device& a : devices_) {
     for (const Device& b : devices_) {
       if (a.ordinal == b.ordinal) continue;
       int can = 0;
-      driver_.check(driver_.cuDeviceCanAccessPeer(&can, a.ordinal, b.ordinal), "cuDeviceCanAccessPeer");
+      driver_.check(driver_.cuDeviceCanAccessPeer(&can, a.device, b.device), "cuDeviceCanAccessPeer");
       if (!can) invalid(fmt::format("CUDA device {} cannot access device {}'s memory (no peer access)", a.ordinal, b.ordinal));
       use(a);
       const CUresult r = driver_.cuCtxEnablePeerAccess(b.context, 0);
       if (r != CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED) driver_.check(r, "cuCtxEnablePeerAccess");
     }
   }
+  // Counters and error words are written by their own rank only and read by peers with plain
+  // (relaxed or acquire) loads, so no peer atomics are needed across devices.
   const int n = virtual_ranks_ ? virtual_ranks : static_cast<int>(devices_.size());
-  for (int r = 0; r < n; ++r) rank_device_.push_back(virtual_ranks_ ? 0 : r);
-  use(devices_[0]);
-  error_ = alloc_zeroed(sizeof(unsigned) * n);
+  for (int r = 0; r < n; ++r) {
+    Rank rank;
+    rank.device = virtual_ranks_ ? 0 : r;
+    use(devices_[rank.device]);
+    rank.sync = alloc_zeroed(kSyncBytes);
+    ranks_.push_back(rank);
+    table_.push_back({reinterpret_cast<unsigned long long*>(rank.sync),
+                      reinterpret_cast<ccc_buffers*>(rank.sync + kProgressBytes),
+                      reinterpret_cast<unsigned*>(rank.sync + kProgressBytes + kMailboxBytes)});
+  }
   for (Device& d : devices_) {
     use(d);
-    d.rank_table = alloc_zeroed(sizeof(ccc_rank_buffers) * n);
-    d.epoch = alloc_zeroed(sizeof(unsigned long long) * n);
-  }
-  for (int r = 0; r < n; ++r) {
-    use(devices_[rank_device_[r]]);
-    ranks_.push_back({rank_device_[r], alloc_zeroed(sizeof(unsigned long long) * max_channels), 0});
+    d.state = alloc_zeroed(sizeof(ccc_rank_state) * n);
+    driver_.check(driver_.cuMemcpyHtoD(d.state, table_.data(), sizeof(ccc_rank_state) * n), "cuMemcpyHtoD");
+    // The zeroing and the table must be complete before a kernel on any stream (a non-blocking
+    // one does not wait for the legacy default stream) reads them.
+    driver_.check(driver_.cuCtxSynchronize(), "cuCtxSynchronize");
   }
 }
 
 CudaRanks::~CudaRanks() {
   // Best effort: a failing driver at teardown has nothing left to report to.
+  CUcontext saved = nullptr;
+  driver_.cuCtxGetCurrent(&saved);
+  for (const Device& d : devices_) {
+    driver_.cuCtxSetCurrent(d.context);
+    driver_.cuCtxSynchronize();  // launches still queued read what is freed below
+  }
   for (const Rank& r : ranks_) {
-    use(devices_[r.device]);
-    driver_.cuMemFree(r.progress);
-    if (r.scratch != 0) driver_.cuMemFree(r.scratch);
+    driver_.cuCtxSetCurrent(devices_[r.device].context);
+    driver_.cuMemFree(r.sync);
+    for (CUdeviceptr s : r.scratch) driver_.cuMemFree(s);
+  }
+  for (const auto& [key, table] : virtual_tables_) {
+    driver_.cuCtxSetCurrent(devices_[0].context);
+    driver_.cuMemFree(table);
   }
   for (const Device& d : devices_) {
-    use(d);
-    driver_.cuMemFree(d.rank_table);
-    driver_.cuMemFree(d.epoch);
-    if (&d == &devices_[0] && error_ != 0) driver_.cuMemFree(error_);
+    driver_.cuCtxSetCurrent(d.context);
+    driver_.cuMemFree(d.state);
     for (CUmodule m : d.modules) driver_.cuModuleUnload(m);
-    CUdevice dev = 0;
-    if (driver_.cuDeviceGet(&dev, d.ordinal) == CUDA_SUCCESS) driver_.cuDevicePrimaryCtxRelease(dev);
+    driver_.cuDevicePrimaryCtxRelease(d.device);
   }
+  driver_.cuCtxSetCurrent(saved);
 }
 
 void CudaRanks::use(const Device& d) const {
@@ -103,7 +157,14 @@ CUdeviceptr CudaRanks::alloc_zeroed(uint64_t bytes) {
   return p;
 }
 
+bool CudaRanks::capturing(void* stream) const {
+  CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+  driver_.check(driver_.cuStreamIsCapturing(static_cast<CUstream>(stream), &status), "cuStreamIsCapturing");
+  return status != CU_STREAM_CAPTURE_STATUS_NONE;
+}
+
 int CudaRanks::load(const std::string& cubin, const std::string& kernel_name) {
+  ContextGuard guard(driver_);
   for (Device& d : devices_) {
     use(d);
     CUmodule module = nullptr;
@@ -116,106 +177,160 @@ int CudaRanks::load(const std::string& cubin, const std::string& kernel_name) {
   return static_cast<int>(devices_[0].functions.size()) - 1;
 }
 
-void CudaRanks::check_buffer(int rank, const void* p, const char* what) const {
+void CudaRanks::check_buffer(int rank, const void* p, uint64_t bytes, const char* what) const {
+  const auto ptr = reinterpret_cast<CUdeviceptr>(p);
   int ordinal = -1;
-  const CUresult r = driver_.cuPointerGetAttribute(&ordinal, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
-                                                   reinterpret_cast<CUdeviceptr>(p));
-  const int expected = devices_[rank_device_[rank]].ordinal;
+  const CUresult r = driver_.cuPointerGetAttribute(&ordinal, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, ptr);
+  const int expected = devices_[ranks_[rank].device].ordinal;
   if (r != CUDA_SUCCESS)
     invalid(fmt::format("rank {}: {} buffer {} is not CUDA device memory", rank, what, p));
   if (ordinal != expected)
     invalid(fmt::format("rank {}: {} buffer {} is on CUDA device {}, the rank's device is {}", rank,
                         what, p, ordinal, expected));
+  CUdeviceptr start = 0;
+  size_t size = 0;
+  int legacy_ipc = 0;
+  driver_.check(driver_.cuPointerGetAttribute(&start, CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, ptr), "cuPointerGetAttribute");
+  driver_.check(driver_.cuPointerGetAttribute(&size, CU_POINTER_ATTRIBUTE_RANGE_SIZE, ptr), "cuPointerGetAttribute");
+  driver_.check(driver_.cuPointerGetAttribute(&legacy_ipc, CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE, ptr),
+                "cuPointerGetAttribute");
+  const std::string problem = cuda_buffer_problem(ptr, bytes, start, size, legacy_ipc != 0, devices_.size() > 1);
+  if (!problem.empty()) invalid(fmt::format("rank {}: {} buffer {}: {}", rank, what, p, problem));
 }
 
-void CudaRanks::launch(int kernel, int channels, int threads, std::span<const void* const> send,
-                       std::span<void* const> recv, uint64_t count, uint64_t scratch_bytes,
-                       uint64_t timeout_ns, std::span<void* const> streams) {
-  const int n = nranks();
-  if (channels < 1 || channels > max_channels_)
-    throw Error(ErrorKind::Internal, fmt::format("a kernel with {} channels on a communicator "
-                                                 "built for at most {}", channels, max_channels_));
-  if (virtual_ranks_) {
-    int sms = 0;
-    CUdevice dev = 0;
-    driver_.check(driver_.cuDeviceGet(&dev, devices_[0].ordinal), "cuDeviceGet");
-    driver_.check(driver_.cuDeviceGetAttribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev), "cuDeviceGetAttribute");
-    if (n * channels > sms)  // every block waits on others: all must be resident at once
-      invalid(fmt::format("{} virtual ranks x {} channels need {} co-resident blocks; device {} has {} SMs",
-                          n, channels, n * channels, devices_[0].ordinal, sms));
+void* CudaRanks::scratch(int rank, uint64_t bytes, void* stream) {
+  Rank& r = ranks_.at(rank);
+  if (bytes > r.scratch_bytes) {
+    if (capturing(stream))
+      throw Error(ErrorKind::InvalidUsage,
+                  fmt::format("rank {}: this collective needs {} bytes of scratch, more than the communicator "
+                              "has, and allocating is not allowed while a stream captures a graph; issue it "
+                              "once before capturing",
+                              rank, bytes));
+    ContextGuard guard(driver_);
+    use(devices_[r.device]);
+    // Doubling bounds what the kept allocations add up to at twice the largest.
+    const uint64_t size = std::max(bytes, 2 * r.scratch_bytes);
+    CUdeviceptr p = 0;
+    driver_.check(driver_.cuMemAlloc(&p, size), "cuMemAlloc");
+    r.scratch.push_back(p);
+    r.scratch_bytes = size;
   }
-  const bool table_changes = scratch_bytes > scratch_bytes_ || table_.size() != static_cast<size_t>(n) ||
-      [&] {
-        for (int r = 0; r < n; ++r)
-          if (table_[r].input != send[r] || table_[r].output != recv[r]) return true;
-        return false;
-      }();
-  if (table_changes) {
-    // Earlier launches may still read the old table or scratch.
-    for (const Device& d : devices_) {
-      use(d);
-      driver_.check(driver_.cuCtxSynchronize(), "cuCtxSynchronize");
-    }
-    if (scratch_bytes > scratch_bytes_) {
-      for (Rank& r : ranks_) {
-        use(devices_[r.device]);
-        if (r.scratch != 0) driver_.check(driver_.cuMemFree(r.scratch), "cuMemFree");
-        driver_.check(driver_.cuMemAlloc(&r.scratch, scratch_bytes), "cuMemAlloc");
-      }
-      scratch_bytes_ = scratch_bytes;
-    }
-    table_.resize(n);
-    for (int r = 0; r < n; ++r)
-      table_[r] = {send[r], recv[r], reinterpret_cast<void*>(ranks_[r].scratch),
-                   reinterpret_cast<unsigned long long*>(ranks_[r].progress)};
-    for (const Device& d : devices_) {
-      use(d);
-      driver_.check(driver_.cuMemcpyHtoD(d.rank_table, table_.data(), sizeof(ccc_rank_buffers) * n), "cuMemcpyHtoD");
-    }
-  }
-  const int launches = virtual_ranks_ ? 1 : n;
-  for (int i = 0; i < launches; ++i) {
-    const Device& d = devices_[virtual_ranks_ ? 0 : rank_device_[i]];
-    use(d);
-    ccc_launch_args args{reinterpret_cast<const ccc_rank_buffers*>(d.rank_table), count,
-                         virtual_ranks_ ? -1 : i, reinterpret_cast<unsigned long long*>(d.epoch),
-                         reinterpret_cast<unsigned*>(error_), timeout_ns};
-    const CudaLaunchShape shape = cuda_launch_shape(args.rank, n, channels, threads);
-    std::vector<void*> params = cuda_kernel_params(args);
-    CUstream stream = streams.empty() ? nullptr : static_cast<CUstream>(streams[i]);
-    driver_.check(driver_.cuLaunchKernel(d.functions.at(kernel), shape.grid, 1, 1, shape.block, 1, 1,
-                                         0, stream, params.data(), nullptr),
-                  "cuLaunchKernel");
-  }
+  return r.scratch.empty() ? nullptr : reinterpret_cast<void*>(r.scratch.back());
 }
 
-void CudaRanks::reset_sync_state() {
+void CudaRanks::launch(int rank, int kernel, int channels, int threads, const ccc_buffers& own,
+                       uint64_t count, uint64_t timeout_ns, void* stream) {
+  if (channels < 1 || channels > CCC_MAX_CHANNELS)
+    throw Error(ErrorKind::Internal, fmt::format("a kernel with {} channels; the launch ABI allows at most {}",
+                                                 channels, CCC_MAX_CHANNELS));
+  ContextGuard guard(driver_);
+  const Device& d = devices_[ranks_.at(rank).device];
+  use(d);
+  ccc_launch_args args{reinterpret_cast<const ccc_rank_state*>(d.state), own, nullptr, count, rank, timeout_ns};
+  const CudaLaunchShape shape = cuda_launch_shape(rank, nranks(), channels, threads);
+  std::vector<void*> params = cuda_kernel_params(args);
+  driver_.check(driver_.cuLaunchKernel(d.functions.at(kernel), shape.grid, 1, 1, shape.block, 1, 1, 0,
+                                       static_cast<CUstream>(stream), params.data(), nullptr),
+                "cuLaunchKernel");
+}
+
+void CudaRanks::launch_virtual(int kernel, int channels, int threads, std::span<const ccc_buffers> own,
+                               uint64_t count, uint64_t timeout_ns, void* stream) {
   const int n = nranks();
+  ContextGuard guard(driver_);
+  const Device& d = devices_[0];
+  use(d);
+  CUfunction f = d.functions.at(kernel);
+  // Every block spins on others: all must be resident at once. A cooperative launch guarantees
+  // it or fails (CUDA Programming Guide, grid synchronisation); the occupancy check turns that
+  // failure into an error that says why, before anything is queued.
+  int per_sm = 0, sms = 0;
+  driver_.check(driver_.cuOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, f, threads, 0),
+                "cuOccupancyMaxActiveBlocksPerMultiprocessor");
+  driver_.check(driver_.cuDeviceGetAttribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, d.device), "cuDeviceGetAttribute");
+  if (static_cast<int64_t>(n) * channels > static_cast<int64_t>(per_sm) * sms)
+    invalid(fmt::format("{} virtual ranks x {} channels need {} co-resident blocks; device {} holds {} ({} per SM x {} SMs)",
+                        n, channels, n * channels, d.ordinal, per_sm * sms, per_sm, sms));
+  // One immutable table per buffer set: a captured graph keeps reading the table it captured.
+  const std::string key(reinterpret_cast<const char*>(own.data()), own.size_bytes());
+  auto it = virtual_tables_.find(key);
+  if (it == virtual_tables_.end()) {
+    if (capturing(stream))
+      throw Error(ErrorKind::InvalidUsage, "virtual ranks: a new set of buffers while a stream captures a graph; "
+                                           "issue the collective with these buffers once before capturing");
+    const CUdeviceptr table = alloc_zeroed(own.size_bytes());
+    driver_.check(driver_.cuMemcpyHtoD(table, own.data(), own.size_bytes()), "cuMemcpyHtoD");
+    // cuMemcpyHtoD from pageable memory returns once the data is staged, not written; the
+    // kernel may run on a non-blocking stream, so wait for the copy.
+    driver_.check(driver_.cuCtxSynchronize(), "cuCtxSynchronize");
+    it = virtual_tables_.emplace(key, table).first;
+  }
+  ccc_launch_args args{reinterpret_cast<const ccc_rank_state*>(d.state), {}, reinterpret_cast<const ccc_buffers*>(it->second),
+                       count, -1, timeout_ns};
+  const CudaLaunchShape shape = cuda_launch_shape(-1, n, channels, threads);
+  std::vector<void*> params = cuda_kernel_params(args);
+  driver_.check(driver_.cuLaunchCooperativeKernel(f, shape.grid, 1, 1, shape.block, 1, 1, 0,
+                                                  static_cast<CUstream>(stream), params.data()),
+                "cuLaunchCooperativeKernel");
+}
+
+void CudaRanks::read_failures() {
+  std::vector<unsigned> words(ranks_.size());
+  for (size_t r = 0; r < ranks_.size(); ++r) {
+    use(devices_[ranks_[r].device]);
+    driver_.check(driver_.cuMemcpyDtoH(&words[r], reinterpret_cast<CUdeviceptr>(table_[r].error), sizeof(unsigned)),
+                  "cuMemcpyDtoH");
+  }
+  const std::string failures = launch_failures(words.data(), nranks());
+  if (failures.empty()) return;
+  for (size_t r = 0; r < ranks_.size(); ++r) {
+    if (words[r] == CCC_OK) continue;
+    ranks_[r].failure = failures;
+  }
+  // Every device is idle (the caller synchronised them): nothing reads the state while it is
+  // zeroed, and the synchronous memsets finish before this returns.
   for (const Rank& r : ranks_) {
     use(devices_[r.device]);
-    driver_.check(driver_.cuMemsetD8(r.progress, 0, sizeof(unsigned long long) * max_channels_), "cuMemsetD8");
+    driver_.check(driver_.cuMemsetD8(r.sync, 0, kProgressBytes), "cuMemsetD8");
+    driver_.check(driver_.cuMemsetD8(r.sync + kProgressBytes + kMailboxBytes, 0, sizeof(unsigned)), "cuMemsetD8");
+    driver_.check(driver_.cuCtxSynchronize(), "cuCtxSynchronize");
   }
-  for (const Device& d : devices_) {
-    use(d);
-    driver_.check(driver_.cuMemsetD8(d.epoch, 0, sizeof(unsigned long long) * n), "cuMemsetD8");
-  }
-  use(devices_[0]);
-  driver_.check(driver_.cuMemsetD8(error_, 0, sizeof(unsigned) * n), "cuMemsetD8");
-  driver_.check(driver_.cuCtxSynchronize(), "cuCtxSynchronize");
 }
 
 void CudaRanks::synchronize() {
+  ContextGuard guard(driver_);
   for (const Device& d : devices_) {
     use(d);
     driver_.check(driver_.cuCtxSynchronize(), "cuCtxSynchronize");
   }
-  std::vector<unsigned> errors(nranks());
-  use(devices_[0]);
-  driver_.check(driver_.cuMemcpyDtoH(errors.data(), error_, sizeof(unsigned) * errors.size()), "cuMemcpyDtoH");
-  const std::string failures = launch_failures(errors.data(), nranks());
-  if (failures.empty()) return;
-  reset_sync_state();
-  throw Error(ErrorKind::Remote, "collective failed: " + failures);
+  read_failures();
+  std::string failure;
+  for (Rank& r : ranks_) {
+    if (failure.empty()) failure = r.failure;
+    r.failure.clear();
+  }
+  if (!failure.empty()) throw Error(ErrorKind::Remote, "collective failed: " + failure);
+}
+
+void CudaRanks::synchronize(int rank) {
+  ContextGuard guard(driver_);
+  Rank& r = ranks_.at(rank);
+  use(devices_[r.device]);
+  driver_.check(driver_.cuCtxSynchronize(), "cuCtxSynchronize");
+  unsigned word = CCC_OK;
+  driver_.check(driver_.cuMemcpyDtoH(&word, reinterpret_cast<CUdeviceptr>(table_[rank].error), sizeof word), "cuMemcpyDtoH");
+  if (word != CCC_OK) {
+    for (const Device& d : devices_) {
+      use(d);
+      driver_.check(driver_.cuCtxSynchronize(), "cuCtxSynchronize");
+    }
+    read_failures();
+  }
+  if (r.failure.empty()) return;
+  const std::string failure = std::move(r.failure);
+  r.failure.clear();
+  throw Error(ErrorKind::Remote, "collective failed: " + failure);
 }
 
 }  // namespace ccc

@@ -1,7 +1,7 @@
 #include "ccc/host_backend.h"
 
-#include <algorithm>
-#include <thread>
+#include <atomic>
+#include <system_error>
 
 #include <fmt/format.h>
 
@@ -18,47 +18,153 @@ HostKernel load_host_kernel(JitCache& cache, const std::string& source, const st
   return {std::move(object), entry};
 }
 
-HostRanks::HostRanks(int nranks, int max_channels)
-    : nranks_(nranks),
-      max_channels_(max_channels),
-      progress_(static_cast<size_t>(nranks) * max_channels, 0),
-      epoch_(nranks, 0),
-      error_(nranks, CCC_OK),
-      scratch_(nranks) {}
-
-void HostRanks::reset_sync_state() {
-  std::fill(progress_.begin(), progress_.end(), 0);
-  std::fill(epoch_.begin(), epoch_.end(), 0);
-  std::fill(error_.begin(), error_.end(), CCC_OK);
+HostStream::~HostStream() {
+  std::unique_lock lock(mutex_);
+  idle_.wait(lock, [&] { return queue_.empty(); });
+  stop_ = true;
+  wake_.notify_all();
+  lock.unlock();
+  for (std::thread& t : workers_) t.join();
 }
 
-void HostRanks::launch(const HostKernel& kernel, int channels, std::span<const void* const> send,
-                       std::span<void* const> recv, uint64_t count, uint64_t scratch_bytes,
-                       uint64_t timeout_ns) {
-  if (channels < 1 || channels > max_channels_)
-    throw Error(ErrorKind::Internal, fmt::format("a kernel with {} channels on a communicator "
-                                                 "built for at most {}", channels, max_channels_));
-  if (scratch_bytes > scratch_bytes_) {
-    for (auto& s : scratch_) s = std::make_unique<std::byte[]>(scratch_bytes);
-    scratch_bytes_ = scratch_bytes;
+void HostStream::enqueue(const HostKernel& kernel, const ccc_launch_args& args, int channels) {
+  std::lock_guard lock(mutex_);
+  while (static_cast<int>(workers_.size()) < channels) {
+    try {
+      workers_.emplace_back(&HostStream::work, this, static_cast<int>(workers_.size()));
+    } catch (const std::system_error& e) {
+      throw Error(ErrorKind::System, fmt::format("cannot start a host worker thread for channel {}: {}",
+                                                 workers_.size(), e.what()));
+    }
   }
-  std::vector<ccc_rank_buffers> ranks(nranks_);
-  for (int r = 0; r < nranks_; ++r)
-    ranks[r] = {send[r], recv[r], scratch_bytes_ != 0 ? scratch_[r].get() : nullptr,
-                &progress_[static_cast<size_t>(r) * max_channels_]};
+  queue_.push_back({kernel, args, channels});
+  if (queue_.size() == 1) start_front();
+}
 
-  std::vector<std::thread> blocks;
-  blocks.reserve(static_cast<size_t>(nranks_) * channels);
-  for (int r = 0; r < nranks_; ++r) {
-    const ccc_launch_args args{ranks.data(), count, r, epoch_.data(), error_.data(), timeout_ns};
-    for (int c = 0; c < channels; ++c) blocks.emplace_back(kernel.entry, args, c);
+void HostStream::start_front() {
+  running_ = queue_.front().channels;
+  ++started_;
+  wake_.notify_all();
+}
+
+void HostStream::work(int block) {
+  uint64_t seen = 0;
+  std::unique_lock lock(mutex_);
+  for (;;) {
+    wake_.wait(lock, [&] { return started_ > seen || stop_; });
+    if (started_ == seen) return;  // stopping, and nothing new
+    // A launch with more blocks than this one's index cannot finish without it, so no launch
+    // this worker must run is ever skipped; one with fewer blocks is not its business.
+    seen = started_;
+    const Launch& launch = queue_.front();
+    if (block >= launch.channels) continue;
+    const HostKernel::Entry entry = launch.kernel.entry;
+    const ccc_launch_args args = launch.args;
+    lock.unlock();
+    entry(args, block);
+    lock.lock();
+    if (--running_ > 0) continue;
+    queue_.pop_front();
+    if (queue_.empty())
+      idle_.notify_all();
+    else
+      start_front();
   }
-  for (std::thread& t : blocks) t.join();
+}
 
-  const std::string failures = launch_failures(error_.data(), nranks_);
-  if (failures.empty()) return;
-  reset_sync_state();
-  throw Error(ErrorKind::Remote, "collective failed: " + failures);
+void HostStream::wait_idle() {
+  std::unique_lock lock(mutex_);
+  idle_.wait(lock, [&] { return queue_.empty(); });
+}
+
+bool HostStream::idle() {
+  std::lock_guard lock(mutex_);
+  return queue_.empty();
+}
+
+HostRanks::HostRanks(int nranks) {
+  for (int r = 0; r < nranks; ++r) {
+    ranks_.push_back(std::make_unique<Rank>());
+    Rank& rank = *ranks_.back();
+    table_.push_back({rank.progress, rank.mailbox, &rank.error});
+  }
+}
+
+HostRanks::~HostRanks() {
+  for (auto& r : ranks_) r->stream.wait_idle();
+}
+
+void* HostRanks::scratch(int rank, uint64_t bytes) {
+  std::lock_guard lock(mutex_);
+  Rank& r = *ranks_.at(rank);
+  if (bytes > r.scratch_bytes) {
+    // Doubling bounds what the kept allocations add up to at twice the largest.
+    const uint64_t size = std::max(bytes, 2 * r.scratch_bytes);
+    r.scratch.push_back(std::make_unique<std::byte[]>(size));
+    r.scratch_bytes = size;
+  }
+  return r.scratch.empty() ? nullptr : r.scratch.back().get();
+}
+
+void HostRanks::launch(int rank, const HostKernel& kernel, int channels, const ccc_buffers& own,
+                       uint64_t count, uint64_t timeout_ns) {
+  if (channels < 1 || channels > CCC_MAX_CHANNELS)
+    throw Error(ErrorKind::Internal, fmt::format("a kernel with {} channels; the launch ABI allows "
+                                                 "at most {}", channels, CCC_MAX_CHANNELS));
+  const ccc_launch_args args{table_.data(), own, nullptr, count, rank, timeout_ns};
+  std::lock_guard lock(mutex_);  // not while a reset zeroes the counters
+  ranks_.at(rank)->stream.enqueue(kernel, args, channels);
+}
+
+void HostRanks::reset_if_idle() {
+  for (auto& r : ranks_)
+    if (!r->stream.idle()) return;
+  std::vector<unsigned> words;
+  for (auto& r : ranks_) words.push_back(r->error);
+  for (size_t i = 0; i < ranks_.size(); ++i) {
+    Rank& r = *ranks_[i];
+    if (words[i] == CCC_OK) continue;
+    r.failure = launch_failures(words.data(), static_cast<int>(words.size()));
+  }
+  bool any = false;
+  for (unsigned w : words) any = any || w != CCC_OK;
+  if (!any) return;
+  // Every stream is idle: no kernel reads the state while it is zeroed.
+  for (auto& r : ranks_) {
+    std::fill(std::begin(r->progress), std::end(r->progress), 0);
+    r->error = CCC_OK;
+  }
+}
+
+void HostRanks::synchronize(int rank) {
+  ranks_.at(rank)->stream.wait_idle();
+  std::lock_guard lock(mutex_);
+  reset_if_idle();
+  Rank& r = *ranks_[rank];
+  // Failed, but a peer is still running: the failure stays in the error word (later launches of
+  // this rank return at once) until the streams are idle and a synchronize resets it.
+  if (r.failure.empty() && std::atomic_ref<unsigned>(r.error).load() != CCC_OK) {
+    std::vector<unsigned> words(ranks_.size(), CCC_OK);
+    words[rank] = std::atomic_ref<unsigned>(r.error).load();
+    throw Error(ErrorKind::Remote, "collective failed (peers still running): " +
+                                       launch_failures(words.data(), static_cast<int>(words.size())));
+  }
+  if (r.failure.empty()) return;
+  const std::string failure = std::move(r.failure);
+  r.failure.clear();
+  throw Error(ErrorKind::Remote, "collective failed: " + failure);
+}
+
+void HostRanks::synchronize() {
+  for (auto& r : ranks_) r->stream.wait_idle();
+  std::lock_guard lock(mutex_);
+  reset_if_idle();
+  std::string failure;
+  for (auto& r : ranks_) {
+    if (failure.empty()) failure = r->failure;
+    r->failure.clear();
+  }
+  if (!failure.empty()) throw Error(ErrorKind::Remote, "collective failed: " + failure);
 }
 
 }  // namespace ccc

@@ -12,6 +12,8 @@ const char* launch_error_text(unsigned code) {
     case CCC_ERR_TIMEOUT: return "timed out waiting for a peer";
     case CCC_ERR_PEER_FAILED: return "stopped after a peer failed";
     case CCC_ERR_BAD_PROGRAM: return "its step program names a data pass the kernel lacks (a ccc bug)";
+    case CCC_ERR_MISMATCH:
+      return "a peer called with another collective, count, type, op or root (every rank must pass the same)";
   }
   return nullptr;
 }

@@ -41,28 +41,28 @@ HostEntry HostLibrary::entry(const std::string& kernel_name) const {
   return handle_ == nullptr ? nullptr : reinterpret_cast<HostEntry>(dlsym(handle_, kernel_name.c_str()));
 }
 
-HostBuffers::HostBuffers(int nranks, int channels, uint64_t bytes, uint64_t scratch_bytes, uint64_t offset, bool in_place)
-    : in_alloc(nranks), out_alloc(nranks), scratch_alloc(nranks), progress(nranks, std::vector<unsigned long long>(channels)),
-      epoch(nranks), error(nranks), ranks(nranks) {
+HostBuffers::HostBuffers(int nranks, uint64_t bytes, uint64_t scratch_bytes, uint64_t offset, bool in_place)
+    : in_alloc(nranks), out_alloc(nranks), scratch_alloc(nranks), sync(nranks), own(nranks) {
+  for (Sync& s : sync) state.push_back({s.progress, s.mailbox, &s.error});
   for (int r = 0; r < nranks; ++r) {
     in_alloc[r].resize(bytes + offset + 64);
     scratch_alloc[r].resize(scratch_bytes + offset + 64);
     if (!in_place) out_alloc[r].resize(bytes + offset + 64);
     unsigned char* in = in_alloc[r].data() + offset;
-    ranks[r].input = in;
-    ranks[r].output = in_place ? in : out_alloc[r].data() + offset;
-    ranks[r].scratch = scratch_bytes == 0 ? nullptr : scratch_alloc[r].data() + offset;
-    ranks[r].progress = progress[r].data();
+    own[r].input = in;
+    own[r].output = in_place ? in : out_alloc[r].data() + offset;
+    own[r].scratch = scratch_bytes == 0 ? nullptr : scratch_alloc[r].data() + offset;
+    own[r].call = 1;
   }
 }
 
 double launch_host(HostEntry entry, HostBuffers& b, int channels, uint64_t count, uint64_t timeout_ns, const std::vector<int>& skip) {
-  const int nranks = static_cast<int>(b.ranks.size());
+  const int nranks = static_cast<int>(b.own.size());
   std::vector<std::thread> threads;
   const auto start = std::chrono::steady_clock::now();
   for (int r = 0; r < nranks; ++r) {
     if (std::find(skip.begin(), skip.end(), r) != skip.end()) continue;
-    ccc_launch_args args{b.ranks.data(), count, r, b.epoch.data(), b.error.data(), timeout_ns};
+    const ccc_launch_args args{b.state.data(), b.own[r], nullptr, count, r, timeout_ns};
     for (int c = 0; c < channels; ++c) threads.emplace_back(entry, args, c);
   }
   for (std::thread& t : threads) t.join();

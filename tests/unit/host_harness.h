@@ -35,14 +35,20 @@ class HostLibrary {
 // Every rank's buffers for one collective; allocations padded so a buffer may start `offset`
 // bytes into its allocation.
 struct HostBuffers {
-  HostBuffers(int nranks, int channels, uint64_t bytes, uint64_t scratch_bytes, uint64_t offset, bool in_place);
+  HostBuffers(int nranks, uint64_t bytes, uint64_t scratch_bytes, uint64_t offset, bool in_place);
+  // One rank's synchronisation state, as the runtime's backends lay it out (ccc_abi.h).
+  struct Sync {
+    unsigned long long progress[CCC_MAX_CHANNELS] = {};
+    ccc_buffers mailbox[2 * CCC_MAX_CHANNELS] = {};
+    unsigned error = CCC_OK;
+  };
   std::vector<std::vector<unsigned char>> in_alloc, out_alloc, scratch_alloc;
-  std::vector<std::vector<unsigned long long>> progress;
-  std::vector<unsigned long long> epoch;
-  std::vector<unsigned> error;
-  std::vector<ccc_rank_buffers> ranks;
-  unsigned char* input(int r) const { return static_cast<unsigned char*>(const_cast<void*>(ranks[r].input)); }
-  unsigned char* output(int r) const { return static_cast<unsigned char*>(ranks[r].output); }
+  std::vector<Sync> sync;
+  std::vector<ccc_rank_state> state;  // [N] the kernels' fixed table
+  std::vector<ccc_buffers> own;       // [N] each rank's buffers for the launch
+  unsigned error(int r) const { return sync[r].error; }
+  unsigned char* input(int r) const { return static_cast<unsigned char*>(const_cast<void*>(own[r].input)); }
+  unsigned char* output(int r) const { return static_cast<unsigned char*>(own[r].output); }
 };
 
 // One launch: every (rank, channel) on its own thread, ranks in `skip` never started. Returns

@@ -2,7 +2,12 @@
 // test_communicator.cpp).
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <chrono>
+#include <cstdint>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "ccc/ccc.h"
 
@@ -52,27 +57,127 @@ TEST(CApi, RejectsBadArguments) {
   EXPECT_EQ(last_error(), "unsupported reduction op -1");
   EXPECT_EQ(cccAllReduce(a, b, 4, cccFloat32, cccSum, nullptr, nullptr), cccInvalidArgument);
   EXPECT_EQ(cccCommCount(comms[0], nullptr), cccInvalidArgument);
-  // The last rank to arrive launches, so buffer problems surface there.
-  EXPECT_EQ(cccAllReduce(a, b, 4, cccFloat32, cccSum, comms[0], nullptr), cccSuccess);
+  // Each rank's call is checked on its own: a bad buffer is refused when that rank calls.
   EXPECT_EQ(cccAllReduce(a, nullptr, 4, cccFloat32, cccSum, comms[1], nullptr), cccInvalidArgument);
   EXPECT_EQ(last_error(), "allreduce: rank 1: null recv buffer");
+  EXPECT_EQ(cccGroupEnd(), cccInvalidUsage);
+  EXPECT_EQ(last_error(), "cccGroupEnd without a matching cccGroupStart");
+  cccConfig_t config = CCC_CONFIG_INITIALIZER;
+  config.timeoutSeconds = 0;
+  cccComm_t other[1];
+  EXPECT_EQ(cccCommInitAllHostConfig(other, 1, &config), cccInvalidArgument);
+  EXPECT_EQ(last_error(), "timeout 0 s: a timeout must be positive (infinite: wait for ever)");
+  config.size = 3;
+  EXPECT_EQ(cccCommInitAllHostConfig(other, 1, &config), cccInvalidArgument);
   for (cccComm_t c : comms) cccCommDestroy(c);
 }
 
-TEST(CApi, RanksMustAgreeAndCallOnce) {
-  cccComm_t comms[3];
-  ASSERT_EQ(cccCommInitAllHost(comms, 3), cccSuccess);
-  float a[8] = {}, b[8] = {};
-  ASSERT_EQ(cccAllReduce(a, b, 8, cccFloat32, cccSum, comms[0], nullptr), cccSuccess);
-  EXPECT_EQ(cccAllReduce(a, b, 8, cccFloat32, cccSum, comms[0], nullptr), cccInvalidUsage);
-  EXPECT_EQ(last_error(), "rank 0 called allreduce twice before every rank called it once");
-  EXPECT_EQ(cccAllReduce(a, b, 4, cccFloat32, cccSum, comms[1], nullptr), cccInvalidArgument);
-  EXPECT_EQ(last_error(),
-            "rank 1 called allreduce with other arguments than the ranks before it; the pending "
-            "collective was dropped");
-  EXPECT_EQ(cccAllReduce(a, b, 8, cccFloat32, cccSum, comms[0], nullptr), cccSuccess)
-      << "a dropped collective starts afresh";
+namespace {
+
+// A host clique whose waits give up after half a second.
+std::vector<cccComm_t> quick_clique(int n) {
+  cccConfig_t config = CCC_CONFIG_INITIALIZER;
+  config.timeoutSeconds = 0.5;
+  config.algo = "ring";
+  std::vector<cccComm_t> comms(n);
+  EXPECT_EQ(cccCommInitAllHostConfig(comms.data(), n, &config), cccSuccess) << last_error();
+  return comms;
+}
+
+// Rank r's input i * (r + 1): the sum over n ranks is i * n(n+1)/2.
+std::vector<std::vector<int32_t>> ramp_inputs(int n, size_t count) {
+  std::vector<std::vector<int32_t>> buf(n, std::vector<int32_t>(count));
+  for (int r = 0; r < n; ++r)
+    for (size_t i = 0; i < count; ++i) buf[r][i] = static_cast<int32_t>(i * (r + 1));
+  return buf;
+}
+
+}  // namespace
+
+// Rank 0's call queues its kernel at once: its synchronize waits for the peer that has not
+// called yet, then sees the finished collective.
+TEST(CApi, EachRankIsQueuedWhenItCalls) {
+  const int n = 2;
+  const size_t count = 1000;
+  std::vector<cccComm_t> comms(n);
+  ASSERT_EQ(cccCommInitAllHost(comms.data(), n), cccSuccess);
+  auto buf = ramp_inputs(n, count);
+  std::atomic<bool> peer_called{false}, synced_before_peer{false};
+  std::thread rank0([&] {
+    EXPECT_EQ(cccAllReduce(buf[0].data(), buf[0].data(), count, cccInt32, cccSum, comms[0], nullptr), cccSuccess);
+    EXPECT_EQ(cccCommSynchronize(comms[0]), cccSuccess) << last_error();
+    synced_before_peer = !peer_called;
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  peer_called = true;
+  EXPECT_EQ(cccAllReduce(buf[1].data(), buf[1].data(), count, cccInt32, cccSum, comms[1], nullptr), cccSuccess);
+  EXPECT_EQ(cccCommSynchronize(comms[1]), cccSuccess) << last_error();
+  rank0.join();
+  EXPECT_FALSE(synced_before_peer) << "rank 0's synchronize returned before its peer called";
+  for (int r = 0; r < n; ++r)
+    for (size_t i = 0; i < count; ++i) ASSERT_EQ(buf[r][i], static_cast<int32_t>(3 * i)) << r << " " << i;
+  for (cccComm_t c : comms) EXPECT_EQ(cccCommDestroy(c), cccSuccess);
+}
+
+TEST(CApi, GroupsQueueTheirCallsAtGroupEnd) {
+  const int n = 3;
+  const size_t count = 999;
+  std::vector<cccComm_t> comms(n);
+  ASSERT_EQ(cccCommInitAllHost(comms.data(), n), cccSuccess);
+  auto buf = ramp_inputs(n, count);
+  ASSERT_EQ(cccGroupStart(), cccSuccess);
+  ASSERT_EQ(cccGroupStart(), cccSuccess);
+  for (int r = 0; r < n; ++r)
+    EXPECT_EQ(cccAllReduce(buf[r].data(), buf[r].data(), count, cccInt32, cccSum, comms[r], nullptr), cccSuccess);
+  EXPECT_EQ(cccGroupEnd(), cccSuccess);
+  EXPECT_EQ(buf[0][1], 1) << "nothing runs before the outermost cccGroupEnd";
+  EXPECT_EQ(cccGroupEnd(), cccSuccess);
+  for (int r = 0; r < n; ++r) EXPECT_EQ(cccCommSynchronize(comms[r]), cccSuccess) << last_error();
+  for (int r = 0; r < n; ++r)
+    for (size_t i = 0; i < count; ++i) ASSERT_EQ(buf[r][i], static_cast<int32_t>(6 * i)) << r << " " << i;
+  for (cccComm_t c : comms) EXPECT_EQ(cccCommDestroy(c), cccSuccess);
+}
+
+// Ranks that disagree on the count: every rank that called gets an error, none succeeds without
+// the work, and the clique is usable again afterwards.
+TEST(CApi, MismatchedCountsFailEveryRank) {
+  const int n = 3;
+  std::vector<cccComm_t> comms = quick_clique(n);
+  auto buf = ramp_inputs(n, 4096);
+  for (int r = 0; r < n; ++r)
+    EXPECT_EQ(cccAllReduce(buf[r].data(), buf[r].data(), r == 1 ? 2048 : 4096, cccInt32, cccSum, comms[r], nullptr),
+              cccSuccess);
+  for (int r = 0; r < n; ++r) {
+    EXPECT_EQ(cccCommSynchronize(comms[r]), cccRemoteError) << "rank " << r;
+    EXPECT_NE(last_error().find("collective failed"), std::string::npos) << last_error();
+  }
+  buf = ramp_inputs(n, 4096);
+  for (int r = 0; r < n; ++r)
+    EXPECT_EQ(cccAllReduce(buf[r].data(), buf[r].data(), 4096, cccInt32, cccSum, comms[r], nullptr), cccSuccess);
+  for (int r = 0; r < n; ++r) EXPECT_EQ(cccCommSynchronize(comms[r]), cccSuccess) << last_error();
+  EXPECT_EQ(buf[2][100], 600);
   for (cccComm_t c : comms) cccCommDestroy(c);
+}
+
+// A rank that never calls, or whose handle is destroyed: the others fail within the timeout.
+TEST(CApi, AMissingRankFailsTheOthersWithinTheTimeout) {
+  for (bool destroy : {false, true}) {
+    const int n = 3;
+    std::vector<cccComm_t> comms = quick_clique(n);
+    if (destroy) {
+      EXPECT_EQ(cccCommDestroy(comms[2]), cccSuccess);
+    }
+    auto buf = ramp_inputs(n, 100);
+    const auto start = std::chrono::steady_clock::now();
+    for (int r = 0; r < 2; ++r)
+      EXPECT_EQ(cccAllReduce(buf[r].data(), buf[r].data(), 100, cccInt32, cccSum, comms[r], nullptr), cccSuccess);
+    for (int r = 0; r < 2; ++r) {
+      EXPECT_EQ(cccCommSynchronize(comms[r]), cccRemoteError) << "rank " << r;
+      EXPECT_NE(last_error().find("timed out"), std::string::npos) << last_error();
+    }
+    EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
+    for (int r = 0; r < (destroy ? 2 : 3); ++r) cccCommDestroy(comms[r]);
+  }
 }
 
 TEST(CApi, ErrorStringsAndNoDevice) {

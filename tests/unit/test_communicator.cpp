@@ -3,6 +3,11 @@
 // allocation, counts that divide nothing).
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <cmath>
+#include <limits>
+#include <thread>
+
 #include <cstring>
 #include <ostream>
 #include <vector>
@@ -195,6 +200,34 @@ TEST(Communicator, MixedPlacementAndUseAfterDestroy) {
   }
 }
 
+// One communicator used from several threads at once: calls are serialised, every result right.
+TEST(Communicator, CallsFromSeveralThreadsAreSerialised) {
+  const int n = 3;
+  Communicator comm = Communicator::host(n, options("ring"));
+  std::vector<std::thread> threads;
+  std::atomic<int> wrong{0};
+  for (int t = 0; t < 4; ++t)
+    threads.emplace_back([&] {
+      for (int i = 0; i < 5; ++i) wrong += check_all_reduce(comm, 1000 + 64 * i, DataType::I32, ReduceOp::Sum, false) != 0;
+    });
+  for (std::thread& t : threads) t.join();
+  EXPECT_EQ(wrong, 0);
+}
+
+TEST(Communicator, TimeoutsAreCheckedAndInfiniteMeansForEver) {
+  EXPECT_EQ(Communicator::timeout_ns(2.5), 2'500'000'000u);
+  EXPECT_EQ(Communicator::timeout_ns(std::numeric_limits<double>::infinity()), ~0ULL);
+  EXPECT_EQ(Communicator::timeout_ns(1e30), ~0ULL);
+  for (double bad : {0.0, -1.0, std::nan("")}) EXPECT_THROW(Communicator::timeout_ns(bad), Error) << bad;
+  setenv("CCC_TIMEOUT", "7", 1);
+  EXPECT_EQ(Communicator::timeout_ns(std::nullopt), 7'000'000'000u);
+  EXPECT_EQ(Communicator::timeout_ns(1.0), 1'000'000'000u) << "an explicit timeout wins";
+  setenv("CCC_TIMEOUT", "soon", 1);
+  EXPECT_THROW(Communicator::timeout_ns(std::nullopt), Error);
+  unsetenv("CCC_TIMEOUT");
+  EXPECT_EQ(Communicator::timeout_ns(std::nullopt), 30'000'000'000u);
+}
+
 TEST(Communicator, DefaultsToTheRingWithoutATopology) {
   Communicator comm = Communicator::host(4, options());
   CollectiveCall call;
@@ -210,9 +243,10 @@ TEST(CApi, AllReduceThroughTheCApi) {
   std::vector<std::vector<int32_t>> buf(n, std::vector<int32_t>(count));
   for (int r = 0; r < n; ++r)
     for (size_t i = 0; i < count; ++i) buf[r][i] = static_cast<int32_t>(i * (r + 1));
-  for (int r = n - 1; r >= 0; --r)  // any order: the last call launches
+  for (int r = n - 1; r >= 0; --r)  // any order: each call queues its rank
     ASSERT_EQ(cccAllReduce(buf[r].data(), buf[r].data(), count, cccInt32, cccSum, comms[r], nullptr), cccSuccess)
         << cccGetLastError(comms[r]);
+  for (int r = 0; r < n; ++r) ASSERT_EQ(cccCommSynchronize(comms[r]), cccSuccess) << cccGetLastError(comms[r]);
   for (int r = 0; r < n; ++r)
     for (size_t i = 0; i < count; ++i) ASSERT_EQ(buf[r][i], static_cast<int32_t>(6 * i)) << r << " " << i;
   for (cccComm_t c : comms) EXPECT_EQ(cccCommDestroy(c), cccSuccess);

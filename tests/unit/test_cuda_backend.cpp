@@ -15,14 +15,14 @@ TEST(CudaBackend, LaunchShapeIsChannelsPerRankOrOneGridOfVirtualRanks) {
 }
 
 TEST(CudaBackend, KernelParamsPointAtTheArgsStruct) {
-  ccc_rank_buffers table[2] = {};
-  unsigned long long epoch[2] = {};
-  unsigned error[2] = {};
-  ccc_launch_args args{table, 1000, -1, epoch, error, 5'000'000'000ULL};
+  ccc_rank_state table[2] = {};
+  ccc_buffers own[2] = {};
+  ccc_launch_args args{table, {}, own, 1000, -1, 5'000'000'000ULL};
   const std::vector<void*> params = cuda_kernel_params(args);
   ASSERT_EQ(params.size(), 1u);
   const auto* seen = static_cast<const ccc_launch_args*>(params[0]);
   EXPECT_EQ(seen->ranks, table);
+  EXPECT_EQ(seen->virtual_own, own);
   EXPECT_EQ(seen->count, 1000u);
   EXPECT_EQ(seen->rank, -1);
   EXPECT_EQ(seen->timeout_ns, 5'000'000'000ULL);
@@ -35,5 +35,16 @@ TEST(CudaBackend, WithoutADriverConstructionReportsNoCudaDevice) {
     GTEST_SKIP() << "a CUDA driver is present";
   } catch (const NoCudaDevice&) {
   }
-  EXPECT_THROW(CudaRanks({0}, 8, 4), NoCudaDevice);
+  EXPECT_THROW(CudaRanks({0}, 8), NoCudaDevice);
+}
+
+TEST(CudaBackend, BufferChecksRefuseRangesPastTheAllocationAndUnmappableMemory) {
+  EXPECT_EQ(cuda_buffer_problem(0x1000, 256, 0x1000, 4096, true, true), "");
+  EXPECT_EQ(cuda_buffer_problem(0x1f00, 256, 0x1000, 4096, true, true), "");
+  EXPECT_NE(cuda_buffer_problem(0x1f00, 257, 0x1000, 4096, true, true).find("run past the end"), std::string::npos);
+  EXPECT_NE(cuda_buffer_problem(0x800, 16, 0x1000, 4096, true, true).find("run past the end"), std::string::npos);
+  const std::string pool = cuda_buffer_problem(0x1000, 256, 0x1000, 4096, false, true);
+  EXPECT_NE(pool.find("cudaMallocAsync"), std::string::npos) << pool;
+  EXPECT_NE(pool.find("expandable_segments"), std::string::npos) << pool;
+  EXPECT_EQ(cuda_buffer_problem(0x1000, 256, 0x1000, 4096, false, false), "") << "one device: no peer mapping needed";
 }

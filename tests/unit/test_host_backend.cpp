@@ -2,7 +2,6 @@
 // through the communicator).
 #include <gtest/gtest.h>
 
-#include <numeric>
 #include <vector>
 
 #include "ccc/collective_types.h"
@@ -12,26 +11,17 @@ using namespace ccc;
 
 namespace {
 
-// Out-of-place sum of every rank's u32 input, each channel taking a strided share.
-const char* kSumKernel = R"(#include "ccc_abi.h"
-extern "C" void sum_u32(ccc_launch_args args, int block) {
-  const int nranks = 3, channels = 2;
-  unsigned* out = static_cast<unsigned*>(args.ranks[args.rank].output);
-  for (unsigned long long i = block; i < args.count; i += channels) {
-    unsigned s = 0;
-    for (int p = 0; p < nranks; ++p) s += static_cast<const unsigned*>(args.ranks[p].input)[i];
-    out[i] = s;
-  }
-}
-)";
-
-// Reports, in output[block], the rank's progress counter as the launch found it, then bumps it;
-// rank 1 records a timeout when count == 99.
+// Each block writes its rank's buffers and, in output[block], the rank's progress counter as the
+// launch found it, then bumps it; rank 1 records a timeout when count == 99. Channel 0 of each
+// rank sleeps a little first, so the launch order of a stream shows in the counters.
 const char* kCounterKernel = R"(#include "ccc_abi.h"
+#include <chrono>
+#include <thread>
 extern "C" void counters(ccc_launch_args args, int block) {
   unsigned long long* progress = args.ranks[args.rank].progress;
-  static_cast<unsigned long long*>(args.ranks[args.rank].output)[block] = progress[block]++;
-  if (args.count == 99 && args.rank == 1 && block == 0) args.error[1] = CCC_ERR_TIMEOUT;
+  if (block == 0) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  static_cast<unsigned long long*>(args.own.output)[block] = progress[block]++;
+  if (args.count == 99 && args.rank == 1 && block == 0) *args.ranks[1].error = CCC_ERR_TIMEOUT;
 }
 )";
 
@@ -40,54 +30,58 @@ JitCache& memory_cache() {
   return cache;
 }
 
+ccc_buffers buffers_of(void* output) { return {nullptr, output, nullptr, 1}; }
+
 }  // namespace
 
-TEST(HostBackend, RunsEveryRankAndChannel) {
-  const int n = 3;
-  const uint64_t count = 1001;
-  std::vector<std::vector<unsigned>> in(n, std::vector<unsigned>(count)), out(n, std::vector<unsigned>(count, 0xdeadbeef));
-  for (int r = 0; r < n; ++r) std::iota(in[r].begin(), in[r].end(), 1000u * r);
-  std::vector<const void*> send;
-  std::vector<void*> recv;
-  for (int r = 0; r < n; ++r) send.push_back(in[r].data()), recv.push_back(out[r].data());
-  HostRanks ranks(n, 4);
-  ranks.launch(load_host_kernel(memory_cache(), kSumKernel, "sum_u32"), 2, send, recv, count, 0, 1'000'000'000);
+TEST(HostBackend, StreamsRunTheirLaunchesInOrderWithEveryChannel) {
+  const int n = 2, channels = 3;
+  std::vector<std::vector<unsigned long long>> out(n, std::vector<unsigned long long>(channels, 77));
+  HostRanks ranks(n);
+  const HostKernel k = load_host_kernel(memory_cache(), kCounterKernel, "counters");
+  for (int launch = 0; launch < 3; ++launch)
+    for (int r = 0; r < n; ++r) ranks.launch(r, k, channels, buffers_of(out[r].data()), 1, 0);
+  ranks.synchronize();
   for (int r = 0; r < n; ++r)
-    for (uint64_t i = 0; i < count; ++i) ASSERT_EQ(out[r][i], 3 * i + 3000) << "rank " << r << " i " << i;
+    for (int c = 0; c < channels; ++c)
+      EXPECT_EQ(out[r][c], 2u) << "rank " << r << " channel " << c << ": the third launch saw two before it";
+  ranks.launch(0, k, 1, buffers_of(out[0].data()), 1, 0);  // fewer channels than workers
+  ranks.synchronize(0);
+  EXPECT_EQ(out[0][0], 3u);
+  EXPECT_EQ(out[0][1], 2u) << "channel 1 does not run a one-channel launch";
 }
 
-TEST(HostBackend, ReportsPeerErrorsAndResetsCounters) {
+TEST(HostBackend, ReportsPeerErrorsToEveryFailedRankAndResetsCounters) {
   const int n = 2, channels = 3;
   std::vector<std::vector<unsigned long long>> out(n, std::vector<unsigned long long>(channels));
-  std::vector<const void*> send(n, nullptr);
-  std::vector<void*> recv;
-  for (auto& o : out) recv.push_back(o.data());
-  HostRanks ranks(n, channels);
+  HostRanks ranks(n);
   const HostKernel k = load_host_kernel(memory_cache(), kCounterKernel, "counters");
-  ranks.launch(k, channels, send, recv, 1, 0, 0);
-  ranks.launch(k, channels, send, recv, 1, 0, 0);
-  EXPECT_EQ(out[1][2], 1u) << "counters persist between launches";
+  for (int r = 0; r < n; ++r) ranks.launch(r, k, channels, buffers_of(out[r].data()), 99, 0);
+  ranks.synchronize(0);  // rank 0 did not fail
   try {
-    ranks.launch(k, channels, send, recv, 99, 0, 0);
+    ranks.synchronize(1);
     FAIL() << "expected an error";
   } catch (const Error& e) {
     EXPECT_EQ(e.kind(), ErrorKind::Remote);
     EXPECT_STREQ(e.what(), "collective failed: rank 1: timed out waiting for a peer");
   }
-  ranks.launch(k, channels, send, recv, 1, 0, 0);
+  ranks.synchronize(1);  // reported once
+  for (int r = 0; r < n; ++r) ranks.launch(r, k, channels, buffers_of(out[r].data()), 1, 0);
+  ranks.synchronize();
   for (int r = 0; r < n; ++r)
     for (int c = 0; c < channels; ++c) EXPECT_EQ(out[r][c], 0u) << "counters zeroed after the failure";
-  EXPECT_THROW(ranks.launch(k, channels + 1, send, recv, 1, 0, 0), Error);
+  EXPECT_THROW(ranks.launch(0, k, CCC_MAX_CHANNELS + 1, buffers_of(out[0].data()), 1, 0), Error);
 }
 
 TEST(LaunchFailures, NamesEachFailedRankAndItsCause) {
-  const unsigned words[] = {CCC_OK, CCC_ERR_TIMEOUT, CCC_ERR_PEER_FAILED, CCC_ERR_BAD_PROGRAM, 77};
-  EXPECT_EQ(launch_failures(words, 5),
+  const unsigned words[] = {CCC_OK, CCC_ERR_TIMEOUT, CCC_ERR_PEER_FAILED, CCC_ERR_BAD_PROGRAM, CCC_ERR_MISMATCH, 77};
+  EXPECT_EQ(launch_failures(words, 6),
             "rank 1: timed out waiting for a peer; rank 2: stopped after a peer failed; rank 3: its step program "
-            "names a data pass the kernel lacks (a ccc bug); rank 4: error word 77");
+            "names a data pass the kernel lacks (a ccc bug); rank 4: a peer called with another collective, count, "
+            "type, op or root (every rank must pass the same); rank 5: error word 77");
   EXPECT_EQ(launch_failures(words, 1), "");
 }
 
 TEST(HostBackend, MissingEntryIsAnError) {
-  EXPECT_THROW(load_host_kernel(memory_cache(), kSumKernel, "no_such_kernel"), JitError);
+  EXPECT_THROW(load_host_kernel(memory_cache(), kCounterKernel, "no_such_kernel"), JitError);
 }

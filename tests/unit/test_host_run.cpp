@@ -94,7 +94,7 @@ struct Check {
 // Fills every rank's input, poisons every output, runs the kernel twice and checks both runs.
 Check run_and_check(testing::HostEntry entry, const EmittedKernel& k, const KernelOptions& o, int n, uint64_t count, uint64_t offset) {
   const int size = static_cast<int>(data_type_size(o.dtype));
-  testing::HostBuffers b(n, k.channels, count * size, k.scratch_bytes(count), offset, o.in_place);
+  testing::HostBuffers b(n, count * size, k.scratch_bytes(count), offset, o.in_place);
   std::mt19937_64 rng(count * 131 + n * 7 + static_cast<int>(o.dtype) * 3 + static_cast<int>(o.op));
   const bool is_float = data_type_is_float(o.dtype);
   const FloatFormat f = is_float ? float_format(o.dtype) : FloatFormat{};
@@ -111,7 +111,7 @@ Check run_and_check(testing::HostEntry entry, const EmittedKernel& k, const Kern
     }
     testing::launch_host(entry, b, k.channels, count, kTimeoutNs);
     for (int r = 0; r < n; ++r)
-      if (b.error[r] != 0) return {false, "rank " + std::to_string(r) + " error " + std::to_string(b.error[r])};
+      if (b.error(r) != 0) return {false, "rank " + std::to_string(r) + " error " + std::to_string(b.error(r))};
     const uint64_t mask = size == 8 ? ~0ull : (1ull << (8 * size)) - 1;
     std::vector<uint64_t> x(n);
     for (uint64_t i = 0; i < count && check.ok; ++i) {
@@ -248,13 +248,13 @@ TEST(HostRunFailure, DeadPeerTimesOut) {
   testing::HostLibrary lib({k}, "dead_peer");
   ASSERT_EQ(lib.error(), "");
   const uint64_t count = 100000, timeout_ns = 200'000'000;
-  testing::HostBuffers b(4, k.channels, count * 4, 0, 0, false);
+  testing::HostBuffers b(4, count * 4, 0, 0, false);
   const double seconds = testing::launch_host(lib.entry(k.kernel_name), b, k.channels, count, timeout_ns, {2});
   EXPECT_LT(seconds, 10.0);
-  EXPECT_EQ(b.error[2], unsigned{CCC_OK});  // never ran
-  for (int r : {0, 1, 3}) EXPECT_TRUE(b.error[r] == CCC_ERR_TIMEOUT || b.error[r] == CCC_ERR_PEER_FAILED) << "rank " << r << ": " << b.error[r];
+  EXPECT_EQ(b.error(2), unsigned{CCC_OK});  // never ran
+  for (int r : {0, 1, 3}) EXPECT_TRUE(b.error(r) == CCC_ERR_TIMEOUT || b.error(r) == CCC_ERR_PEER_FAILED) << "rank " << r << ": " << b.error(r);
   // Rank 3 reads from rank 2 first: it is the one that times out; the others may see it fail.
-  EXPECT_EQ(b.error[3], unsigned{CCC_ERR_TIMEOUT});
+  EXPECT_EQ(b.error(3), unsigned{CCC_ERR_TIMEOUT});
   std::printf("[host] dead peer: launch returned after %.3f s (timeout 0.2 s)\n", seconds);
 }
 
@@ -271,11 +271,11 @@ TEST(HostRunFailure, PassMissingFromTheKernelIsAnError) {
   testing::HostLibrary lib({k}, "missing_pass");
   ASSERT_EQ(lib.error(), "");
   const uint64_t count = 1000;
-  testing::HostBuffers b(2, k.channels, count * 4, 0, 0, false);
+  testing::HostBuffers b(2, count * 4, 0, 0, false);
   testing::launch_host(lib.entry(k.kernel_name), b, k.channels, count, kTimeoutNs);
-  EXPECT_TRUE(b.error[0] == CCC_ERR_BAD_PROGRAM || b.error[1] == CCC_ERR_BAD_PROGRAM);
+  EXPECT_TRUE(b.error(0) == CCC_ERR_BAD_PROGRAM || b.error(1) == CCC_ERR_BAD_PROGRAM);
   for (int r = 0; r < 2; ++r)
-    EXPECT_TRUE(b.error[r] == CCC_ERR_BAD_PROGRAM || b.error[r] == CCC_ERR_PEER_FAILED) << "rank " << r << ": " << b.error[r];
+    EXPECT_TRUE(b.error(r) == CCC_ERR_BAD_PROGRAM || b.error(r) == CCC_ERR_PEER_FAILED) << "rank " << r << ": " << b.error(r);
 }
 
 // args.rank == -1: one "grid" of N * channels blocks runs every rank (block b is rank b / C,
@@ -288,16 +288,16 @@ TEST(HostRunVirtualRanks, OneGridRunsEveryRank) {
   testing::HostLibrary lib({k}, "virtual_ranks");
   ASSERT_EQ(lib.error(), "");
   const uint64_t count = 5000;
-  testing::HostBuffers b(n, k.channels, count * 4, 0, 0, false);
+  testing::HostBuffers b(n, count * 4, 0, 0, false);
   for (int r = 0; r < n; ++r)
     for (uint64_t i = 0; i < count; ++i) reinterpret_cast<int*>(b.input(r))[i] = static_cast<int>(i) * (r + 1);
   std::vector<std::thread> blocks;
-  const ccc_launch_args args{b.ranks.data(), count, -1, b.epoch.data(), b.error.data(), kTimeoutNs};
+  const ccc_launch_args args{b.state.data(), {}, b.own.data(), count, -1, kTimeoutNs};
   for (int block = 0; block < n * k.channels; ++block) blocks.emplace_back(lib.entry(k.kernel_name), args, block);
   for (std::thread& t : blocks) t.join();
   for (int r = 0; r < n; ++r) {
-    EXPECT_EQ(b.error[r], unsigned{CCC_OK});
-    EXPECT_EQ(b.epoch[r], 1u);  // channel 0 records the finished launch
+    EXPECT_EQ(b.error(r), unsigned{CCC_OK});
+    EXPECT_EQ(b.sync[r].progress[0] >> 40, 1u);  // the first launch's epoch
     for (uint64_t i = 0; i < count; ++i)
       ASSERT_EQ(reinterpret_cast<int*>(b.output(r))[i], static_cast<int>(i) * 6) << "rank " << r << " element " << i;
   }

@@ -25,6 +25,9 @@ struct CollectiveCall {
   std::span<void* const> recv;        // [N]
 };
 
+// Whether rank `rank`'s send and recv are in place (see above).
+bool is_in_place(const CollectiveCall& call, int rank, const void* send, const void* recv);
+
 // Bytes of one rank's send and recv buffers (valid after validate_call).
 uint64_t send_bytes(const CollectiveCall& call, int nranks);
 uint64_t recv_bytes(const CollectiveCall& call, int nranks);
@@ -34,5 +37,9 @@ uint64_t recv_bytes(const CollectiveCall& call, int nranks);
 // overlap other than in place, recv buffers of two ranks that overlap, a root out of range.
 // A call with count 0 is valid whatever the pointers are.
 void validate_call(const CollectiveCall& call, int nranks);
+
+// The same checks for one rank's part of `call` (its spans are not read), issued rank by rank:
+// what one rank can know alone. Overlaps with other ranks' buffers cannot be seen from here.
+void validate_rank_call(const CollectiveCall& call, int nranks, int rank, const void* send, const void* recv);
 
 }  // namespace ccc

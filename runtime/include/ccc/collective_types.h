@@ -16,6 +16,7 @@ enum class ErrorKind {
   Cuda,             // a CUDA driver call failed
   Compile,          // generating or compiling a kernel failed
   Remote,           // a peer timed out or failed during a collective
+  System,           // the operating system refused a resource (a thread, memory)
   Internal,
 };
 

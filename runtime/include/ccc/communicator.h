@@ -1,16 +1,32 @@
-// ccc::Communicator: collectives over N local ranks, compiled for the machine they run on.
+// ccc::Communicator: collectives over N ranks, compiled for the machine they run on.
 //
-// One Communicator drives every rank of a single process (like ncclCommInitAll): each call
-// passes one send and one recv buffer per rank. Backends:
-//   host - N ranks as threads; buffers are host memory; calls return when the collective is done.
-//   cuda - one rank per CUDA device (or N virtual ranks on one device); buffers are device memory
-//          of the rank's device; calls are asynchronous on the given streams (one per rank, or
-//          none: the default stream) and synchronize() reports a failed collective.
+// One Communicator drives every rank of a single process (like ncclCommInitAll). A collective is
+// issued either for every rank at once (all_reduce(...) and friends: one send and one recv buffer
+// per rank) or one rank at a time (run_rank: what the C API does when rank i calls): rank i's
+// kernel is queued on rank i's stream the moment it is issued, and the ranks meet inside the
+// kernel, which learns its peers' buffers there (ccc_abi.h). Backends:
+//   host - each rank's stream is a set of persistent worker threads; buffers are host memory.
+//          The all-ranks calls return when the collective is done; run_rank returns once the
+//          rank's part is queued, and synchronize_rank(i) waits for it.
+//   cuda - one rank per CUDA device (or N virtual ranks on one device, launched as one grid);
+//          buffers are device memory of the rank's device; calls are asynchronous on the given
+//          streams (none: the default stream) and synchronize() reports a failed collective.
 // Each call picks a schedule and its channels and tile size (CommOptions::algo, else $CCC_ALGO,
 // else the cost model over the topology: detected for real CUDA devices, else read from
 // CommOptions::topology_file or $CCC_TOPO; with no topology, ring), generates and JIT-compiles
 // the kernel once per shape (cached in memory and on disk), and launches it.
-// Errors are ccc::Error (collective_types.h); a failed call leaves the communicator usable.
+//
+// Every rank must issue the same collectives in the same order with the same count, type, op
+// and root. A rank whose peer passed something else fails with Error(Remote) ("a peer called
+// with another ..."); a peer that never issues it makes the others fail after the timeout.
+// Collectives of one communicator run one after another on each rank: issue them on one stream
+// per rank (collectives on two streams of one rank at once would share its progress counters).
+//
+// Thread safety: calls from several threads are serialised by the communicator (one at a time;
+// synchronize_rank waits without holding it, so ranks driven by their own threads never block
+// each other). Errors are ccc::Error (collective_types.h); a call refused for its arguments
+// leaves the communicator as it was; after a collective failed, the next synchronize (once no
+// rank is running) reports it and resets the ranks' synchronisation state.
 #pragma once
 
 #include <cstdint>
@@ -33,7 +49,10 @@ struct CommOptions {
   int channels = 0;             // thread blocks per rank; 0: the selection's choice
   int64_t tile_bytes = 0;       // 0: the selection's choice
   std::string topology_file;    // for selection on the host backend and virtual ranks
-  double timeout_seconds = 30;  // a rank waiting longer on a peer fails the collective
+  // A rank waiting longer than this on a peer fails the collective. Unset: $CCC_TIMEOUT
+  // (seconds), else 30. Infinite or longer than a year: wait for ever. Zero, negative or NaN:
+  // refused when the communicator is created.
+  std::optional<double> timeout_seconds;
   JitCache* cache = nullptr;    // null: JitCache::process_cache()
 };
 
@@ -42,6 +61,10 @@ enum class BackendKind { Host, Cuda };
 class Communicator {
  public:
   static constexpr int kMaxChannels = 64;  // lowering's limit
+
+  // Checks a timeout (see CommOptions::timeout_seconds) and returns it in nanoseconds as the
+  // kernels take it (~0: for ever). Throws Error(InvalidArgument) for zero, negative or NaN.
+  static uint64_t timeout_ns(std::optional<double> seconds);
 
   // N ranks on host threads.
   static Communicator host(int nranks, CommOptions options = {});
@@ -76,8 +99,15 @@ class Communicator {
   // Any of the above, spelled as a CollectiveCall.
   void run(const CollectiveCall& call, Streams streams = {});
 
-  // Waits for the ranks' outstanding work (cuda); throws Error(Remote) if a collective failed.
+  // Rank `rank`'s part of `call` (its collective, count, dtype, op, root; the buffer spans are
+  // not read): queues the rank's kernel on `stream` (cuda; null: the default stream) or on the
+  // rank's worker threads (host) and returns without waiting for the peers.
+  void run_rank(const CollectiveCall& call, int rank, const void* send, void* recv, void* stream = nullptr);
+
+  // Waits for every rank's outstanding work; throws Error(Remote) if a collective failed.
   void synchronize();
+  // Waits for rank `rank`'s outstanding work; throws Error(Remote) if its collective failed.
+  void synchronize_rank(int rank);
 
   // The schedule `call` would run (its buffers are not looked at).
   std::string algorithm_for(const CollectiveCall& call) const;

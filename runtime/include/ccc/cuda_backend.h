@@ -1,12 +1,20 @@
-// The CUDA backend: cubins from NVRTC loaded with the driver API (opened with dlopen) and one
-// launch per rank, or one grid for N virtual ranks on a single device (args.rank == -1).
+// The CUDA backend: cubins from NVRTC loaded with the driver API (opened with dlopen); one launch
+// per rank on the rank's stream when the rank issues its part, or one cooperative grid for N
+// virtual ranks on a single device (args.rank == -1).
 //
-// A kernel takes one ccc_launch_args by value; its grid is `channels` blocks per launched rank.
-// Collectives are asynchronous on the caller's streams; synchronize() waits and reports a rank's
-// error word (a peer timeout) as Error(Remote).
+// A kernel takes one ccc_launch_args by value: its own rank's buffers and a pointer to the
+// communicator's fixed per-rank state (counters, mailboxes, error words), written once when the
+// communicator is made. Nothing a launch reads is rewritten by a later call, so a captured graph
+// replays with the buffers it captured, and the call path makes no synchronous driver call
+// (except growing scratch, which is refused during capture). Collectives are asynchronous on the
+// caller's streams; synchronize() waits and reports a rank's error word as Error(Remote).
+//
+// Every driver call runs with the rank's device's primary context current; the caller's current
+// context is restored when a public member returns.
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <span>
 #include <string>
 #include <vector>
@@ -30,65 +38,84 @@ std::vector<void*> cuda_kernel_params(ccc_launch_args& args);
 // "sm_90" from a compute capability.
 std::string cuda_arch_name(int major, int minor);
 
+// What check_buffer() found wrong with a device pointer's allocation, or "" if it is usable:
+// `range_start`/`range_size` describe the allocation holding it, `legacy_ipc` whether it is a
+// cuMemAlloc/cudaMalloc allocation (the only kind peer access maps), `peers` whether other
+// devices read it.
+std::string cuda_buffer_problem(uintptr_t p, uint64_t bytes, uintptr_t range_start, uint64_t range_size,
+                                bool legacy_ipc, bool peers);
+
 class CudaRanks {
  public:
   // One rank per entry of `devices` (CUDA ordinals, peer access enabled between all of them),
   // or, when `virtual_ranks` > 0, that many ranks on devices[0] launched as one grid. Throws
   // NoCudaDevice without a driver, Error(InvalidArgument) for a bad device list.
-  CudaRanks(std::vector<int> devices, int virtual_ranks, int max_channels);
+  CudaRanks(std::vector<int> devices, int virtual_ranks);
   ~CudaRanks();
   CudaRanks(const CudaRanks&) = delete;
   CudaRanks& operator=(const CudaRanks&) = delete;
 
-  int nranks() const { return static_cast<int>(rank_device_.size()); }
-  int max_channels() const { return max_channels_; }
+  int nranks() const { return static_cast<int>(ranks_.size()); }
+  bool virtual_ranks() const { return virtual_ranks_; }
   const std::string& arch() const { return arch_; }  // of devices[0]; all must match
 
   // Loads a cubin on every device; returns an index for launch().
   int load(const std::string& cubin, const std::string& kernel_name);
 
-  // Throws Error(InvalidArgument) unless `p` is device memory of rank `rank`'s device.
-  void check_buffer(int rank, const void* p, const char* what) const;
+  // Throws Error(InvalidArgument) unless [p, p + bytes) is device memory of rank `rank`'s device,
+  // in one allocation that the rank's peers can map.
+  void check_buffer(int rank, const void* p, uint64_t bytes, const char* what) const;
 
-  // Launches kernel `kernel` for every rank on `streams` (one per rank, may be empty: the
-  // default stream) without waiting.
-  void launch(int kernel, int channels, int threads, std::span<const void* const> send,
-              std::span<void* const> recv, uint64_t count, uint64_t scratch_bytes,
-              uint64_t timeout_ns, std::span<void* const> streams);
+  // Rank `rank`'s scratch of at least `bytes`. Growing allocates (the old allocation stays alive
+  // for launches still queued), which is refused while `stream` is capturing a graph.
+  void* scratch(int rank, uint64_t bytes, void* stream);
 
-  // Waits for every rank's device; throws Error(Remote) naming ranks whose error word is set
-  // (after zeroing the counters, as the prelude requires).
+  // Queues rank `rank`'s kernel on `stream` (null: the default stream) without waiting.
+  void launch(int rank, int kernel, int channels, int threads, const ccc_buffers& own, uint64_t count,
+              uint64_t timeout_ns, void* stream);
+  // Virtual ranks: one cooperative grid of N * channels blocks, rank r with own[r]. Throws
+  // Error(InvalidArgument) when the grid cannot be co-resident on the device.
+  void launch_virtual(int kernel, int channels, int threads, std::span<const ccc_buffers> own,
+                      uint64_t count, uint64_t timeout_ns, void* stream);
+
+  // Waits for every rank's device; throws Error(Remote) naming ranks whose error word is set,
+  // after zeroing the counters and error words (as the prelude requires).
   void synchronize();
+  // Waits for rank `rank`'s device; throws Error(Remote) if the rank failed (then, as above,
+  // after every device is idle and the state reset; the other failed ranks report theirs in
+  // their own synchronize).
+  void synchronize(int rank);
 
  private:
   struct Device {
     int ordinal = 0;
+    CUdevice device = 0;
     CUcontext context = nullptr;
-    CUdeviceptr rank_table = 0;  // ccc_rank_buffers[N] as this device's launches read it
-    CUdeviceptr epoch = 0;       // unsigned long long[N]
+    CUdeviceptr state = 0;  // ccc_rank_state[N] as this device's launches read it
     std::vector<CUfunction> functions;  // by kernel index
     std::vector<CUmodule> modules;
   };
   struct Rank {
-    int device = 0;  // index into devices_
-    CUdeviceptr progress = 0;  // unsigned long long[max_channels]
-    CUdeviceptr scratch = 0;
+    int device = 0;           // index into devices_
+    CUdeviceptr sync = 0;     // progress[CCC_MAX_CHANNELS], mailbox[2 * CCC_MAX_CHANNELS], error
+    std::vector<CUdeviceptr> scratch;  // back(): the current one
+    uint64_t scratch_bytes = 0;
+    std::string failure;      // a failure found by a synchronize, until this rank's reports it
   };
+  class ContextGuard;  // makes a device's context current, restores the caller's
 
   void use(const Device& d) const;
   CUdeviceptr alloc_zeroed(uint64_t bytes);
-  void reset_sync_state();
+  bool capturing(void* stream) const;
+  void read_failures();  // every device idle: error words into failure, then zero the state
 
   const CudaDriver& driver_;
   bool virtual_ranks_ = false;
-  int max_channels_ = 0;
   std::string arch_;
   std::vector<Device> devices_;
-  std::vector<int> rank_device_;  // rank -> index into devices_
   std::vector<Rank> ranks_;
-  CUdeviceptr error_ = 0;          // unsigned[N] on devices_[0], read by peers over P2P
-  uint64_t scratch_bytes_ = 0;
-  std::vector<ccc_rank_buffers> table_;  // the last rank table written to the devices
+  std::vector<ccc_rank_state> table_;  // the fixed state, as written to every device
+  std::map<std::string, CUdeviceptr> virtual_tables_;  // virtual ranks: one immutable table per buffer set
 };
 
 }  // namespace ccc

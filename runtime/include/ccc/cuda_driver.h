@@ -34,7 +34,8 @@ class NoCudaDevice : public CudaError {
   X(cuModuleGetFunction) X(cuLaunchKernel) X(cuMemAlloc) X(cuMemFree) X(cuMemcpyHtoD)       \
   X(cuMemcpyDtoH) X(cuMemcpyDtoDAsync) X(cuMemsetD8) X(cuPointerGetAttribute)               \
   X(cuStreamSynchronize) X(cuEventCreate) X(cuEventRecord) X(cuEventSynchronize)            \
-  X(cuEventElapsedTime) X(cuEventDestroy)
+  X(cuEventElapsedTime) X(cuEventDestroy) X(cuCtxGetCurrent) X(cuLaunchCooperativeKernel)    \
+  X(cuOccupancyMaxActiveBlocksPerMultiprocessor) X(cuStreamIsCapturing)
 
 class CudaDriver {
  public:

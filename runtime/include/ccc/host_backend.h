@@ -1,14 +1,19 @@
-// The host backend: generated kernels compiled by the system C++ compiler and run with one
-// std::thread per (rank, channel) block, against the host prelude (runtime/device/).
+// The host backend: generated kernels compiled by the system C++ compiler and run against the
+// host prelude (runtime/device/) by persistent worker threads.
 //
-// The host prelude exports a kernel as `extern "C" void NAME(ccc_launch_args args, int block)`;
-// every block of a launch must run concurrently because blocks wait on each other's progress.
+// The host prelude exports a kernel as `extern "C" void NAME(ccc_launch_args args, int block)`.
+// Each rank has a stream: a FIFO of launches that the rank's workers (one thread per channel,
+// started when a launch first needs it) run in order, every block of a launch at once, as a CUDA
+// stream runs kernels. A launch returns as soon as it is queued; ranks meet inside the kernel.
 #pragma once
 
+#include <condition_variable>
 #include <cstdint>
+#include <deque>
 #include <memory>
-#include <span>
+#include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "ccc/host_compile.h"
@@ -26,32 +31,81 @@ struct HostKernel {
 // Compiles (through `cache`) and loads generated `source`, whose kernel is named `name`.
 HostKernel load_host_kernel(JitCache& cache, const std::string& source, const std::string& name);
 
-// Per-rank state a launch needs beyond the user's buffers: progress counters, epochs, error
-// words, scratch. Counters start at zero and are never reset between launches (their values
-// carry the epoch), except after a failed launch, as the prelude requires.
-class HostRanks {
+// One rank's stream: launches run in the order they were queued, each with all its blocks on
+// their own threads at once (blocks wait on each other's progress).
+class HostStream {
  public:
-  HostRanks(int nranks, int max_channels);
+  HostStream() = default;
+  ~HostStream();  // waits for the queued launches, then stops the workers
+  HostStream(const HostStream&) = delete;
+  HostStream& operator=(const HostStream&) = delete;
 
-  int nranks() const { return nranks_; }
-  int max_channels() const { return max_channels_; }
-
-  // Runs `kernel` with `channels` blocks per rank on N * channels threads and waits for all.
-  // Throws Error(Remote) naming each rank whose error word is set, after zeroing the counters.
-  void launch(const HostKernel& kernel, int channels, std::span<const void* const> send,
-              std::span<void* const> recv, uint64_t count, uint64_t scratch_bytes,
-              uint64_t timeout_ns);
+  // Queues `channels` blocks of `kernel` with `args`. Throws Error(System) when a worker thread
+  // cannot be started (nothing is queued then).
+  void enqueue(const HostKernel& kernel, const ccc_launch_args& args, int channels);
+  // Blocks until every queued launch has finished.
+  void wait_idle();
+  bool idle();
 
  private:
-  void reset_sync_state();
+  struct Launch {
+    HostKernel kernel;
+    ccc_launch_args args;
+    int channels;
+  };
+  void work(int block);
+  void start_front();  // with mutex_ held
 
-  int nranks_;
-  int max_channels_;
-  std::vector<unsigned long long> progress_;  // [nranks][max_channels]
-  std::vector<unsigned long long> epoch_;     // [nranks]
-  std::vector<unsigned int> error_;           // [nranks]
-  std::vector<std::unique_ptr<std::byte[]>> scratch_;  // [nranks], scratch_bytes_ each
-  uint64_t scratch_bytes_ = 0;
+  std::mutex mutex_;
+  std::condition_variable wake_;  // workers: a launch started, or stop
+  std::condition_variable idle_;  // waiters: the queue drained
+  std::deque<Launch> queue_;      // front: the running launch
+  uint64_t started_ = 0;          // launches started so far; workers run each one they see once
+  int running_ = 0;               // blocks of the front launch still running
+  bool stop_ = false;
+  std::vector<std::thread> workers_;  // worker b runs block b of every launch with > b blocks
+};
+
+// Every rank's state beyond the user's buffers: the fixed table of progress counters, mailboxes
+// and error words that kernels read (ccc_abi.h), scratch, and the rank's stream. Counters start
+// at zero and are never reset between launches (their values carry the epoch), except after a
+// failure, once every stream is idle, as the prelude requires.
+class HostRanks {
+ public:
+  explicit HostRanks(int nranks);
+  ~HostRanks();  // waits for every stream
+
+  int nranks() const { return static_cast<int>(ranks_.size()); }
+
+  // Rank `rank`'s scratch of at least `bytes` for a launch queued next. A larger size gets a new
+  // allocation; the old one stays alive for launches still queued (until the communicator goes).
+  void* scratch(int rank, uint64_t bytes);
+  // Queues rank `rank`'s part of a collective on its stream and returns.
+  void launch(int rank, const HostKernel& kernel, int channels, const ccc_buffers& own,
+              uint64_t count, uint64_t timeout_ns);
+  // Waits for rank `rank`'s stream. Throws Error(Remote) if the rank failed; the sync state is
+  // reset once every stream is idle.
+  void synchronize(int rank);
+  // Waits for every stream; throws Error(Remote) naming each failed rank, after the reset.
+  void synchronize();
+
+ private:
+  struct Rank {
+    unsigned long long progress[CCC_MAX_CHANNELS] = {};
+    ccc_buffers mailbox[2 * CCC_MAX_CHANNELS] = {};
+    unsigned error = CCC_OK;
+    std::vector<std::unique_ptr<std::byte[]>> scratch;  // back(): the current one
+    uint64_t scratch_bytes = 0;
+    std::string failure;  // why its last failed launch failed, until a synchronize reports it
+    HostStream stream;
+  };
+  // Moves every set error word into its rank's `failure` and zeroes the sync state, once no
+  // stream has work; with mutex_ held.
+  void reset_if_idle();
+
+  std::mutex mutex_;  // the table's sync state across streams (reset), scratch
+  std::vector<std::unique_ptr<Rank>> ranks_;
+  std::vector<ccc_rank_state> table_;  // [N], fixed after construction
 };
 
 }  // namespace ccc

@@ -84,5 +84,5 @@ CCC_PROGRAM const Instr* programs[] = {rank_0, rank_1, rank_2, rank_3};
 
 CCC_KERNEL(ccc_oneshot_n4_bf16_avg_t4096_c2_p1, 512) {
   ccc::Channel<Cfg> ch(args, CCC_BLOCK_INDEX);
-  if (ch.enter() && ch.run<Passes>(programs[ch.rank()])) ch.leave();
+  if (ch.enter()) ch.run<Passes>(programs[ch.rank()]);
 }
