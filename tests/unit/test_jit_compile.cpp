@@ -21,7 +21,7 @@ namespace {
 
 const char* kCudaKernel = R"(#include "ccc_abi.h"
 extern "C" __global__ void scale(const ccc_launch_args args) {
-  float* out = static_cast<float*>(args.ranks[0].output);
+  float* out = static_cast<float*>(args.own.output);
   const unsigned long long i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i < args.count) out[i] *= 2.0f;
 }
