@@ -144,8 +144,9 @@ struct Sources {
   const T* p[K];
 };
 
-CCC_FN bool aligned16(const void* p) {
-  return (reinterpret_cast<unsigned long long>(p) & 15u) == 0;
+/* The address's offset past the last 16-byte boundary. */
+CCC_FN unsigned misalignment16(const void* p) {
+  return static_cast<unsigned>(reinterpret_cast<unsigned long long>(p) & 15u);
 }
 
 template <class T>
@@ -182,34 +183,51 @@ CCC_FN void combine_vectors(T* dst, const Sources<T, K>& s, long long v, long lo
   }
 }
 
-/* The one data-moving routine: dst[0, n) = fold of the K sources, the block's threads sharing
- * the work. 16-byte vectors (4 in flight per thread per source, 2 when many sources would spill
- * registers) when every pointer is 16-byte aligned, then a scalar tail; element by element when
- * some pointer is not. The loops stay rolled: the vector groups are unrolled by hand already. */
+/* dst[i] = fold of the K sources at i, for i in [begin, end), element by element. */
 template <class T, class Op, int K, bool Finish, int Ranks>
-CCC_NOINLINE void combine(T* dst, Sources<T, K> s, long long n) {
+CCC_FN void combine_elements(T* dst, const Sources<T, K>& s, long long begin, long long end) {
   typedef typename Num<T>::Acc A;
-  const int E = 16 / sizeof(T), U = K > 4 ? 2 : 4;
-  const long long tid = thread_index(), stride = block_threads();
-  bool vectors = aligned16(dst);
-  for (int k = 0; k < K; ++k) vectors = vectors && aligned16(s.p[k]);
-  long long first_scalar = 0;
-  if (vectors) {
-    const long long nvec = n / E;
-    long long v = tid;
-    CCC_ROLLED
-    for (; v + (U - 1) * stride < nvec; v += U * stride)
-      combine_vectors<T, Op, K, Finish, Ranks, U>(dst, s, v, stride);
-    CCC_ROLLED
-    for (; v < nvec; v += stride) combine_vectors<T, Op, K, Finish, Ranks, 1>(dst, s, v, stride);
-    first_scalar = nvec * E;
-  }
+  const long long stride = block_threads();
   CCC_ROLLED
-  for (long long i = first_scalar + tid; i < n; i += stride) {
+  for (long long i = begin + thread_index(); i < end; i += stride) {
     A acc = Num<T>::to(s.p[0][i]);
     for (int k = 1; k < K; ++k) acc = Op::apply(acc, Num<T>::to(s.p[k][i]));
     dst[i] = Num<T>::from(Finish ? Op::finish(acc, Ranks) : acc);
   }
+}
+
+/* The one data-moving routine: dst[0, n) = fold of the K sources, the block's threads sharing
+ * the work. When every pointer sits at the same offset past a 16-byte boundary (always so for
+ * buffers from an allocator, at any element offset they share), a scalar head reaches the
+ * boundary, 16-byte vectors do the body (4 in flight per thread per source, 2 when many sources
+ * would spill registers) and a scalar tail ends it; element by element only when the pointers'
+ * offsets differ. The loops stay rolled: the vector groups are unrolled by hand already. */
+template <class T, class Op, int K, bool Finish, int Ranks>
+CCC_NOINLINE void combine(T* dst, Sources<T, K> s, long long n) {
+  const int E = 16 / sizeof(T), U = K > 4 ? 2 : 4;
+  const unsigned offset = misalignment16(dst);
+  bool vectors = true;
+  for (int k = 0; k < K; ++k) vectors = vectors && misalignment16(s.p[k]) == offset;
+  if (!vectors) {
+    combine_elements<T, Op, K, Finish, Ranks>(dst, s, 0, n);
+    return;
+  }
+  // Buffers are aligned to their element size (the runtime checks it), so the head is whole
+  // elements.
+  long long head = static_cast<long long>((16u - offset) & 15u) / static_cast<long long>(sizeof(T));
+  if (head > n) head = n;
+  combine_elements<T, Op, K, Finish, Ranks>(dst, s, 0, head);
+  Sources<T, K> body = s;
+  for (int k = 0; k < K; ++k) body.p[k] += head;
+  T* const out = dst + head;
+  const long long nvec = (n - head) / E, stride = block_threads();
+  long long v = thread_index();
+  CCC_ROLLED
+  for (; v + (U - 1) * stride < nvec; v += U * stride)
+    combine_vectors<T, Op, K, Finish, Ranks, U>(out, body, v, stride);
+  CCC_ROLLED
+  for (; v < nvec; v += stride) combine_vectors<T, Op, K, Finish, Ranks, 1>(out, body, v, stride);
+  combine_elements<T, Op, K, Finish, Ranks>(dst, s, head + nvec * E, n);
 }
 
 /* How the user's buffers lay out the vector (see Geometry). */
