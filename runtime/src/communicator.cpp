@@ -104,7 +104,10 @@ struct Communicator::Impl {
     const std::string key = fmt::format("{}/{}/{}/{}", collective_name(call.collective), call.count,
                                         data_type_name(call.dtype), call.root);
     if (auto it = choices.find(key); it != choices.end()) return it->second;
-    Choice choice{options.algo, options.channels, options.tile_bytes};
+    // On the host a channel is a thread, not an SM: one per rank unless asked (more only add
+    // threads that wait for the same two cores).
+    const int channels = options.channels > 0 ? options.channels : host ? 1 : 0;
+    Choice choice{options.algo, channels, options.tile_bytes};
     if (options.schedule) return choices.emplace(key, choice).first->second;  // the given one
     const char* env = std::getenv("CCC_ALGO");
     if (choice.algo.empty() && env != nullptr) choice.algo = env;
@@ -113,7 +116,7 @@ struct Communicator::Impl {
     } else {
       SelectOptions select;
       select.algo = options.algo;  // select_schedule reads CCC_ALGO itself
-      if (options.channels > 0) select.channels = {options.channels};
+      if (channels > 0) select.channels = {channels};
       if (options.tile_bytes > 0) select.tiles = {options.tile_bytes};
       const int n = nranks();
       const auto bytes = static_cast<int64_t>(std::max(send_bytes(call, n), recv_bytes(call, n)));

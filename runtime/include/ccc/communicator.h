@@ -46,7 +46,7 @@ namespace ccc {
 struct CommOptions {
   std::string algo;             // schedule name for every call; empty: $CCC_ALGO, else selection
   std::optional<SourceFile> schedule;  // run this schedule (not a shipped one) for its collective
-  int channels = 0;             // thread blocks per rank; 0: the selection's choice
+  int channels = 0;             // thread blocks per rank; 0: the selection's choice (host: 1)
   int64_t tile_bytes = 0;       // 0: the selection's choice
   std::string topology_file;    // for selection on the host backend and virtual ranks
   // A rank waiting longer than this on a peer fails the collective. Unset: $CCC_TIMEOUT
