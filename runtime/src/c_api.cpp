@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 #include <functional>
+#include <iterator>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -121,16 +122,28 @@ int enum_value(const Enum& e) {
   return v;
 }
 
+// Indexed by the C enums' values, which are NCCL's (see ccc.h).
+constexpr ccc::DataType kCDataTypes[] = {ccc::DataType::I8,  ccc::DataType::U8,  ccc::DataType::I32,
+                                         ccc::DataType::U32, ccc::DataType::I64, ccc::DataType::U64,
+                                         ccc::DataType::F16, ccc::DataType::F32, ccc::DataType::F64,
+                                         ccc::DataType::BF16};
+constexpr ccc::ReduceOp kCReduceOps[] = {ccc::ReduceOp::Sum, ccc::ReduceOp::Prod, ccc::ReduceOp::Max,
+                                         ccc::ReduceOp::Min, ccc::ReduceOp::Avg};
+static_assert(std::size(kCReduceOps) == cccNumOps);
+
 ccc::DataType data_type(const cccDataType_t& dtype) {
   const int t = enum_value(dtype);
-  if (t < 0 || t >= cccNumTypes) throw Error(ErrorKind::InvalidArgument, fmt::format("unsupported data type {}", t));
-  return ccc::kAllDataTypes[t];
+  if (t == 10 || t == 11)
+    throw Error(ErrorKind::InvalidArgument, fmt::format("data type {} (NCCL's FP8 types) is not supported", t));
+  if (t < 0 || t >= static_cast<int>(std::size(kCDataTypes)))
+    throw Error(ErrorKind::InvalidArgument, fmt::format("unsupported data type {}", t));
+  return kCDataTypes[t];
 }
 
 ccc::ReduceOp reduce_op(const cccRedOp_t& reduction) {
   const int op = enum_value(reduction);
   if (op < 0 || op >= cccNumOps) throw Error(ErrorKind::InvalidArgument, fmt::format("unsupported reduction op {}", op));
-  return ccc::kAllReduceOps[op];
+  return kCReduceOps[op];
 }
 
 // Checks rank handle's part of `call` and queues it, or records it in the thread's open group.

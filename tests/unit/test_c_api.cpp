@@ -11,6 +11,11 @@
 
 #include "ccc/ccc.h"
 
+#if __has_include(<nccl.h>)
+#include <nccl.h>
+#define CCC_HAVE_NCCL_H 1
+#endif
+
 namespace {
 
 std::string last_error() { return cccGetLastError(nullptr); }
@@ -42,6 +47,50 @@ TEST(CApi, UseAfterDestroyIsInvalidUsage) {
   EXPECT_EQ(cccAllReduce(&x, &x, 1, cccFloat32, cccSum, comms[0], nullptr), cccInvalidUsage);
   EXPECT_EQ(cccCommDestroy(comms[0]), cccInvalidUsage);
   EXPECT_EQ(cccCommDestroy(comms[1]), cccSuccess);
+}
+
+// The enums are NCCL's values, so a shim between the two is a cast (ccc.h promises it).
+TEST(CApi, EnumValuesAreNccls) {
+#ifdef CCC_HAVE_NCCL_H
+  static_assert(cccSuccess == static_cast<int>(ncclSuccess) && cccUnhandledCudaError == static_cast<int>(ncclUnhandledCudaError) &&
+                cccSystemError == static_cast<int>(ncclSystemError) && cccInternalError == static_cast<int>(ncclInternalError) &&
+                cccInvalidArgument == static_cast<int>(ncclInvalidArgument) && cccInvalidUsage == static_cast<int>(ncclInvalidUsage) &&
+                cccRemoteError == static_cast<int>(ncclRemoteError) && cccNumResults == static_cast<int>(ncclNumResults));
+  static_assert(cccInt8 == static_cast<int>(ncclInt8) && cccUint8 == static_cast<int>(ncclUint8) &&
+                cccInt32 == static_cast<int>(ncclInt32) && cccUint32 == static_cast<int>(ncclUint32) &&
+                cccInt64 == static_cast<int>(ncclInt64) && cccUint64 == static_cast<int>(ncclUint64) &&
+                cccFloat16 == static_cast<int>(ncclFloat16) && cccFloat32 == static_cast<int>(ncclFloat32) &&
+                cccFloat64 == static_cast<int>(ncclFloat64) && cccBfloat16 == static_cast<int>(ncclBfloat16) &&
+                cccNumTypes == static_cast<int>(ncclNumTypes));
+  static_assert(cccSum == static_cast<int>(ncclSum) && cccProd == static_cast<int>(ncclProd) &&
+                cccMax == static_cast<int>(ncclMax) && cccMin == static_cast<int>(ncclMin) &&
+                cccAvg == static_cast<int>(ncclAvg) && cccNumOps == static_cast<int>(ncclNumOps));
+#else
+  GTEST_SKIP() << "nccl.h not found; the values are checked where NCCL's headers are installed";
+#endif
+}
+
+// Each C value reaches the type and op it names: max and min of {1, 2, 3} on two ranks differ.
+TEST(CApi, EnumValuesSelectTheirTypeAndOp) {
+  cccComm_t comms[2];
+  ASSERT_EQ(cccCommInitAllHost(comms, 2), cccSuccess);
+  const double in[2][2] = {{1.0, 5.0}, {3.0, 2.0}};
+  double out[2][2] = {};
+  for (cccRedOp_t op : {cccMax, cccMin}) {
+    ASSERT_EQ(cccGroupStart(), cccSuccess);
+    for (int r = 0; r < 2; ++r)
+      EXPECT_EQ(cccAllReduce(in[r], out[r], 2, cccFloat64, op, comms[r], nullptr), cccSuccess) << last_error();
+    ASSERT_EQ(cccGroupEnd(), cccSuccess);
+    for (int r = 0; r < 2; ++r) {
+      ASSERT_EQ(cccCommSynchronize(comms[r]), cccSuccess) << last_error();
+      EXPECT_EQ(out[r][0], op == cccMax ? 3.0 : 1.0);
+      EXPECT_EQ(out[r][1], op == cccMax ? 5.0 : 2.0);
+    }
+  }
+  float a[2] = {}, b[2] = {};
+  EXPECT_EQ(cccAllReduce(a, b, 2, static_cast<cccDataType_t>(10), cccSum, comms[0], nullptr), cccInvalidArgument);
+  EXPECT_EQ(last_error(), "data type 10 (NCCL's FP8 types) is not supported");
+  for (cccComm_t c : comms) EXPECT_EQ(cccCommDestroy(c), cccSuccess);
 }
 
 TEST(CApi, RejectsBadArguments) {

@@ -23,6 +23,9 @@ extern "C" {
 typedef struct cccComm* cccComm_t;
 typedef struct CUstream_st* cccStream_t; /* the same type as cudaStream_t and CUstream */
 
+/* Every value below equals NCCL's for the same name (cccFloat32 == ncclFloat32, cccMax ==
+ * ncclMax, ...; a test checks them against nccl.h), so code moving between the two libraries, or a
+ * shim that forwards one to the other, casts instead of translating. */
 typedef enum {
   cccSuccess = 0,
   cccUnhandledCudaError = 1,
@@ -31,15 +34,16 @@ typedef enum {
   cccInvalidArgument = 4,
   cccInvalidUsage = 5,      /* e.g. a communicator used after cccCommDestroy */
   cccRemoteError = 6,       /* a peer timed out or failed during a collective */
-  cccNumResults = 7
+  cccNumResults = 8         /* NCCL's ncclInProgress (7) has no counterpart: calls never are */
 } cccResult_t;
 
+/* NCCL's 10 and 11 (the FP8 types) are not supported: calls with them get cccInvalidArgument. */
 typedef enum {
-  cccFloat64 = 0, cccFloat32 = 1, cccFloat16 = 2, cccBfloat16 = 3, cccInt64 = 4, cccUint64 = 5,
-  cccInt32 = 6, cccUint32 = 7, cccInt8 = 8, cccUint8 = 9, cccNumTypes = 10
+  cccInt8 = 0, cccUint8 = 1, cccInt32 = 2, cccUint32 = 3, cccInt64 = 4, cccUint64 = 5,
+  cccFloat16 = 6, cccFloat32 = 7, cccFloat64 = 8, cccBfloat16 = 9, cccNumTypes = 12
 } cccDataType_t;
 
-typedef enum { cccSum = 0, cccProd = 1, cccMin = 2, cccMax = 3, cccAvg = 4, cccNumOps = 5 } cccRedOp_t;
+typedef enum { cccSum = 0, cccProd = 1, cccMax = 2, cccMin = 3, cccAvg = 4, cccNumOps = 5 } cccRedOp_t;
 
 /* Communicator options, in the manner of ncclConfig_t: start from CCC_CONFIG_INITIALIZER and set
  * the fields you need. */
