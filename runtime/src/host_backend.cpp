@@ -1,13 +1,33 @@
 #include "ccc/host_backend.h"
 
 #include <atomic>
+#include <chrono>
 #include <system_error>
+#include <thread>
 
 #include <fmt/format.h>
 
 #include "ccc/collective_types.h"
 
 namespace ccc {
+namespace {
+
+// How long an idle worker or a waiter polls before it sleeps on a condition variable: about the
+// cost of the context switch a sleep and wake take, so spinning never costs much more than the
+// sleep it may save. Each poll yields, so ranks outnumbering cores still get theirs.
+constexpr std::chrono::microseconds kSpinBeforeSleep{50};
+
+template <typename Pred>
+bool spin_until(Pred pred) {
+  const auto deadline = std::chrono::steady_clock::now() + kSpinBeforeSleep;
+  do {
+    if (pred()) return true;
+    std::this_thread::yield();
+  } while (std::chrono::steady_clock::now() < deadline);
+  return false;
+}
+
+}  // namespace
 
 HostKernel load_host_kernel(JitCache& cache, const std::string& source, const std::string& name) {
   HostCompileRequest req;
@@ -38,6 +58,7 @@ void HostStream::enqueue(const HostKernel& kernel, const ccc_launch_args& args, 
     }
   }
   queue_.push_back({kernel, args, channels});
+  ++enqueued_;
   if (queue_.size() == 1) start_front();
 }
 
@@ -51,6 +72,11 @@ void HostStream::work(int block) {
   uint64_t seen = 0;
   std::unique_lock lock(mutex_);
   for (;;) {
+    if (started_ == seen && !stop_) {
+      lock.unlock();
+      spin_until([&] { return started_.load(std::memory_order_relaxed) > seen; });
+      lock.lock();
+    }
     wake_.wait(lock, [&] { return started_ > seen || stop_; });
     if (started_ == seen) return;  // stopping, and nothing new
     // A launch with more blocks than this one's index cannot finish without it, so no launch
@@ -65,6 +91,7 @@ void HostStream::work(int block) {
     lock.lock();
     if (--running_ > 0) continue;
     queue_.pop_front();
+    ++completed_;
     if (queue_.empty())
       idle_.notify_all();
     else
@@ -73,8 +100,14 @@ void HostStream::work(int block) {
 }
 
 void HostStream::wait_idle() {
+  const uint64_t target = enqueued_;
+  auto done = [&] { return completed_.load(std::memory_order_relaxed) >= target; };
+  if (spin_until(done)) {
+    std::lock_guard lock(mutex_);  // pairs with the worker's unlock: its writes are visible
+    return;
+  }
   std::unique_lock lock(mutex_);
-  idle_.wait(lock, [&] { return queue_.empty(); });
+  idle_.wait(lock, done);
 }
 
 bool HostStream::idle() {

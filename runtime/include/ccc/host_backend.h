@@ -5,8 +5,11 @@
 // Each rank has a stream: a FIFO of launches that the rank's workers (one thread per channel,
 // started when a launch first needs it) run in order, every block of a launch at once, as a CUDA
 // stream runs kernels. A launch returns as soon as it is queued; ranks meet inside the kernel.
+// Idle workers and waiters spin briefly before they sleep: a futex wake costs a context switch
+// (most of a small collective's time here), and back-to-back calls find them still awake.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -43,7 +46,7 @@ class HostStream {
   // Queues `channels` blocks of `kernel` with `args`. Throws Error(System) when a worker thread
   // cannot be started (nothing is queued then).
   void enqueue(const HostKernel& kernel, const ccc_launch_args& args, int channels);
-  // Blocks until every queued launch has finished.
+  // Blocks until every launch queued before the call has finished.
   void wait_idle();
   bool idle();
 
@@ -60,8 +63,11 @@ class HostStream {
   std::condition_variable wake_;  // workers: a launch started, or stop
   std::condition_variable idle_;  // waiters: the queue drained
   std::deque<Launch> queue_;      // front: the running launch
-  uint64_t started_ = 0;          // launches started so far; workers run each one they see once
-  int running_ = 0;               // blocks of the front launch still running
+  // Written under mutex_; read without it by spinning workers and waiters.
+  std::atomic<uint64_t> started_ = 0;    // launches started so far; workers run each one they see once
+  std::atomic<uint64_t> enqueued_ = 0;   // launches queued so far
+  std::atomic<uint64_t> completed_ = 0;  // launches finished so far (in queue order)
+  int running_ = 0;                      // blocks of the front launch still running
   bool stop_ = false;
   std::vector<std::thread> workers_;  // worker b runs block b of every launch with > b blocks
 };
