@@ -81,8 +81,12 @@ int run_run(const ParsedArgs& args, std::ostream& out, std::ostream& err) {
     const double bytes = static_cast<double>(std::max(send_bytes(shape, n), recv_bytes(shape, n)));
     const double algbw = bytes / second / 1e9;
     const uint64_t elements = 2 * n * (recv_bytes(shape, n) / data_type_size(shape.dtype));
-    out << fmt::format("{} ({}) on {} host ranks: count {} {} {}, {}\n", program->schedule,
-                       collective_name(shape.collective), n, shape.count, dtype, op,
+    // The op only where the collective reduces, the root only where it has one.
+    const bool reduces = shape.collective == Collective::AllReduce ||
+                         shape.collective == Collective::ReduceScatter || shape.collective == Collective::Reduce;
+    out << fmt::format("{} ({}) on {} host ranks: count {} {}{}{}, {}\n", program->schedule,
+                       collective_name(shape.collective), n, shape.count, dtype, reduces ? " " + op : "",
+                       shape.root >= 0 ? fmt::format(", root {}", shape.root) : "",
                        in_place ? "in place" : "out of place");
     out << fmt::format("  first call (generate + compile + run): {:.1f} ms\n", first * 1e3);
     out << fmt::format("  run: {:.3f} ms, algbw {:.2f} GB/s, busbw {:.2f} GB/s\n", second * 1e3, algbw,
@@ -100,7 +104,6 @@ std::vector<OptionSpec> run_options() {
   opts.push_back({"--count", "C", "elements per rank buffer (per block for reduce_scatter/allgather)"});
   opts.push_back({"--dtype", "D", "f64 f32 f16 bf16 i64 u64 i32 u32 i8 u8 (default f32)"});
   opts.push_back({"--op", "O", "sum prod min max avg (default sum)"});
-  opts.push_back({"--in-place", "", "send and recv share each rank's buffer"});
   opts.push_back({"--backend", "B", "host (the only one ccc run uses)"});
   opts.push_back({"--channels", "C", "thread blocks per rank (default: the code generator's)"});
   opts.push_back({"--tile-bytes", "B", "tile size, a multiple of 64 (default: the code generator's)"});

@@ -1,9 +1,11 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <set>
 #include <sstream>
 
 #include "cli.h"
+#include "commands.h"
 #include "cli_util.h"
 #include "front_end_util.h"
 #include "golden_util.h"
@@ -60,6 +62,16 @@ TEST(Cli, HelpAndVersion) {
   r = run_cli({"compile", "--help"});
   EXPECT_EQ(r.code, 0);
   EXPECT_NE(r.out.find("--dump-after PASS"), std::string::npos);
+}
+
+// A command's help lists each option once (`ccc run --help` once listed --in-place twice).
+TEST(Cli, HelpListsEachOptionOnce) {
+  for (const cli::Command* cmd : {&cli::check_command(), &cli::compile_command(), &cli::run_command(),
+                                  &cli::topo_command(), &cli::tune_command()}) {
+    std::set<std::string> seen;
+    for (const cli::OptionSpec& o : cmd->options)
+      EXPECT_TRUE(seen.insert(o.name).second) << cmd->name << " lists " << o.name << " twice";
+  }
 }
 
 TEST(Cli, CompileEmitsStepsToStdoutOrFile) {
