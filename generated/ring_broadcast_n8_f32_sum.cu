@@ -46,7 +46,7 @@ CCC_PROGRAM Instr rank_0[] = {
 CCC_PROGRAM Instr rank_1[] = {
     // step 0: chain s=0 (schedules/ring_broadcast.sched:9)
     ccc::wait(0, -1),  // wait rank 0 entered (entry: reads input chunk 0 of rank 0, ready once it has started (schedules/ring_broadcast.sched:11))
-    // schedules/ring_broadcast.sched:11  if s == 0 { copy chunk 0 from input of root }
+    // schedules/ring_broadcast.sched:11  if (r - root) % N == s + 1 { copy chunk 0 from (r - 1) % N }
     ccc::copy(0, 1, ccc::out(1), ccc::in(0)),  // out[0] = r0.in[0]
     ccc::done(0),
     // step 1: chain s=1 (schedules/ring_broadcast.sched:9)
@@ -62,7 +62,7 @@ CCC_PROGRAM Instr rank_1[] = {
     // step 6: chain s=6 (schedules/ring_broadcast.sched:9)
     ccc::done(6),
     // after the last window
-    ccc::wait_exit(2, 1),  // wait rank 2 step 1 (exit: rank 2 reads output chunk 0 of this rank at step 1 (chain s=1) (schedules/ring_broadcast.sched:12))
+    ccc::wait_exit(2, 1),  // wait rank 2 step 1 (exit: rank 2 reads output chunk 0 of this rank at step 1 (chain s=1) (schedules/ring_broadcast.sched:11))
     ccc::end(),
 };
 
@@ -71,8 +71,8 @@ CCC_PROGRAM Instr rank_2[] = {
     // step 0: chain s=0 (schedules/ring_broadcast.sched:9)
     ccc::done(0),
     // step 1: chain s=1 (schedules/ring_broadcast.sched:9)
-    ccc::wait(1, 0),  // wait rank 1 step 0 (RAW: reads output chunk 0 of rank 1, written at step 0 (chain s=0) (schedules/ring_broadcast.sched:12))
-    // schedules/ring_broadcast.sched:12  else { copy chunk 0 from (r - 1) % N }
+    ccc::wait(1, 0),  // wait rank 1 step 0 (RAW: reads output chunk 0 of rank 1, written at step 0 (chain s=0) (schedules/ring_broadcast.sched:11))
+    // schedules/ring_broadcast.sched:11  if (r - root) % N == s + 1 { copy chunk 0 from (r - 1) % N }
     ccc::copy(0, 1, ccc::out(2), ccc::out(1)),  // out[0] = r1.out[0]
     ccc::done(1),
     // step 2: chain s=2 (schedules/ring_broadcast.sched:9)
@@ -86,7 +86,7 @@ CCC_PROGRAM Instr rank_2[] = {
     // step 6: chain s=6 (schedules/ring_broadcast.sched:9)
     ccc::done(6),
     // after the last window
-    ccc::wait_exit(3, 2),  // wait rank 3 step 2 (exit: rank 3 reads output chunk 0 of this rank at step 2 (chain s=2) (schedules/ring_broadcast.sched:12))
+    ccc::wait_exit(3, 2),  // wait rank 3 step 2 (exit: rank 3 reads output chunk 0 of this rank at step 2 (chain s=2) (schedules/ring_broadcast.sched:11))
     ccc::end(),
 };
 
@@ -97,8 +97,8 @@ CCC_PROGRAM Instr rank_3[] = {
     // step 1: chain s=1 (schedules/ring_broadcast.sched:9)
     ccc::done(1),
     // step 2: chain s=2 (schedules/ring_broadcast.sched:9)
-    ccc::wait(2, 1),  // wait rank 2 step 1 (RAW: reads output chunk 0 of rank 2, written at step 1 (chain s=1) (schedules/ring_broadcast.sched:12))
-    // schedules/ring_broadcast.sched:12  else { copy chunk 0 from (r - 1) % N }
+    ccc::wait(2, 1),  // wait rank 2 step 1 (RAW: reads output chunk 0 of rank 2, written at step 1 (chain s=1) (schedules/ring_broadcast.sched:11))
+    // schedules/ring_broadcast.sched:11  if (r - root) % N == s + 1 { copy chunk 0 from (r - 1) % N }
     ccc::copy(0, 1, ccc::out(3), ccc::out(2)),  // out[0] = r2.out[0]
     ccc::done(2),
     // step 3: chain s=3 (schedules/ring_broadcast.sched:9)
@@ -110,7 +110,7 @@ CCC_PROGRAM Instr rank_3[] = {
     // step 6: chain s=6 (schedules/ring_broadcast.sched:9)
     ccc::done(6),
     // after the last window
-    ccc::wait_exit(4, 3),  // wait rank 4 step 3 (exit: rank 4 reads output chunk 0 of this rank at step 3 (chain s=3) (schedules/ring_broadcast.sched:12))
+    ccc::wait_exit(4, 3),  // wait rank 4 step 3 (exit: rank 4 reads output chunk 0 of this rank at step 3 (chain s=3) (schedules/ring_broadcast.sched:11))
     ccc::end(),
 };
 
@@ -123,8 +123,8 @@ CCC_PROGRAM Instr rank_4[] = {
     // step 2: chain s=2 (schedules/ring_broadcast.sched:9)
     ccc::done(2),
     // step 3: chain s=3 (schedules/ring_broadcast.sched:9)
-    ccc::wait(3, 2),  // wait rank 3 step 2 (RAW: reads output chunk 0 of rank 3, written at step 2 (chain s=2) (schedules/ring_broadcast.sched:12))
-    // schedules/ring_broadcast.sched:12  else { copy chunk 0 from (r - 1) % N }
+    ccc::wait(3, 2),  // wait rank 3 step 2 (RAW: reads output chunk 0 of rank 3, written at step 2 (chain s=2) (schedules/ring_broadcast.sched:11))
+    // schedules/ring_broadcast.sched:11  if (r - root) % N == s + 1 { copy chunk 0 from (r - 1) % N }
     ccc::copy(0, 1, ccc::out(4), ccc::out(3)),  // out[0] = r3.out[0]
     ccc::done(3),
     // step 4: chain s=4 (schedules/ring_broadcast.sched:9)
@@ -134,7 +134,7 @@ CCC_PROGRAM Instr rank_4[] = {
     // step 6: chain s=6 (schedules/ring_broadcast.sched:9)
     ccc::done(6),
     // after the last window
-    ccc::wait_exit(5, 4),  // wait rank 5 step 4 (exit: rank 5 reads output chunk 0 of this rank at step 4 (chain s=4) (schedules/ring_broadcast.sched:12))
+    ccc::wait_exit(5, 4),  // wait rank 5 step 4 (exit: rank 5 reads output chunk 0 of this rank at step 4 (chain s=4) (schedules/ring_broadcast.sched:11))
     ccc::end(),
 };
 
@@ -149,8 +149,8 @@ CCC_PROGRAM Instr rank_5[] = {
     // step 3: chain s=3 (schedules/ring_broadcast.sched:9)
     ccc::done(3),
     // step 4: chain s=4 (schedules/ring_broadcast.sched:9)
-    ccc::wait(4, 3),  // wait rank 4 step 3 (RAW: reads output chunk 0 of rank 4, written at step 3 (chain s=3) (schedules/ring_broadcast.sched:12))
-    // schedules/ring_broadcast.sched:12  else { copy chunk 0 from (r - 1) % N }
+    ccc::wait(4, 3),  // wait rank 4 step 3 (RAW: reads output chunk 0 of rank 4, written at step 3 (chain s=3) (schedules/ring_broadcast.sched:11))
+    // schedules/ring_broadcast.sched:11  if (r - root) % N == s + 1 { copy chunk 0 from (r - 1) % N }
     ccc::copy(0, 1, ccc::out(5), ccc::out(4)),  // out[0] = r4.out[0]
     ccc::done(4),
     // step 5: chain s=5 (schedules/ring_broadcast.sched:9)
@@ -158,7 +158,7 @@ CCC_PROGRAM Instr rank_5[] = {
     // step 6: chain s=6 (schedules/ring_broadcast.sched:9)
     ccc::done(6),
     // after the last window
-    ccc::wait_exit(6, 5),  // wait rank 6 step 5 (exit: rank 6 reads output chunk 0 of this rank at step 5 (chain s=5) (schedules/ring_broadcast.sched:12))
+    ccc::wait_exit(6, 5),  // wait rank 6 step 5 (exit: rank 6 reads output chunk 0 of this rank at step 5 (chain s=5) (schedules/ring_broadcast.sched:11))
     ccc::end(),
 };
 
@@ -175,14 +175,14 @@ CCC_PROGRAM Instr rank_6[] = {
     // step 4: chain s=4 (schedules/ring_broadcast.sched:9)
     ccc::done(4),
     // step 5: chain s=5 (schedules/ring_broadcast.sched:9)
-    ccc::wait(5, 4),  // wait rank 5 step 4 (RAW: reads output chunk 0 of rank 5, written at step 4 (chain s=4) (schedules/ring_broadcast.sched:12))
-    // schedules/ring_broadcast.sched:12  else { copy chunk 0 from (r - 1) % N }
+    ccc::wait(5, 4),  // wait rank 5 step 4 (RAW: reads output chunk 0 of rank 5, written at step 4 (chain s=4) (schedules/ring_broadcast.sched:11))
+    // schedules/ring_broadcast.sched:11  if (r - root) % N == s + 1 { copy chunk 0 from (r - 1) % N }
     ccc::copy(0, 1, ccc::out(6), ccc::out(5)),  // out[0] = r5.out[0]
     ccc::done(5),
     // step 6: chain s=6 (schedules/ring_broadcast.sched:9)
     ccc::done(6),
     // after the last window
-    ccc::wait_exit(7, 6),  // wait rank 7 step 6 (exit: rank 7 reads output chunk 0 of this rank at step 6 (chain s=6) (schedules/ring_broadcast.sched:12))
+    ccc::wait_exit(7, 6),  // wait rank 7 step 6 (exit: rank 7 reads output chunk 0 of this rank at step 6 (chain s=6) (schedules/ring_broadcast.sched:11))
     ccc::end(),
 };
 
@@ -201,8 +201,8 @@ CCC_PROGRAM Instr rank_7[] = {
     // step 5: chain s=5 (schedules/ring_broadcast.sched:9)
     ccc::done(5),
     // step 6: chain s=6 (schedules/ring_broadcast.sched:9)
-    ccc::wait(6, 5),  // wait rank 6 step 5 (RAW: reads output chunk 0 of rank 6, written at step 5 (chain s=5) (schedules/ring_broadcast.sched:12))
-    // schedules/ring_broadcast.sched:12  else { copy chunk 0 from (r - 1) % N }
+    ccc::wait(6, 5),  // wait rank 6 step 5 (RAW: reads output chunk 0 of rank 6, written at step 5 (chain s=5) (schedules/ring_broadcast.sched:11))
+    // schedules/ring_broadcast.sched:11  if (r - root) % N == s + 1 { copy chunk 0 from (r - 1) % N }
     ccc::copy(0, 1, ccc::out(7), ccc::out(6)),  // out[0] = r6.out[0]
     ccc::done(6),
     ccc::end(),

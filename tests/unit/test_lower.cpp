@@ -175,13 +175,14 @@ TEST(Lower, ReduceWritesOnlyTheRootsOutput) {
 }
 
 TEST(Lower, RejectsReadingAnInputTheCollectiveDoesNotGive) {
-  StepProgram p = testing::shipped("ring_broadcast", 3);  // root 0: rank 1 copies from root's input
-  p.ops[1][0][0].peer = 2;
+  StepProgram p = testing::shipped("ring_broadcast", 3);  // root 0: rank 1 copies from root's output
+  p.ops[1][0][0].peer = 2;  // unwritten at step 0, so it stands for rank 2's input
   try {
     lower(testing::without_waits(p), {});
     FAIL() << "expected a LowerError";
   } catch (const LowerError& e) {
-    EXPECT_STREQ(e.what(), "rank 1, step 0 (chain s=0), chunk 0: reads rank 2's input, which a broadcast does not give that rank");
+    EXPECT_STREQ(e.what(), "rank 1, step 0 (chain s=0), chunk 0: reads rank 2's output before anything wrote it, and a broadcast "
+                 "gives that rank no such input chunk");
   }
 }
 
