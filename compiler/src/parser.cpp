@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <set>
 
 #include "ccc/check.h"
 #include "ccc/lexer.h"
@@ -71,10 +72,19 @@ class Parser {
     if (!at(k)) fail(peek().loc, fmt::format("expected {} {}, found {}", token_name(k), context, describe(peek())));
     return advance();
   }
+  // A keyword where a name belongs (`let step = ...`) is reported once, then taken as the name,
+  // and later uses of it as a value are accepted quietly: one clear message instead of a cascade.
   std::string expect_ident(std::string_view what) {
+    if (is_keyword(peek().kind)) {
+      error(peek().loc, fmt::format("'{}' is a keyword and cannot name a variable; choose another name",
+                                    peek().text));
+      misused_keywords_.insert(peek().kind);
+      return std::string(advance().text);
+    }
     if (!at(Tok::Ident)) fail(peek().loc, fmt::format("expected {}, found {}", what, describe(peek())));
     return std::string(advance().text);
   }
+  static bool is_keyword(Tok k) { return k > Tok::Ident && k <= Tok::KwScratch; }
 
   // A phase name may be any word, keywords included (`phase reduce_scatter`).
   std::string expect_name(std::string_view what) {
@@ -436,7 +446,7 @@ class Parser {
       expect(Tok::RParen, "to close the parenthesis");
       return e;
     }
-    if (t.kind == Tok::Ident) {
+    if (t.kind == Tok::Ident || misused_keywords_.contains(t.kind)) {
       advance();
       if (!at(Tok::LParen)) {
         Expr e = make(Expr::Kind::Name, t.loc, {});
@@ -462,6 +472,7 @@ class Parser {
   size_t pos_ = 0;
   int block_depth_ = 0;
   int expr_depth_ = 0;
+  std::set<Tok> misused_keywords_;  // keywords already reported as names (expect_ident)
 };
 
 }  // namespace
