@@ -42,7 +42,7 @@ SANITIZER_OPT := -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBI
 ASAN_SKIP ?= HostRun.*/(ring3|ring5|ring8|oneshot9|twoshot7|butterfly8|tree5|dbtree6)
 test-asan: deps
 	cmake -S . -B build-asan $(SANITIZER_OPT) -DCCC_SANITIZE=address,undefined $(CMAKE_FLAGS)
-	cmake --build build-asan -j$(JOBS) --target ccc_tests ccc ccc_example_allreduce_host
+	cmake --build build-asan -j$(JOBS) --target ccc_tests ccc_cuda_call_path_tests ccc ccc_example_allreduce_host
 	UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
 	  ctest --test-dir build-asan --output-on-failure -E '$(ASAN_SKIP)' -j$(JOBS)
 

@@ -1,0 +1,352 @@
+// A recording stand-in for libcuda, loaded through $CCC_LIBCUDA by tests/unit/test_cuda_call_path.cpp.
+// It keeps the CUDA backend's call path honest between GPU runs: every driver call ccc makes is
+// logged (with the calling thread's current device and the stream), so a test can check what was
+// enqueued where, that nothing synchronous happens while a stream captures, that the caller's
+// context survives, and that virtual ranks get a cooperative launch. Memory is host memory, so
+// copies and memsets work; kernels are recorded, never run. It is no substitute for the GPU check.
+//
+// Knobs (environment, read at cuInit): FAKE_CUDA_DEVICES (default 2), FAKE_CUDA_BLOCKS_PER_SM
+// (occupancy answer, default 4). Test controls: the fake_cuda_* functions at the end.
+#include <cuda.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "ccc_abi.h"
+
+namespace {
+
+constexpr int kSms = 132;
+
+struct FakeContext {
+  int device;
+};
+
+struct FakeModule {
+  std::vector<std::unique_ptr<int>> functions;  // a CUfunction is the address of one
+};
+
+struct Allocation {
+  size_t size;
+  int device;
+};
+
+struct State {
+  std::mutex mutex;
+  std::vector<std::string> log;
+  int devices = 2;
+  int blocks_per_sm = 4;
+  std::vector<std::unique_ptr<FakeContext>> contexts;  // the primary context of each device
+  std::set<std::pair<int, int>> peer_enabled;          // (from device, to device)
+  std::map<uintptr_t, Allocation> allocations;         // by start address
+  std::set<CUstream> capturing;
+};
+
+State& state() {
+  static State s;
+  return s;
+}
+
+thread_local FakeContext* current = nullptr;
+
+int current_device() { return current != nullptr ? current->device : -1; }
+
+void record(const std::string& line) {
+  State& s = state();
+  std::lock_guard lock(s.mutex);
+  s.log.push_back(line);
+}
+
+std::string stream_name(CUstream s) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%p", static_cast<void*>(s));
+  return text;
+}
+
+std::string call(const char* name, const std::string& details = "") {
+  std::string line = std::string(name) + " dev=" + std::to_string(current_device());
+  if (!details.empty()) line += " " + details;
+  return line;
+}
+
+// The allocation holding [p, p + bytes), or nullptr.
+const Allocation* find(uintptr_t p, uintptr_t* start) {
+  State& s = state();
+  auto it = s.allocations.upper_bound(p);
+  if (it == s.allocations.begin()) return nullptr;
+  --it;
+  if (p - it->first >= it->second.size) return nullptr;
+  *start = it->first;
+  return &it->second;
+}
+
+int env_int(const char* name, int fallback) {
+  const char* v = std::getenv(name);
+  return v != nullptr && *v != '\0' ? std::atoi(v) : fallback;
+}
+
+CUresult launch(const char* name, CUfunction f, unsigned grid, unsigned block, CUstream stream, void** params) {
+  if (f == nullptr || params == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  const auto* args = static_cast<const ccc_launch_args*>(params[0]);
+  record(call(name, "stream=" + stream_name(stream) + " grid=" + std::to_string(grid) + " block=" +
+                        std::to_string(block) + " rank=" + std::to_string(args->rank)));
+  return CUDA_SUCCESS;
+}
+
+}  // namespace
+
+CUresult cuInit(unsigned int) {
+  State& s = state();
+  std::lock_guard lock(s.mutex);
+  if (s.contexts.empty()) {
+    s.devices = env_int("FAKE_CUDA_DEVICES", 2);
+    s.blocks_per_sm = env_int("FAKE_CUDA_BLOCKS_PER_SM", 4);
+    for (int d = 0; d < s.devices; ++d) s.contexts.push_back(std::make_unique<FakeContext>(FakeContext{d}));
+  }
+  return CUDA_SUCCESS;
+}
+
+CUresult cuDriverGetVersion(int* version) {
+  *version = 13000;
+  return CUDA_SUCCESS;
+}
+
+CUresult cuGetErrorString(CUresult error, const char** text) {
+  *text = error == CUDA_SUCCESS ? "no error" : "fake CUDA error";
+  return CUDA_SUCCESS;
+}
+
+CUresult cuDeviceGetCount(int* count) {
+  *count = state().devices;
+  return CUDA_SUCCESS;
+}
+
+CUresult cuDeviceGet(CUdevice* device, int ordinal) {
+  if (ordinal < 0 || ordinal >= state().devices) return CUDA_ERROR_INVALID_DEVICE;
+  *device = ordinal;
+  return CUDA_SUCCESS;
+}
+
+CUresult cuDeviceGetAttribute(int* value, CUdevice_attribute attribute, CUdevice) {
+  switch (attribute) {
+    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR: *value = 9; break;
+    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR: *value = 0; break;
+    case CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT: *value = kSms; break;
+    default: *value = 1; break;
+  }
+  return CUDA_SUCCESS;
+}
+
+CUresult cuDeviceGetName(char* name, int len, CUdevice) {
+  std::snprintf(name, static_cast<size_t>(len), "Fake H200");
+  return CUDA_SUCCESS;
+}
+
+CUresult cuDeviceGetPCIBusId(char* id, int len, CUdevice device) {
+  std::snprintf(id, static_cast<size_t>(len), "0000:%02x:00.0", device + 0x10);
+  return CUDA_SUCCESS;
+}
+
+CUresult cuDeviceCanAccessPeer(int* can, CUdevice device, CUdevice peer) {
+  record(call("cuDeviceCanAccessPeer", std::to_string(device) + "->" + std::to_string(peer)));
+  *can = device != peer && device >= 0 && peer >= 0 && device < state().devices && peer < state().devices;
+  return CUDA_SUCCESS;
+}
+
+CUresult cuDevicePrimaryCtxRetain(CUcontext* context, CUdevice device) {
+  if (device < 0 || device >= state().devices) return CUDA_ERROR_INVALID_DEVICE;
+  *context = reinterpret_cast<CUcontext>(state().contexts[static_cast<size_t>(device)].get());
+  return CUDA_SUCCESS;
+}
+
+CUresult cuDevicePrimaryCtxRelease(CUdevice) { return CUDA_SUCCESS; }
+
+CUresult cuCtxSetCurrent(CUcontext context) {
+  current = reinterpret_cast<FakeContext*>(context);
+  return CUDA_SUCCESS;
+}
+
+CUresult cuCtxGetCurrent(CUcontext* context) {
+  *context = reinterpret_cast<CUcontext>(current);
+  return CUDA_SUCCESS;
+}
+
+CUresult cuCtxEnablePeerAccess(CUcontext peer, unsigned int) {
+  if (current == nullptr || peer == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
+  record(call("cuCtxEnablePeerAccess", "peer=" + std::to_string(reinterpret_cast<FakeContext*>(peer)->device)));
+  State& s = state();
+  std::lock_guard lock(s.mutex);
+  const bool inserted = s.peer_enabled.insert({current->device, reinterpret_cast<FakeContext*>(peer)->device}).second;
+  return inserted ? CUDA_SUCCESS : CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED;
+}
+
+CUresult cuCtxSynchronize() {
+  record(call("cuCtxSynchronize"));
+  return CUDA_SUCCESS;
+}
+
+CUresult cuStreamSynchronize(CUstream stream) {
+  record(call("cuStreamSynchronize", "stream=" + stream_name(stream)));
+  return CUDA_SUCCESS;
+}
+
+CUresult cuStreamIsCapturing(CUstream stream, CUstreamCaptureStatus* status) {
+  State& s = state();
+  std::lock_guard lock(s.mutex);
+  *status = s.capturing.contains(stream) ? CU_STREAM_CAPTURE_STATUS_ACTIVE : CU_STREAM_CAPTURE_STATUS_NONE;
+  return CUDA_SUCCESS;
+}
+
+CUresult cuModuleLoadData(CUmodule* module, const void* image) {
+  if (image == nullptr) return CUDA_ERROR_INVALID_IMAGE;
+  record(call("cuModuleLoadData"));
+  *module = reinterpret_cast<CUmodule>(new FakeModule);
+  return CUDA_SUCCESS;
+}
+
+CUresult cuModuleUnload(CUmodule module) {
+  delete reinterpret_cast<FakeModule*>(module);
+  return CUDA_SUCCESS;
+}
+
+CUresult cuModuleGetFunction(CUfunction* function, CUmodule module, const char*) {
+  auto* m = reinterpret_cast<FakeModule*>(module);
+  m->functions.push_back(std::make_unique<int>(0));
+  *function = reinterpret_cast<CUfunction>(m->functions.back().get());
+  return CUDA_SUCCESS;
+}
+
+CUresult cuLaunchKernel(CUfunction f, unsigned grid, unsigned, unsigned, unsigned block, unsigned, unsigned,
+                        unsigned, CUstream stream, void** params, void**) {
+  return launch("cuLaunchKernel", f, grid, block, stream, params);
+}
+
+CUresult cuLaunchCooperativeKernel(CUfunction f, unsigned grid, unsigned, unsigned, unsigned block, unsigned,
+                                   unsigned, unsigned, CUstream stream, void** params) {
+  return launch("cuLaunchCooperativeKernel", f, grid, block, stream, params);
+}
+
+CUresult cuOccupancyMaxActiveBlocksPerMultiprocessor(int* blocks, CUfunction, int, size_t) {
+  *blocks = state().blocks_per_sm;
+  return CUDA_SUCCESS;
+}
+
+CUresult cuMemAlloc(CUdeviceptr* p, size_t bytes) {
+  if (current == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
+  void* memory = std::aligned_alloc(256, (bytes + 255) / 256 * 256);
+  if (memory == nullptr) return CUDA_ERROR_OUT_OF_MEMORY;
+  record(call("cuMemAlloc", std::to_string(bytes)));
+  State& s = state();
+  std::lock_guard lock(s.mutex);
+  s.allocations[reinterpret_cast<uintptr_t>(memory)] = {bytes, current->device};
+  *p = reinterpret_cast<CUdeviceptr>(memory);
+  return CUDA_SUCCESS;
+}
+
+CUresult cuMemFree(CUdeviceptr p) {
+  State& s = state();
+  std::lock_guard lock(s.mutex);
+  if (s.allocations.erase(static_cast<uintptr_t>(p)) == 0) return CUDA_ERROR_INVALID_VALUE;
+  std::free(reinterpret_cast<void*>(p));
+  return CUDA_SUCCESS;
+}
+
+CUresult cuMemcpyHtoD(CUdeviceptr dst, const void* src, size_t bytes) {
+  record(call("cuMemcpyHtoD", std::to_string(bytes)));
+  std::memcpy(reinterpret_cast<void*>(dst), src, bytes);
+  return CUDA_SUCCESS;
+}
+
+CUresult cuMemcpyDtoH(void* dst, CUdeviceptr src, size_t bytes) {
+  record(call("cuMemcpyDtoH", std::to_string(bytes)));
+  std::memcpy(dst, reinterpret_cast<const void*>(src), bytes);
+  return CUDA_SUCCESS;
+}
+
+CUresult cuMemcpyDtoDAsync(CUdeviceptr dst, CUdeviceptr src, size_t bytes, CUstream stream) {
+  record(call("cuMemcpyDtoDAsync", "stream=" + stream_name(stream)));
+  std::memcpy(reinterpret_cast<void*>(dst), reinterpret_cast<const void*>(src), bytes);
+  return CUDA_SUCCESS;
+}
+
+CUresult cuMemsetD8(CUdeviceptr dst, unsigned char value, size_t bytes) {
+  record(call("cuMemsetD8", std::to_string(bytes)));
+  std::memset(reinterpret_cast<void*>(dst), value, bytes);
+  return CUDA_SUCCESS;
+}
+
+CUresult cuPointerGetAttribute(void* data, CUpointer_attribute attribute, CUdeviceptr p) {
+  State& s = state();
+  std::lock_guard lock(s.mutex);
+  uintptr_t start = 0;
+  const Allocation* a = find(static_cast<uintptr_t>(p), &start);
+  if (a == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  switch (attribute) {
+    case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL: *static_cast<int*>(data) = a->device; break;
+    case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR: *static_cast<CUdeviceptr*>(data) = start; break;
+    case CU_POINTER_ATTRIBUTE_RANGE_SIZE: *static_cast<size_t*>(data) = a->size; break;
+    case CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE: *static_cast<int*>(data) = 1; break;
+    default: return CUDA_ERROR_NOT_SUPPORTED;
+  }
+  return CUDA_SUCCESS;
+}
+
+CUresult cuEventCreate(CUevent* event, unsigned int) {
+  *event = reinterpret_cast<CUevent>(new int(0));
+  return CUDA_SUCCESS;
+}
+
+CUresult cuEventRecord(CUevent, CUstream stream) {
+  record(call("cuEventRecord", "stream=" + stream_name(stream)));
+  return CUDA_SUCCESS;
+}
+
+CUresult cuEventSynchronize(CUevent) {
+  record(call("cuEventSynchronize"));
+  return CUDA_SUCCESS;
+}
+
+CUresult cuEventElapsedTime(float* ms, CUevent, CUevent) {
+  *ms = 1.0f;
+  return CUDA_SUCCESS;
+}
+
+CUresult cuEventDestroy(CUevent event) {
+  delete reinterpret_cast<int*>(event);
+  return CUDA_SUCCESS;
+}
+
+// ---- test controls ----
+
+extern "C" {
+
+// The calls recorded since the last fake_cuda_take_log, one per line; the caller frees the text.
+char* fake_cuda_take_log() {
+  State& s = state();
+  std::lock_guard lock(s.mutex);
+  std::string text;
+  for (const std::string& line : s.log) text += line + "\n";
+  s.log.clear();
+  return strdup(text.c_str());
+}
+
+// Makes cuStreamIsCapturing report `stream` as capturing (on != 0) or not.
+void fake_cuda_set_capturing(CUstream stream, int on) {
+  State& s = state();
+  std::lock_guard lock(s.mutex);
+  if (on)
+    s.capturing.insert(stream);
+  else
+    s.capturing.erase(stream);
+}
+
+// The occupancy cuOccupancyMaxActiveBlocksPerMultiprocessor reports from now on.
+void fake_cuda_set_blocks_per_sm(int blocks) { state().blocks_per_sm = blocks; }
+
+}  // extern "C"

@@ -1,0 +1,221 @@
+// The CUDA backend's sequence of driver calls, checked against a recording stand-in for libcuda
+// (fake_libcuda.cpp, which this executable puts in $CCC_LIBCUDA before the driver is opened). Kernels are
+// compiled by NVRTC for real and recorded, never run; what this checks is where and how they are
+// enqueued: each rank on its own device and stream when it calls, nothing synchronous while a
+// stream captures, the caller's context restored, virtual ranks as one cooperative grid. The GPU
+// check (docs/runtime.md) is what runs them.
+#include <dlfcn.h>
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "ccc/ccc.h"
+#include "ccc/collective_types.h"
+#include "ccc/communicator.h"
+#include "ccc/cuda_driver.h"
+
+using namespace ccc;
+
+namespace {
+
+// The fake's controls. The first use points $CCC_LIBCUDA at the fake, before anything opens
+// the driver (CudaDriver::get() reads it once).
+struct Fake {
+  char* (*take_log)() = nullptr;
+  void (*set_capturing)(CUstream, int) = nullptr;
+  void (*set_blocks_per_sm)(int) = nullptr;
+};
+
+const Fake& fake() {
+  static const Fake f = [] {
+    Fake f;
+    setenv("CCC_LIBCUDA", CCC_FAKE_LIBCUDA, 1);
+    void* lib = dlopen(CCC_FAKE_LIBCUDA, RTLD_NOW | RTLD_LOCAL);
+    if (lib == nullptr) return f;
+    f.take_log = reinterpret_cast<char* (*)()>(dlsym(lib, "fake_cuda_take_log"));
+    f.set_capturing = reinterpret_cast<void (*)(CUstream, int)>(dlsym(lib, "fake_cuda_set_capturing"));
+    f.set_blocks_per_sm = reinterpret_cast<void (*)(int)>(dlsym(lib, "fake_cuda_set_blocks_per_sm"));
+    return f;
+  }();
+  return f;
+}
+
+// The driver calls recorded since the last take, one per element.
+std::vector<std::string> take_log() {
+  char* text = fake().take_log();
+  std::vector<std::string> lines;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  std::free(text);
+  return lines;
+}
+
+bool starts_with(const std::string& s, const std::string& prefix) { return s.rfind(prefix, 0) == 0; }
+
+std::vector<std::string> calls_named(const std::vector<std::string>& log, const std::string& name) {
+  std::vector<std::string> out;
+  for (const std::string& line : log)
+    if (starts_with(line, name + " ")) out.push_back(line);
+  return out;
+}
+
+// Calls that block the host or are illegal while a stream captures a graph (CUDA Programming
+// Guide, "Prohibited and Unhandled Operations" of stream capture).
+std::vector<std::string> synchronous_calls(const std::vector<std::string>& log) {
+  std::vector<std::string> out;
+  for (const char* name : {"cuCtxSynchronize", "cuStreamSynchronize", "cuEventSynchronize", "cuMemcpyHtoD",
+                           "cuMemcpyDtoH", "cuMemsetD8", "cuMemAlloc"})
+    for (const std::string& line : calls_named(log, name)) out.push_back(line);
+  return out;
+}
+
+CUstream stream(int i) { return reinterpret_cast<CUstream>(static_cast<uintptr_t>(0x1000 * (i + 1))); }
+
+CUcontext primary_context(int device) {
+  const CudaDriver& d = CudaDriver::get();
+  CUcontext ctx = nullptr;
+  d.check(d.cuDevicePrimaryCtxRetain(&ctx, device), "cuDevicePrimaryCtxRetain");
+  return ctx;
+}
+
+CUcontext current_context() {
+  CUcontext ctx = nullptr;
+  CudaDriver::get().check(CudaDriver::get().cuCtxGetCurrent(&ctx), "cuCtxGetCurrent");
+  return ctx;
+}
+
+// `bytes` of (fake) device memory on `device`.
+void* device_alloc(int device, size_t bytes) {
+  const CudaDriver& d = CudaDriver::get();
+  d.check(d.cuCtxSetCurrent(primary_context(device)), "cuCtxSetCurrent");
+  CUdeviceptr p = 0;
+  d.check(d.cuMemAlloc(&p, bytes), "cuMemAlloc");
+  return reinterpret_cast<void*>(p);
+}
+
+class CudaCallPath : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_NE(fake().take_log, nullptr) << "cannot load " << CCC_FAKE_LIBCUDA << ": " << dlerror();
+    CudaDriver::get();
+    take_log();
+  }
+};
+
+constexpr size_t kCount = 4096;
+
+TEST_F(CudaCallPath, EachRankIsEnqueuedOnItsDeviceAndStreamWhenItCalls) {
+  const int devlist[2] = {0, 1};
+  cccComm_t comms[2];
+  ASSERT_EQ(cccCommInitAll(comms, 2, devlist), cccSuccess) << cccGetLastError(nullptr);
+  void* buf[2] = {device_alloc(0, kCount * 4), device_alloc(1, kCount * 4)};
+  for (int r = 0; r < 2; ++r)  // the first call compiles and loads the kernel
+    ASSERT_EQ(cccAllReduce(buf[r], buf[r], kCount, cccFloat32, cccSum, comms[r], stream(r)), cccSuccess)
+        << cccGetLastError(nullptr);
+  take_log();
+
+  for (int r = 0; r < 2; ++r) {
+    ASSERT_EQ(cccAllReduce(buf[r], buf[r], kCount, cccFloat32, cccSum, comms[r], stream(r)), cccSuccess);
+    const std::vector<std::string> log = take_log();
+    const std::vector<std::string> launches = calls_named(log, "cuLaunchKernel");
+    ASSERT_EQ(launches.size(), 1u) << testing::PrintToString(log);
+    const std::string where = "cuLaunchKernel dev=" + std::to_string(r) + " stream=";
+    EXPECT_TRUE(starts_with(launches[0], where)) << launches[0];
+    EXPECT_NE(launches[0].find(" rank=" + std::to_string(r)), std::string::npos) << launches[0];
+    std::ostringstream s;
+    s << static_cast<void*>(stream(r));
+    EXPECT_NE(launches[0].find("stream=" + s.str()), std::string::npos) << launches[0];
+    EXPECT_TRUE(synchronous_calls(log).empty()) << "on the call path: " << testing::PrintToString(log);
+  }
+  for (cccComm_t c : comms) EXPECT_EQ(cccCommDestroy(c), cccSuccess);
+}
+
+TEST_F(CudaCallPath, TheCallersContextIsRestored) {
+  const int devlist[2] = {0, 1};
+  cccComm_t comms[2];
+  const CudaDriver& d = CudaDriver::get();
+  for (CUcontext mine : {static_cast<CUcontext>(nullptr), primary_context(1)}) {
+    ASSERT_EQ(d.cuCtxSetCurrent(mine), CUDA_SUCCESS);
+    ASSERT_EQ(cccCommInitAll(comms, 2, devlist), cccSuccess) << cccGetLastError(nullptr);
+    EXPECT_EQ(current_context(), mine) << "cccCommInitAll";
+    void* buf[2] = {device_alloc(0, kCount * 4), device_alloc(1, kCount * 4)};
+    ASSERT_EQ(d.cuCtxSetCurrent(mine), CUDA_SUCCESS);
+    for (int r = 0; r < 2; ++r) {
+      ASSERT_EQ(cccAllReduce(buf[r], buf[r], kCount, cccFloat32, cccSum, comms[r], stream(r)), cccSuccess);
+      EXPECT_EQ(current_context(), mine) << "cccAllReduce of rank " << r;
+    }
+    for (int r = 0; r < 2; ++r) {
+      ASSERT_EQ(cccCommSynchronize(comms[r]), cccSuccess) << cccGetLastError(nullptr);
+      EXPECT_EQ(current_context(), mine) << "cccCommSynchronize of rank " << r;
+    }
+    for (cccComm_t c : comms) EXPECT_EQ(cccCommDestroy(c), cccSuccess);
+    EXPECT_EQ(current_context(), mine) << "cccCommDestroy";
+  }
+}
+
+TEST_F(CudaCallPath, NothingSynchronousWhileAStreamCaptures) {
+  auto comm = Communicator::cuda({0, 1});
+  std::vector<void*> buf = {device_alloc(0, kCount * 4), device_alloc(1, kCount * 4)};
+  const std::vector<const void*> send(buf.begin(), buf.end());
+  const std::vector<void*> streams = {stream(0), stream(1)};
+  comm.all_reduce(send, buf, kCount, DataType::F32, ReduceOp::Sum, streams);  // compiles and loads
+  take_log();
+  for (void* s : streams) fake().set_capturing(static_cast<CUstream>(s), 1);
+  for (int i = 0; i < 3; ++i) comm.all_reduce(send, buf, kCount, DataType::F32, ReduceOp::Sum, streams);
+  for (void* s : streams) fake().set_capturing(static_cast<CUstream>(s), 0);
+  const std::vector<std::string> log = take_log();
+  EXPECT_EQ(calls_named(log, "cuLaunchKernel").size(), 6u) << testing::PrintToString(log);
+  EXPECT_TRUE(synchronous_calls(log).empty()) << testing::PrintToString(log);
+}
+
+TEST_F(CudaCallPath, VirtualRanksAreOneCooperativeGrid) {
+  auto comm = Communicator::cuda_virtual(0, 4);
+  std::vector<void*> buf;
+  for (int r = 0; r < 4; ++r) buf.push_back(device_alloc(0, kCount * 4));
+  const std::vector<const void*> send(buf.begin(), buf.end());
+  const std::vector<void*> streams(4, stream(0));
+  comm.all_reduce(send, buf, kCount, DataType::F32, ReduceOp::Sum, streams);
+  take_log();
+
+  comm.all_reduce(send, buf, kCount, DataType::F32, ReduceOp::Sum, streams);
+  std::vector<std::string> log = take_log();
+  EXPECT_TRUE(calls_named(log, "cuLaunchKernel").empty()) << testing::PrintToString(log);
+  const std::vector<std::string> launches = calls_named(log, "cuLaunchCooperativeKernel");
+  ASSERT_EQ(launches.size(), 1u) << testing::PrintToString(log);
+  EXPECT_NE(launches[0].find(" rank=-1"), std::string::npos) << launches[0];
+  EXPECT_TRUE(synchronous_calls(log).empty()) << "same buffers again: " << testing::PrintToString(log);
+
+  // A grid the device cannot hold at once is refused before anything is queued.
+  fake().set_blocks_per_sm(0);
+  try {
+    comm.all_reduce(send, buf, kCount, DataType::F32, ReduceOp::Sum, streams);
+    ADD_FAILURE() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::InvalidArgument);
+    EXPECT_NE(std::string(e.what()).find("co-resident blocks; device 0 holds 0"), std::string::npos) << e.what();
+  }
+  fake().set_blocks_per_sm(4);
+  log = take_log();
+  EXPECT_TRUE(calls_named(log, "cuLaunchCooperativeKernel").empty()) << testing::PrintToString(log);
+
+  // New buffers while capturing: the immutable table for them cannot be made; say so.
+  std::vector<void*> other;
+  for (int r = 0; r < 4; ++r) other.push_back(device_alloc(0, kCount * 4));
+  take_log();
+  fake().set_capturing(stream(0), 1);
+  try {
+    comm.all_reduce(std::vector<const void*>(other.begin(), other.end()), other, kCount, DataType::F32,
+                    ReduceOp::Sum, streams);
+    ADD_FAILURE() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::InvalidUsage);
+    EXPECT_NE(std::string(e.what()).find("before capturing"), std::string::npos) << e.what();
+  }
+  fake().set_capturing(stream(0), 0);
+  EXPECT_TRUE(synchronous_calls(take_log()).empty());
+}
+
+}  // namespace
