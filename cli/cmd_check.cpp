@@ -1,23 +1,51 @@
-// `ccc check FILE --ranks N`: is the schedule valid for N ranks?
+// `ccc check FILE --ranks N`: is the schedule valid for N ranks (and, for broadcast and reduce,
+// every root)?
+#include <fmt/format.h>
+
 #include "cli.h"
 #include "commands.h"
 
 namespace ccc::cli {
 namespace {
 
+bool is_rooted(Collective c) { return c == Collective::Broadcast || c == Collective::Reduce; }
+
 int run_check(const ParsedArgs& args, std::ostream& out, std::ostream& err) {
   int exit_code = kExitOk;
   std::optional<FrontEndArgs> fe = front_end_args(check_command(), args, err, exit_code);
   if (!fe) return exit_code;
-  std::optional<StepProgram> program = run_front_end_on(*fe, {}, err);
-  if (!program) return kExitScheduleError;
-  std::optional<PlannedProgram> planned = run_analysis_on(*fe, *program, args.has("--in-place"), {}, err);
-  if (!planned) return kExitScheduleError;
+  // A rooted collective is proved for every root unless --root names one: a schedule can be
+  // right for root 0 and wrong for another (a chain that assumes the root is rank 0).
+  // Proving all N roots costs N checks: by default only while N is small.
+  using Roots = FrontEndArgs::Roots;
+  const bool every_root = fe->roots == Roots::Every ||
+                          (fe->roots == Roots::EveryIfFew && fe->options.nranks <= kEveryRootByDefaultRanks);
+  int roots = 1;
+  std::optional<StepProgram> program;
+  std::optional<PlannedProgram> planned;
+  for (int root = 0; root < roots; ++root) {
+    if (fe->roots != Roots::Given) fe->options.root = root;
+    program = run_front_end_on(*fe, {}, err);
+    if (program) planned = run_analysis_on(*fe, *program, args.has("--in-place"), {}, err);
+    if (!program || !planned) {
+      if (program && roots > 1) err << "note: the errors above are for root " << root << " (roots before it verified; --root " << root
+                                     << " checks it alone)\n";
+      return kExitScheduleError;
+    }
+    if (every_root && is_rooted(program->collective)) roots = program->nranks;
+  }
+  const std::string which_roots =
+      !is_rooted(program->collective) ? ""
+      : roots > 1                     ? fmt::format(" and every root (0 .. {})", roots - 1)
+                                      : fmt::format(", root {}", fe->options.root);
   out << fe->path << ": ok: " << program->schedule << " (" << collective_name(program->collective)
-      << ") for N = " << program->nranks << ": " << program->nsteps() << (program->nsteps() == 1 ? " step, " : " steps, ")
-      << program->num_ops() << " ops, verified; " << planned->sync.waits_kept << " waits for "
-      << planned->sync.cross_rank_edges << " cross-rank dependencies\n";
+      << ") for N = " << program->nranks << which_roots << ": " << program->nsteps()
+      << (program->nsteps() == 1 ? " step, " : " steps, ") << program->num_ops() << " ops, verified; "
+      << planned->sync.waits_kept << " waits for " << planned->sync.cross_rank_edges << " cross-rank dependencies"
+      << (roots > 1 ? " (the last root's figures)" : "") << "\n";
   for (const std::string& note : planned->sync.notes) out << "note: " << note << "\n";
+  if (is_rooted(program->collective) && fe->roots == Roots::EveryIfFew && !every_root)
+    out << fmt::format("note: root 0 only at N > {}; --root all proves the others too\n", kEveryRootByDefaultRanks);
   return kExitOk;
 }
 
@@ -25,7 +53,7 @@ int run_check(const ParsedArgs& args, std::ostream& out, std::ostream& err) {
 
 const Command& check_command() {
   static const Command cmd{"check", "parse, instantiate, verify a schedule for N ranks and plan its syncs",
-                           "ccc check FILE --ranks N [--root R] [--in-place]", front_end_options(), &run_check};
+                           "ccc check FILE --ranks N [--root R|all] [--in-place]", front_end_options(), &run_check};
   return cmd;
 }
 

@@ -37,7 +37,12 @@ int usage_error(const Command& cmd, const std::string& message, std::ostream& er
 struct FrontEndArgs {
   std::string path;
   InstantiateOptions options;
+  // Which roots a rooted collective is proved for: options.root (--root R, or the default of
+  // commands that build one kernel), every root (`--root all`), or every root up to
+  // kEveryRootByDefaultRanks ranks and root 0 beyond (`ccc check` without --root).
+  enum class Roots { Given, Every, EveryIfFew } roots = Roots::Given;
 };
+inline constexpr int kEveryRootByDefaultRanks = 64;
 std::optional<FrontEndArgs> front_end_args(const Command& cmd, const ParsedArgs& args, std::ostream& err,
                                            int& exit_code);
 

@@ -8,7 +8,8 @@ namespace ccc::cli {
 std::vector<OptionSpec> front_end_options() {
   return {
       {"--ranks", "N", fmt::format("number of ranks, 1 .. {}", kMaxRanks)},
-      {"--root", "R", "root rank of a broadcast or reduce (default 0)"},
+      {"--root", "R", fmt::format("root rank of a broadcast or reduce; check: 'all' proves each (the default up to "
+                             "{} ranks, root 0 beyond); others: default 0", kEveryRootByDefaultRanks)},
       {"--in-place", "", "input and output are one buffer: plan syncs (and staging) for that"},
   };
 }
@@ -34,10 +35,20 @@ std::optional<FrontEndArgs> front_end_args(const Command& cmd, const ParsedArgs&
   std::optional<int> n = parse_int(*ranks, 0, 1 << 30);
   if (!n) return fail(fmt::format("--ranks expects a non-negative integer, not '{}'", *ranks));
   fe.options.nranks = *n;
+  // Only `ccc check` proves every root; the others build or run one kernel, for root 0 unless told.
+  const bool check = std::string_view(cmd.name) == "check";
+  using Roots = FrontEndArgs::Roots;
+  fe.roots = check ? Roots::EveryIfFew : Roots::Given;
   if (std::optional<std::string> root = args.get("--root")) {
+    if (*root == "all" && check) {
+      fe.roots = Roots::Every;
+      return fe;
+    }
     std::optional<int> r = parse_int(*root, 0, 1 << 30);
-    if (!r) return fail(fmt::format("--root expects a non-negative integer, not '{}'", *root));
+    if (!r)
+      return fail(fmt::format("--root expects a non-negative integer{}, not '{}'", check ? " or 'all'" : "", *root));
     fe.options.root = *r;
+    fe.roots = Roots::Given;
   }
   return fe;
 }
