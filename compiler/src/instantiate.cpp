@@ -69,6 +69,7 @@ class Instantiator {
       return std::nullopt;
     }
     prog_.schedule = s_.name;
+    prog_.loc = s_.loc;
     prog_.collective = s_.collective;
     prog_.root = rooted ? opts_.root : -1;
     prog_.nranks = n;

@@ -24,33 +24,33 @@ bool check_structure(const StepProgram& p, Diagnostics& d) {
   const int N = p.nranks;
   const int64_t C = p.nchunks;
   if (N < 1 || C < 1) {
-    d.error({}, fmt::format("a step program needs at least one rank and one chunk (N = {}, {} chunks)", N, C));
+    d.error(p.loc, fmt::format("a step program needs at least one rank and one chunk (N = {}, {} chunks)", N, C));
     return false;
   }
   if (static_cast<int>(p.ops.size()) != N) {
-    d.error({}, "malformed step program: ops has no list per rank");
+    d.error(p.loc, "malformed step program: ops has no list per rank");
     return false;
   }
   for (const auto& rank : p.ops)
     if (rank.size() != p.steps.size()) {
-      d.error({}, "malformed step program: ranks have different step counts");
+      d.error(p.loc, "malformed step program: ranks have different step counts");
       return false;
     }
   if (p.num_ops() > kMaxAnalysedOps) {
-    d.error({}, fmt::format("schedule '{}' has {} ops for N = {}; verification and sync planning are limited to {} "
-                            "(4 Mi) ops",
+    d.error(p.loc, fmt::format("schedule '{}' has {} ops for N = {}; verification and sync planning are limited "
+                               "to {} (4 Mi) ops",
                             p.schedule, p.num_ops(), N, kMaxAnalysedOps));
     return false;
   }
   bool ok = true;
   if ((p.collective == Collective::ReduceScatter || p.collective == Collective::AllGather) && C % N != 0) {
-    d.error({}, fmt::format("{} needs a chunk count that is a multiple of N: {} chunks for {} ranks",
-                            collective_name(p.collective), C, N));
+    d.error(p.loc, fmt::format("{} needs a chunk count that is a multiple of N: {} chunks for {} ranks",
+                               collective_name(p.collective), C, N));
     ok = false;
   }
   if ((p.collective == Collective::Broadcast || p.collective == Collective::Reduce) &&
       (p.root < 0 || p.root >= N)) {
-    d.error({}, fmt::format("{} root {} is not a rank (N = {})", collective_name(p.collective), p.root, N));
+    d.error(p.loc, fmt::format("{} root {} is not a rank (N = {})", collective_name(p.collective), p.root, N));
     ok = false;
   }
   int reported = 0;
@@ -357,7 +357,7 @@ class PostconditionCheck {
     const HashValue& v = run_.value(r, Buffer::Output, c);
     LastWriter w = run_.last_writer(r, Buffer::Output, c);
     const Op* writer = w.step >= 0 ? &p_.ops[r][w.step][w.op] : nullptr;
-    SourceLoc at = writer ? writer->loc : SourceLoc{};
+    SourceLoc at = writer ? writer->loc : p_.loc;  // no op wrote it: the schedule as a whole is wrong
     std::string head = fmt::format("rank {} ends with chunk {}", r, c);
     if (v.undef == kNeverWritten) {
       d_.error(at, head + " undefined: nothing ever writes it");

@@ -67,6 +67,7 @@ struct StepInfo {
 struct StepProgram {
   std::string file;              // schedule file name, for diagnostics
   std::string schedule;          // the schedule's name, e.g. "ring"
+  SourceLoc loc;                 // the schedule's header: where errors about the whole program point
   Collective collective = Collective::AllReduce;
   int root = -1;                 // broadcast / reduce root; -1 otherwise
   int nranks = 0;
