@@ -52,7 +52,7 @@ std::string emit_cubin(const EmitInput& in) { return nvrtc(in, NvrtcTarget::Cubi
 constexpr std::array kEmitTargets{
     EmitTarget{"steps", "the step program: for each step, every rank's ops", Pass::Instantiate, &emit_steps},
     EmitTarget{"graph", "the dependency graph as text: every op and its edges", Pass::Graph, &emit_graph},
-    EmitTarget{"dot", "the dependency graph for Graphviz (readable at N = 4)", Pass::Graph, &emit_dot},
+    EmitTarget{"dot", "the dependency graph for Graphviz: a row per rank, a column per step", Pass::Graph, &emit_dot},
     EmitTarget{"syncs", "per rank, the waits before each step and why (verifies first)", Pass::Sync, &emit_syncs},
     EmitTarget{"svg", "the step diagram as SVG: a lane per rank, a column per step (verifies first)", Pass::Sync,
                &emit_svg},
