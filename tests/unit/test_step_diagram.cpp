@@ -77,6 +77,13 @@ TEST(StepDiagram, FanInNamesThePeerInsteadOfArrows) {
   EXPECT_NE(svg.find(">\u21903</text>"), std::string::npos);
 }
 
+// At N = 20 a cell holds 19 reduces: 15 boxes, then "+4" (the title says 4 more ops).
+TEST(StepDiagram, CrowdedCellsEndInACount) {
+  const std::string svg = step_diagram_svg(testing::shipped("oneshot", 20));
+  EXPECT_EQ(count(svg, "<rect class=\"r\""), 20u * 15 + 1);
+  EXPECT_EQ(count(svg, "<title>4 more ops</title>+4</text>"), 20u);
+}
+
 TEST(StepDiagram, IdleCellsAreEmpty) {
   StepProgram p = testing::empty_program("idle", Collective::AllReduce, 2, 2, 3);
   testing::add(p, 0, 1, OpKind::Copy, 1, 1);
