@@ -23,7 +23,7 @@ constexpr int kGridHeight = 576;      // what the lanes share once they are thin
 constexpr int kMaxLaneHeight = 36;
 constexpr int kReadableLane = 20;     // thinner lanes drop labels, arrows and waits
 constexpr int kCompactGridWidth = 960;
-constexpr int kLegendWidth = 640;
+constexpr int kLegendWidth = 760;   // the longest legend: with arrows and waits
 
 std::string xml_escape(std::string_view s) {
   std::string out;
@@ -285,7 +285,7 @@ text{{font-family:sans-serif;font-size:11px;fill:#222}}
           const int x0 = w.step < 0 ? L_.x.front() : L_.x[L_.column_of[w.step] + 1];
           const int x1 = k < S ? L_.x[L_.column_of[k]] : L_.x.back() + 12;
           put("<line class=\"w\" x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\"><title>r{} {}: {}</title></line>\n", x0,
-              L_.centre(w.peer), x1, L_.centre(r), r, k < S ? "before " + describe_step(p_, k) : "before exit",
+              L_.centre(w.peer), x1, L_.centre(r), r, xml_escape(k < S ? "before " + describe_step(p_, k) : "before exit"),
               xml_escape(w.why));
         }
   }
