@@ -116,10 +116,12 @@ TEST(StepDiagram, LargeNIsSampledAndBounded) {
   EXPECT_EQ(count(svg, "<rect class=\"p\""), 128u * 64);       // all_gather's
 }
 
-// At N = 64 every rank and step is drawn, but lanes are too thin for labels and arrows.
+// At N = 64 every rank and step is drawn, but lanes are too thin for labels, arrows and waits.
 TEST(StepDiagram, ThinLanesDropLabelsAndArrows) {
-  const StepProgram p = testing::shipped("butterfly", 64);
-  const std::string svg = step_diagram_svg(p);
+  const PlannedProgram p = planned("butterfly", 64);
+  const std::string svg = step_diagram_svg(p.program, &p.sync);
+  EXPECT_EQ(count(svg, "<line class=\"w\""), 0u);
+  EXPECT_NE(svg.find("(waits are not drawn at this size)"), std::string::npos);
   EXPECT_EQ(svg.find("showing"), std::string::npos);
   EXPECT_EQ(count(svg, "<line class=\"a\""), 0u);
   EXPECT_EQ(count(svg, "<text class=\"n\""), 0u);
