@@ -26,6 +26,9 @@ int run_compile(const ParsedArgs& args, std::ostream& out, std::ostream& err) {
   if (!target)
     return usage_error(cmd, fmt::format("unknown --emit target '{}' (one of: {})", *emit_name, emit_target_names()), err);
 
+  if (args.has("--show-syncs") && std::string(target->name) != "svg")
+    return usage_error(cmd, "--show-syncs is for --emit svg", err);
+
   DumpHook dump;
   if (std::optional<std::string> pass = args.get("--dump-after")) {
     dump.after = pass_from_name(*pass);
@@ -56,7 +59,7 @@ int run_compile(const ParsedArgs& args, std::ostream& out, std::ostream& err) {
   std::string text;
   try {
     text = target->emit({*program, planned ? &*planned : nullptr, plan ? &*plan : nullptr,
-                         source ? &*source : nullptr, codegen->arch, args.has("--in-place")});
+                         source ? &*source : nullptr, codegen->arch, args.has("--in-place"), args.has("--show-syncs")});
   } catch (const std::runtime_error& e) {
     err << fmt::format("ccc: error: {}\n", e.what());
     return kExitScheduleError;
@@ -79,7 +82,9 @@ int run_compile(const ParsedArgs& args, std::ostream& out, std::ostream& err) {
 std::vector<OptionSpec> compile_options() {
   std::vector<OptionSpec> opts = front_end_options();
   for (OptionSpec& o : codegen_options()) opts.push_back(std::move(o));
-  opts.push_back({"--emit", "TARGET", fmt::format("what to produce: {}", emit_target_names())});
+  // The help column starts after "  " and a 20-wide option column and a space (format_options).
+  opts.push_back({"--emit", "TARGET", "what to produce, one of:" + emit_target_help(23)});
+  opts.push_back({"--show-syncs", "", "svg: also draw the waits the sync planner kept"});
   opts.push_back({"-o", "OUT", "write the result to OUT instead of standard output"});
   opts.push_back({"--dump-after", "PASS", fmt::format("also print that pass's result to standard error: {}", pass_names())});
   return opts;
@@ -90,7 +95,8 @@ std::vector<OptionSpec> compile_options() {
 const Command& compile_command() {
   static const Command cmd{"compile", "compile a schedule for N ranks",
                            "ccc compile FILE --ranks N --emit TARGET [--root R] [--in-place] [--dtype T] [--op OP]\n"
-                           "       [--tile-bytes B] [--channels C] [--pipeline D] [--arch ARCH] [-o OUT] [--dump-after=PASS]",
+                           "       [--tile-bytes B] [--channels C] [--pipeline D] [--arch ARCH] [--show-syncs] [-o OUT]\n"
+                           "       [--dump-after=PASS]",
                            compile_options(), &run_compile};
   return cmd;
 }

@@ -1,5 +1,7 @@
 #include "emit_targets.h"
 
+#include <fmt/format.h>
+
 #include <array>
 #include <sstream>
 
@@ -9,6 +11,7 @@
 #include "ccc/nvrtc_jit.h"
 #include "ccc/print_steps.h"
 #include "ccc/rewrites.h"
+#include "ccc/step_diagram.h"
 #include "ccc/sync.h"
 
 namespace ccc::cli {
@@ -27,6 +30,10 @@ std::string emit_dot(const EmitInput& in) {
   return out.str();
 }
 std::string emit_syncs(const EmitInput& in) { return print_syncs(*in.planned); }
+// The program as planned (staging included): what runs, and what the waits refer to.
+std::string emit_svg(const EmitInput& in) {
+  return step_diagram_svg(in.planned->program, in.show_syncs ? &in.planned->sync : nullptr);
+}
 std::string emit_cu(const EmitInput& in) { return emit_cuda(*in.plan, in.source).source; }
 
 // Through the process's JIT cache ($CCC_CACHE_DIR): a second identical compile is a disk hit.
@@ -45,8 +52,10 @@ std::string emit_cubin(const EmitInput& in) { return nvrtc(in, NvrtcTarget::Cubi
 constexpr std::array kEmitTargets{
     EmitTarget{"steps", "the step program: for each step, every rank's ops", Pass::Instantiate, &emit_steps},
     EmitTarget{"graph", "the dependency graph as text: every op and its edges", Pass::Graph, &emit_graph},
-    EmitTarget{"dot", "the dependency graph for Graphviz (readable at N = 4)", Pass::Graph, &emit_dot},
+    EmitTarget{"dot", "the dependency graph for Graphviz: a row per rank, a column per step", Pass::Graph, &emit_dot},
     EmitTarget{"syncs", "per rank, the waits before each step and why (verifies first)", Pass::Sync, &emit_syncs},
+    EmitTarget{"svg", "the step diagram as SVG: a lane per rank, a column per step (verifies first)", Pass::Sync,
+               &emit_svg},
     EmitTarget{"cu", "the fused kernel as CUDA C++ (also compiles for the host)", Pass::Emit, &emit_cu},
     EmitTarget{"ptx", "the kernel compiled by NVRTC to PTX for --arch", Pass::Emit, &emit_ptx},
     EmitTarget{"cubin", "the kernel compiled by NVRTC to a cubin for --arch", Pass::Emit, &emit_cubin},
@@ -63,6 +72,12 @@ const EmitTarget* find_emit_target(const std::string& name) {
 std::string emit_target_names() {
   std::string s;
   for (const EmitTarget& t : kEmitTargets) s += (s.empty() ? "" : ", ") + std::string(t.name);
+  return s;
+}
+
+std::string emit_target_help(int indent) {
+  std::string s;
+  for (const EmitTarget& t : kEmitTargets) s += fmt::format("\n{:{}}{:<6} {}", "", indent, t.name, t.help);
   return s;
 }
 

@@ -21,6 +21,7 @@ struct EmitInput {
   const SourceFile* source = nullptr;       // the schedule's text, for comments in generated code
   std::string arch;                         // ptx and cubin: the GPU architecture, e.g. sm_90
   bool in_place = false;                    // graph and dot: input and output are one buffer
+  bool show_syncs = false;                  // svg: draw the waits of the sync plan
 };
 
 struct EmitTarget {
@@ -32,6 +33,9 @@ struct EmitTarget {
 };
 
 const EmitTarget* find_emit_target(const std::string& name);
-std::string emit_target_names();  // "steps, ..." for help and errors
+std::string emit_target_names();  // "steps, ..." for errors
+// One line per target, "name  help", each starting with a newline and `indent` spaces: the
+// --emit option's help lists them under its own line.
+std::string emit_target_help(int indent);
 
 }  // namespace ccc::cli

@@ -3,11 +3,6 @@
 #include <fmt/format.h>
 
 #include <array>
-// Boost's edge iterator trips a false -Wmaybe-uninitialized in GCC 12 (inside write_graphviz).
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#include <boost/graph/graphviz.hpp>
-#pragma GCC diagnostic pop
 #include <boost/graph/topological_sort.hpp>
 #include <ostream>
 
@@ -132,25 +127,51 @@ std::string print_graph(const StepProgram& p, const DependencyGraph& dg) {
   return out;
 }
 
+namespace {
+
+// The vertices of rank r in layout column c: 0 is its start, k + 1 its ops of step k, nsteps + 1
+// its end (vertices are numbered rank by rank in that order, see build_graph).
+std::pair<DepVertex, DepVertex> column_vertices(const DependencyGraph& dg, int r, size_t c) {
+  const std::vector<DepVertex>& first = dg.first[r];
+  return {first[c], c + 1 < first.size() ? first[c + 1] : first[c] + 1};
+}
+
+}  // namespace
+
 void write_dot(std::ostream& out, const StepProgram& p, const DependencyGraph& dg) {
   static const char* const kRankColours[] = {"lightblue", "lightyellow", "palegreen", "pink",
                                              "lavender",  "wheat",       "lightcyan", "mistyrose"};
   static const char* const kKindColours[] = {"gray", "blue", "red", "orange", "darkgreen", "purple"};
   const auto& g = dg.g;
-  auto vertex_writer = [&](std::ostream& os, DepVertex v) {
-    const OpRef& ref = g[v];
-    std::string label = describe_ref(ref, p.nsteps());
-    if (ref.op >= 0) label += "\\n" + describe_op(p.ops[ref.rank][ref.step][ref.op], ref.rank);
-    os << fmt::format("[label=\"{}\", shape={}, style=filled, fillcolor={}]", label,
-                      ref.op < 0 ? "ellipse" : "box", kRankColours[ref.rank % 8]);
-  };
-  auto edge_writer = [&](std::ostream& os, boost::graph_traits<DepGraphBase>::edge_descriptor e) {
-    const DepEdge& d = g[e];
-    std::string label = d.kind == DepKind::Program ? "" : edge_text(d);
-    os << fmt::format("[label=\"{}\", color={}]", label, kKindColours[static_cast<int>(d.kind)]);
-  };
-  auto graph_writer = [](std::ostream& os) { os << "rankdir=TB;\nnode [fontsize=10];\nedge [fontsize=8];\n"; };
-  boost::write_graphviz(out, g, vertex_writer, edge_writer, graph_writer);
+  // Hand-written rather than boost::write_graphviz, which has no clusters: a rank is a cluster
+  // (a row) and a step a layout rank (a column), so the graph reads as the grid of --emit svg.
+  // newrank lets one `rank=same` hold vertices of different clusters. The order of the rows is
+  // dot's (it minimises crossings: ring's r3 lands next to r0); each row is labelled.
+  std::string s = "digraph G {\nrankdir=LR;\nnewrank=true;\nnode [fontsize=10];\nedge [fontsize=8];\n";
+  for (int r = 0; r < p.nranks; ++r) {
+    s += fmt::format("subgraph cluster_rank_{0} {{\nlabel=\"rank {0}\";\ncolor=gray;\n", r);
+    for (DepVertex v = dg.start(r); v <= dg.end(r); ++v) {
+      const OpRef& ref = g[v];
+      std::string label = describe_ref(ref, p.nsteps());
+      if (ref.op >= 0) label += "\\n" + describe_op(p.ops[ref.rank][ref.step][ref.op], ref.rank);
+      s += fmt::format("{}[label=\"{}\", shape={}, style=filled, fillcolor={}];\n", v, label,
+                       ref.op < 0 ? "ellipse" : "box", kRankColours[ref.rank % 8]);
+    }
+    s += "}\n";
+  }
+  for (size_t c = 0; c < static_cast<size_t>(p.nsteps()) + 2; ++c) {
+    std::string same;
+    for (int r = 0; r < p.nranks; ++r)
+      for (auto [v, end] = column_vertices(dg, r, c); v < end; ++v) same += fmt::format(" {};", v);
+    if (!same.empty()) s += fmt::format("{{rank=same;{}}}  // {}\n", same, describe_step(p, static_cast<int>(c) - 1));
+  }
+  for (DepVertex v = 0; v < boost::num_vertices(g); ++v)
+    for (auto [e, e_end] = boost::out_edges(v, g); e != e_end; ++e) {
+      const DepEdge& d = g[*e];
+      s += fmt::format("{}->{} [label=\"{}\", color={}];\n", v, boost::target(*e, g),
+                       d.kind == DepKind::Program ? "" : edge_text(d), kKindColours[static_cast<int>(d.kind)]);
+    }
+  out << s << "}\n";
 }
 
 }  // namespace ccc

@@ -1,6 +1,7 @@
 # lit configuration for the per-pass FileCheck tests (see README.md in this directory).
 import os
 import shutil
+import sys
 import tempfile
 
 import lit.formats
@@ -34,3 +35,5 @@ filecheck = tool_path('filecheck', 'FILECHECK', ['FileCheck', 'FileCheck-14'], l
 # `not` is a builtin of lit's shell; FileCheck and ccc need their full paths.
 config.substitutions.append(('%ccc', ccc))
 config.substitutions.append((r'\bFileCheck\b', filecheck))
+# Tests that read ccc's output as data (e.g. parse an SVG) run Python helpers from Inputs/.
+config.substitutions.append(('%python', sys.executable))

@@ -2,6 +2,7 @@
 
 #include "ccc/emit_cuda.h"
 #include "ccc/lower.h"
+#include "ccc/step_diagram.h"
 #include "codegen_pipeline.h"
 #include "golden_util.h"
 
@@ -50,13 +51,16 @@ TEST(EmitCuda, KernelTextUsesOnlyThePrelude) {
     EXPECT_EQ(k.source.find(raw), std::string::npos) << raw;
 }
 
-// generated/: every shipped schedule at N = 8, f32, sum, root 0, default parameters.
+// generated/: every shipped schedule at N = 8, f32, sum, root 0, default parameters: the kernel
+// and its step diagram (`--emit cu` and `--emit svg`).
 TEST(EmitCuda, GeneratedDirectoryIsCurrent) {
   for (const std::string& name : test::shipped_schedule_names()) {
     testing::Planned p = testing::plan_shipped(name, 8);
     ASSERT_TRUE(p.planned) << p.errors;
     test::expect_matches_golden(emit_cuda(lower(*p.planned, {}), &p.source).source,
                                 "generated/" + name + "_n8_f32_sum.cu", "EmitCuda.GeneratedDirectoryIsCurrent");
+    test::expect_matches_golden(step_diagram_svg(p.planned->program), "generated/" + name + "_n8.svg",
+                                "EmitCuda.GeneratedDirectoryIsCurrent");
   }
 }
 

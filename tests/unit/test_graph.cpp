@@ -44,15 +44,22 @@ TEST(Graph, InPlaceAliasesInputAndOutput) {
   EXPECT_NE(in_place.find("-> r1 s0 op0  WAR rank 1's input chunk 0"), std::string::npos) << in_place;
 }
 
-TEST(Graph, DotHasOneNodePerVertexAndColouredEdges) {
+size_t count(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t pos = 0; (pos = text.find(what, pos)) != std::string::npos; ++pos) ++n;
+  return n;
+}
+
+// A grid: a cluster per rank, a `rank=same` column for the starts, for each step and for the ends.
+TEST(Graph, DotHasOneNodePerVertexInAGrid) {
   StepProgram p = shipped("tree", 4);
   DependencyGraph g = build_graph(p);
   std::ostringstream dot;
   write_dot(dot, p, g);
   std::string text = dot.str();
   EXPECT_EQ(text.rfind("digraph G {", 0), 0u);
-  size_t nodes = 0;
-  for (size_t pos = 0; (pos = text.find("[label=\"r", pos)) != std::string::npos; ++pos) ++nodes;
-  EXPECT_EQ(nodes, boost::num_vertices(g.g));
+  EXPECT_EQ(count(text, "[label=\"r"), boost::num_vertices(g.g));
+  EXPECT_EQ(count(text, "subgraph cluster_rank_"), 4u);
+  EXPECT_EQ(count(text, "{rank=same;"), static_cast<size_t>(p.nsteps()) + 2);
   EXPECT_NE(text.find("color=blue"), std::string::npos);  // RAW edges
 }

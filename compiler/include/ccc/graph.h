@@ -50,7 +50,9 @@ std::optional<std::vector<OpRef>> critical_path(const DependencyGraph& g);
 // vertex with its outgoing edges.
 std::string print_graph(const StepProgram& p, const DependencyGraph& g);
 
-// Graphviz via boost::write_graphviz: vertices coloured by rank, edges by kind; readable at N = 4.
+// Graphviz, laid out as a grid: a cluster per rank (`subgraph cluster_rank_R`, a row) and a layout
+// rank per step (`rank=same`, a column), start and end columns around them; vertices coloured by
+// rank, edges by kind.
 void write_dot(std::ostream& out, const StepProgram& p, const DependencyGraph& g);
 
 }  // namespace ccc
