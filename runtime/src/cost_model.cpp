@@ -68,7 +68,10 @@ void check_inputs(const StepProgram& p, const SyncPlan* sync, const Topology& t)
 
 // What rank r does in step k, in units of one window of one chunk (size-independent).
 struct RankStep {
+  // Thread 0 polls each peer it waits on in turn, a round trip over the route each, then the
+  // reads take one more: latency = sum over waits + the slowest read's.
   double alpha = 0;
+  int latencies = 0;           // cross-GPU latencies alpha adds up, one after another
   std::vector<int> resources;  // every resource its reads cross
   int64_t moved = 0;           // chunk windows read
   int64_t reduced = 0;         // chunk windows reduced
@@ -85,7 +88,9 @@ struct CostModel::Prepared {
   std::vector<std::vector<int64_t>> load;    // [step][resource] chunk windows crossing it
   std::vector<double> bandwidth;             // [resource]
   std::vector<std::vector<Wait>> exit_waits; // [rank]
-  std::vector<double> exit_alpha;            // [rank] latency of its exit waits
+  std::vector<double> exit_alpha;            // [rank] latency of its exit waits, polled in turn
+  std::vector<int> exit_latencies;           // [rank] how many of them cross GPUs
+  double launch = 0;                         // s: the slowest GPU's kernel launch
   std::vector<double> channel_bandwidth;     // [rank]
   std::vector<double> reduce_bandwidth;      // [rank]
 };
@@ -102,20 +107,25 @@ CostModel::CostModel(const StepProgram& p, const SyncPlan* sync, const Topology&
   m->load.assign(static_cast<size_t>(p.nsteps()), std::vector<int64_t>(m->bandwidth.size(), 0));
   m->exit_waits.resize(static_cast<size_t>(p.nranks));
   m->exit_alpha.assign(static_cast<size_t>(p.nranks), 0.0);
+  m->exit_latencies.assign(static_cast<size_t>(p.nranks), 0);
   std::map<std::pair<int, int>, Route> routes;  // route() scans every fabric: once per pair
   auto path = [&](int src, int dst) -> const Route& {
     auto it = routes.find({src, dst});
     if (it == routes.end()) it = routes.emplace(std::make_pair(src, dst), checked_route(t, src, dst)).first;
     return it->second;
   };
+  // Latency of one wait: a remote poll's round trip (nothing for a peer on the same GPU).
+  auto wait_latency = [&](const Wait& w, int r) { return path(w.peer, r).spec.latency; };
   for (int r = 0; r < p.nranks; ++r) {
+    m->launch = std::max(m->launch, t.gpus[r].launch);
     m->channel_bandwidth.push_back(t.gpus[r].channel_bandwidth);
     m->reduce_bandwidth.push_back(t.gpus[r].reduce_bandwidth);
     for (int k = 0; k < p.nsteps(); ++k) {
       RankStep& rs = m->steps[k][r];
+      double read_latency = 0;
       for (const Op& op : p.ops[r][k]) {
         const Route& in = path(op.peer, r);
-        rs.alpha = std::max(rs.alpha, in.spec.latency);
+        read_latency = std::max(read_latency, in.spec.latency);
         for (int id : resources_used(t, in, op.peer, r)) {
           rs.resources.push_back(id);
           m->load[k][id] += op.chunks.count;
@@ -123,13 +133,21 @@ CostModel::CostModel(const StepProgram& p, const SyncPlan* sync, const Topology&
         rs.moved += op.chunks.count;
         if (op.kind == OpKind::Reduce) rs.reduced += op.chunks.count;
       }
-      if (!sync) continue;
+      rs.alpha = read_latency;
+      rs.latencies = read_latency > 0 ? 1 : 0;
+      if (!sync) continue;  // lock-step: alpha is the round trip of the step's reads only
       rs.waits = sync->waits[r][k];
-      for (const Wait& w : rs.waits) rs.alpha = std::max(rs.alpha, path(w.peer, r).spec.latency);
+      for (const Wait& w : rs.waits) {
+        rs.alpha += wait_latency(w, r);
+        rs.latencies += wait_latency(w, r) > 0 ? 1 : 0;
+      }
     }
     if (!sync) continue;
     m->exit_waits[r] = sync->waits[r][p.nsteps()];
-    for (const Wait& w : m->exit_waits[r]) m->exit_alpha[r] = std::max(m->exit_alpha[r], path(w.peer, r).spec.latency);
+    for (const Wait& w : m->exit_waits[r]) {
+      m->exit_alpha[r] += wait_latency(w, r);
+      m->exit_latencies[r] += wait_latency(w, r) > 0 ? 1 : 0;
+    }
   }
   prepared_ = std::move(m);
 }
@@ -179,29 +197,51 @@ Estimate CostModel::estimate(int64_t bytes, const CostParams& params) const {
       tau[k][r] = rs.alpha + transfer + rs.reduced * piece * channels / m.reduce_bandwidth[r];
     }
 
+  // A time on the critical path and how many cross-GPU latencies it strings together.
+  struct Path {
+    double time = 0;
+    int latencies = 0;
+  };
+  auto later = [](Path a, Path b) { return b.time > a.time ? b : a; };
+  auto after = [&](Path p, size_t k, size_t r) {
+    if (!m.steps[k][r].active()) return p;
+    return Path{p.time + tau[k][r], p.latencies + m.steps[k][r].latencies};
+  };
+  Path fill;
   if (m.lock_step) {
-    for (size_t k = 0; k < nsteps; ++k) e.fill += *std::max_element(tau[k].begin(), tau[k].end());
+    for (size_t k = 0; k < nsteps; ++k) {
+      Path slowest{-1, 0};
+      for (size_t r = 0; r < nranks; ++r) slowest = later(slowest, after({}, k, r));
+      fill = {fill.time + slowest.time, fill.latencies + slowest.latencies};
+    }
   } else {
     // Longest path through the waits: a step starts when the rank's previous step and every
     // step it waits on are done (step -1: the peer has started, at time 0).
-    std::vector<std::vector<double>> done(nranks, std::vector<double>(nsteps, 0.0));
-    auto finished = [&](const Wait& w) { return w.step < 0 ? 0.0 : done[w.peer][w.step]; };
+    std::vector<std::vector<Path>> done(nranks, std::vector<Path>(nsteps));
+    auto finished = [&](const Wait& w) { return w.step < 0 ? Path{} : done[w.peer][w.step]; };
     for (size_t k = 0; k < nsteps; ++k)
       for (size_t r = 0; r < nranks; ++r) {
-        double ready = k ? done[r][k - 1] : 0.0;
-        for (const Wait& w : m.steps[k][r].waits) ready = std::max(ready, finished(w));
-        done[r][k] = ready + tau[k][r];
+        Path ready = k ? done[r][k - 1] : Path{};
+        for (const Wait& w : m.steps[k][r].waits) ready = later(ready, finished(w));
+        done[r][k] = after(ready, k, r);
       }
     for (size_t r = 0; r < nranks; ++r) {
-      double end = nsteps ? done[r][nsteps - 1] : 0.0;
-      for (const Wait& w : m.exit_waits[r]) end = std::max(end, finished(w));
-      e.fill = std::max(e.fill, end + m.exit_alpha[r]);
+      Path end = nsteps ? done[r][nsteps - 1] : Path{};
+      for (const Wait& w : m.exit_waits[r]) end = later(end, finished(w));
+      fill = later(fill, Path{end.time + m.exit_alpha[r], end.latencies + m.exit_latencies[r]});
     }
   }
+  e.fill = fill.time;
 
+  int period_latencies = 0;
   for (size_t r = 0; r < nranks; ++r) {
     double busy = 0;
-    for (size_t k = 0; k < nsteps; ++k) busy += tau[k][r];
+    int latencies = 0;
+    for (size_t k = 0; k < nsteps; ++k) {
+      busy += tau[k][r];
+      if (m.steps[k][r].active()) latencies += m.steps[k][r].latencies;
+    }
+    if (busy > e.period) period_latencies = latencies;
     e.period = std::max(e.period, busy);
   }
   for (size_t id = 0; id < m.bandwidth.size(); ++id) {
@@ -211,7 +251,10 @@ Estimate CostModel::estimate(int64_t bytes, const CostParams& params) const {
   }
 
   e.time = e.fill + (e.windows > 1 ? static_cast<double>(e.windows - 1) * e.period : 0.0);  // no 0 * inf
+  e.serial_latencies = fill.latencies + (e.windows - 1) * period_latencies;
   if (e.time == 0) return e;  // nothing to do (one rank): no meaningful bandwidth
+  e.launch = m.launch;
+  e.time += e.launch;
   e.algbw = static_cast<double>(bytes) / e.time;
   e.busbw = e.algbw * bus_factor(m.collective, m.nranks);
   return e;

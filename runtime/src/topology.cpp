@@ -65,9 +65,9 @@ static std::string bandwidth_text(double bytes_per_s) { return fmt::format("{:.6
 static std::string latency_text(double s) { return fmt::format("{:.6g}us", s * 1e6); }
 
 static std::string gpu_keys(const Gpu& g) {
-  return fmt::format("model=\"{}\" arch=sm_{} memory={} reduce={} channel={} channels={}", g.model, g.arch,
-                     bandwidth_text(g.memory_bandwidth), bandwidth_text(g.reduce_bandwidth),
-                     bandwidth_text(g.channel_bandwidth), g.max_channels);
+  return fmt::format("model=\"{}\" arch=sm_{} memory={} reduce={} channel={} channels={} launch={}", g.model,
+                     g.arch, bandwidth_text(g.memory_bandwidth), bandwidth_text(g.reduce_bandwidth),
+                     bandwidth_text(g.channel_bandwidth), g.max_channels, latency_text(g.launch));
 }
 
 // "0-3,5": runs of consecutive indices collapse to ranges.

@@ -31,6 +31,7 @@ Gpu gpu_from(const DriverDevice& d) {
   g.reduce_bandwidth = g.memory_bandwidth / 2;  // a reduce reads and writes its destination
   g.channel_bandwidth = channel_rate(g.arch);
   g.max_channels = std::clamp(d.sm_count, 1, kMaxChannels);
+  g.launch = kDefaultKernelLaunch;
   return g;
 }
 

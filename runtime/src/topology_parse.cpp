@@ -221,9 +221,11 @@ class Parser {
     bw("channel", g.channel_bandwidth);
     if (auto it = kv.find("channels"); it != kv.end())
       if (auto v = integer(it->second, 1, 1024, "channels")) g.max_channels = static_cast<int>(*v);
+    if (auto it = kv.find("launch"); it != kv.end())
+      if (auto v = quantity(it->second, kLatencyUnits, true, "launch")) g.launch = *v;
   }
 
-  const std::set<std::string> kGpuKeys{"model", "arch", "memory", "reduce", "channel", "channels"};
+  const std::set<std::string> kGpuKeys{"model", "arch", "memory", "reduce", "channel", "channels", "launch"};
 
   void gpus_directive(const std::vector<Token>& w) {
     if (gpus_line_) return error(w[0].col, fmt::format("'gpus' given twice (first on line {})", gpus_line_));
@@ -233,6 +235,7 @@ class Parser {
     std::map<std::string, Token> kv;
     keys(w, 2, kGpuKeys, kv);
     Gpu g;
+    g.launch = kDefaultKernelLaunch;
     gpu_keys(kv, g);
     topo_.gpus.assign(static_cast<size_t>(*n), g);
     gpus_line_ = line_;

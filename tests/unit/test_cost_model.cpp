@@ -147,12 +147,30 @@ TEST(CostModel, TilesPipelineTheTreeButOnlyAddLatencyToTheRing) {
 }
 
 // The planner's ring waits chain each rank to its predecessor, so the longest path is the
-// lock-step sum, plus the exit wait's latency (no rank returns while a peer still reads it).
-TEST(CostModel, SyncPlanLongestPathMatchesLockStepOnTheRingPlusTheExitWait) {
+// lock-step sum, plus each step's wait (a remote poll's round trip before the read's) and the
+// exit wait (no rank returns while a peer still reads it): 2 x 14 + 1 latencies in a row.
+TEST(CostModel, SyncPlanLongestPathIsLockStepPlusEachWait) {
   Topology sw = uniform_switch(8, kBand, kAlpha, kReduce);
   PlannedProgram ring = shipped_planned("ring", 8);
-  double lock = estimate_cost(ring.program, nullptr, sw, kBytes, {}).time;
-  EXPECT_NEAR(estimate_cost(ring.program, &ring.sync, sw, kBytes, {}).time, lock + kAlpha, 1e-12);
+  const Estimate lock = estimate_cost(ring.program, nullptr, sw, kBytes, {});
+  const Estimate flow = estimate_cost(ring.program, &ring.sync, sw, kBytes, {});
+  EXPECT_NEAR(flow.time, lock.time + 15 * kAlpha, 1e-12);
+  EXPECT_EQ(lock.serial_latencies, 14);
+  EXPECT_EQ(flow.serial_latencies, 29);
+}
+
+// Waits on several peers are polled one after another: one-shot at N = 8 strings 7 entry waits,
+// its reads and 7 exit waits together; the launch comes on top.
+TEST(CostModel, WaitsAddUpAndTheLaunchIsCharged) {
+  Topology sw = uniform_switch(8, kBand, kAlpha, kReduce);
+  PlannedProgram oneshot = shipped_planned("oneshot", 8);
+  const Estimate e = estimate_cost(oneshot.program, &oneshot.sync, sw, 8, {});
+  EXPECT_EQ(e.serial_latencies, 15);
+  for (Gpu& g : sw.gpus) g.launch = 3e-6;
+  const Estimate launched = estimate_cost(oneshot.program, &oneshot.sync, sw, 8, {});
+  EXPECT_NEAR(launched.time - e.time, 3e-6, 1e-12);
+  EXPECT_EQ(launched.launch, 3e-6);
+  EXPECT_GT(e.time, 15 * kAlpha);
 }
 
 TEST(CostModel, SyncPlanLetsIndependentRanksRunAhead) {

@@ -65,7 +65,8 @@ TEST(Topology, FormatAndDescribe) {
   Topology t = shipped_topology("nvlink-ring-4");
   EXPECT_EQ(format_topology(t),
             "name nvlink-ring-4\n"
-            "gpus 4 model=\"A100-SXM4-80GB\" arch=sm_80 memory=2039GB/s reduce=1000GB/s channel=20GB/s channels=32\n"
+            "gpus 4 model=\"A100-SXM4-80GB\" arch=sm_80 memory=2039GB/s reduce=1000GB/s channel=20GB/s channels=32 "
+            "launch=2.5us\n"
             "link 0 1 kind=nvlink bandwidth=150GB/s latency=1us\n"
             "link 1 2 kind=nvlink bandwidth=150GB/s latency=1us\n"
             "link 2 3 kind=nvlink bandwidth=150GB/s latency=1us\n"
@@ -124,7 +125,7 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"gpus 4 memory=-4GB/s\n", "t.topo:1:15: error: memory must be a positive number with a unit, got '-4GB/s'"},
         BadCase{"gpus 4 memory=nanGB/s\n", "t.topo:1:15: error: memory must be a positive number with a unit, got 'nanGB/s'"},
         BadCase{"gpus 4 colour=red\n",
-                "t.topo:1:8: error: unknown key 'colour' for 'gpus' (expected arch, channel, channels, memory, model, reduce)"},
+                "t.topo:1:8: error: unknown key 'colour' for 'gpus' (expected arch, channel, channels, launch, memory, model, reduce)"},
         BadCase{"gpus 4 arch=sm_80 arch=sm_90\n", "t.topo:1:19: error: duplicate key 'arch'"},
         BadCase{"gpus 4 arch\n", "t.topo:1:8: error: expected KEY=VALUE, got 'arch'"},
         BadCase{"gpus 4 model=\"open\n", "t.topo:1:14: error: unterminated string"},

@@ -3,13 +3,14 @@
 //
 // Per window (below) and channel, the cost of rank r's step k is
 //   tau(r,k) = alpha + transfer + reduced bytes * gamma
-// where alpha is the slowest latency among the routes r reads over or waits on in that step,
+// where alpha is the slowest latency among the routes r reads over in that step plus, given a
+// sync plan, one route latency per wait (thread 0 polls the peers it waits on one after another),
 // transfer is the longest drain time among the fabric resources r's reads use (a resource's
 // bandwidth is shared by every read crossing it in that step, from any rank, and by every
 // channel), and at least the bytes r's channel moves / channel bandwidth. Channels split every chunk evenly, a channel's
 // slice is cut into tiles, and `pipeline` tiles make a window: the unit between two progress
 // updates (the kernel's sync granularity). Windows pipeline through the steps:
-//   time = fill + (windows - 1) * period
+//   time = launch + fill + (windows - 1) * period
 //   fill   = one window through the program: lock-step sum over steps of max over ranks of tau, or,
 //            given a sync plan, the longest path through its waits;
 //   period = the busiest rank's sum of tau over steps, or the busiest resource's traffic per
@@ -44,6 +45,10 @@ struct Estimate {
   int64_t windows = 1;  // windows per channel slice of a chunk
   double fill = 0;      // s: the first window through every step
   double period = 0;    // s: each further window
+  double launch = 0;    // s: the kernel launch, part of time
+  // Cross-GPU latencies one after another on the critical path: each wait (a remote poll's
+  // round trip) and each step's reads; the floor a small message cannot beat.
+  int64_t serial_latencies = 0;
 };
 
 // nccl-tests' busbw factor: allreduce 2(N-1)/N, reduce_scatter and allgather (N-1)/N, else 1.

@@ -17,6 +17,11 @@
 
 namespace ccc {
 
+// A kernel launch when a topology does not say (`launch=` on a gpus line; detection uses it too).
+// Not a measurement of this machine: docs/cost_model.md says where it comes from; the GPU
+// check's calibration replaces it.
+inline constexpr double kDefaultKernelLaunch = 2.5e-6;
+
 // Per direction: a fabric moves `bandwidth` bytes/s each way at once (NVLink and PCIe are full
 // duplex), and a flag written at one end is seen at the other `latency` seconds later.
 struct LinkSpec {
@@ -32,6 +37,8 @@ struct Gpu {
   double reduce_bandwidth = 0;    // bytes/s of reduced data; the model's gamma is its inverse
   double channel_bandwidth = 0;   // bytes/s one channel (thread block) can move
   int max_channels = 0;           // channels the schedule may use on this GPU
+  double launch = 0;              // s: one kernel launch, back to back on a stream (the model's
+                                  // per-call constant; topology files default it, docs/cost_model.md)
   friend bool operator==(const Gpu&, const Gpu&) = default;
 };
 
