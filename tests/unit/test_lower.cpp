@@ -15,15 +15,16 @@ KernelPlan lower_shipped(const std::string& name, int n, KernelOptions o = {}) {
 
 TEST(Lower, RingFirstReadsComeFromTheInput) {
   KernelPlan plan = lower_shipped("ring", 4);
-  // Rank 1, step 0: out[0] = sum(in[0], r0.in[0]) -- nothing wrote either output chunk yet.
+  // Rank 1, step 0: out[0] = sum(r0.in[0], in[0]) -- nothing wrote either output chunk yet (and
+  // rank 0's value folds first: fold_order.h).
   const DataPass& first = plan.ranks[1].steps[0].passes.at(0);
   EXPECT_EQ(first.kind, OpKind::Reduce);
   EXPECT_EQ(first.chunks, (ChunkRange{0, 1}));
   ASSERT_EQ(first.operands.size(), 2u);
-  EXPECT_EQ(first.operands[0], (Operand{1, Storage::Input}));
-  EXPECT_EQ(first.operands[1], (Operand{0, Storage::Input}));
-  // Step 1 reads the chunk rank 0 reduced at step 0: its output.
-  EXPECT_EQ(plan.ranks[1].steps[1].passes.at(0).operands[1], (Operand{0, Storage::Output}));
+  EXPECT_EQ(first.operands[0], (Operand{0, Storage::Input}));
+  EXPECT_EQ(first.operands[1], (Operand{1, Storage::Input}));
+  // Step 1 reads the chunk rank 0 reduced at step 0 (ranks 3 and 0): its output.
+  EXPECT_EQ(plan.ranks[1].steps[1].passes.at(0).operands[0], (Operand{0, Storage::Output}));
   EXPECT_TRUE(plan.ranks[1].passthrough.empty());
 }
 
@@ -63,7 +64,26 @@ TEST(Lower, OneShotFusesEveryPeerIntoOnePass) {
   ASSERT_EQ(passes.size(), 1u);
   EXPECT_EQ(passes[0].operands.size(), 5u);
   EXPECT_TRUE(passes[0].completes);
-  EXPECT_EQ(pass_text(passes[0], 2, ReduceOp::Avg), "out[0] = avg(in[0], r3.in[0], r4.in[0], r0.in[0], r1.in[0]) / N");
+  // In rank order, the rank's own input in its place: the same fold on every rank.
+  EXPECT_EQ(pass_text(passes[0], 2, ReduceOp::Avg), "out[0] = avg(r0.in[0], r1.in[0], in[0], r3.in[0], r4.in[0]) / N");
+}
+
+// Whatever the rank and however the value reached its operand (input, output after first touch,
+// scratch when in place one-shot is staged), every rank folds one-shot's N inputs in rank order.
+TEST(Lower, EveryRankFoldsOneShotInRankOrder) {
+  for (bool in_place : {false, true}) {
+    KernelOptions o;
+    o.in_place = in_place;
+    const KernelPlan plan = lower_shipped("oneshot", 6, o);
+    for (int r = 0; r < plan.nranks; ++r) {
+      std::vector<int> order;
+      for (const StepPlan& step : plan.ranks[r].steps)
+        for (const DataPass& pass : step.passes)
+          if (pass.kind == OpKind::Reduce)
+            for (const Operand& operand : pass.operands) order.push_back(operand.rank);
+      EXPECT_EQ(order, (std::vector<int>{0, 1, 2, 3, 4, 5})) << "rank " << r << (in_place ? " in place" : "");
+    }
+  }
 }
 
 TEST(Lower, AdjacentChunksFuseIntoOnePass) {
