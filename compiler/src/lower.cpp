@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "ccc/fold_order.h"
+#include "ccc/verify_bits.h"
 
 namespace ccc {
 
@@ -333,6 +334,7 @@ KernelPlan lower(const PlannedProgram& pp, const KernelOptions& options) {
       }
     }
   }
+  verify_same_bits(plan);
   return plan;
 }
 

@@ -1,6 +1,8 @@
 #include <gtest/gtest.h>
 
 #include "ccc/lower.h"
+#include "ccc/pipeline.h"
+#include "ccc/verify_bits.h"
 #include "codegen_pipeline.h"
 #include "program_builders.h"
 
@@ -83,6 +85,65 @@ TEST(Lower, EveryRankFoldsOneShotInRankOrder) {
             for (const Operand& operand : pass.operands) order.push_back(operand.rank);
       EXPECT_EQ(order, (std::vector<int>{0, 1, 2, 3, 4, 5})) << "rank " << r << (in_place ? " in place" : "");
     }
+  }
+}
+
+// verify_same_bits on the plans the lowering makes: every shipped allreduce, in and out of place.
+TEST(VerifySameBits, AcceptsEveryShippedAllreduce) {
+  for (const char* name : {"ring", "oneshot", "twoshot", "butterfly", "tree", "dbtree"})
+    for (int n : {1, 2, 3, 4, 5, 8, 9})
+      for (bool in_place : {false, true}) {
+        testing::Planned p = testing::plan_shipped(name, n, in_place);
+        if (!p.planned) continue;  // butterfly needs a power of two; some have no in-place plan
+        KernelOptions o;
+        o.in_place = in_place;
+        EXPECT_NO_THROW(verify_same_bits(lower(*p.planned, o))) << name << " N=" << n << (in_place ? " in place" : "");
+      }
+}
+
+// One rank folding in its own order: the error names it, the chunk and both expressions, at the
+// DSL op of its pass.
+TEST(VerifySameBits, NamesTheRankThatFoldsInAnotherOrder) {
+  KernelPlan plan = lower_shipped("oneshot", 4);
+  std::vector<Operand>& operands = plan.ranks[2].steps[0].passes.at(0).operands;
+  std::reverse(operands.begin(), operands.end());
+  try {
+    verify_same_bits(plan);
+    FAIL() << "accepted";
+  } catch (const LowerError& e) {
+    EXPECT_EQ(e.loc.line, 9);
+    EXPECT_NE(std::string(e.what()).find("rank 2 ends with output chunk 0 = sum(r3, r2, r1, r0), but rank 0 with "
+                                         "sum(r0, r1, r2, r3)"),
+              std::string::npos)
+        << e.what();
+    EXPECT_NE(std::string(e.what()).find("computed at step 0 (direct) by rank 2"), std::string::npos) << e.what();
+  }
+}
+
+// Fold order cannot fix reductions of different shapes: one-shot spread over N - 1 steps rounds
+// after every peer, starting from the rank's own input, so every rank's sum has another shape.
+// Lowering rejects it.
+TEST(VerifySameBits, RejectsASequentialOneShot) {
+  const SourceFile file{"seq.sched", R"(allreduce seq {
+  chunks 1
+  phase direct {
+    step s in 0 .. N-2 { reduce chunk 0 from input of (r + s + 1) % N }
+  }
+})"};
+  Diagnostics diags;
+  std::optional<StepProgram> program = run_front_end(file, {3, 0}, diags);
+  ASSERT_TRUE(program) << diags.render(&file);
+  std::optional<PlannedProgram> planned = run_analysis(*program, {}, diags);
+  ASSERT_TRUE(planned) << diags.render(&file);  // the contributions are right
+  try {
+    lower(*planned, {});
+    FAIL() << "accepted";
+  } catch (const LowerError& e) {
+    EXPECT_EQ(e.loc.line, 4);
+    EXPECT_NE(std::string(e.what()).find("rank 1 ends with output chunk 0 = sum(r0, sum(r1, r2)), but rank 0 with "
+                                         "sum(sum(r0, r1), r2)"),
+              std::string::npos)
+        << e.what();
   }
 }
 

@@ -14,7 +14,7 @@
 // in programs the verifier rejects; they keep program order.
 //
 // This makes equal reductions equal; it cannot make a schedule whose ranks reduce in different
-// shapes (one rank adds a + b first, another b + c) agree. A check after lowering proves the result.
+// shapes (one rank adds a + b first, another b + c) agree. verify_same_bits proves the result.
 #pragma once
 
 #include <algorithm>
