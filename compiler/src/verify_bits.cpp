@@ -53,10 +53,6 @@ class Expressions {
   int64_t leaves() const { return plan_.nranks * plan_.nchunks; }
 
   void append(int64_t id, std::string& out) const {
-    if (out.size() > kMaxExpressionText) {
-      if (!out.ends_with("...")) out += "...";
-      return;
-    }
     if (id == kUndefined) {
       out += "undefined";
       return;
@@ -69,6 +65,10 @@ class Expressions {
     const std::vector<int64_t>& children = *nodes_[id - leaves()].children;
     for (size_t i = 0; i < children.size(); ++i) {
       if (i > 0) out += ", ";
+      if (out.size() > kMaxExpressionText) {
+        out += "...";
+        break;
+      }
       append(children[i], out);
     }
     out += ")";
@@ -98,8 +98,8 @@ class Evaluator {
         for (const DataPass& pass : plan_.ranks[r].steps[k].passes) evaluate(pass, {r, k, pass.locs.front()});
       land();
     }
-    for (int r = 0; r < plan_.nranks; ++r)
-      for (const DataPass& pass : plan_.ranks[r].passthrough) evaluate(pass, {r, plan_.nsteps(), {}});
+    for (int r = 0; r < plan_.nranks; ++r)  // copies: they make no node, so no origin to name
+      for (const DataPass& pass : plan_.ranks[r].passthrough) evaluate(pass, {r, -1, {}});
     land();
   }
 
@@ -132,7 +132,7 @@ class Evaluator {
     std::string computed;
     if (where)
       computed = fmt::format("; that value was computed at step {} ({}) by rank {}", where->step,
-                             where->step < plan_.nsteps() ? plan_.steps[where->step].label : "passthrough", where->rank);
+                             plan_.steps[where->step].label, where->rank);
     throw LowerError(where ? where->loc : SourceLoc{},
                      fmt::format("rank {} ends with output chunk {} = {}, but rank 0 with {}: ranks that reduce in "
                                  "different orders end with different bits (rQ: rank Q's input chunk {}; operands fold "

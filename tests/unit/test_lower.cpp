@@ -120,6 +120,22 @@ TEST(VerifySameBits, NamesTheRankThatFoldsInAnotherOrder) {
   }
 }
 
+// Large expressions are cut short, with their parentheses balanced.
+TEST(VerifySameBits, CutsLongExpressionsShort) {
+  KernelPlan plan = lower_shipped("oneshot", 64);
+  std::vector<Operand>& operands = plan.ranks[5].steps[0].passes.at(0).operands;
+  std::reverse(operands.begin(), operands.end());
+  try {
+    verify_same_bits(plan);
+    FAIL() << "accepted";
+  } catch (const LowerError& e) {
+    const std::string what = e.what();
+    EXPECT_LT(what.size(), 600u) << what;
+    EXPECT_NE(what.find("rank 5 ends with output chunk 0 = sum(r63, r62, "), std::string::npos) << what;
+    EXPECT_NE(what.find(", ...), but rank 0 with sum(r0, r1, "), std::string::npos) << what;
+  }
+}
+
 // Fold order cannot fix reductions of different shapes: one-shot spread over N - 1 steps rounds
 // after every peer, starting from the rank's own input, so every rank's sum has another shape.
 // Lowering rejects it.
