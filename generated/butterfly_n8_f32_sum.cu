@@ -72,7 +72,7 @@ CCC_PROGRAM Instr rank_1[] = {
     // step 2: reduce_scatter k=2 (schedules/butterfly.sched:16)
     ccc::wait(0, 1),  // wait rank 0 step 1 (RAW: reads output chunk 1 of rank 0, written at step 1 (reduce_scatter k=1) (schedules/butterfly.sched:19))
     // schedules/butterfly.sched:19  reduce chunks mine .. mine + m - 1 from r ^ m
-    ccc::reduce_last(1, 2, ccc::out(1), ccc::out(1), ccc::out(0)),  // out[1] = sum(out[1], r0.out[1])
+    ccc::reduce_last(1, 2, ccc::out(1), ccc::out(0), ccc::out(1)),  // out[1] = sum(r0.out[1], out[1])
     ccc::done(2),
     // step 3: all_gather k=0 (schedules/butterfly.sched:23)
     ccc::wait(0, 2),  // wait rank 0 step 2 (RAW: reads output chunk 0 of rank 0, written at step 2 (reduce_scatter k=2) (schedules/butterfly.sched:26))
@@ -106,7 +106,7 @@ CCC_PROGRAM Instr rank_2[] = {
     // step 1: reduce_scatter k=1 (schedules/butterfly.sched:16)
     ccc::wait(0, 0),  // wait rank 0 step 0 (RAW: reads output chunks 2..3 of rank 0, written at step 0 (reduce_scatter k=0) (schedules/butterfly.sched:19))
     // schedules/butterfly.sched:19  reduce chunks mine .. mine + m - 1 from r ^ m
-    ccc::reduce(2, 4, ccc::out(2), ccc::out(2), ccc::out(0)),  // out[2..3] = sum(out[2..3], r0.out[2..3])
+    ccc::reduce(2, 4, ccc::out(2), ccc::out(0), ccc::out(2)),  // out[2..3] = sum(r0.out[2..3], out[2..3])
     ccc::done(1),
     // step 2: reduce_scatter k=2 (schedules/butterfly.sched:16)
     ccc::wait(3, 1),  // wait rank 3 step 1 (RAW: reads output chunk 2 of rank 3, written at step 1 (reduce_scatter k=1) (schedules/butterfly.sched:19))
@@ -145,12 +145,12 @@ CCC_PROGRAM Instr rank_3[] = {
     // step 1: reduce_scatter k=1 (schedules/butterfly.sched:16)
     ccc::wait(1, 0),  // wait rank 1 step 0 (RAW: reads output chunks 2..3 of rank 1, written at step 0 (reduce_scatter k=0) (schedules/butterfly.sched:19))
     // schedules/butterfly.sched:19  reduce chunks mine .. mine + m - 1 from r ^ m
-    ccc::reduce(2, 4, ccc::out(3), ccc::out(3), ccc::out(1)),  // out[2..3] = sum(out[2..3], r1.out[2..3])
+    ccc::reduce(2, 4, ccc::out(3), ccc::out(1), ccc::out(3)),  // out[2..3] = sum(r1.out[2..3], out[2..3])
     ccc::done(1),
     // step 2: reduce_scatter k=2 (schedules/butterfly.sched:16)
     ccc::wait(2, 1),  // wait rank 2 step 1 (RAW: reads output chunk 3 of rank 2, written at step 1 (reduce_scatter k=1) (schedules/butterfly.sched:19))
     // schedules/butterfly.sched:19  reduce chunks mine .. mine + m - 1 from r ^ m
-    ccc::reduce_last(3, 4, ccc::out(3), ccc::out(3), ccc::out(2)),  // out[3] = sum(out[3], r2.out[3])
+    ccc::reduce_last(3, 4, ccc::out(3), ccc::out(2), ccc::out(3)),  // out[3] = sum(r2.out[3], out[3])
     ccc::done(2),
     // step 3: all_gather k=0 (schedules/butterfly.sched:23)
     ccc::wait(2, 2),  // wait rank 2 step 2 (RAW: reads output chunk 2 of rank 2, written at step 2 (reduce_scatter k=2) (schedules/butterfly.sched:26))
@@ -179,7 +179,7 @@ CCC_PROGRAM Instr rank_4[] = {
     // step 0: reduce_scatter k=0 (schedules/butterfly.sched:16)
     ccc::wait(0, -1),  // wait rank 0 entered (entry: reads input chunks 4..7 of rank 0, ready once it has started (schedules/butterfly.sched:19))
     // schedules/butterfly.sched:19  reduce chunks mine .. mine + m - 1 from r ^ m
-    ccc::reduce(4, 8, ccc::out(4), ccc::in(4), ccc::in(0)),  // out[4..7] = sum(in[4..7], r0.in[4..7])
+    ccc::reduce(4, 8, ccc::out(4), ccc::in(0), ccc::in(4)),  // out[4..7] = sum(r0.in[4..7], in[4..7])
     ccc::done(0),
     // step 1: reduce_scatter k=1 (schedules/butterfly.sched:16)
     ccc::wait(6, 0),  // wait rank 6 step 0 (RAW: reads output chunks 4..5 of rank 6, written at step 0 (reduce_scatter k=0) (schedules/butterfly.sched:19))
@@ -218,7 +218,7 @@ CCC_PROGRAM Instr rank_5[] = {
     // step 0: reduce_scatter k=0 (schedules/butterfly.sched:16)
     ccc::wait(1, -1),  // wait rank 1 entered (entry: reads input chunks 4..7 of rank 1, ready once it has started (schedules/butterfly.sched:19))
     // schedules/butterfly.sched:19  reduce chunks mine .. mine + m - 1 from r ^ m
-    ccc::reduce(4, 8, ccc::out(5), ccc::in(5), ccc::in(1)),  // out[4..7] = sum(in[4..7], r1.in[4..7])
+    ccc::reduce(4, 8, ccc::out(5), ccc::in(1), ccc::in(5)),  // out[4..7] = sum(r1.in[4..7], in[4..7])
     ccc::done(0),
     // step 1: reduce_scatter k=1 (schedules/butterfly.sched:16)
     ccc::wait(7, 0),  // wait rank 7 step 0 (RAW: reads output chunks 4..5 of rank 7, written at step 0 (reduce_scatter k=0) (schedules/butterfly.sched:19))
@@ -228,7 +228,7 @@ CCC_PROGRAM Instr rank_5[] = {
     // step 2: reduce_scatter k=2 (schedules/butterfly.sched:16)
     ccc::wait(4, 1),  // wait rank 4 step 1 (RAW: reads output chunk 5 of rank 4, written at step 1 (reduce_scatter k=1) (schedules/butterfly.sched:19))
     // schedules/butterfly.sched:19  reduce chunks mine .. mine + m - 1 from r ^ m
-    ccc::reduce_last(5, 6, ccc::out(5), ccc::out(5), ccc::out(4)),  // out[5] = sum(out[5], r4.out[5])
+    ccc::reduce_last(5, 6, ccc::out(5), ccc::out(4), ccc::out(5)),  // out[5] = sum(r4.out[5], out[5])
     ccc::done(2),
     // step 3: all_gather k=0 (schedules/butterfly.sched:23)
     ccc::wait(4, 2),  // wait rank 4 step 2 (RAW: reads output chunk 4 of rank 4, written at step 2 (reduce_scatter k=2) (schedules/butterfly.sched:26))
@@ -257,12 +257,12 @@ CCC_PROGRAM Instr rank_6[] = {
     // step 0: reduce_scatter k=0 (schedules/butterfly.sched:16)
     ccc::wait(2, -1),  // wait rank 2 entered (entry: reads input chunks 4..7 of rank 2, ready once it has started (schedules/butterfly.sched:19))
     // schedules/butterfly.sched:19  reduce chunks mine .. mine + m - 1 from r ^ m
-    ccc::reduce(4, 8, ccc::out(6), ccc::in(6), ccc::in(2)),  // out[4..7] = sum(in[4..7], r2.in[4..7])
+    ccc::reduce(4, 8, ccc::out(6), ccc::in(2), ccc::in(6)),  // out[4..7] = sum(r2.in[4..7], in[4..7])
     ccc::done(0),
     // step 1: reduce_scatter k=1 (schedules/butterfly.sched:16)
     ccc::wait(4, 0),  // wait rank 4 step 0 (RAW: reads output chunks 6..7 of rank 4, written at step 0 (reduce_scatter k=0) (schedules/butterfly.sched:19))
     // schedules/butterfly.sched:19  reduce chunks mine .. mine + m - 1 from r ^ m
-    ccc::reduce(6, 8, ccc::out(6), ccc::out(6), ccc::out(4)),  // out[6..7] = sum(out[6..7], r4.out[6..7])
+    ccc::reduce(6, 8, ccc::out(6), ccc::out(4), ccc::out(6)),  // out[6..7] = sum(r4.out[6..7], out[6..7])
     ccc::done(1),
     // step 2: reduce_scatter k=2 (schedules/butterfly.sched:16)
     ccc::wait(7, 1),  // wait rank 7 step 1 (RAW: reads output chunk 6 of rank 7, written at step 1 (reduce_scatter k=1) (schedules/butterfly.sched:19))
@@ -296,17 +296,17 @@ CCC_PROGRAM Instr rank_7[] = {
     // step 0: reduce_scatter k=0 (schedules/butterfly.sched:16)
     ccc::wait(3, -1),  // wait rank 3 entered (entry: reads input chunks 4..7 of rank 3, ready once it has started (schedules/butterfly.sched:19))
     // schedules/butterfly.sched:19  reduce chunks mine .. mine + m - 1 from r ^ m
-    ccc::reduce(4, 8, ccc::out(7), ccc::in(7), ccc::in(3)),  // out[4..7] = sum(in[4..7], r3.in[4..7])
+    ccc::reduce(4, 8, ccc::out(7), ccc::in(3), ccc::in(7)),  // out[4..7] = sum(r3.in[4..7], in[4..7])
     ccc::done(0),
     // step 1: reduce_scatter k=1 (schedules/butterfly.sched:16)
     ccc::wait(5, 0),  // wait rank 5 step 0 (RAW: reads output chunks 6..7 of rank 5, written at step 0 (reduce_scatter k=0) (schedules/butterfly.sched:19))
     // schedules/butterfly.sched:19  reduce chunks mine .. mine + m - 1 from r ^ m
-    ccc::reduce(6, 8, ccc::out(7), ccc::out(7), ccc::out(5)),  // out[6..7] = sum(out[6..7], r5.out[6..7])
+    ccc::reduce(6, 8, ccc::out(7), ccc::out(5), ccc::out(7)),  // out[6..7] = sum(r5.out[6..7], out[6..7])
     ccc::done(1),
     // step 2: reduce_scatter k=2 (schedules/butterfly.sched:16)
     ccc::wait(6, 1),  // wait rank 6 step 1 (RAW: reads output chunk 7 of rank 6, written at step 1 (reduce_scatter k=1) (schedules/butterfly.sched:19))
     // schedules/butterfly.sched:19  reduce chunks mine .. mine + m - 1 from r ^ m
-    ccc::reduce_last(7, 8, ccc::out(7), ccc::out(7), ccc::out(6)),  // out[7] = sum(out[7], r6.out[7])
+    ccc::reduce_last(7, 8, ccc::out(7), ccc::out(6), ccc::out(7)),  // out[7] = sum(r6.out[7], out[7])
     ccc::done(2),
     // step 3: all_gather k=0 (schedules/butterfly.sched:23)
     ccc::wait(6, 2),  // wait rank 6 step 2 (RAW: reads output chunk 6 of rank 6, written at step 2 (reduce_scatter k=2) (schedules/butterfly.sched:26))

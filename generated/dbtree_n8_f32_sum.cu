@@ -52,7 +52,7 @@ CCC_PROGRAM Instr rank_1[] = {
     // step 2: reduce s=2 (schedules/dbtree.sched:24)
     ccc::wait(5, 1),  // wait rank 5 step 1 (RAW: reads output chunk 1 of rank 5, written at step 1 (reduce s=1) (schedules/dbtree.sched:29))
     // schedules/dbtree.sched:29  reduce chunk t from rank_of(t, left)
-    ccc::reduce_last(1, 2, ccc::out(1), ccc::in(1), ccc::out(5)),  // out[1] = sum(in[1], r5.out[1])
+    ccc::reduce_last(1, 2, ccc::out(1), ccc::out(5), ccc::in(1)),  // out[1] = sum(r5.out[1], in[1])
     ccc::done(2),
     // step 3: broadcast s=0 (schedules/dbtree.sched:41)
     ccc::done(3),
@@ -75,7 +75,7 @@ CCC_PROGRAM Instr rank_2[] = {
     ccc::wait(3, -1),  // wait rank 3 entered (entry: reads input chunk 0 of rank 3, ready once it has started (schedules/dbtree.sched:33))
     // schedules/dbtree.sched:29  reduce chunk t from rank_of(t, left)
     // schedules/dbtree.sched:33  reduce chunk t from rank_of(t, right)
-    ccc::reduce(0, 1, ccc::out(2), ccc::in(2), ccc::in(1), ccc::in(3)),  // out[0] = sum(in[0], r1.in[0], r3.in[0])
+    ccc::reduce(0, 1, ccc::out(2), ccc::in(1), ccc::in(2), ccc::in(3)),  // out[0] = sum(r1.in[0], in[0], r3.in[0])
     ccc::done(0),
     // step 1: reduce s=1 (schedules/dbtree.sched:24)
     ccc::done(1),
@@ -106,7 +106,7 @@ CCC_PROGRAM Instr rank_3[] = {
     ccc::wait(4, -1),  // wait rank 4 entered (entry: reads input chunk 1 of rank 4, ready once it has started (schedules/dbtree.sched:33))
     // schedules/dbtree.sched:29  reduce chunk t from rank_of(t, left)
     // schedules/dbtree.sched:33  reduce chunk t from rank_of(t, right)
-    ccc::reduce(1, 2, ccc::out(3), ccc::in(3), ccc::in(2), ccc::in(4)),  // out[1] = sum(in[1], r2.in[1], r4.in[1])
+    ccc::reduce(1, 2, ccc::out(3), ccc::in(2), ccc::in(3), ccc::in(4)),  // out[1] = sum(r2.in[1], in[1], r4.in[1])
     ccc::done(0),
     // step 1: reduce s=1 (schedules/dbtree.sched:24)
     ccc::done(1),
@@ -139,7 +139,7 @@ CCC_PROGRAM Instr rank_4[] = {
     ccc::wait(6, 0),  // wait rank 6 step 0 (RAW: reads output chunk 0 of rank 6, written at step 0 (reduce s=0) (schedules/dbtree.sched:33))
     // schedules/dbtree.sched:29  reduce chunk t from rank_of(t, left)
     // schedules/dbtree.sched:33  reduce chunk t from rank_of(t, right)
-    ccc::reduce(0, 1, ccc::out(4), ccc::in(4), ccc::out(2), ccc::out(6)),  // out[0] = sum(in[0], r2.out[0], r6.out[0])
+    ccc::reduce(0, 1, ccc::out(4), ccc::out(2), ccc::in(4), ccc::out(6)),  // out[0] = sum(r2.out[0], in[0], r6.out[0])
     ccc::done(1),
     // step 2: reduce s=2 (schedules/dbtree.sched:24)
     ccc::done(2),
@@ -170,7 +170,7 @@ CCC_PROGRAM Instr rank_5[] = {
     ccc::wait(7, 0),  // wait rank 7 step 0 (RAW: reads output chunk 1 of rank 7, written at step 0 (reduce s=0) (schedules/dbtree.sched:33))
     // schedules/dbtree.sched:29  reduce chunk t from rank_of(t, left)
     // schedules/dbtree.sched:33  reduce chunk t from rank_of(t, right)
-    ccc::reduce(1, 2, ccc::out(5), ccc::in(5), ccc::out(3), ccc::out(7)),  // out[1] = sum(in[1], r3.out[1], r7.out[1])
+    ccc::reduce(1, 2, ccc::out(5), ccc::out(7), ccc::out(3), ccc::in(5)),  // out[1] = sum(r7.out[1], r3.out[1], in[1])
     ccc::done(1),
     // step 2: reduce s=2 (schedules/dbtree.sched:24)
     ccc::done(2),
@@ -199,7 +199,7 @@ CCC_PROGRAM Instr rank_6[] = {
     ccc::wait(7, -1),  // wait rank 7 entered (entry: reads input chunk 0 of rank 7, ready once it has started (schedules/dbtree.sched:33))
     // schedules/dbtree.sched:29  reduce chunk t from rank_of(t, left)
     // schedules/dbtree.sched:33  reduce chunk t from rank_of(t, right)
-    ccc::reduce(0, 1, ccc::out(6), ccc::in(6), ccc::in(5), ccc::in(7)),  // out[0] = sum(in[0], r5.in[0], r7.in[0])
+    ccc::reduce(0, 1, ccc::out(6), ccc::in(5), ccc::in(6), ccc::in(7)),  // out[0] = sum(r5.in[0], in[0], r7.in[0])
     ccc::done(0),
     // step 1: reduce s=1 (schedules/dbtree.sched:24)
     ccc::done(1),
@@ -230,7 +230,7 @@ CCC_PROGRAM Instr rank_7[] = {
     ccc::wait(6, -1),  // wait rank 6 entered (entry: reads input chunk 1 of rank 6, ready once it has started (schedules/dbtree.sched:29))
     // schedules/dbtree.sched:29  reduce chunk t from rank_of(t, left)
     // schedules/dbtree.sched:33  reduce chunk t from rank_of(t, right)
-    ccc::reduce(1, 2, ccc::out(7), ccc::in(7), ccc::in(6), ccc::in(0)),  // out[1] = sum(in[1], r6.in[1], r0.in[1])
+    ccc::reduce(1, 2, ccc::out(7), ccc::in(0), ccc::in(6), ccc::in(7)),  // out[1] = sum(r0.in[1], r6.in[1], in[1])
     ccc::done(0),
     // step 1: reduce s=1 (schedules/dbtree.sched:24)
     ccc::done(1),

@@ -53,7 +53,7 @@ CCC_PROGRAM Instr rank_1[] = {
     ccc::wait(6, -1),  // wait rank 6 entered (entry: reads input chunk 0 of rank 6, ready once it has started (schedules/oneshot.sched:9))
     ccc::wait(7, -1),  // wait rank 7 entered (entry: reads input chunk 0 of rank 7, ready once it has started (schedules/oneshot.sched:9))
     // schedules/oneshot.sched:9  for p in 1 .. N-1 { reduce chunk 0 from (r + p) % N }
-    ccc::reduce_last(0, 1, ccc::out(1), ccc::in(1), ccc::in(2), ccc::in(3), ccc::in(4), ccc::in(5), ccc::in(6), ccc::in(7), ccc::in(0)),  // out[0] = sum(in[0], r2.in[0], r3.in[0], r4.in[0], r5.in[0], r6.in[0], r7.in[0], r0.in[0])
+    ccc::reduce_last(0, 1, ccc::out(1), ccc::in(0), ccc::in(1), ccc::in(2), ccc::in(3), ccc::in(4), ccc::in(5), ccc::in(6), ccc::in(7)),  // out[0] = sum(r0.in[0], in[0], r2.in[0], r3.in[0], r4.in[0], r5.in[0], r6.in[0], r7.in[0])
     ccc::done(0),
     // after the last window
     ccc::wait_exit(0, 0),  // wait rank 0 step 0 (exit: rank 0 reads input chunk 0 of this rank at step 0 (direct) (schedules/oneshot.sched:9))
@@ -77,7 +77,7 @@ CCC_PROGRAM Instr rank_2[] = {
     ccc::wait(6, -1),  // wait rank 6 entered (entry: reads input chunk 0 of rank 6, ready once it has started (schedules/oneshot.sched:9))
     ccc::wait(7, -1),  // wait rank 7 entered (entry: reads input chunk 0 of rank 7, ready once it has started (schedules/oneshot.sched:9))
     // schedules/oneshot.sched:9  for p in 1 .. N-1 { reduce chunk 0 from (r + p) % N }
-    ccc::reduce_last(0, 1, ccc::out(2), ccc::in(2), ccc::in(3), ccc::in(4), ccc::in(5), ccc::in(6), ccc::in(7), ccc::in(0), ccc::in(1)),  // out[0] = sum(in[0], r3.in[0], r4.in[0], r5.in[0], r6.in[0], r7.in[0], r0.in[0], r1.in[0])
+    ccc::reduce_last(0, 1, ccc::out(2), ccc::in(0), ccc::in(1), ccc::in(2), ccc::in(3), ccc::in(4), ccc::in(5), ccc::in(6), ccc::in(7)),  // out[0] = sum(r0.in[0], r1.in[0], in[0], r3.in[0], r4.in[0], r5.in[0], r6.in[0], r7.in[0])
     ccc::done(0),
     // after the last window
     ccc::wait_exit(0, 0),  // wait rank 0 step 0 (exit: rank 0 reads input chunk 0 of this rank at step 0 (direct) (schedules/oneshot.sched:9))
@@ -101,7 +101,7 @@ CCC_PROGRAM Instr rank_3[] = {
     ccc::wait(6, -1),  // wait rank 6 entered (entry: reads input chunk 0 of rank 6, ready once it has started (schedules/oneshot.sched:9))
     ccc::wait(7, -1),  // wait rank 7 entered (entry: reads input chunk 0 of rank 7, ready once it has started (schedules/oneshot.sched:9))
     // schedules/oneshot.sched:9  for p in 1 .. N-1 { reduce chunk 0 from (r + p) % N }
-    ccc::reduce_last(0, 1, ccc::out(3), ccc::in(3), ccc::in(4), ccc::in(5), ccc::in(6), ccc::in(7), ccc::in(0), ccc::in(1), ccc::in(2)),  // out[0] = sum(in[0], r4.in[0], r5.in[0], r6.in[0], r7.in[0], r0.in[0], r1.in[0], r2.in[0])
+    ccc::reduce_last(0, 1, ccc::out(3), ccc::in(0), ccc::in(1), ccc::in(2), ccc::in(3), ccc::in(4), ccc::in(5), ccc::in(6), ccc::in(7)),  // out[0] = sum(r0.in[0], r1.in[0], r2.in[0], in[0], r4.in[0], r5.in[0], r6.in[0], r7.in[0])
     ccc::done(0),
     // after the last window
     ccc::wait_exit(0, 0),  // wait rank 0 step 0 (exit: rank 0 reads input chunk 0 of this rank at step 0 (direct) (schedules/oneshot.sched:9))
@@ -125,7 +125,7 @@ CCC_PROGRAM Instr rank_4[] = {
     ccc::wait(6, -1),  // wait rank 6 entered (entry: reads input chunk 0 of rank 6, ready once it has started (schedules/oneshot.sched:9))
     ccc::wait(7, -1),  // wait rank 7 entered (entry: reads input chunk 0 of rank 7, ready once it has started (schedules/oneshot.sched:9))
     // schedules/oneshot.sched:9  for p in 1 .. N-1 { reduce chunk 0 from (r + p) % N }
-    ccc::reduce_last(0, 1, ccc::out(4), ccc::in(4), ccc::in(5), ccc::in(6), ccc::in(7), ccc::in(0), ccc::in(1), ccc::in(2), ccc::in(3)),  // out[0] = sum(in[0], r5.in[0], r6.in[0], r7.in[0], r0.in[0], r1.in[0], r2.in[0], r3.in[0])
+    ccc::reduce_last(0, 1, ccc::out(4), ccc::in(0), ccc::in(1), ccc::in(2), ccc::in(3), ccc::in(4), ccc::in(5), ccc::in(6), ccc::in(7)),  // out[0] = sum(r0.in[0], r1.in[0], r2.in[0], r3.in[0], in[0], r5.in[0], r6.in[0], r7.in[0])
     ccc::done(0),
     // after the last window
     ccc::wait_exit(0, 0),  // wait rank 0 step 0 (exit: rank 0 reads input chunk 0 of this rank at step 0 (direct) (schedules/oneshot.sched:9))
@@ -149,7 +149,7 @@ CCC_PROGRAM Instr rank_5[] = {
     ccc::wait(6, -1),  // wait rank 6 entered (entry: reads input chunk 0 of rank 6, ready once it has started (schedules/oneshot.sched:9))
     ccc::wait(7, -1),  // wait rank 7 entered (entry: reads input chunk 0 of rank 7, ready once it has started (schedules/oneshot.sched:9))
     // schedules/oneshot.sched:9  for p in 1 .. N-1 { reduce chunk 0 from (r + p) % N }
-    ccc::reduce_last(0, 1, ccc::out(5), ccc::in(5), ccc::in(6), ccc::in(7), ccc::in(0), ccc::in(1), ccc::in(2), ccc::in(3), ccc::in(4)),  // out[0] = sum(in[0], r6.in[0], r7.in[0], r0.in[0], r1.in[0], r2.in[0], r3.in[0], r4.in[0])
+    ccc::reduce_last(0, 1, ccc::out(5), ccc::in(0), ccc::in(1), ccc::in(2), ccc::in(3), ccc::in(4), ccc::in(5), ccc::in(6), ccc::in(7)),  // out[0] = sum(r0.in[0], r1.in[0], r2.in[0], r3.in[0], r4.in[0], in[0], r6.in[0], r7.in[0])
     ccc::done(0),
     // after the last window
     ccc::wait_exit(0, 0),  // wait rank 0 step 0 (exit: rank 0 reads input chunk 0 of this rank at step 0 (direct) (schedules/oneshot.sched:9))
@@ -173,7 +173,7 @@ CCC_PROGRAM Instr rank_6[] = {
     ccc::wait(5, -1),  // wait rank 5 entered (entry: reads input chunk 0 of rank 5, ready once it has started (schedules/oneshot.sched:9))
     ccc::wait(7, -1),  // wait rank 7 entered (entry: reads input chunk 0 of rank 7, ready once it has started (schedules/oneshot.sched:9))
     // schedules/oneshot.sched:9  for p in 1 .. N-1 { reduce chunk 0 from (r + p) % N }
-    ccc::reduce_last(0, 1, ccc::out(6), ccc::in(6), ccc::in(7), ccc::in(0), ccc::in(1), ccc::in(2), ccc::in(3), ccc::in(4), ccc::in(5)),  // out[0] = sum(in[0], r7.in[0], r0.in[0], r1.in[0], r2.in[0], r3.in[0], r4.in[0], r5.in[0])
+    ccc::reduce_last(0, 1, ccc::out(6), ccc::in(0), ccc::in(1), ccc::in(2), ccc::in(3), ccc::in(4), ccc::in(5), ccc::in(6), ccc::in(7)),  // out[0] = sum(r0.in[0], r1.in[0], r2.in[0], r3.in[0], r4.in[0], r5.in[0], in[0], r7.in[0])
     ccc::done(0),
     // after the last window
     ccc::wait_exit(0, 0),  // wait rank 0 step 0 (exit: rank 0 reads input chunk 0 of this rank at step 0 (direct) (schedules/oneshot.sched:9))
@@ -197,7 +197,7 @@ CCC_PROGRAM Instr rank_7[] = {
     ccc::wait(5, -1),  // wait rank 5 entered (entry: reads input chunk 0 of rank 5, ready once it has started (schedules/oneshot.sched:9))
     ccc::wait(6, -1),  // wait rank 6 entered (entry: reads input chunk 0 of rank 6, ready once it has started (schedules/oneshot.sched:9))
     // schedules/oneshot.sched:9  for p in 1 .. N-1 { reduce chunk 0 from (r + p) % N }
-    ccc::reduce_last(0, 1, ccc::out(7), ccc::in(7), ccc::in(0), ccc::in(1), ccc::in(2), ccc::in(3), ccc::in(4), ccc::in(5), ccc::in(6)),  // out[0] = sum(in[0], r0.in[0], r1.in[0], r2.in[0], r3.in[0], r4.in[0], r5.in[0], r6.in[0])
+    ccc::reduce_last(0, 1, ccc::out(7), ccc::in(0), ccc::in(1), ccc::in(2), ccc::in(3), ccc::in(4), ccc::in(5), ccc::in(6), ccc::in(7)),  // out[0] = sum(r0.in[0], r1.in[0], r2.in[0], r3.in[0], r4.in[0], r5.in[0], r6.in[0], in[0])
     ccc::done(0),
     // after the last window
     ccc::wait_exit(0, 0),  // wait rank 0 step 0 (exit: rank 0 reads input chunk 0 of this rank at step 0 (direct) (schedules/oneshot.sched:9))

@@ -67,37 +67,37 @@ CCC_PROGRAM Instr rank_1[] = {
     // step 0: reduce_scatter s=0 (schedules/ring_reduce_scatter.sched:11)
     ccc::wait(0, -1),  // wait rank 0 entered (entry: reads input chunk 7 of rank 0, ready once it has started (schedules/ring_reduce_scatter.sched:11))
     // schedules/ring_reduce_scatter.sched:11  step s in 0 .. N-2 { reduce chunk (r - s - 2) % N from prev }
-    ccc::reduce(7, 8, ccc::staging(1), ccc::in(1), ccc::in(0)),  // staging[7] = sum(in[7], r0.in[7])
+    ccc::reduce(7, 8, ccc::staging(1), ccc::in(0), ccc::in(1)),  // staging[7] = sum(r0.in[7], in[7])
     ccc::done(0),
     // step 1: reduce_scatter s=1 (schedules/ring_reduce_scatter.sched:11)
     ccc::wait(0, 0),  // wait rank 0 step 0 (RAW: reads output chunk 6 of rank 0, written at step 0 (reduce_scatter s=0) (schedules/ring_reduce_scatter.sched:11))
     // schedules/ring_reduce_scatter.sched:11  step s in 0 .. N-2 { reduce chunk (r - s - 2) % N from prev }
-    ccc::reduce(6, 7, ccc::staging(1), ccc::in(1), ccc::staging(0)),  // staging[6] = sum(in[6], r0.staging[6])
+    ccc::reduce(6, 7, ccc::staging(1), ccc::staging(0), ccc::in(1)),  // staging[6] = sum(r0.staging[6], in[6])
     ccc::done(1),
     // step 2: reduce_scatter s=2 (schedules/ring_reduce_scatter.sched:11)
     ccc::wait(0, 1),  // wait rank 0 step 1 (RAW: reads output chunk 5 of rank 0, written at step 1 (reduce_scatter s=1) (schedules/ring_reduce_scatter.sched:11))
     // schedules/ring_reduce_scatter.sched:11  step s in 0 .. N-2 { reduce chunk (r - s - 2) % N from prev }
-    ccc::reduce(5, 6, ccc::staging(1), ccc::in(1), ccc::staging(0)),  // staging[5] = sum(in[5], r0.staging[5])
+    ccc::reduce(5, 6, ccc::staging(1), ccc::staging(0), ccc::in(1)),  // staging[5] = sum(r0.staging[5], in[5])
     ccc::done(2),
     // step 3: reduce_scatter s=3 (schedules/ring_reduce_scatter.sched:11)
     ccc::wait(0, 2),  // wait rank 0 step 2 (RAW: reads output chunk 4 of rank 0, written at step 2 (reduce_scatter s=2) (schedules/ring_reduce_scatter.sched:11))
     // schedules/ring_reduce_scatter.sched:11  step s in 0 .. N-2 { reduce chunk (r - s - 2) % N from prev }
-    ccc::reduce(4, 5, ccc::staging(1), ccc::in(1), ccc::staging(0)),  // staging[4] = sum(in[4], r0.staging[4])
+    ccc::reduce(4, 5, ccc::staging(1), ccc::staging(0), ccc::in(1)),  // staging[4] = sum(r0.staging[4], in[4])
     ccc::done(3),
     // step 4: reduce_scatter s=4 (schedules/ring_reduce_scatter.sched:11)
     ccc::wait(0, 3),  // wait rank 0 step 3 (RAW: reads output chunk 3 of rank 0, written at step 3 (reduce_scatter s=3) (schedules/ring_reduce_scatter.sched:11))
     // schedules/ring_reduce_scatter.sched:11  step s in 0 .. N-2 { reduce chunk (r - s - 2) % N from prev }
-    ccc::reduce(3, 4, ccc::staging(1), ccc::in(1), ccc::staging(0)),  // staging[3] = sum(in[3], r0.staging[3])
+    ccc::reduce(3, 4, ccc::staging(1), ccc::staging(0), ccc::in(1)),  // staging[3] = sum(r0.staging[3], in[3])
     ccc::done(4),
     // step 5: reduce_scatter s=5 (schedules/ring_reduce_scatter.sched:11)
     ccc::wait(0, 4),  // wait rank 0 step 4 (RAW: reads output chunk 2 of rank 0, written at step 4 (reduce_scatter s=4) (schedules/ring_reduce_scatter.sched:11))
     // schedules/ring_reduce_scatter.sched:11  step s in 0 .. N-2 { reduce chunk (r - s - 2) % N from prev }
-    ccc::reduce(2, 3, ccc::staging(1), ccc::in(1), ccc::staging(0)),  // staging[2] = sum(in[2], r0.staging[2])
+    ccc::reduce(2, 3, ccc::staging(1), ccc::staging(0), ccc::in(1)),  // staging[2] = sum(r0.staging[2], in[2])
     ccc::done(5),
     // step 6: reduce_scatter s=6 (schedules/ring_reduce_scatter.sched:11)
     ccc::wait(0, 5),  // wait rank 0 step 5 (RAW: reads output chunk 1 of rank 0, written at step 5 (reduce_scatter s=5) (schedules/ring_reduce_scatter.sched:11))
     // schedules/ring_reduce_scatter.sched:11  step s in 0 .. N-2 { reduce chunk (r - s - 2) % N from prev }
-    ccc::reduce_last(1, 2, ccc::out(1), ccc::in(1), ccc::staging(0)),  // out[1] = sum(in[1], r0.staging[1])
+    ccc::reduce_last(1, 2, ccc::out(1), ccc::staging(0), ccc::in(1)),  // out[1] = sum(r0.staging[1], in[1])
     ccc::done(6),
     // after the last window
     ccc::wait_exit(2, 6),  // wait rank 2 step 6 (exit: rank 2 reads output chunk 2 of this rank at step 6 (reduce_scatter s=6) (schedules/ring_reduce_scatter.sched:11))
@@ -109,37 +109,37 @@ CCC_PROGRAM Instr rank_2[] = {
     // step 0: reduce_scatter s=0 (schedules/ring_reduce_scatter.sched:11)
     ccc::wait(1, -1),  // wait rank 1 entered (entry: reads input chunk 0 of rank 1, ready once it has started (schedules/ring_reduce_scatter.sched:11))
     // schedules/ring_reduce_scatter.sched:11  step s in 0 .. N-2 { reduce chunk (r - s - 2) % N from prev }
-    ccc::reduce(0, 1, ccc::staging(2), ccc::in(2), ccc::in(1)),  // staging[0] = sum(in[0], r1.in[0])
+    ccc::reduce(0, 1, ccc::staging(2), ccc::in(1), ccc::in(2)),  // staging[0] = sum(r1.in[0], in[0])
     ccc::done(0),
     // step 1: reduce_scatter s=1 (schedules/ring_reduce_scatter.sched:11)
     ccc::wait(1, 0),  // wait rank 1 step 0 (RAW: reads output chunk 7 of rank 1, written at step 0 (reduce_scatter s=0) (schedules/ring_reduce_scatter.sched:11))
     // schedules/ring_reduce_scatter.sched:11  step s in 0 .. N-2 { reduce chunk (r - s - 2) % N from prev }
-    ccc::reduce(7, 8, ccc::staging(2), ccc::in(2), ccc::staging(1)),  // staging[7] = sum(in[7], r1.staging[7])
+    ccc::reduce(7, 8, ccc::staging(2), ccc::staging(1), ccc::in(2)),  // staging[7] = sum(r1.staging[7], in[7])
     ccc::done(1),
     // step 2: reduce_scatter s=2 (schedules/ring_reduce_scatter.sched:11)
     ccc::wait(1, 1),  // wait rank 1 step 1 (RAW: reads output chunk 6 of rank 1, written at step 1 (reduce_scatter s=1) (schedules/ring_reduce_scatter.sched:11))
     // schedules/ring_reduce_scatter.sched:11  step s in 0 .. N-2 { reduce chunk (r - s - 2) % N from prev }
-    ccc::reduce(6, 7, ccc::staging(2), ccc::in(2), ccc::staging(1)),  // staging[6] = sum(in[6], r1.staging[6])
+    ccc::reduce(6, 7, ccc::staging(2), ccc::staging(1), ccc::in(2)),  // staging[6] = sum(r1.staging[6], in[6])
     ccc::done(2),
     // step 3: reduce_scatter s=3 (schedules/ring_reduce_scatter.sched:11)
     ccc::wait(1, 2),  // wait rank 1 step 2 (RAW: reads output chunk 5 of rank 1, written at step 2 (reduce_scatter s=2) (schedules/ring_reduce_scatter.sched:11))
     // schedules/ring_reduce_scatter.sched:11  step s in 0 .. N-2 { reduce chunk (r - s - 2) % N from prev }
-    ccc::reduce(5, 6, ccc::staging(2), ccc::in(2), ccc::staging(1)),  // staging[5] = sum(in[5], r1.staging[5])
+    ccc::reduce(5, 6, ccc::staging(2), ccc::staging(1), ccc::in(2)),  // staging[5] = sum(r1.staging[5], in[5])
     ccc::done(3),
     // step 4: reduce_scatter s=4 (schedules/ring_reduce_scatter.sched:11)
     ccc::wait(1, 3),  // wait rank 1 step 3 (RAW: reads output chunk 4 of rank 1, written at step 3 (reduce_scatter s=3) (schedules/ring_reduce_scatter.sched:11))
     // schedules/ring_reduce_scatter.sched:11  step s in 0 .. N-2 { reduce chunk (r - s - 2) % N from prev }
-    ccc::reduce(4, 5, ccc::staging(2), ccc::in(2), ccc::staging(1)),  // staging[4] = sum(in[4], r1.staging[4])
+    ccc::reduce(4, 5, ccc::staging(2), ccc::staging(1), ccc::in(2)),  // staging[4] = sum(r1.staging[4], in[4])
     ccc::done(4),
     // step 5: reduce_scatter s=5 (schedules/ring_reduce_scatter.sched:11)
     ccc::wait(1, 4),  // wait rank 1 step 4 (RAW: reads output chunk 3 of rank 1, written at step 4 (reduce_scatter s=4) (schedules/ring_reduce_scatter.sched:11))
     // schedules/ring_reduce_scatter.sched:11  step s in 0 .. N-2 { reduce chunk (r - s - 2) % N from prev }
-    ccc::reduce(3, 4, ccc::staging(2), ccc::in(2), ccc::staging(1)),  // staging[3] = sum(in[3], r1.staging[3])
+    ccc::reduce(3, 4, ccc::staging(2), ccc::staging(1), ccc::in(2)),  // staging[3] = sum(r1.staging[3], in[3])
     ccc::done(5),
     // step 6: reduce_scatter s=6 (schedules/ring_reduce_scatter.sched:11)
     ccc::wait(1, 5),  // wait rank 1 step 5 (RAW: reads output chunk 2 of rank 1, written at step 5 (reduce_scatter s=5) (schedules/ring_reduce_scatter.sched:11))
     // schedules/ring_reduce_scatter.sched:11  step s in 0 .. N-2 { reduce chunk (r - s - 2) % N from prev }
-    ccc::reduce_last(2, 3, ccc::out(2), ccc::in(2), ccc::staging(1)),  // out[2] = sum(in[2], r1.staging[2])
+    ccc::reduce_last(2, 3, ccc::out(2), ccc::staging(1), ccc::in(2)),  // out[2] = sum(r1.staging[2], in[2])
     ccc::done(6),
     // after the last window
     ccc::wait_exit(3, 6),  // wait rank 3 step 6 (exit: rank 3 reads output chunk 3 of this rank at step 6 (reduce_scatter s=6) (schedules/ring_reduce_scatter.sched:11))
@@ -151,37 +151,37 @@ CCC_PROGRAM Instr rank_3[] = {
     // step 0: reduce_scatter s=0 (schedules/ring_reduce_scatter.sched:11)
     ccc::wait(2, -1),  // wait rank 2 entered (entry: reads input chunk 1 of rank 2, ready once it has started (schedules/ring_reduce_scatter.sched:11))
     // schedules/ring_reduce_scatter.sched:11  step s in 0 .. N-2 { reduce chunk (r - s - 2) % N from prev }
-    ccc::reduce(1, 2, ccc::staging(3), ccc::in(3), ccc::in(2)),  // staging[1] = sum(in[1], r2.in[1])
+    ccc::reduce(1, 2, ccc::staging(3), ccc::in(2), ccc::in(3)),  // staging[1] = sum(r2.in[1], in[1])
     ccc::done(0),
     // step 1: reduce_scatter s=1 (schedules/ring_reduce_scatter.sched:11)
     ccc::wait(2, 0),  // wait rank 2 step 0 (RAW: reads output chunk 0 of rank 2, written at step 0 (reduce_scatter s=0) (schedules/ring_reduce_scatter.sched:11))
     // schedules/ring_reduce_scatter.sched:11  step s in 0 .. N-2 { reduce chunk (r - s - 2) % N from prev }
-    ccc::reduce(0, 1, ccc::staging(3), ccc::in(3), ccc::staging(2)),  // staging[0] = sum(in[0], r2.staging[0])
+    ccc::reduce(0, 1, ccc::staging(3), ccc::staging(2), ccc::in(3)),  // staging[0] = sum(r2.staging[0], in[0])
     ccc::done(1),
     // step 2: reduce_scatter s=2 (schedules/ring_reduce_scatter.sched:11)
     ccc::wait(2, 1),  // wait rank 2 step 1 (RAW: reads output chunk 7 of rank 2, written at step 1 (reduce_scatter s=1) (schedules/ring_reduce_scatter.sched:11))
     // schedules/ring_reduce_scatter.sched:11  step s in 0 .. N-2 { reduce chunk (r - s - 2) % N from prev }
-    ccc::reduce(7, 8, ccc::staging(3), ccc::in(3), ccc::staging(2)),  // staging[7] = sum(in[7], r2.staging[7])
+    ccc::reduce(7, 8, ccc::staging(3), ccc::staging(2), ccc::in(3)),  // staging[7] = sum(r2.staging[7], in[7])
     ccc::done(2),
     // step 3: reduce_scatter s=3 (schedules/ring_reduce_scatter.sched:11)
     ccc::wait(2, 2),  // wait rank 2 step 2 (RAW: reads output chunk 6 of rank 2, written at step 2 (reduce_scatter s=2) (schedules/ring_reduce_scatter.sched:11))
     // schedules/ring_reduce_scatter.sched:11  step s in 0 .. N-2 { reduce chunk (r - s - 2) % N from prev }
-    ccc::reduce(6, 7, ccc::staging(3), ccc::in(3), ccc::staging(2)),  // staging[6] = sum(in[6], r2.staging[6])
+    ccc::reduce(6, 7, ccc::staging(3), ccc::staging(2), ccc::in(3)),  // staging[6] = sum(r2.staging[6], in[6])
     ccc::done(3),
     // step 4: reduce_scatter s=4 (schedules/ring_reduce_scatter.sched:11)
     ccc::wait(2, 3),  // wait rank 2 step 3 (RAW: reads output chunk 5 of rank 2, written at step 3 (reduce_scatter s=3) (schedules/ring_reduce_scatter.sched:11))
     // schedules/ring_reduce_scatter.sched:11  step s in 0 .. N-2 { reduce chunk (r - s - 2) % N from prev }
-    ccc::reduce(5, 6, ccc::staging(3), ccc::in(3), ccc::staging(2)),  // staging[5] = sum(in[5], r2.staging[5])
+    ccc::reduce(5, 6, ccc::staging(3), ccc::staging(2), ccc::in(3)),  // staging[5] = sum(r2.staging[5], in[5])
     ccc::done(4),
     // step 5: reduce_scatter s=5 (schedules/ring_reduce_scatter.sched:11)
     ccc::wait(2, 4),  // wait rank 2 step 4 (RAW: reads output chunk 4 of rank 2, written at step 4 (reduce_scatter s=4) (schedules/ring_reduce_scatter.sched:11))
     // schedules/ring_reduce_scatter.sched:11  step s in 0 .. N-2 { reduce chunk (r - s - 2) % N from prev }
-    ccc::reduce(4, 5, ccc::staging(3), ccc::in(3), ccc::staging(2)),  // staging[4] = sum(in[4], r2.staging[4])
+    ccc::reduce(4, 5, ccc::staging(3), ccc::staging(2), ccc::in(3)),  // staging[4] = sum(r2.staging[4], in[4])
     ccc::done(5),
     // step 6: reduce_scatter s=6 (schedules/ring_reduce_scatter.sched:11)
     ccc::wait(2, 5),  // wait rank 2 step 5 (RAW: reads output chunk 3 of rank 2, written at step 5 (reduce_scatter s=5) (schedules/ring_reduce_scatter.sched:11))
     // schedules/ring_reduce_scatter.sched:11  step s in 0 .. N-2 { reduce chunk (r - s - 2) % N from prev }
-    ccc::reduce_last(3, 4, ccc::out(3), ccc::in(3), ccc::staging(2)),  // out[3] = sum(in[3], r2.staging[3])
+    ccc::reduce_last(3, 4, ccc::out(3), ccc::staging(2), ccc::in(3)),  // out[3] = sum(r2.staging[3], in[3])
     ccc::done(6),
     // after the last window
     ccc::wait_exit(4, 6),  // wait rank 4 step 6 (exit: rank 4 reads output chunk 4 of this rank at step 6 (reduce_scatter s=6) (schedules/ring_reduce_scatter.sched:11))
@@ -193,37 +193,37 @@ CCC_PROGRAM Instr rank_4[] = {
     // step 0: reduce_scatter s=0 (schedules/ring_reduce_scatter.sched:11)
     ccc::wait(3, -1),  // wait rank 3 entered (entry: reads input chunk 2 of rank 3, ready once it has started (schedules/ring_reduce_scatter.sched:11))
     // schedules/ring_reduce_scatter.sched:11  step s in 0 .. N-2 { reduce chunk (r - s - 2) % N from prev }
-    ccc::reduce(2, 3, ccc::staging(4), ccc::in(4), ccc::in(3)),  // staging[2] = sum(in[2], r3.in[2])
+    ccc::reduce(2, 3, ccc::staging(4), ccc::in(3), ccc::in(4)),  // staging[2] = sum(r3.in[2], in[2])
     ccc::done(0),
     // step 1: reduce_scatter s=1 (schedules/ring_reduce_scatter.sched:11)
     ccc::wait(3, 0),  // wait rank 3 step 0 (RAW: reads output chunk 1 of rank 3, written at step 0 (reduce_scatter s=0) (schedules/ring_reduce_scatter.sched:11))
     // schedules/ring_reduce_scatter.sched:11  step s in 0 .. N-2 { reduce chunk (r - s - 2) % N from prev }
-    ccc::reduce(1, 2, ccc::staging(4), ccc::in(4), ccc::staging(3)),  // staging[1] = sum(in[1], r3.staging[1])
+    ccc::reduce(1, 2, ccc::staging(4), ccc::staging(3), ccc::in(4)),  // staging[1] = sum(r3.staging[1], in[1])
     ccc::done(1),
     // step 2: reduce_scatter s=2 (schedules/ring_reduce_scatter.sched:11)
     ccc::wait(3, 1),  // wait rank 3 step 1 (RAW: reads output chunk 0 of rank 3, written at step 1 (reduce_scatter s=1) (schedules/ring_reduce_scatter.sched:11))
     // schedules/ring_reduce_scatter.sched:11  step s in 0 .. N-2 { reduce chunk (r - s - 2) % N from prev }
-    ccc::reduce(0, 1, ccc::staging(4), ccc::in(4), ccc::staging(3)),  // staging[0] = sum(in[0], r3.staging[0])
+    ccc::reduce(0, 1, ccc::staging(4), ccc::staging(3), ccc::in(4)),  // staging[0] = sum(r3.staging[0], in[0])
     ccc::done(2),
     // step 3: reduce_scatter s=3 (schedules/ring_reduce_scatter.sched:11)
     ccc::wait(3, 2),  // wait rank 3 step 2 (RAW: reads output chunk 7 of rank 3, written at step 2 (reduce_scatter s=2) (schedules/ring_reduce_scatter.sched:11))
     // schedules/ring_reduce_scatter.sched:11  step s in 0 .. N-2 { reduce chunk (r - s - 2) % N from prev }
-    ccc::reduce(7, 8, ccc::staging(4), ccc::in(4), ccc::staging(3)),  // staging[7] = sum(in[7], r3.staging[7])
+    ccc::reduce(7, 8, ccc::staging(4), ccc::staging(3), ccc::in(4)),  // staging[7] = sum(r3.staging[7], in[7])
     ccc::done(3),
     // step 4: reduce_scatter s=4 (schedules/ring_reduce_scatter.sched:11)
     ccc::wait(3, 3),  // wait rank 3 step 3 (RAW: reads output chunk 6 of rank 3, written at step 3 (reduce_scatter s=3) (schedules/ring_reduce_scatter.sched:11))
     // schedules/ring_reduce_scatter.sched:11  step s in 0 .. N-2 { reduce chunk (r - s - 2) % N from prev }
-    ccc::reduce(6, 7, ccc::staging(4), ccc::in(4), ccc::staging(3)),  // staging[6] = sum(in[6], r3.staging[6])
+    ccc::reduce(6, 7, ccc::staging(4), ccc::staging(3), ccc::in(4)),  // staging[6] = sum(r3.staging[6], in[6])
     ccc::done(4),
     // step 5: reduce_scatter s=5 (schedules/ring_reduce_scatter.sched:11)
     ccc::wait(3, 4),  // wait rank 3 step 4 (RAW: reads output chunk 5 of rank 3, written at step 4 (reduce_scatter s=4) (schedules/ring_reduce_scatter.sched:11))
     // schedules/ring_reduce_scatter.sched:11  step s in 0 .. N-2 { reduce chunk (r - s - 2) % N from prev }
-    ccc::reduce(5, 6, ccc::staging(4), ccc::in(4), ccc::staging(3)),  // staging[5] = sum(in[5], r3.staging[5])
+    ccc::reduce(5, 6, ccc::staging(4), ccc::staging(3), ccc::in(4)),  // staging[5] = sum(r3.staging[5], in[5])
     ccc::done(5),
     // step 6: reduce_scatter s=6 (schedules/ring_reduce_scatter.sched:11)
     ccc::wait(3, 5),  // wait rank 3 step 5 (RAW: reads output chunk 4 of rank 3, written at step 5 (reduce_scatter s=5) (schedules/ring_reduce_scatter.sched:11))
     // schedules/ring_reduce_scatter.sched:11  step s in 0 .. N-2 { reduce chunk (r - s - 2) % N from prev }
-    ccc::reduce_last(4, 5, ccc::out(4), ccc::in(4), ccc::staging(3)),  // out[4] = sum(in[4], r3.staging[4])
+    ccc::reduce_last(4, 5, ccc::out(4), ccc::staging(3), ccc::in(4)),  // out[4] = sum(r3.staging[4], in[4])
     ccc::done(6),
     // after the last window
     ccc::wait_exit(5, 6),  // wait rank 5 step 6 (exit: rank 5 reads output chunk 5 of this rank at step 6 (reduce_scatter s=6) (schedules/ring_reduce_scatter.sched:11))
@@ -235,37 +235,37 @@ CCC_PROGRAM Instr rank_5[] = {
     // step 0: reduce_scatter s=0 (schedules/ring_reduce_scatter.sched:11)
     ccc::wait(4, -1),  // wait rank 4 entered (entry: reads input chunk 3 of rank 4, ready once it has started (schedules/ring_reduce_scatter.sched:11))
     // schedules/ring_reduce_scatter.sched:11  step s in 0 .. N-2 { reduce chunk (r - s - 2) % N from prev }
-    ccc::reduce(3, 4, ccc::staging(5), ccc::in(5), ccc::in(4)),  // staging[3] = sum(in[3], r4.in[3])
+    ccc::reduce(3, 4, ccc::staging(5), ccc::in(4), ccc::in(5)),  // staging[3] = sum(r4.in[3], in[3])
     ccc::done(0),
     // step 1: reduce_scatter s=1 (schedules/ring_reduce_scatter.sched:11)
     ccc::wait(4, 0),  // wait rank 4 step 0 (RAW: reads output chunk 2 of rank 4, written at step 0 (reduce_scatter s=0) (schedules/ring_reduce_scatter.sched:11))
     // schedules/ring_reduce_scatter.sched:11  step s in 0 .. N-2 { reduce chunk (r - s - 2) % N from prev }
-    ccc::reduce(2, 3, ccc::staging(5), ccc::in(5), ccc::staging(4)),  // staging[2] = sum(in[2], r4.staging[2])
+    ccc::reduce(2, 3, ccc::staging(5), ccc::staging(4), ccc::in(5)),  // staging[2] = sum(r4.staging[2], in[2])
     ccc::done(1),
     // step 2: reduce_scatter s=2 (schedules/ring_reduce_scatter.sched:11)
     ccc::wait(4, 1),  // wait rank 4 step 1 (RAW: reads output chunk 1 of rank 4, written at step 1 (reduce_scatter s=1) (schedules/ring_reduce_scatter.sched:11))
     // schedules/ring_reduce_scatter.sched:11  step s in 0 .. N-2 { reduce chunk (r - s - 2) % N from prev }
-    ccc::reduce(1, 2, ccc::staging(5), ccc::in(5), ccc::staging(4)),  // staging[1] = sum(in[1], r4.staging[1])
+    ccc::reduce(1, 2, ccc::staging(5), ccc::staging(4), ccc::in(5)),  // staging[1] = sum(r4.staging[1], in[1])
     ccc::done(2),
     // step 3: reduce_scatter s=3 (schedules/ring_reduce_scatter.sched:11)
     ccc::wait(4, 2),  // wait rank 4 step 2 (RAW: reads output chunk 0 of rank 4, written at step 2 (reduce_scatter s=2) (schedules/ring_reduce_scatter.sched:11))
     // schedules/ring_reduce_scatter.sched:11  step s in 0 .. N-2 { reduce chunk (r - s - 2) % N from prev }
-    ccc::reduce(0, 1, ccc::staging(5), ccc::in(5), ccc::staging(4)),  // staging[0] = sum(in[0], r4.staging[0])
+    ccc::reduce(0, 1, ccc::staging(5), ccc::staging(4), ccc::in(5)),  // staging[0] = sum(r4.staging[0], in[0])
     ccc::done(3),
     // step 4: reduce_scatter s=4 (schedules/ring_reduce_scatter.sched:11)
     ccc::wait(4, 3),  // wait rank 4 step 3 (RAW: reads output chunk 7 of rank 4, written at step 3 (reduce_scatter s=3) (schedules/ring_reduce_scatter.sched:11))
     // schedules/ring_reduce_scatter.sched:11  step s in 0 .. N-2 { reduce chunk (r - s - 2) % N from prev }
-    ccc::reduce(7, 8, ccc::staging(5), ccc::in(5), ccc::staging(4)),  // staging[7] = sum(in[7], r4.staging[7])
+    ccc::reduce(7, 8, ccc::staging(5), ccc::staging(4), ccc::in(5)),  // staging[7] = sum(r4.staging[7], in[7])
     ccc::done(4),
     // step 5: reduce_scatter s=5 (schedules/ring_reduce_scatter.sched:11)
     ccc::wait(4, 4),  // wait rank 4 step 4 (RAW: reads output chunk 6 of rank 4, written at step 4 (reduce_scatter s=4) (schedules/ring_reduce_scatter.sched:11))
     // schedules/ring_reduce_scatter.sched:11  step s in 0 .. N-2 { reduce chunk (r - s - 2) % N from prev }
-    ccc::reduce(6, 7, ccc::staging(5), ccc::in(5), ccc::staging(4)),  // staging[6] = sum(in[6], r4.staging[6])
+    ccc::reduce(6, 7, ccc::staging(5), ccc::staging(4), ccc::in(5)),  // staging[6] = sum(r4.staging[6], in[6])
     ccc::done(5),
     // step 6: reduce_scatter s=6 (schedules/ring_reduce_scatter.sched:11)
     ccc::wait(4, 5),  // wait rank 4 step 5 (RAW: reads output chunk 5 of rank 4, written at step 5 (reduce_scatter s=5) (schedules/ring_reduce_scatter.sched:11))
     // schedules/ring_reduce_scatter.sched:11  step s in 0 .. N-2 { reduce chunk (r - s - 2) % N from prev }
-    ccc::reduce_last(5, 6, ccc::out(5), ccc::in(5), ccc::staging(4)),  // out[5] = sum(in[5], r4.staging[5])
+    ccc::reduce_last(5, 6, ccc::out(5), ccc::staging(4), ccc::in(5)),  // out[5] = sum(r4.staging[5], in[5])
     ccc::done(6),
     // after the last window
     ccc::wait_exit(6, 6),  // wait rank 6 step 6 (exit: rank 6 reads output chunk 6 of this rank at step 6 (reduce_scatter s=6) (schedules/ring_reduce_scatter.sched:11))
@@ -277,37 +277,37 @@ CCC_PROGRAM Instr rank_6[] = {
     // step 0: reduce_scatter s=0 (schedules/ring_reduce_scatter.sched:11)
     ccc::wait(5, -1),  // wait rank 5 entered (entry: reads input chunk 4 of rank 5, ready once it has started (schedules/ring_reduce_scatter.sched:11))
     // schedules/ring_reduce_scatter.sched:11  step s in 0 .. N-2 { reduce chunk (r - s - 2) % N from prev }
-    ccc::reduce(4, 5, ccc::staging(6), ccc::in(6), ccc::in(5)),  // staging[4] = sum(in[4], r5.in[4])
+    ccc::reduce(4, 5, ccc::staging(6), ccc::in(5), ccc::in(6)),  // staging[4] = sum(r5.in[4], in[4])
     ccc::done(0),
     // step 1: reduce_scatter s=1 (schedules/ring_reduce_scatter.sched:11)
     ccc::wait(5, 0),  // wait rank 5 step 0 (RAW: reads output chunk 3 of rank 5, written at step 0 (reduce_scatter s=0) (schedules/ring_reduce_scatter.sched:11))
     // schedules/ring_reduce_scatter.sched:11  step s in 0 .. N-2 { reduce chunk (r - s - 2) % N from prev }
-    ccc::reduce(3, 4, ccc::staging(6), ccc::in(6), ccc::staging(5)),  // staging[3] = sum(in[3], r5.staging[3])
+    ccc::reduce(3, 4, ccc::staging(6), ccc::staging(5), ccc::in(6)),  // staging[3] = sum(r5.staging[3], in[3])
     ccc::done(1),
     // step 2: reduce_scatter s=2 (schedules/ring_reduce_scatter.sched:11)
     ccc::wait(5, 1),  // wait rank 5 step 1 (RAW: reads output chunk 2 of rank 5, written at step 1 (reduce_scatter s=1) (schedules/ring_reduce_scatter.sched:11))
     // schedules/ring_reduce_scatter.sched:11  step s in 0 .. N-2 { reduce chunk (r - s - 2) % N from prev }
-    ccc::reduce(2, 3, ccc::staging(6), ccc::in(6), ccc::staging(5)),  // staging[2] = sum(in[2], r5.staging[2])
+    ccc::reduce(2, 3, ccc::staging(6), ccc::staging(5), ccc::in(6)),  // staging[2] = sum(r5.staging[2], in[2])
     ccc::done(2),
     // step 3: reduce_scatter s=3 (schedules/ring_reduce_scatter.sched:11)
     ccc::wait(5, 2),  // wait rank 5 step 2 (RAW: reads output chunk 1 of rank 5, written at step 2 (reduce_scatter s=2) (schedules/ring_reduce_scatter.sched:11))
     // schedules/ring_reduce_scatter.sched:11  step s in 0 .. N-2 { reduce chunk (r - s - 2) % N from prev }
-    ccc::reduce(1, 2, ccc::staging(6), ccc::in(6), ccc::staging(5)),  // staging[1] = sum(in[1], r5.staging[1])
+    ccc::reduce(1, 2, ccc::staging(6), ccc::staging(5), ccc::in(6)),  // staging[1] = sum(r5.staging[1], in[1])
     ccc::done(3),
     // step 4: reduce_scatter s=4 (schedules/ring_reduce_scatter.sched:11)
     ccc::wait(5, 3),  // wait rank 5 step 3 (RAW: reads output chunk 0 of rank 5, written at step 3 (reduce_scatter s=3) (schedules/ring_reduce_scatter.sched:11))
     // schedules/ring_reduce_scatter.sched:11  step s in 0 .. N-2 { reduce chunk (r - s - 2) % N from prev }
-    ccc::reduce(0, 1, ccc::staging(6), ccc::in(6), ccc::staging(5)),  // staging[0] = sum(in[0], r5.staging[0])
+    ccc::reduce(0, 1, ccc::staging(6), ccc::staging(5), ccc::in(6)),  // staging[0] = sum(r5.staging[0], in[0])
     ccc::done(4),
     // step 5: reduce_scatter s=5 (schedules/ring_reduce_scatter.sched:11)
     ccc::wait(5, 4),  // wait rank 5 step 4 (RAW: reads output chunk 7 of rank 5, written at step 4 (reduce_scatter s=4) (schedules/ring_reduce_scatter.sched:11))
     // schedules/ring_reduce_scatter.sched:11  step s in 0 .. N-2 { reduce chunk (r - s - 2) % N from prev }
-    ccc::reduce(7, 8, ccc::staging(6), ccc::in(6), ccc::staging(5)),  // staging[7] = sum(in[7], r5.staging[7])
+    ccc::reduce(7, 8, ccc::staging(6), ccc::staging(5), ccc::in(6)),  // staging[7] = sum(r5.staging[7], in[7])
     ccc::done(5),
     // step 6: reduce_scatter s=6 (schedules/ring_reduce_scatter.sched:11)
     ccc::wait(5, 5),  // wait rank 5 step 5 (RAW: reads output chunk 6 of rank 5, written at step 5 (reduce_scatter s=5) (schedules/ring_reduce_scatter.sched:11))
     // schedules/ring_reduce_scatter.sched:11  step s in 0 .. N-2 { reduce chunk (r - s - 2) % N from prev }
-    ccc::reduce_last(6, 7, ccc::out(6), ccc::in(6), ccc::staging(5)),  // out[6] = sum(in[6], r5.staging[6])
+    ccc::reduce_last(6, 7, ccc::out(6), ccc::staging(5), ccc::in(6)),  // out[6] = sum(r5.staging[6], in[6])
     ccc::done(6),
     // after the last window
     ccc::wait_exit(7, 6),  // wait rank 7 step 6 (exit: rank 7 reads output chunk 7 of this rank at step 6 (reduce_scatter s=6) (schedules/ring_reduce_scatter.sched:11))
@@ -319,37 +319,37 @@ CCC_PROGRAM Instr rank_7[] = {
     // step 0: reduce_scatter s=0 (schedules/ring_reduce_scatter.sched:11)
     ccc::wait(6, -1),  // wait rank 6 entered (entry: reads input chunk 5 of rank 6, ready once it has started (schedules/ring_reduce_scatter.sched:11))
     // schedules/ring_reduce_scatter.sched:11  step s in 0 .. N-2 { reduce chunk (r - s - 2) % N from prev }
-    ccc::reduce(5, 6, ccc::staging(7), ccc::in(7), ccc::in(6)),  // staging[5] = sum(in[5], r6.in[5])
+    ccc::reduce(5, 6, ccc::staging(7), ccc::in(6), ccc::in(7)),  // staging[5] = sum(r6.in[5], in[5])
     ccc::done(0),
     // step 1: reduce_scatter s=1 (schedules/ring_reduce_scatter.sched:11)
     ccc::wait(6, 0),  // wait rank 6 step 0 (RAW: reads output chunk 4 of rank 6, written at step 0 (reduce_scatter s=0) (schedules/ring_reduce_scatter.sched:11))
     // schedules/ring_reduce_scatter.sched:11  step s in 0 .. N-2 { reduce chunk (r - s - 2) % N from prev }
-    ccc::reduce(4, 5, ccc::staging(7), ccc::in(7), ccc::staging(6)),  // staging[4] = sum(in[4], r6.staging[4])
+    ccc::reduce(4, 5, ccc::staging(7), ccc::staging(6), ccc::in(7)),  // staging[4] = sum(r6.staging[4], in[4])
     ccc::done(1),
     // step 2: reduce_scatter s=2 (schedules/ring_reduce_scatter.sched:11)
     ccc::wait(6, 1),  // wait rank 6 step 1 (RAW: reads output chunk 3 of rank 6, written at step 1 (reduce_scatter s=1) (schedules/ring_reduce_scatter.sched:11))
     // schedules/ring_reduce_scatter.sched:11  step s in 0 .. N-2 { reduce chunk (r - s - 2) % N from prev }
-    ccc::reduce(3, 4, ccc::staging(7), ccc::in(7), ccc::staging(6)),  // staging[3] = sum(in[3], r6.staging[3])
+    ccc::reduce(3, 4, ccc::staging(7), ccc::staging(6), ccc::in(7)),  // staging[3] = sum(r6.staging[3], in[3])
     ccc::done(2),
     // step 3: reduce_scatter s=3 (schedules/ring_reduce_scatter.sched:11)
     ccc::wait(6, 2),  // wait rank 6 step 2 (RAW: reads output chunk 2 of rank 6, written at step 2 (reduce_scatter s=2) (schedules/ring_reduce_scatter.sched:11))
     // schedules/ring_reduce_scatter.sched:11  step s in 0 .. N-2 { reduce chunk (r - s - 2) % N from prev }
-    ccc::reduce(2, 3, ccc::staging(7), ccc::in(7), ccc::staging(6)),  // staging[2] = sum(in[2], r6.staging[2])
+    ccc::reduce(2, 3, ccc::staging(7), ccc::staging(6), ccc::in(7)),  // staging[2] = sum(r6.staging[2], in[2])
     ccc::done(3),
     // step 4: reduce_scatter s=4 (schedules/ring_reduce_scatter.sched:11)
     ccc::wait(6, 3),  // wait rank 6 step 3 (RAW: reads output chunk 1 of rank 6, written at step 3 (reduce_scatter s=3) (schedules/ring_reduce_scatter.sched:11))
     // schedules/ring_reduce_scatter.sched:11  step s in 0 .. N-2 { reduce chunk (r - s - 2) % N from prev }
-    ccc::reduce(1, 2, ccc::staging(7), ccc::in(7), ccc::staging(6)),  // staging[1] = sum(in[1], r6.staging[1])
+    ccc::reduce(1, 2, ccc::staging(7), ccc::staging(6), ccc::in(7)),  // staging[1] = sum(r6.staging[1], in[1])
     ccc::done(4),
     // step 5: reduce_scatter s=5 (schedules/ring_reduce_scatter.sched:11)
     ccc::wait(6, 4),  // wait rank 6 step 4 (RAW: reads output chunk 0 of rank 6, written at step 4 (reduce_scatter s=4) (schedules/ring_reduce_scatter.sched:11))
     // schedules/ring_reduce_scatter.sched:11  step s in 0 .. N-2 { reduce chunk (r - s - 2) % N from prev }
-    ccc::reduce(0, 1, ccc::staging(7), ccc::in(7), ccc::staging(6)),  // staging[0] = sum(in[0], r6.staging[0])
+    ccc::reduce(0, 1, ccc::staging(7), ccc::staging(6), ccc::in(7)),  // staging[0] = sum(r6.staging[0], in[0])
     ccc::done(5),
     // step 6: reduce_scatter s=6 (schedules/ring_reduce_scatter.sched:11)
     ccc::wait(6, 5),  // wait rank 6 step 5 (RAW: reads output chunk 7 of rank 6, written at step 5 (reduce_scatter s=5) (schedules/ring_reduce_scatter.sched:11))
     // schedules/ring_reduce_scatter.sched:11  step s in 0 .. N-2 { reduce chunk (r - s - 2) % N from prev }
-    ccc::reduce_last(7, 8, ccc::out(7), ccc::in(7), ccc::staging(6)),  // out[7] = sum(in[7], r6.staging[7])
+    ccc::reduce_last(7, 8, ccc::out(7), ccc::staging(6), ccc::in(7)),  // out[7] = sum(r6.staging[7], in[7])
     ccc::done(6),
     // after the last window
     ccc::wait_exit(0, 6),  // wait rank 0 step 6 (exit: rank 0 reads output chunk 0 of this rank at step 6 (reduce_scatter s=6) (schedules/ring_reduce_scatter.sched:11))

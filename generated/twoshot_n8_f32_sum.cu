@@ -76,7 +76,7 @@ CCC_PROGRAM Instr rank_1[] = {
     ccc::wait(6, -1),  // wait rank 6 entered (entry: reads input chunk 1 of rank 6, ready once it has started (schedules/twoshot.sched:11))
     ccc::wait(7, -1),  // wait rank 7 entered (entry: reads input chunk 1 of rank 7, ready once it has started (schedules/twoshot.sched:11))
     // schedules/twoshot.sched:11  for p in 1 .. N-1 { reduce chunk r from (r + p) % N }
-    ccc::reduce_last(1, 2, ccc::out(1), ccc::in(1), ccc::in(2), ccc::in(3), ccc::in(4), ccc::in(5), ccc::in(6), ccc::in(7), ccc::in(0)),  // out[1] = sum(in[1], r2.in[1], r3.in[1], r4.in[1], r5.in[1], r6.in[1], r7.in[1], r0.in[1])
+    ccc::reduce_last(1, 2, ccc::out(1), ccc::in(0), ccc::in(1), ccc::in(2), ccc::in(3), ccc::in(4), ccc::in(5), ccc::in(6), ccc::in(7)),  // out[1] = sum(r0.in[1], in[1], r2.in[1], r3.in[1], r4.in[1], r5.in[1], r6.in[1], r7.in[1])
     ccc::done(0),
     // step 1: all_gather (schedules/twoshot.sched:15)
     ccc::wait(0, 0),  // wait rank 0 step 0 (RAW: reads output chunk 0 of rank 0, written at step 0 (reduce_scatter) (schedules/twoshot.sched:16))
@@ -123,7 +123,7 @@ CCC_PROGRAM Instr rank_2[] = {
     ccc::wait(6, -1),  // wait rank 6 entered (entry: reads input chunk 2 of rank 6, ready once it has started (schedules/twoshot.sched:11))
     ccc::wait(7, -1),  // wait rank 7 entered (entry: reads input chunk 2 of rank 7, ready once it has started (schedules/twoshot.sched:11))
     // schedules/twoshot.sched:11  for p in 1 .. N-1 { reduce chunk r from (r + p) % N }
-    ccc::reduce_last(2, 3, ccc::out(2), ccc::in(2), ccc::in(3), ccc::in(4), ccc::in(5), ccc::in(6), ccc::in(7), ccc::in(0), ccc::in(1)),  // out[2] = sum(in[2], r3.in[2], r4.in[2], r5.in[2], r6.in[2], r7.in[2], r0.in[2], r1.in[2])
+    ccc::reduce_last(2, 3, ccc::out(2), ccc::in(0), ccc::in(1), ccc::in(2), ccc::in(3), ccc::in(4), ccc::in(5), ccc::in(6), ccc::in(7)),  // out[2] = sum(r0.in[2], r1.in[2], in[2], r3.in[2], r4.in[2], r5.in[2], r6.in[2], r7.in[2])
     ccc::done(0),
     // step 1: all_gather (schedules/twoshot.sched:15)
     ccc::wait(0, 0),  // wait rank 0 step 0 (RAW: reads output chunk 0 of rank 0, written at step 0 (reduce_scatter) (schedules/twoshot.sched:16))
@@ -170,7 +170,7 @@ CCC_PROGRAM Instr rank_3[] = {
     ccc::wait(6, -1),  // wait rank 6 entered (entry: reads input chunk 3 of rank 6, ready once it has started (schedules/twoshot.sched:11))
     ccc::wait(7, -1),  // wait rank 7 entered (entry: reads input chunk 3 of rank 7, ready once it has started (schedules/twoshot.sched:11))
     // schedules/twoshot.sched:11  for p in 1 .. N-1 { reduce chunk r from (r + p) % N }
-    ccc::reduce_last(3, 4, ccc::out(3), ccc::in(3), ccc::in(4), ccc::in(5), ccc::in(6), ccc::in(7), ccc::in(0), ccc::in(1), ccc::in(2)),  // out[3] = sum(in[3], r4.in[3], r5.in[3], r6.in[3], r7.in[3], r0.in[3], r1.in[3], r2.in[3])
+    ccc::reduce_last(3, 4, ccc::out(3), ccc::in(0), ccc::in(1), ccc::in(2), ccc::in(3), ccc::in(4), ccc::in(5), ccc::in(6), ccc::in(7)),  // out[3] = sum(r0.in[3], r1.in[3], r2.in[3], in[3], r4.in[3], r5.in[3], r6.in[3], r7.in[3])
     ccc::done(0),
     // step 1: all_gather (schedules/twoshot.sched:15)
     ccc::wait(0, 0),  // wait rank 0 step 0 (RAW: reads output chunk 0 of rank 0, written at step 0 (reduce_scatter) (schedules/twoshot.sched:16))
@@ -217,7 +217,7 @@ CCC_PROGRAM Instr rank_4[] = {
     ccc::wait(6, -1),  // wait rank 6 entered (entry: reads input chunk 4 of rank 6, ready once it has started (schedules/twoshot.sched:11))
     ccc::wait(7, -1),  // wait rank 7 entered (entry: reads input chunk 4 of rank 7, ready once it has started (schedules/twoshot.sched:11))
     // schedules/twoshot.sched:11  for p in 1 .. N-1 { reduce chunk r from (r + p) % N }
-    ccc::reduce_last(4, 5, ccc::out(4), ccc::in(4), ccc::in(5), ccc::in(6), ccc::in(7), ccc::in(0), ccc::in(1), ccc::in(2), ccc::in(3)),  // out[4] = sum(in[4], r5.in[4], r6.in[4], r7.in[4], r0.in[4], r1.in[4], r2.in[4], r3.in[4])
+    ccc::reduce_last(4, 5, ccc::out(4), ccc::in(0), ccc::in(1), ccc::in(2), ccc::in(3), ccc::in(4), ccc::in(5), ccc::in(6), ccc::in(7)),  // out[4] = sum(r0.in[4], r1.in[4], r2.in[4], r3.in[4], in[4], r5.in[4], r6.in[4], r7.in[4])
     ccc::done(0),
     // step 1: all_gather (schedules/twoshot.sched:15)
     ccc::wait(0, 0),  // wait rank 0 step 0 (RAW: reads output chunk 0 of rank 0, written at step 0 (reduce_scatter) (schedules/twoshot.sched:16))
@@ -264,7 +264,7 @@ CCC_PROGRAM Instr rank_5[] = {
     ccc::wait(6, -1),  // wait rank 6 entered (entry: reads input chunk 5 of rank 6, ready once it has started (schedules/twoshot.sched:11))
     ccc::wait(7, -1),  // wait rank 7 entered (entry: reads input chunk 5 of rank 7, ready once it has started (schedules/twoshot.sched:11))
     // schedules/twoshot.sched:11  for p in 1 .. N-1 { reduce chunk r from (r + p) % N }
-    ccc::reduce_last(5, 6, ccc::out(5), ccc::in(5), ccc::in(6), ccc::in(7), ccc::in(0), ccc::in(1), ccc::in(2), ccc::in(3), ccc::in(4)),  // out[5] = sum(in[5], r6.in[5], r7.in[5], r0.in[5], r1.in[5], r2.in[5], r3.in[5], r4.in[5])
+    ccc::reduce_last(5, 6, ccc::out(5), ccc::in(0), ccc::in(1), ccc::in(2), ccc::in(3), ccc::in(4), ccc::in(5), ccc::in(6), ccc::in(7)),  // out[5] = sum(r0.in[5], r1.in[5], r2.in[5], r3.in[5], r4.in[5], in[5], r6.in[5], r7.in[5])
     ccc::done(0),
     // step 1: all_gather (schedules/twoshot.sched:15)
     ccc::wait(0, 0),  // wait rank 0 step 0 (RAW: reads output chunk 0 of rank 0, written at step 0 (reduce_scatter) (schedules/twoshot.sched:16))
@@ -311,7 +311,7 @@ CCC_PROGRAM Instr rank_6[] = {
     ccc::wait(5, -1),  // wait rank 5 entered (entry: reads input chunk 6 of rank 5, ready once it has started (schedules/twoshot.sched:11))
     ccc::wait(7, -1),  // wait rank 7 entered (entry: reads input chunk 6 of rank 7, ready once it has started (schedules/twoshot.sched:11))
     // schedules/twoshot.sched:11  for p in 1 .. N-1 { reduce chunk r from (r + p) % N }
-    ccc::reduce_last(6, 7, ccc::out(6), ccc::in(6), ccc::in(7), ccc::in(0), ccc::in(1), ccc::in(2), ccc::in(3), ccc::in(4), ccc::in(5)),  // out[6] = sum(in[6], r7.in[6], r0.in[6], r1.in[6], r2.in[6], r3.in[6], r4.in[6], r5.in[6])
+    ccc::reduce_last(6, 7, ccc::out(6), ccc::in(0), ccc::in(1), ccc::in(2), ccc::in(3), ccc::in(4), ccc::in(5), ccc::in(6), ccc::in(7)),  // out[6] = sum(r0.in[6], r1.in[6], r2.in[6], r3.in[6], r4.in[6], r5.in[6], in[6], r7.in[6])
     ccc::done(0),
     // step 1: all_gather (schedules/twoshot.sched:15)
     ccc::wait(0, 0),  // wait rank 0 step 0 (RAW: reads output chunk 0 of rank 0, written at step 0 (reduce_scatter) (schedules/twoshot.sched:16))
@@ -358,7 +358,7 @@ CCC_PROGRAM Instr rank_7[] = {
     ccc::wait(5, -1),  // wait rank 5 entered (entry: reads input chunk 7 of rank 5, ready once it has started (schedules/twoshot.sched:11))
     ccc::wait(6, -1),  // wait rank 6 entered (entry: reads input chunk 7 of rank 6, ready once it has started (schedules/twoshot.sched:11))
     // schedules/twoshot.sched:11  for p in 1 .. N-1 { reduce chunk r from (r + p) % N }
-    ccc::reduce_last(7, 8, ccc::out(7), ccc::in(7), ccc::in(0), ccc::in(1), ccc::in(2), ccc::in(3), ccc::in(4), ccc::in(5), ccc::in(6)),  // out[7] = sum(in[7], r0.in[7], r1.in[7], r2.in[7], r3.in[7], r4.in[7], r5.in[7], r6.in[7])
+    ccc::reduce_last(7, 8, ccc::out(7), ccc::in(0), ccc::in(1), ccc::in(2), ccc::in(3), ccc::in(4), ccc::in(5), ccc::in(6), ccc::in(7)),  // out[7] = sum(r0.in[7], r1.in[7], r2.in[7], r3.in[7], r4.in[7], r5.in[7], r6.in[7], in[7])
     ccc::done(0),
     // step 1: all_gather (schedules/twoshot.sched:15)
     ccc::wait(0, 0),  // wait rank 0 step 0 (RAW: reads output chunk 0 of rank 0, written at step 0 (reduce_scatter) (schedules/twoshot.sched:16))

@@ -1,9 +1,13 @@
 #include "ccc/lower.h"
 
 #include <algorithm>
+#include <climits>
 #include <map>
 
 #include <fmt/format.h>
+
+#include "ccc/fold_order.h"
+#include "ccc/verify_bits.h"
 
 namespace ccc {
 
@@ -22,16 +26,26 @@ int index(Storage s) {
   return 0;
 }
 
-// What each (rank, buffer, chunk) holds: whether a step has written it, and how many ranks'
-// contributions it carries (-1: undefined, i.e. scratch never written).
+// The value a chunk holds, as far as lowering cares: how many ranks' contributions it carries
+// (completion) and the lowest of those ranks (fold order, fold_order.h).
+struct Held {
+  int contributions = 0;
+  int lowest_rank = INT_MAX;
+  Held operator+(const Held& o) const { return {contributions + o.contributions, std::min(lowest_rank, o.lowest_rank)}; }
+};
+constexpr Held kUndefined{-1, INT_MAX};  // scratch never written
+
+// What each (rank, buffer, chunk) holds: whether a step has written it, and its value.
 struct State {
   std::vector<std::vector<std::vector<bool>>> written;  // [rank][buffer][chunk]
-  std::vector<std::vector<std::vector<int>>> contrib;   // [rank][buffer][chunk]
+  std::vector<std::vector<std::vector<Held>>> held;     // [rank][buffer][chunk]
 
   State(int nranks, int64_t nchunks)
-      : written(nranks, std::vector<std::vector<bool>>(kBuffers, std::vector<bool>(nchunks))),
-        contrib(nranks, std::vector<std::vector<int>>(kBuffers, std::vector<int>(nchunks, 1))) {
-    for (auto& rank : contrib) std::fill(rank[index(Buffer::Scratch)].begin(), rank[index(Buffer::Scratch)].end(), -1);
+      : written(nranks, std::vector<std::vector<bool>>(kBuffers, std::vector<bool>(nchunks))), held(nranks) {
+    for (int r = 0; r < nranks; ++r) {
+      held[r].assign(kBuffers, std::vector<Held>(nchunks, Held{1, r}));
+      std::fill(held[r][index(Buffer::Scratch)].begin(), held[r][index(Buffer::Scratch)].end(), kUndefined);
+    }
   }
 };
 
@@ -103,19 +117,17 @@ class Lowerer {
     for (const DataPass& pass : passes)
       for (int64_t c = pass.chunks.begin; c < pass.chunks.end(); ++c) {
         next_written_.emplace_back(rank, index(pass.dst), c);
-        int total = 0;
-        for (const Operand& o : pass.operands) total += contrib(o, c);
-        next_contrib_.push_back(total);
+        next_held_.push_back(fold(pass.operands, c));
       }
   }
   void end_step() {
     for (size_t i = 0; i < next_written_.size(); ++i) {
       auto [r, b, c] = next_written_[i];
       state_.written[r][b][c] = true;
-      state_.contrib[r][b][c] = next_contrib_[i];
+      state_.held[r][b][c] = next_held_[i];
     }
     next_written_.clear();
-    next_contrib_.clear();
+    next_held_.clear();
   }
 
   std::vector<DataPass> passthrough(int rank) const {
@@ -138,8 +150,13 @@ class Lowerer {
   }
 
  private:
-  int contrib(const Operand& o, int64_t c) const {
-    return o.buffer == Storage::Input ? 1 : state_.contrib[o.rank][index(o.buffer)][c];
+  Held held(const Operand& o, int64_t c) const {
+    return o.buffer == Storage::Input ? Held{1, o.rank} : state_.held[o.rank][index(o.buffer)][c];
+  }
+  Held fold(const std::vector<Operand>& operands, int64_t c) const {
+    Held total;
+    for (const Operand& o : operands) total = total + held(o, c);
+    return total;
   }
 
   std::string where(int rank, int step, int64_t chunk) const {
@@ -202,9 +219,8 @@ class Lowerer {
       pass.operands.push_back(resolve(rank, step, op->peer, op->src, chunk, op->loc));
       if (std::find(pass.locs.begin(), pass.locs.end(), op->loc) == pass.locs.end()) pass.locs.push_back(op->loc);
     }
-    int total = 0;
-    for (const Operand& o : pass.operands) total += contrib(o, chunk);
-    pass.completes = total == p_.nranks;
+    sort_into_fold_order(pass.operands, [&](const Operand& o) { return held(o, chunk).lowest_rank; });
+    pass.completes = fold(pass.operands, chunk).contributions == p_.nranks;
     return pass;
   }
 
@@ -243,7 +259,7 @@ class Lowerer {
   const KernelOptions& opt_;
   State state_;
   std::vector<std::tuple<int, int, int64_t>> next_written_;
-  std::vector<int> next_contrib_;
+  std::vector<Held> next_held_;
 };
 
 uint64_t hash_program(const StepProgram& p) {
@@ -318,6 +334,7 @@ KernelPlan lower(const PlannedProgram& pp, const KernelOptions& options) {
       }
     }
   }
+  verify_same_bits(plan);
   return plan;
 }
 

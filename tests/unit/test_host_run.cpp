@@ -3,8 +3,9 @@
 // misaligned offsets, outputs poisoned first. Integers must match bit for bit. Floats must be
 // within (N + 2) * u * sum|x_i| of the exact result (sum; / N for avg), (N + 2) * u * |exact| for
 // prod, where u is the dtype's unit roundoff (partial results are stored in the dtype between
-// steps, so up to N roundings), and exact for min and max. Every result must be bit-identical to
-// the previous launch's.
+// steps, so up to N roundings), and exact for min and max. Every rank must end with the same bits
+// (every shipped schedule here is an allreduce: replicas must not drift apart), and every result
+// must be bit-identical to the previous launch's.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -91,6 +92,24 @@ struct Check {
   std::string first_failure;
 };
 
+std::string hex(uint64_t bits) {
+  char text[24];
+  std::snprintf(text, sizeof text, "%#llx", static_cast<unsigned long long>(bits));
+  return text;
+}
+
+// Float results within the bound may still differ in their last bits between ranks that reduced
+// in different orders: compare every rank's output with rank 0's, bit for bit.
+Check same_bits_on_every_rank(const testing::HostBuffers& b, int n, uint64_t count, int size) {
+  for (int r = 1; r < n; ++r)
+    for (uint64_t i = 0; i < count; ++i)
+      if (std::memcmp(b.output(r) + i * size, b.output(0) + i * size, size) != 0)
+        return {false, "rank " + std::to_string(r) + " element " + std::to_string(i) + ": bits " +
+                           hex(load_bits(b.output(r) + i * size, size)) + ", rank 0 has " +
+                           hex(load_bits(b.output(0) + i * size, size))};
+  return {};
+}
+
 // Fills every rank's input, poisons every output, runs the kernel twice and checks both runs.
 Check run_and_check(testing::HostEntry entry, const EmittedKernel& k, const KernelOptions& o, int n, uint64_t count, uint64_t offset) {
   const int size = static_cast<int>(data_type_size(o.dtype));
@@ -154,6 +173,7 @@ Check run_and_check(testing::HostEntry entry, const EmittedKernel& k, const Kern
         break;
       }
     }
+    if (check.ok) check = same_bits_on_every_rank(b, n, count, size);
     std::vector<unsigned char> now;
     for (int r = 0; r < n; ++r) now.insert(now.end(), b.output(r), b.output(r) + count * size);
     if (launch == 1 && now != previous) return {false, "second launch differs from the first"};

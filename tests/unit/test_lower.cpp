@@ -1,6 +1,8 @@
 #include <gtest/gtest.h>
 
 #include "ccc/lower.h"
+#include "ccc/pipeline.h"
+#include "ccc/verify_bits.h"
 #include "codegen_pipeline.h"
 #include "program_builders.h"
 
@@ -15,15 +17,16 @@ KernelPlan lower_shipped(const std::string& name, int n, KernelOptions o = {}) {
 
 TEST(Lower, RingFirstReadsComeFromTheInput) {
   KernelPlan plan = lower_shipped("ring", 4);
-  // Rank 1, step 0: out[0] = sum(in[0], r0.in[0]) -- nothing wrote either output chunk yet.
+  // Rank 1, step 0: out[0] = sum(r0.in[0], in[0]) -- nothing wrote either output chunk yet (and
+  // rank 0's value folds first: fold_order.h).
   const DataPass& first = plan.ranks[1].steps[0].passes.at(0);
   EXPECT_EQ(first.kind, OpKind::Reduce);
   EXPECT_EQ(first.chunks, (ChunkRange{0, 1}));
   ASSERT_EQ(first.operands.size(), 2u);
-  EXPECT_EQ(first.operands[0], (Operand{1, Storage::Input}));
-  EXPECT_EQ(first.operands[1], (Operand{0, Storage::Input}));
-  // Step 1 reads the chunk rank 0 reduced at step 0: its output.
-  EXPECT_EQ(plan.ranks[1].steps[1].passes.at(0).operands[1], (Operand{0, Storage::Output}));
+  EXPECT_EQ(first.operands[0], (Operand{0, Storage::Input}));
+  EXPECT_EQ(first.operands[1], (Operand{1, Storage::Input}));
+  // Step 1 reads the chunk rank 0 reduced at step 0 (ranks 3 and 0): its output.
+  EXPECT_EQ(plan.ranks[1].steps[1].passes.at(0).operands[0], (Operand{0, Storage::Output}));
   EXPECT_TRUE(plan.ranks[1].passthrough.empty());
 }
 
@@ -63,7 +66,101 @@ TEST(Lower, OneShotFusesEveryPeerIntoOnePass) {
   ASSERT_EQ(passes.size(), 1u);
   EXPECT_EQ(passes[0].operands.size(), 5u);
   EXPECT_TRUE(passes[0].completes);
-  EXPECT_EQ(pass_text(passes[0], 2, ReduceOp::Avg), "out[0] = avg(in[0], r3.in[0], r4.in[0], r0.in[0], r1.in[0]) / N");
+  // In rank order, the rank's own input in its place: the same fold on every rank.
+  EXPECT_EQ(pass_text(passes[0], 2, ReduceOp::Avg), "out[0] = avg(r0.in[0], r1.in[0], in[0], r3.in[0], r4.in[0]) / N");
+}
+
+// Whatever the rank and however the value reached its operand (input, output after first touch,
+// scratch when in place one-shot is staged), every rank folds one-shot's N inputs in rank order.
+TEST(Lower, EveryRankFoldsOneShotInRankOrder) {
+  for (bool in_place : {false, true}) {
+    KernelOptions o;
+    o.in_place = in_place;
+    const KernelPlan plan = lower_shipped("oneshot", 6, o);
+    for (int r = 0; r < plan.nranks; ++r) {
+      std::vector<int> order;
+      for (const StepPlan& step : plan.ranks[r].steps)
+        for (const DataPass& pass : step.passes)
+          if (pass.kind == OpKind::Reduce)
+            for (const Operand& operand : pass.operands) order.push_back(operand.rank);
+      EXPECT_EQ(order, (std::vector<int>{0, 1, 2, 3, 4, 5})) << "rank " << r << (in_place ? " in place" : "");
+    }
+  }
+}
+
+// verify_same_bits on the plans the lowering makes: every shipped allreduce, in and out of place.
+TEST(VerifySameBits, AcceptsEveryShippedAllreduce) {
+  for (const char* name : {"ring", "oneshot", "twoshot", "butterfly", "tree", "dbtree"})
+    for (int n : {1, 2, 3, 4, 5, 8, 9})
+      for (bool in_place : {false, true}) {
+        testing::Planned p = testing::plan_shipped(name, n, in_place);
+        if (!p.planned) continue;  // butterfly needs a power of two; some have no in-place plan
+        KernelOptions o;
+        o.in_place = in_place;
+        EXPECT_NO_THROW(verify_same_bits(lower(*p.planned, o))) << name << " N=" << n << (in_place ? " in place" : "");
+      }
+}
+
+// One rank folding in its own order: the error names it, the chunk and both expressions, at the
+// DSL op of its pass.
+TEST(VerifySameBits, NamesTheRankThatFoldsInAnotherOrder) {
+  KernelPlan plan = lower_shipped("oneshot", 4);
+  std::vector<Operand>& operands = plan.ranks[2].steps[0].passes.at(0).operands;
+  std::reverse(operands.begin(), operands.end());
+  try {
+    verify_same_bits(plan);
+    FAIL() << "accepted";
+  } catch (const LowerError& e) {
+    EXPECT_EQ(e.loc.line, 9);
+    EXPECT_NE(std::string(e.what()).find("rank 2 ends with output chunk 0 = sum(r3, r2, r1, r0), but rank 0 with "
+                                         "sum(r0, r1, r2, r3)"),
+              std::string::npos)
+        << e.what();
+    EXPECT_NE(std::string(e.what()).find("computed at step 0 (direct) by rank 2"), std::string::npos) << e.what();
+  }
+}
+
+// Large expressions are cut short, with their parentheses balanced.
+TEST(VerifySameBits, CutsLongExpressionsShort) {
+  KernelPlan plan = lower_shipped("oneshot", 64);
+  std::vector<Operand>& operands = plan.ranks[5].steps[0].passes.at(0).operands;
+  std::reverse(operands.begin(), operands.end());
+  try {
+    verify_same_bits(plan);
+    FAIL() << "accepted";
+  } catch (const LowerError& e) {
+    const std::string what = e.what();
+    EXPECT_LT(what.size(), 600u) << what;
+    EXPECT_NE(what.find("rank 5 ends with output chunk 0 = sum(r63, r62, "), std::string::npos) << what;
+    EXPECT_NE(what.find(", ...), but rank 0 with sum(r0, r1, "), std::string::npos) << what;
+  }
+}
+
+// Fold order cannot fix reductions of different shapes: one-shot spread over N - 1 steps rounds
+// after every peer, starting from the rank's own input, so every rank's sum has another shape.
+// Lowering rejects it.
+TEST(VerifySameBits, RejectsASequentialOneShot) {
+  const SourceFile file{"seq.sched", R"(allreduce seq {
+  chunks 1
+  phase direct {
+    step s in 0 .. N-2 { reduce chunk 0 from input of (r + s + 1) % N }
+  }
+})"};
+  Diagnostics diags;
+  std::optional<StepProgram> program = run_front_end(file, {3, 0}, diags);
+  ASSERT_TRUE(program) << diags.render(&file);
+  std::optional<PlannedProgram> planned = run_analysis(*program, {}, diags);
+  ASSERT_TRUE(planned) << diags.render(&file);  // the contributions are right
+  try {
+    lower(*planned, {});
+    FAIL() << "accepted";
+  } catch (const LowerError& e) {
+    EXPECT_EQ(e.loc.line, 4);
+    EXPECT_NE(std::string(e.what()).find("rank 1 ends with output chunk 0 = sum(r0, sum(r1, r2)), but rank 0 with "
+                                         "sum(sum(r0, r1), r2)"),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 TEST(Lower, AdjacentChunksFuseIntoOnePass) {

@@ -50,7 +50,8 @@ struct Operand {
 };
 
 struct DataPass {
-  OpKind kind = OpKind::Copy;    // Copy: one operand. Reduce: operands fold left to right.
+  OpKind kind = OpKind::Copy;    // Copy: one operand. Reduce: operands fold left to right, in
+                                 // fold order (fold_order.h)
   Storage dst = Storage::Output; // the rank's own buffer
   ChunkRange chunks;
   std::vector<Operand> operands;

@@ -39,7 +39,7 @@ CCC_PROGRAM Instr rank_1[] = {
     ccc::wait(0, -1),  // wait rank 0 entered (entry: reads input chunk 0 of rank 0, ready once it has started (schedules/oneshot.sched:9))
     ccc::wait(2, -1),  // wait rank 2 entered (entry: reads input chunk 0 of rank 2, ready once it has started (schedules/oneshot.sched:9))
     ccc::wait(3, -1),  // wait rank 3 entered (entry: reads input chunk 0 of rank 3, ready once it has started (schedules/oneshot.sched:9))
-    ccc::reduce_last(0, 1, ccc::out(1), ccc::in(1), ccc::in(2), ccc::in(3), ccc::in(0)),  // out[0] = avg(in[0], r2.in[0], r3.in[0], r0.in[0]) / N
+    ccc::reduce_last(0, 1, ccc::out(1), ccc::in(0), ccc::in(1), ccc::in(2), ccc::in(3)),  // out[0] = avg(r0.in[0], in[0], r2.in[0], r3.in[0]) / N
     ccc::done(0),
     // after the last window
     ccc::wait_exit(0, 0),  // wait rank 0 step 0 (exit: rank 0 reads input chunk 0 of this rank at step 0 (direct) (schedules/oneshot.sched:9))
@@ -54,7 +54,7 @@ CCC_PROGRAM Instr rank_2[] = {
     ccc::wait(0, -1),  // wait rank 0 entered (entry: reads input chunk 0 of rank 0, ready once it has started (schedules/oneshot.sched:9))
     ccc::wait(1, -1),  // wait rank 1 entered (entry: reads input chunk 0 of rank 1, ready once it has started (schedules/oneshot.sched:9))
     ccc::wait(3, -1),  // wait rank 3 entered (entry: reads input chunk 0 of rank 3, ready once it has started (schedules/oneshot.sched:9))
-    ccc::reduce_last(0, 1, ccc::out(2), ccc::in(2), ccc::in(3), ccc::in(0), ccc::in(1)),  // out[0] = avg(in[0], r3.in[0], r0.in[0], r1.in[0]) / N
+    ccc::reduce_last(0, 1, ccc::out(2), ccc::in(0), ccc::in(1), ccc::in(2), ccc::in(3)),  // out[0] = avg(r0.in[0], r1.in[0], in[0], r3.in[0]) / N
     ccc::done(0),
     // after the last window
     ccc::wait_exit(0, 0),  // wait rank 0 step 0 (exit: rank 0 reads input chunk 0 of this rank at step 0 (direct) (schedules/oneshot.sched:9))
@@ -69,7 +69,7 @@ CCC_PROGRAM Instr rank_3[] = {
     ccc::wait(0, -1),  // wait rank 0 entered (entry: reads input chunk 0 of rank 0, ready once it has started (schedules/oneshot.sched:9))
     ccc::wait(1, -1),  // wait rank 1 entered (entry: reads input chunk 0 of rank 1, ready once it has started (schedules/oneshot.sched:9))
     ccc::wait(2, -1),  // wait rank 2 entered (entry: reads input chunk 0 of rank 2, ready once it has started (schedules/oneshot.sched:9))
-    ccc::reduce_last(0, 1, ccc::out(3), ccc::in(3), ccc::in(0), ccc::in(1), ccc::in(2)),  // out[0] = avg(in[0], r0.in[0], r1.in[0], r2.in[0]) / N
+    ccc::reduce_last(0, 1, ccc::out(3), ccc::in(0), ccc::in(1), ccc::in(2), ccc::in(3)),  // out[0] = avg(r0.in[0], r1.in[0], r2.in[0], in[0]) / N
     ccc::done(0),
     // after the last window
     ccc::wait_exit(0, 0),  // wait rank 0 step 0 (exit: rank 0 reads input chunk 0 of this rank at step 0 (direct) (schedules/oneshot.sched:9))

@@ -50,12 +50,12 @@ CCC_PROGRAM Instr rank_1[] = {
     // step 0: reduce_scatter s=0 (schedules/ring.sched:13)
     ccc::wait(0, -1),  // wait rank 0 entered (entry: reads input chunk 0 of rank 0, ready once it has started (schedules/ring.sched:14))
     // schedules/ring.sched:14  reduce chunk (r - s - 1) % N from prev
-    ccc::reduce(0, 1, ccc::out(1), ccc::in(1), ccc::in(0)),  // out[0] = sum(in[0], r0.in[0])
+    ccc::reduce(0, 1, ccc::out(1), ccc::in(0), ccc::in(1)),  // out[0] = sum(r0.in[0], in[0])
     ccc::done(0),
     // step 1: reduce_scatter s=1 (schedules/ring.sched:13)
     ccc::wait(0, 0),  // wait rank 0 step 0 (RAW: reads output chunk 2 of rank 0, written at step 0 (reduce_scatter s=0) (schedules/ring.sched:14))
     // schedules/ring.sched:14  reduce chunk (r - s - 1) % N from prev
-    ccc::reduce_last(2, 3, ccc::out(1), ccc::in(1), ccc::out(0)),  // out[2] = sum(in[2], r0.out[2])
+    ccc::reduce_last(2, 3, ccc::out(1), ccc::out(0), ccc::in(1)),  // out[2] = sum(r0.out[2], in[2])
     ccc::done(1),
     // step 2: all_gather s=0 (schedules/ring.sched:18)
     ccc::wait(0, 1),  // wait rank 0 step 1 (RAW: reads output chunk 1 of rank 0, written at step 1 (reduce_scatter s=1) (schedules/ring.sched:18))
@@ -77,12 +77,12 @@ CCC_PROGRAM Instr rank_2[] = {
     // step 0: reduce_scatter s=0 (schedules/ring.sched:13)
     ccc::wait(1, -1),  // wait rank 1 entered (entry: reads input chunk 1 of rank 1, ready once it has started (schedules/ring.sched:14))
     // schedules/ring.sched:14  reduce chunk (r - s - 1) % N from prev
-    ccc::reduce(1, 2, ccc::out(2), ccc::in(2), ccc::in(1)),  // out[1] = sum(in[1], r1.in[1])
+    ccc::reduce(1, 2, ccc::out(2), ccc::in(1), ccc::in(2)),  // out[1] = sum(r1.in[1], in[1])
     ccc::done(0),
     // step 1: reduce_scatter s=1 (schedules/ring.sched:13)
     ccc::wait(1, 0),  // wait rank 1 step 0 (RAW: reads output chunk 0 of rank 1, written at step 0 (reduce_scatter s=0) (schedules/ring.sched:14))
     // schedules/ring.sched:14  reduce chunk (r - s - 1) % N from prev
-    ccc::reduce_last(0, 1, ccc::out(2), ccc::in(2), ccc::out(1)),  // out[0] = sum(in[0], r1.out[0])
+    ccc::reduce_last(0, 1, ccc::out(2), ccc::out(1), ccc::in(2)),  // out[0] = sum(r1.out[0], in[0])
     ccc::done(1),
     // step 2: all_gather s=0 (schedules/ring.sched:18)
     ccc::wait(1, 1),  // wait rank 1 step 1 (RAW: reads output chunk 2 of rank 1, written at step 1 (reduce_scatter s=1) (schedules/ring.sched:18))

@@ -1,0 +1,158 @@
+#include "ccc/verify_bits.h"
+
+#include <map>
+#include <tuple>
+
+#include <fmt/format.h>
+
+namespace ccc {
+
+namespace {
+
+constexpr int kStorages = 4;  // Output, Input, Scratch, Staging
+int index(Storage s) { return static_cast<int>(s); }
+constexpr size_t kMaxExpressionText = 160;
+
+// Where an expression node was first computed, for the diagnostic.
+struct Origin {
+  int rank = 0;
+  int step = 0;
+  SourceLoc loc;
+};
+
+// Interned expressions: equal ids are equal expressions. Ids below nranks * nchunks are the
+// leaves (rank q's input chunk c: q * nchunks + c); the rest are reduce nodes.
+class Expressions {
+ public:
+  static constexpr int64_t kUndefined = -1;
+
+  explicit Expressions(const KernelPlan& plan) : plan_(plan) {}
+
+  int64_t leaf(int rank, int64_t chunk) const { return rank * plan_.nchunks + chunk; }
+
+  int64_t node(std::vector<int64_t> children, const Origin& origin) {
+    auto [it, fresh] = ids_.try_emplace(std::move(children), leaves() + static_cast<int64_t>(nodes_.size()));
+    if (fresh) nodes_.push_back({&it->first, origin});
+    return it->second;
+  }
+
+  const Origin* origin(int64_t id) const { return id < leaves() ? nullptr : &nodes_[id - leaves()].origin; }
+
+  // "sum(r0, r1, sum(r2, r3))", cut short past kMaxExpressionText characters.
+  std::string text(int64_t id) const {
+    std::string out;
+    append(id, out);
+    return out;
+  }
+
+ private:
+  struct Node {
+    const std::vector<int64_t>* children;
+    Origin origin;
+  };
+  int64_t leaves() const { return plan_.nranks * plan_.nchunks; }
+
+  void append(int64_t id, std::string& out) const {
+    if (id == kUndefined) {
+      out += "undefined";
+      return;
+    }
+    if (id < leaves()) {
+      out += fmt::format("r{}", id / plan_.nchunks);
+      return;
+    }
+    out += fmt::format("{}(", reduce_op_name(plan_.options.op));
+    const std::vector<int64_t>& children = *nodes_[id - leaves()].children;
+    for (size_t i = 0; i < children.size(); ++i) {
+      if (i > 0) out += ", ";
+      if (out.size() > kMaxExpressionText) {
+        out += "...";
+        break;
+      }
+      append(children[i], out);
+    }
+    out += ")";
+  }
+
+  const KernelPlan& plan_;
+  std::map<std::vector<int64_t>, int64_t> ids_;
+  std::vector<Node> nodes_;
+};
+
+class Evaluator {
+ public:
+  explicit Evaluator(const KernelPlan& plan) : plan_(plan), exprs_(plan), values_(plan.nranks) {
+    for (int r = 0; r < plan.nranks; ++r) {
+      values_[r].assign(kStorages, std::vector<int64_t>(plan.nchunks, Expressions::kUndefined));
+      // The output starts as the input: in place it is the input, out of place lowering never
+      // reads an output chunk before a pass wrote it.
+      for (Storage s : {Storage::Output, Storage::Input})
+        for (int64_t c = 0; c < plan.nchunks; ++c) values_[r][index(s)][c] = exprs_.leaf(r, c);
+    }
+  }
+
+  // Lock-step, as the sync plan orders the passes: a step's passes read the state at its start.
+  void run() {
+    for (int k = 0; k < plan_.nsteps(); ++k) {
+      for (int r = 0; r < plan_.nranks; ++r)
+        for (const DataPass& pass : plan_.ranks[r].steps[k].passes) evaluate(pass, {r, k, pass.locs.front()});
+      land();
+    }
+    for (int r = 0; r < plan_.nranks; ++r)  // copies: they make no node, so no origin to name
+      for (const DataPass& pass : plan_.ranks[r].passthrough) evaluate(pass, {r, -1, {}});
+    land();
+  }
+
+  void check_every_rank_agrees() const {
+    for (int64_t c = 0; c < plan_.nchunks; ++c)
+      for (int r = 1; r < plan_.nranks; ++r)
+        if (output(r, c) != output(0, c)) report(r, c);
+  }
+
+ private:
+  int64_t output(int rank, int64_t chunk) const { return values_[rank][index(Storage::Output)][chunk]; }
+
+  void evaluate(const DataPass& pass, const Origin& origin) {
+    for (int64_t c = pass.chunks.begin; c < pass.chunks.end(); ++c) {
+      std::vector<int64_t> operands;
+      for (const Operand& o : pass.operands) operands.push_back(values_[o.rank][index(o.buffer)][c]);
+      const int64_t value = pass.kind == OpKind::Copy ? operands.front() : exprs_.node(std::move(operands), origin);
+      pending_.emplace_back(origin.rank, index(pass.dst), c, value);
+    }
+  }
+
+  void land() {
+    for (auto [r, s, c, value] : pending_) values_[r][s][c] = value;
+    pending_.clear();
+  }
+
+  [[noreturn]] void report(int rank, int64_t chunk) const {
+    const int64_t mine = output(rank, chunk), first = output(0, chunk);
+    const Origin* where = exprs_.origin(mine) ? exprs_.origin(mine) : exprs_.origin(first);
+    std::string computed;
+    if (where)
+      computed = fmt::format("; that value was computed at step {} ({}) by rank {}", where->step,
+                             plan_.steps[where->step].label, where->rank);
+    throw LowerError(where ? where->loc : SourceLoc{},
+                     fmt::format("rank {} ends with output chunk {} = {}, but rank 0 with {}: ranks that reduce in "
+                                 "different orders end with different bits (rQ: rank Q's input chunk {}; operands fold "
+                                 "left to right){}",
+                                 rank, chunk, exprs_.text(mine), exprs_.text(first), chunk, computed));
+  }
+
+  const KernelPlan& plan_;
+  Expressions exprs_;
+  std::vector<std::vector<std::vector<int64_t>>> values_;  // [rank][storage][chunk]
+  std::vector<std::tuple<int, int, int64_t, int64_t>> pending_;
+};
+
+}  // namespace
+
+void verify_same_bits(const KernelPlan& plan) {
+  if (plan.collective != Collective::AllReduce) return;
+  Evaluator evaluator(plan);
+  evaluator.run();
+  evaluator.check_every_rank_agrees();
+}
+
+}  // namespace ccc
