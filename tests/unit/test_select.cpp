@@ -21,7 +21,9 @@ struct Menu {
 };
 
 const std::set<std::string> kLatencyBound = {"oneshot", "tree", "dbtree", "butterfly"};
-const std::set<std::string> kBandwidthBound = {"ring", "twoshot"};
+// Schedules that move 2(N-1)/N of the message per rank; butterfly is also latency-bound (log N
+// steps), so on a switch it can win from small sizes on once waits are charged one by one.
+const std::set<std::string> kBandwidthBound = {"ring", "twoshot", "butterfly"};
 
 std::string chosen(const Topology& t, const Menu& m, int64_t bytes) {
   return select_schedule(Collective::AllReduce, bytes, 4, t, m.candidates).name();
