@@ -101,39 +101,39 @@ TEST(VerifySameBits, AcceptsEveryShippedAllreduce) {
       }
 }
 
-// One rank folding in its own order: the error names it, the chunk and both expressions, at the
-// DSL op of its pass.
-TEST(VerifySameBits, NamesTheRankThatFoldsInAnotherOrder) {
-  KernelPlan plan = lower_shipped("oneshot", 4);
-  std::vector<Operand>& operands = plan.ranks[2].steps[0].passes.at(0).operands;
+// Lowers shipped one-shot at N with rank `rank`'s fold reversed and returns verify_same_bits's
+// error (an empty one, and a test failure, if it accepts the plan).
+LowerError reversed_fold_error(int n, int rank) {
+  KernelPlan plan = lower_shipped("oneshot", n);
+  std::vector<Operand>& operands = plan.ranks[rank].steps[0].passes.at(0).operands;
   std::reverse(operands.begin(), operands.end());
   try {
     verify_same_bits(plan);
-    FAIL() << "accepted";
   } catch (const LowerError& e) {
-    EXPECT_EQ(e.loc.line, 9);
-    EXPECT_NE(std::string(e.what()).find("rank 2 ends with output chunk 0 = sum(r3, r2, r1, r0), but rank 0 with "
-                                         "sum(r0, r1, r2, r3)"),
-              std::string::npos)
-        << e.what();
-    EXPECT_NE(std::string(e.what()).find("computed at step 0 (direct) by rank 2"), std::string::npos) << e.what();
+    return e;
   }
+  ADD_FAILURE() << "accepted a reversed fold on rank " << rank;
+  return LowerError({}, "");
+}
+
+// One rank folding in its own order: the error names it, the chunk and both expressions, at the
+// DSL op of its pass.
+TEST(VerifySameBits, NamesTheRankThatFoldsInAnotherOrder) {
+  const LowerError e = reversed_fold_error(4, 2);
+  const std::string what = e.what();
+  EXPECT_EQ(e.loc.line, 9);
+  EXPECT_NE(what.find("rank 2 ends with output chunk 0 = sum(r3, r2, r1, r0), but rank 0 with sum(r0, r1, r2, r3)"),
+            std::string::npos)
+      << what;
+  EXPECT_NE(what.find("computed at step 0 (direct) by rank 2"), std::string::npos) << what;
 }
 
 // Large expressions are cut short, with their parentheses balanced.
 TEST(VerifySameBits, CutsLongExpressionsShort) {
-  KernelPlan plan = lower_shipped("oneshot", 64);
-  std::vector<Operand>& operands = plan.ranks[5].steps[0].passes.at(0).operands;
-  std::reverse(operands.begin(), operands.end());
-  try {
-    verify_same_bits(plan);
-    FAIL() << "accepted";
-  } catch (const LowerError& e) {
-    const std::string what = e.what();
-    EXPECT_LT(what.size(), 600u) << what;
-    EXPECT_NE(what.find("rank 5 ends with output chunk 0 = sum(r63, r62, "), std::string::npos) << what;
-    EXPECT_NE(what.find(", ...), but rank 0 with sum(r0, r1, "), std::string::npos) << what;
-  }
+  const std::string what = reversed_fold_error(64, 5).what();
+  EXPECT_LT(what.size(), 600u) << what;
+  EXPECT_NE(what.find("rank 5 ends with output chunk 0 = sum(r63, r62, "), std::string::npos) << what;
+  EXPECT_NE(what.find(", ...), but rank 0 with sum(r0, r1, "), std::string::npos) << what;
 }
 
 // Fold order cannot fix reductions of different shapes: one-shot spread over N - 1 steps rounds
