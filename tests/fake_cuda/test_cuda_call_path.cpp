@@ -87,12 +87,20 @@ CUcontext current_context() {
   return ctx;
 }
 
-// `bytes` of (fake) device memory on `device`.
+// What device_alloc handed out in the running test; the fixture frees it (the driver library is
+// closed at exit, before LeakSanitizer could see the fake's own records of it).
+std::vector<CUdeviceptr>& test_allocations() {
+  static std::vector<CUdeviceptr> allocations;
+  return allocations;
+}
+
+// `bytes` of (fake) device memory on `device`, freed when the test ends.
 void* device_alloc(int device, size_t bytes) {
   const CudaDriver& d = CudaDriver::get();
   d.check(d.cuCtxSetCurrent(primary_context(device)), "cuCtxSetCurrent");
   CUdeviceptr p = 0;
   d.check(d.cuMemAlloc(&p, bytes), "cuMemAlloc");
+  test_allocations().push_back(p);
   return reinterpret_cast<void*>(p);
 }
 
@@ -102,6 +110,10 @@ class CudaCallPath : public ::testing::Test {
     ASSERT_NE(fake().take_log, nullptr) << "cannot load " << CCC_FAKE_LIBCUDA << ": " << dlerror();
     CudaDriver::get();
     take_log();
+  }
+  void TearDown() override {
+    for (CUdeviceptr p : test_allocations()) EXPECT_EQ(CudaDriver::get().cuMemFree(p), CUDA_SUCCESS);
+    test_allocations().clear();
   }
 };
 
