@@ -415,7 +415,10 @@ void run_size(Bench& b, CollectiveCall call, Totals& totals) {
     const double eager = b.time_eager(call);
     const double t = cfg.graph_replays > 0 ? b.time_graph(call) : eager;
     b.wait();
-    if (!in_place) out_of_place = t, eager_out_of_place = eager;
+    if (!in_place) {
+      out_of_place = t;
+      eager_out_of_place = eager;
+    }
     const double algbw = static_cast<double>(bytes) / t / 1e9, busbw = algbw * bus_factor(call.collective, b.n);
     totals.busbw_sum += busbw;
     ++totals.busbw_count;

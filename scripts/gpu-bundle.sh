@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Builds gpu-bundle/: what the GPU check needs on a machine that cannot build ccc (no fmt, Boost,
+# GoogleTest; only glibc, libstdc++, the CUDA driver and NVRTC). `make gpu-bundle` runs it.
+#   gpu-bundle/bin/ccc-bench, bin/ccc_gpu_tests  stripped Release binaries (fmt, libstdc++ and
+#                                                 libgcc linked in; NVRTC is the machine's own)
+#   gpu-bundle/schedules/                         the shipped schedules (compiled in as well)
+#   gpu-bundle/gpu-check.sh                       the one command to run there
+# It fails if a binary needs any other shared library, or if the folder exceeds 64 MiB.
+# usage: scripts/gpu-bundle.sh [BUILD_DIR] [BUNDLE_DIR]   (defaults build-gpu-bundle, gpu-bundle)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+build=${1:-build-gpu-bundle}
+bundle=${2:-gpu-bundle}
+jobs=${JOBS:-2}
+limit_bytes=$((64 << 20))
+binaries=(tools/ccc-bench tests/ccc_gpu_tests)
+
+cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DCCC_PORTABLE=ON -DCCC_BUILD_BENCH=OFF >/dev/null
+cmake --build "$build" -j"$jobs" --target ccc-bench ccc_gpu_tests
+
+rm -rf "$bundle"
+mkdir -p "$bundle/bin" "$bundle/schedules"
+for b in "${binaries[@]}"; do strip -o "$bundle/bin/$(basename "$b")" "$build/$b"; done
+cp schedules/*.sched "$bundle/schedules/"
+cp scripts/gpu-check.sh "$bundle/gpu-check.sh"
+
+# The only shared libraries a bundled binary may need: glibc's, libstdc++/libgcc (not needed when
+# linked statically, allowed anyway) and NVRTC. libcuda is opened with dlopen, so never listed.
+allowed='^(libc|libm|libdl|libpthread|librt|ld-linux-x86-64|libstdc\+\+|libgcc_s|libnvrtc)\.so'
+status=0
+for f in "$bundle"/bin/*; do
+  needed=$(readelf -d "$f" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p')
+  extra=$(grep -Ev "$allowed" <<<"$needed" || true)
+  if [ -n "$extra" ]; then
+    echo "gpu-bundle: $f needs libraries the GPU machine lacks: $(echo $extra)" >&2
+    status=1
+  fi
+  # The newest glibc symbol version it needs: the GPU machine's glibc must be at least that.
+  glibc=$(objdump -T "$f" | grep -o 'GLIBC_[0-9.]*' | sort -Vu | tail -1)
+  echo "gpu-bundle: $(basename "$f"): needs $(echo $needed), $glibc or newer"
+done
+size=$(du -sb "$bundle" | cut -f1)
+if [ "$size" -gt "$limit_bytes" ]; then
+  echo "gpu-bundle: $bundle is $size bytes, over the 64 MiB that can be copied to the GPU machine" >&2
+  status=1
+fi
+echo "gpu-bundle: $bundle/ is $((size >> 10)) KiB; copy it over and run: $bundle/gpu-check.sh"
+exit $status
