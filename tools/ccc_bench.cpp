@@ -164,6 +164,8 @@ const std::vector<Option>& options() {
       {"-r", "--root", "R", "root of broadcast and reduce", [](Config& c, const std::string& v) { c.root = parse_int_arg(v, "root"); }},
       {"-G", "--cudagraph", "N", "also time a CUDA graph of the calls, launched N times",
        [](Config& c, const std::string& v) { c.graph_replays = parse_int_arg(v, "graph launch count"); }},
+      {"-T", "--timeout", "S", "seconds a rank waits for its peers (default $CCC_TIMEOUT, else 30)",
+       [](Config& c, const std::string& v) { c.comm.timeout_seconds = std::strtod(v.c_str(), nullptr); }},
       {"", "--backend", "host|cuda", "where the ranks run (default host)",
        [](Config& c, const std::string& v) {
          if (v != "host" && v != "cuda") usage("--backend is host or cuda");

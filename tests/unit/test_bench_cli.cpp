@@ -88,10 +88,13 @@ TEST(BenchCli, UsageErrors) {
   EXPECT_TRUE(has(run_bench("--iters").output, "--iters needs a value"));
   EXPECT_TRUE(has(run_bench("--baseline=1").output, "--baseline takes no value"));
   EXPECT_EQ(run_bench("--frobnicate").code, 2);
+  const BenchResult timeout = run_bench("--ranks 2 -b 8 -e 8 -T 0");
+  EXPECT_EQ(timeout.code, 1);
+  EXPECT_TRUE(has(timeout.output, "ccc-bench: error: ")) << timeout.output;
   const BenchResult help = run_bench("-h");
   EXPECT_EQ(help.code, 0);
   for (const char* option : {"--minbytes", "--maxbytes", "--stepfactor", "--iters", "--warmup_iters", "--check",
-                             "--datatype", "--op", "--cudagraph", "--backend", "--probe"})
+                             "--datatype", "--op", "--cudagraph", "--timeout", "--backend", "--probe"})
     EXPECT_TRUE(has(help.output, option)) << option;
 }
 
