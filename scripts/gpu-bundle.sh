@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Builds gpu-bundle/: what the GPU check needs on a machine that cannot build ccc (no fmt, Boost,
 # GoogleTest; only glibc, libstdc++, the CUDA driver and NVRTC). `make gpu-bundle` runs it.
-#   gpu-bundle/bin/ccc-bench, bin/ccc_gpu_tests  stripped Release binaries (fmt, libstdc++ and
-#                                                 libgcc linked in; NVRTC is the machine's own)
+#   gpu-bundle/bin/ccc-bench, bin/ccc_gpu_tests  stripped Release binaries (fmt compiled in;
+#                                                 libstdc++ and NVRTC are the machine's own)
 #   gpu-bundle/schedules/                         the shipped schedules (compiled in as well)
 #   gpu-bundle/gpu-check.sh                       the one command to run there
 # It fails if a binary needs any other shared library, or if the folder exceeds 64 MiB.
@@ -24,8 +24,8 @@ for b in "${binaries[@]}"; do strip -o "$bundle/bin/$(basename "$b")" "$build/$b
 cp schedules/*.sched "$bundle/schedules/"
 cp scripts/gpu-check.sh "$bundle/gpu-check.sh"
 
-# The only shared libraries a bundled binary may need: glibc's, libstdc++/libgcc (not needed when
-# linked statically, allowed anyway) and NVRTC. libcuda is opened with dlopen, so never listed.
+# The only shared libraries a bundled binary may need: glibc's, libstdc++, libgcc and NVRTC.
+# libcuda is opened with dlopen, so never listed.
 allowed='^(libc|libm|libdl|libpthread|librt|ld-linux-x86-64|libstdc\+\+|libgcc_s|libnvrtc)\.so'
 status=0
 for f in "$bundle"/bin/*; do
@@ -35,9 +35,10 @@ for f in "$bundle"/bin/*; do
     echo "gpu-bundle: $f needs libraries the GPU machine lacks: $(echo $extra)" >&2
     status=1
   fi
-  # The newest glibc symbol version it needs: the GPU machine's glibc must be at least that.
-  glibc=$(objdump -T "$f" | grep -o 'GLIBC_[0-9.]*' | sort -Vu | tail -1)
-  echo "gpu-bundle: $(basename "$f"): needs $(echo $needed), $glibc or newer"
+  # The newest glibc and libstdc++ symbol versions it needs: the GPU machine's must be at least
+  # these (Ubuntu 22.04 has GLIBC_2.35 and GLIBCXX_3.4.30).
+  versions=$(for lib in GLIBC GLIBCXX; do objdump -T "$f" | grep -o "${lib}_[0-9.]*[0-9]" | sort -Vu | tail -1; done)
+  echo "gpu-bundle: $(basename "$f"): needs $(echo $needed); $(echo $versions) or newer"
 done
 size=$(du -sb "$bundle" | cut -f1)
 if [ "$size" -gt "$limit_bytes" ]; then

@@ -72,15 +72,18 @@ part() {
   if [ "$result" = PASS ] && grep -q '^\[  SKIPPED \]' "$log"; then result=SKIP; fi
   [ "$result" = PASS ] || [ "$result" = SKIP ] || failed=1
   [ "$detail_fn" != - ] && detail=$("$detail_fn" "$log")
-  [ "$result" = PASS ] || [ -n "$detail" ] || detail=$(grep -m1 -iE 'error|failure|skipped' -A1 "$log" | tr '\n' ' ' | cut -c1-120)
+  [ "$result" = PASS ] || [ -n "$detail" ] || detail=$(grep -m1 -iE 'error|failure|skipped' -A2 "$log" | tr '\n' ' ' | cut -c1-160)
   rows+=("$name"$'\t'"$result"$'\t'$((SECONDS - start))$'\t'"$detail")
   printf '%-44s %-7s %4ds\n' "$name" "$result" $((SECONDS - start))
 }
 
-# ccc-bench's footer: wrong values, then the smallest size's latency and the largest's bandwidth.
+# ccc-bench's footer: wrong values (where it checked), then the smallest size's latency and the
+# largest's bandwidth.
 bench_detail() {
-  sed -n -e 's/^# Out of bounds values : \([0-9]*\).*/wrong \1;/p' \
-         -e 's/^# Latency at \(.*\)/\1;/p' -e 's/^# Bandwidth at \(.*\)/\1/p' "$1" | tr '\n' ' '
+  {
+    grep -q ' N/A ' "$1" || sed -n 's/^# Out of bounds values : \([0-9]*\).*/wrong \1;/p' "$1"
+    sed -n -e 's/^# Latency at \(.*\)/\1;/p' -e 's/^# Bandwidth at \(.*\)/\1/p' "$1"
+  } | tr '\n' ' '
 }
 
 tests=$("$bin/ccc_gpu_tests" --gtest_list_tests | awk '/^[^ ]/ { suite = $1 } /^  / { print suite $1 }')
