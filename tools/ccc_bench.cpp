@@ -23,6 +23,7 @@
 #include <cstring>
 #include <filesystem>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -322,8 +323,8 @@ struct Bench {
   }
 };
 
-// One checked run: inputs filled, outputs poisoned, every element compared.
-uint64_t checked_run(Bench& b, const CollectiveCall& call) {
+// One checked run: inputs filled (`salt` varies them), outputs poisoned, every element compared.
+uint64_t checked_run(Bench& b, const CollectiveCall& call, uint64_t salt) {
   const int n = b.n;
   const uint64_t in_bytes = send_bytes(call, n), out_bytes = recv_bytes(call, n);
   const uint64_t elem = data_type_size(call.dtype);
@@ -332,7 +333,7 @@ uint64_t checked_run(Bench& b, const CollectiveCall& call) {
   for (int r = 0; r < n; ++r) {
     poison(call.dtype, out_bytes / elem, host.data());
     b.mem->upload(r, const_cast<void*>(static_cast<const void*>(call.recv[r])), host.data(), out_bytes);
-    fill_input(call.dtype, r, 1, in_bytes / elem, inputs[r].data());
+    fill_input(call.dtype, r, salt, in_bytes / elem, inputs[r].data());
     b.mem->upload(r, const_cast<void*>(call.send[r]), inputs[r].data(), in_bytes);
   }
   b.issue(call);
@@ -410,7 +411,7 @@ void run_size(Bench& b, CollectiveCall call, Totals& totals) {
     call.send = p.send;
     call.recv = p.recv;
     uint64_t wrong = 0;
-    for (int i = 0; i < cfg.check; ++i) wrong += checked_run(b, call);
+    for (int i = 0; i < cfg.check; ++i) wrong += checked_run(b, call, i + 1);
     totals.wrong += wrong;
     for (int i = 0; i < cfg.warmup; ++i) b.issue(call);
     b.wait();
