@@ -14,7 +14,9 @@ here=$(cd "$(dirname "$0")" && pwd)
 bin=$here/bin
 logs=${OUT:+$OUT/gpu-check}
 logs=${logs:-$here/logs}
-deadline=${CCC_CHECK_SECONDS:-450}  # parts not started by then are reported as not run
+# Every part ends by this many seconds (cut short: TIMEOUT; not started: NOT RUN), so that the
+# whole check stays under 8 minutes.
+deadline=${CCC_CHECK_SECONDS:-460}
 ranks=8
 export CCC_CACHE_DIR=${TMPDIR:-/tmp}/ccc-gpu-check-jit  # not under $OUT: only logs go back
 
@@ -40,6 +42,10 @@ find_nvrtc() {
   return 1
 }
 
+if [ ! -x "$bin/ccc-bench" ]; then
+  echo "gpu-check: no $bin/ccc-bench: build the bundle (make gpu-bundle) and run gpu-bundle/gpu-check.sh"
+  exit 1
+fi
 find_nvrtc || exit 1
 if ! device=$("$bin/ccc-bench" --probe 2>&1); then
   echo "gpu-check: no GPU: ${device//$'\n'/ }"
@@ -63,6 +69,7 @@ part() {
     failed=1
     return
   fi
+  [ "$limit" -le $((deadline - SECONDS)) ] || limit=$((deadline - SECONDS))
   timeout -k 10 "$limit" "$@" >"$log" 2>&1
   case $? in
     0) result=PASS ;;
@@ -72,6 +79,7 @@ part() {
   if [ "$result" = PASS ] && grep -q '^\[  SKIPPED \]' "$log"; then result=SKIP; fi
   [ "$result" = PASS ] || [ "$result" = SKIP ] || failed=1
   [ "$detail_fn" != - ] && detail=$("$detail_fn" "$log")
+  [ "$result" != TIMEOUT ] || detail="stopped after ${limit}s; $detail"
   [ "$result" = PASS ] || [ -n "$detail" ] || detail=$(grep -m1 -iE 'error|failure|skipped' -A2 "$log" | tr '\n' ' ' | cut -c1-160)
   rows+=("$name"$'\t'"$result"$'\t'$((SECONDS - start))$'\t'"$detail")
   printf '%-44s %-7s %4ds\n' "$name" "$result" $((SECONDS - start))
