@@ -54,7 +54,7 @@ fi
 echo "gpu-check: $device"
 mkdir -p "$logs"
 
-rows=()   # part <TAB> result <TAB> seconds <TAB> detail
+rows=("device"$'\tPASS\t0\t'"$device")   # part <TAB> result <TAB> seconds <TAB> detail
 failed=0
 
 # part NAME TIMEOUT DETAIL_FN COMMAND...: runs COMMAND with its output in $logs/NAME.log (NAME
