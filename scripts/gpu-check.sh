@@ -48,7 +48,10 @@ if [ ! -x "$bin/ccc-bench" ]; then
 fi
 find_nvrtc || exit 1
 if ! device=$("$bin/ccc-bench" --probe 2>&1); then
-  echo "gpu-check: no GPU: ${device//$'\n'/ }"
+  case $device in
+    *"error while loading shared libraries"*) echo "gpu-check: cannot start ccc-bench: ${device//$'\n'/ }" ;;
+    *) echo "gpu-check: no GPU: ${device//$'\n'/ }" ;;
+  esac
   exit 1
 fi
 echo "gpu-check: $device"
