@@ -246,12 +246,16 @@ double seconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
-// The sizes from -b to -e, by -f or -i.
+// The sizes from -b to -e, by -f or -i; a usage error past 10000 of them (-i 1 up to 1G would
+// not end in a lifetime).
 std::vector<uint64_t> sizes(const Config& cfg) {
+  const size_t limit = 10000;
   std::vector<uint64_t> out;
   for (double size = static_cast<double>(cfg.min_bytes); size <= static_cast<double>(cfg.max_bytes);
-       size = cfg.step_bytes != 0 ? size + static_cast<double>(cfg.step_bytes) : size * cfg.factor)
+       size = cfg.step_bytes != 0 ? size + static_cast<double>(cfg.step_bytes) : size * cfg.factor) {
+    if (out.size() == limit) usage(fmt::format("more than {} sizes from -b to -e: take a larger -f or -i", limit));
     out.push_back(static_cast<uint64_t>(size));
+  }
   return out;
 }
 
@@ -445,6 +449,7 @@ void run_size(Bench& b, CollectiveCall call, Totals& totals) {
 }
 
 int run_bandwidth(const Config& cfg) {
+  const std::vector<uint64_t> size_list = sizes(cfg);
   Bench b(cfg);
   open_ranks(b);
   const bool blocks = cfg.collective == Collective::ReduceScatter || cfg.collective == Collective::AllGather;
@@ -461,7 +466,7 @@ int run_bandwidth(const Config& cfg) {
   Totals totals;
   for (DataType dtype : cfg.dtypes) {
     for (ReduceOp op : ops) {
-      for (uint64_t size : sizes(cfg)) {
+      for (uint64_t size : size_list) {
         CollectiveCall call;
         call.collective = cfg.collective;
         call.dtype = dtype;

@@ -88,6 +88,7 @@ TEST(BenchCli, UsageErrors) {
   EXPECT_TRUE(has(run_bench("--iters").output, "--iters needs a value"));
   EXPECT_TRUE(has(run_bench("--baseline=1").output, "--baseline takes no value"));
   EXPECT_EQ(run_bench("--frobnicate").code, 2);
+  EXPECT_TRUE(has(run_bench("-b 1 -e 1G -i 1").output, "more than 10000 sizes"));
   const BenchResult timeout = run_bench("--ranks 2 -b 8 -e 8 -T 0");
   EXPECT_EQ(timeout.code, 1);
   EXPECT_TRUE(has(timeout.output, "ccc-bench: error: ")) << timeout.output;
