@@ -1,6 +1,7 @@
 # The two commands a fresh machine needs (see README.md):
 #   make demo   - install deps, build, compile every shipped schedule, run them on the host backend
 #   make test   - install deps, build with -Werror, run the whole test suite
+#   make gpu-bundle - gpu-bundle/: the GPU check, built here for a machine that cannot build ccc
 # CI (.ci/run) runs `make test`, then the sanitizer builds and a bounded fuzz run.
 
 JOBS          ?= 2
@@ -12,7 +13,7 @@ DEMO_COUNT    ?= 1000003
 
 CCC := $(BUILD)/cli/ccc
 
-.PHONY: all deps build demo test test-asan test-tsan fuzz bench clean
+.PHONY: all deps build demo test test-asan test-tsan fuzz bench gpu-bundle clean
 all: build
 
 deps:
@@ -42,7 +43,7 @@ SANITIZER_OPT := -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBI
 ASAN_SKIP ?= HostRun.*/(ring3|ring5|ring8|oneshot9|twoshot7|butterfly8|tree5|dbtree6)
 test-asan: deps
 	cmake -S . -B build-asan $(SANITIZER_OPT) -DCCC_SANITIZE=address,undefined $(CMAKE_FLAGS)
-	cmake --build build-asan -j$(JOBS) --target ccc_tests ccc_cuda_call_path_tests ccc ccc_example_allreduce_host
+	cmake --build build-asan -j$(JOBS) --target ccc_tests ccc_gpu_tests ccc_cuda_call_path_tests ccc ccc_example_allreduce_host
 	UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
 	  ctest --test-dir build-asan --output-on-failure -E '$(ASAN_SKIP)' -j$(JOBS)
 
@@ -65,5 +66,11 @@ fuzz: deps
 bench: build
 	$(BUILD)/bench/ccc_bench_compiler
 
+# Stripped Release binaries that need only glibc, the driver and NVRTC, the schedules and
+# gpu-check.sh, at most 64 MiB (the script checks both): copy the folder to the GPU machine and
+# run gpu-bundle/gpu-check.sh there (docs/runtime.md).
+gpu-bundle: deps
+	JOBS=$(JOBS) bash scripts/gpu-bundle.sh build-gpu-bundle gpu-bundle
+
 clean:
-	rm -rf build build-asan build-tsan build-fuzz
+	rm -rf build build-asan build-tsan build-fuzz build-gpu-bundle gpu-bundle

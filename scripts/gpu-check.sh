@@ -1,73 +1,127 @@
 #!/usr/bin/env bash
-# The GPU check, for a machine with one H200 (sm_90); finishes well inside 8 minutes.
-#   1. build (Release), and compile the generated ring/twoshot/oneshot kernels at N = 8 with nvcc
-#      for sm_90 (NVRTC is what the runtime uses; nvcc must accept the same text);
-#   2. the CUDA-backend tests: N virtual ranks on the one device, one grid whose blocks pick rank
-#      and channel, so every rank is co-resident;
-#   3. ccc-bench for ring, twoshot and oneshot at N = 8, a checked pass on small sizes, then
-#      bandwidth with a device-to-device copy timed in the same run;
-#   4. a short table last: per schedule, the largest size's busbw, the copy's bandwidth, the ratio.
-# usage: scripts/gpu-check.sh [BUILD_DIR]     (default build-gpu; logs in BUILD_DIR/gpu-check/)
-set -euo pipefail
-cd "$(dirname "$0")/.."
-build=${1:-build-gpu}
-logs=$build/gpu-check
+# The GPU check, run on the GPU machine from the folder `make gpu-bundle` builds (it is copied to
+# gpu-bundle/gpu-check.sh and runs the binaries in gpu-bundle/bin/; nothing is built here):
+#   1. every test of the CUDA backend (ccc_gpu_tests), one part per test;
+#   2. ccc-bench checked: allreduce ring with every type and op, every other collective;
+#   3. ccc-bench timed, 8 B to 1 GiB, eager and replayed from a CUDA graph, against a
+#      device-to-device copy of the bytes the schedule moves through HBM.
+# A failing part is reported and the check goes on; the exit code is 0 only if every part passed.
+# One table at the end (also $OUT/gpu-check.tsv when OUT is set; logs in $OUT/gpu-check/, else
+# in logs/ beside this script). Without a GPU it says so in one line and exits 1.
+# usage: gpu-bundle/gpu-check.sh
+set -uo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+bin=$here/bin
+logs=${OUT:+$OUT/gpu-check}
+logs=${logs:-$here/logs}
+# Every part ends by this many seconds (cut short: TIMEOUT; not started: NOT RUN), so that the
+# whole check stays under 8 minutes.
+deadline=${CCC_CHECK_SECONDS:-460}
 ranks=8
-algos=(ring twoshot oneshot)
-mkdir -p "$logs"
-export CCC_CACHE_DIR=$PWD/$build/jit-cache
+export CCC_CACHE_DIR=${TMPDIR:-/tmp}/ccc-gpu-check-jit  # not under $OUT: only logs go back
 
-step() { printf '\n== %s (%ds)\n' "$*" "$SECONDS"; }
-
-step "device"
-nvidia-smi --query-gpu=name,compute_cap,driver_version --format=csv,noheader || echo "nvidia-smi not found"
-
-step "build"
-cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DCCC_BUILD_BENCH=OFF >"$logs/cmake.log"
-cmake --build "$build" -j"$(nproc)" --target ccc ccc_tests ccc-bench >"$logs/build.log"
-ccc=$build/cli/ccc
-bench=$build/tools/ccc-bench
-
-step "nvcc sm_90 on the generated kernels"
-nvcc=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
-compile_help=$("$ccc" compile --help)
-if ! grep -q -- '--emit.*\bcu\b' <<<"$compile_help"; then
-  echo "skipped: this ccc has no '--emit cu' target yet"
-elif [ ! -x "$nvcc" ]; then
-  echo "skipped: nvcc not found"
-else
-  for algo in "${algos[@]}"; do
-    "$ccc" compile "schedules/$algo.sched" --ranks "$ranks" --emit cu -o "$logs/$algo.cu"
-    "$nvcc" -arch=sm_90 -cubin -I runtime/device -o "$logs/$algo.cubin" "$logs/$algo.cu"
-    echo "$algo: ok ($(stat -c %s "$logs/$algo.cubin") byte cubin)"
+# NVRTC is the machine's own: if the loader does not find it, look where CUDA and PyTorch keep it.
+nvrtc_dirs() {
+  local site
+  echo "${CUDA_HOME:-/usr/local/cuda}"/lib64 /usr/local/cuda*/lib64 /usr/local/cuda*/targets/*/lib
+  for site in $(python3 -c 'import site; print(" ".join(site.getsitepackages()))' 2>/dev/null); do
+    echo "$site"/nvidia/cu13/lib "$site"/nvidia/cuda_nvrtc/lib
   done
+}
+find_nvrtc() {
+  local missing dir
+  missing=$(ldd "$bin/ccc-bench" 2>/dev/null | sed -n 's/^\s*\(libnvrtc[^ ]*\) => not found/\1/p')
+  [ -z "$missing" ] && return 0
+  for dir in $(nvrtc_dirs); do
+    if [ -e "$dir/$missing" ]; then
+      export LD_LIBRARY_PATH=$dir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+      return 0
+    fi
+  done
+  echo "gpu-check: $missing not found (set LD_LIBRARY_PATH to the folder that has it)"
+  return 1
+}
+
+if [ ! -x "$bin/ccc-bench" ]; then
+  echo "gpu-check: no $bin/ccc-bench: build the bundle (make gpu-bundle) and run gpu-bundle/gpu-check.sh"
+  exit 1
 fi
+find_nvrtc || exit 1
+if ! device=$("$bin/ccc-bench" --probe 2>&1); then
+  case $device in
+    *"error while loading shared libraries"*) echo "gpu-check: cannot start ccc-bench: ${device//$'\n'/ }" ;;
+    *) echo "gpu-check: no GPU: ${device//$'\n'/ }" ;;
+  esac
+  exit 1
+fi
+echo "gpu-check: $device"
+mkdir -p "$logs"
 
-step "CUDA-backend tests (virtual ranks)"
-timeout 240 "$build/tests/ccc_tests" --gtest_filter='Cuda*' --gtest_brief=1 | tee "$logs/tests.txt"
+rows=("device"$'\tPASS\t0\t'"$device")   # part <TAB> result <TAB> seconds <TAB> detail
+failed=0
 
-step "ccc-bench, checked, N = $ranks"
-for algo in "${algos[@]}"; do
-  timeout 60 "$bench" --backend cuda --ranks "$ranks" --algo "$algo" -b 8 -e 4M -f 16 -n 2 -w 1 -c 1 \
-    | tee "$logs/check-$algo.txt"
+# part NAME TIMEOUT DETAIL_FN COMMAND...: runs COMMAND with its output in $logs/NAME.log (NAME
+# with every character but letters, digits, '.' and '-' made '_') and adds a row; DETAIL_FN (or -)
+# summarises the log for the table.
+part() {
+  local name=$1 limit=$2 detail_fn=$3 start=$SECONDS result detail="" log
+  shift 3
+  log=$logs/$(tr -c 'A-Za-z0-9.\n-' '_' <<<"$name").log
+  if [ "$SECONDS" -ge "$deadline" ]; then
+    rows+=("$name"$'\tNOT RUN\t0\tno time left')
+    failed=1
+    return
+  fi
+  [ "$limit" -le $((deadline - SECONDS)) ] || limit=$((deadline - SECONDS))
+  timeout -k 10 "$limit" "$@" >"$log" 2>&1
+  case $? in
+    0) result=PASS ;;
+    124) result=TIMEOUT ;;
+    *) result=FAIL ;;
+  esac
+  if [ "$result" = PASS ] && grep -q '^\[  SKIPPED \]' "$log"; then result=SKIP; fi
+  [ "$result" = PASS ] || [ "$result" = SKIP ] || failed=1
+  [ "$detail_fn" != - ] && detail=$("$detail_fn" "$log")
+  [ "$result" != TIMEOUT ] || detail="stopped after ${limit}s; $detail"
+  [ "$result" = PASS ] || [ -n "$detail" ] || detail=$(grep -m1 -iE 'error|failure|skipped' -A2 "$log" | tr '\n' ' ' | cut -c1-160)
+  rows+=("$name"$'\t'"$result"$'\t'$((SECONDS - start))$'\t'"$detail")
+  printf '%-44s %-7s %4ds\n' "$name" "$result" $((SECONDS - start))
+}
+
+# ccc-bench's footer: wrong values (where it checked), then the smallest size's latency and the
+# largest's bandwidth.
+bench_detail() {
+  {
+    grep -q ' N/A ' "$1" || sed -n 's/^# Out of bounds values : \([0-9]*\).*/wrong \1;/p' "$1"
+    sed -n -e 's/^# Latency at \(.*\)/\1;/p' -e 's/^# Bandwidth at \(.*\)/\1/p' "$1"
+  } | tr '\n' ' '
+}
+
+tests=$("$bin/ccc_gpu_tests" --gtest_list_tests | awk '/^[^ ]/ { suite = $1 } /^  / { print suite $1 }')
+[ -n "$tests" ] || part "test:list the tests" 60 - false
+for t in $tests; do
+  part "test:$t" 240 - "$bin/ccc_gpu_tests" --gtest_filter="$t" --gtest_brief=1
 done
 
-step "ccc-bench, bandwidth against cuMemcpyDtoD, N = $ranks"
-for algo in "${algos[@]}"; do
-  timeout 90 "$bench" --backend cuda --ranks "$ranks" --algo "$algo" -b 64K -e 256M -f 16 -n 20 -w 5 -c 0 \
-    --baseline | tee "$logs/bench-$algo.txt"
+bench=("$bin/ccc-bench" --backend cuda --ranks "$ranks")
+part "check:allreduce ring, every type and op" 120 bench_detail \
+  "${bench[@]}" --algo ring -d all -o all -b 8 -e 1M -f 64 -n 1 -w 0 -c 1
+for coll in reduce_scatter allgather broadcast reduce; do
+  part "check:$coll ring" 60 bench_detail "${bench[@]}" --collective "$coll" -b 8 -e 64M -f 16 -n 2 -w 1 -c 1
+done
+for algo in ring twoshot oneshot; do
+  part "time:allreduce $algo f32, 8 B - 1 GiB" 120 bench_detail \
+    "${bench[@]}" --algo "$algo" -b 8 -e 1G -f 2 -n 20 -w 5 -G 5 -c 0 --baseline
 done
 
-step "summary"
-# ccc-bench data rows: size count type redop root | time algbw busbw #wrong (out of place) |
-# time algbw busbw #wrong (in place) | algo | copy ratio
-{
-  printf '%-9s %12s %12s %12s %12s %8s %s\n' schedule size_B time_us busbw_GB/s copy_GB/s ratio checked
-  for algo in "${algos[@]}"; do
-    checked=$(grep -q 'Out of bounds values : 0 OK' "$logs/check-$algo.txt" && echo ok || echo FAILED)
-    awk -v algo="$algo" -v checked="$checked" '!/^#/ && NF >= 16 { last = $0 } END {
-      split(last, f, " "); printf "%-9s %12s %12s %12s %12s %8s %s\n", algo, f[1], f[6], f[8], f[15], f[16], checked }' \
-      "$logs/bench-$algo.txt"
-  done
-} | tee "$logs/summary.txt"
-echo "total ${SECONDS}s"
+table() {
+  printf '%s\t%s\t%s\t%s\n' part result seconds detail
+  printf '%s\n' "${rows[@]}"
+}
+echo
+echo "gpu-check on $device, ${SECONDS}s:"
+table | awk -F'\t' '{ row[NR] = $0; if (length($1) > w) w = length($1) }
+  END { for (i = 1; i <= NR; ++i) { split(row[i], f, "\t"); printf "%-" w "s  %-7s %7s  %s\n", f[1], f[2], f[3], f[4] } }'
+if [ -n "${OUT:-}" ]; then table >"$OUT/gpu-check.tsv"; fi
+[ "$failed" = 0 ] && echo "gpu-check: every part passed" || echo "gpu-check: FAILED (logs in $logs)"
+exit "$failed"

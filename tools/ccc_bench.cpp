@@ -1,26 +1,29 @@
 // ccc-bench: collective bandwidth shaped like nccl-tests' all_reduce_perf, on the host or CUDA
-// backend, and (--jit) the JIT cache: cold compile against disk and memory hits.
-//
-//   ccc-bench [-b MIN] [-e MAX] [-f FACTOR] [-d TYPE] [-o OP] [-n ITERS] [-w WARMUP] [-c 0|1]
-//             [--backend host|cuda] [--ranks N] [--devices 0,1,..] [--algo NAME]
-//             [--collective C] [--root R] [--channels C] [--tile-bytes B] [--baseline]
-//   ccc-bench --jit [--ranks N] [--algo NAME] [-d TYPE] [-o OP] [--arch sm_90] [--nvrtc-option OPT]...
+// backend, and (--jit) the JIT cache: cold compile against disk and memory hits. `ccc-bench -h`
+// lists the options (the table in parse() below); nccl-tests' spellings work (-b/--minbytes,
+// -d float|half|bfloat16|...|all, -o sum|...|all, -G/--cudagraph, -c/--check, --opt=value).
 //
 // Sizes take K, M and G suffixes. size is the bytes of a rank's largest buffer (N blocks for
 // reduce_scatter's send and allgather's recv), count the per-rank ABI count; algbw = size / time
 // and busbw = algbw times nccl-tests' factor (allreduce 2(N-1)/N, reduce_scatter and allgather
-// (N-1)/N, broadcast and reduce 1). --baseline adds a same-size copy (memcpy or cuMemcpyDtoD)
-// timed in the same run, and algbw as a fraction of it.
-// --nvrtc-option adds one option to the --jit NVRTC compile (repeat it: --nvrtc-option -Xptxas
-// --nvrtc-option -O1), to time NVRTC and ptxas settings.
+// (N-1)/N, broadcast and reduce 1). On one CUDA device (virtual ranks) the calls are timed with
+// CUDA events on the ranks' stream; with -G N, as in nccl-tests, `iters` calls are captured in a
+// CUDA graph that is launched N times, and `time` is the replayed time (the eager time follows
+// in its own column). --baseline times a device-to-device copy (memcpy on the host) of the
+// bytes the collective must at least move through memory: every input read once, every output
+// written once, on the device that holds the ranks (virtual ranks share one HBM). A copy moves
+// those bytes as fast as the memory allows, so `ratio` (copy time / collective time) is at most
+// about 1: how close the schedule comes to the memory bound.
 #include <fmt/format.h>
 #include <stdlib.h>
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
-#include <map>
+#include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -40,10 +43,12 @@ namespace {
 struct Config {
   uint64_t min_bytes = 8, max_bytes = 32 << 20;
   double factor = 2;
-  DataType dtype = DataType::F32;
-  ReduceOp op = ReduceOp::Sum;
+  uint64_t step_bytes = 0;  // -i: sizes grow by this many bytes instead of by the factor
+  std::vector<DataType> dtypes = {DataType::F32};
+  std::vector<ReduceOp> ops = {ReduceOp::Sum};
   int iters = 20, warmup = 5;
-  bool check = true;
+  int check = 1;         // checked runs per size and placement (nccl-tests' -c)
+  int graph_replays = 0;  // -G: launches of a graph of `iters` captured calls
   std::string backend = "host";
   int ranks = 0;  // 0: 4 host ranks, or one per listed CUDA device
   std::vector<int> devices;
@@ -52,12 +57,13 @@ struct Config {
   CommOptions comm;
   bool baseline = false;
   bool jit = false;
+  bool probe = false;
   std::string arch = "sm_90";
   std::vector<std::string> nvrtc_options;  // --jit: extra NVRTC options, e.g. -Xptxas -O1
 };
 
 [[noreturn]] void usage(const std::string& message) {
-  fmt::print(stderr, "ccc-bench: error: {}\n(see the comment at the top of tools/ccc_bench.cpp, or -h)\n", message);
+  fmt::print(stderr, "ccc-bench: error: {}\n(ccc-bench -h lists the options)\n", message);
   std::exit(2);
 }
 
@@ -66,7 +72,7 @@ uint64_t parse_size(const std::string& text) {
   const double v = std::strtod(text.c_str(), &end);
   const std::string suffix = end;
   const double scale = suffix.empty() ? 1 : suffix == "K" ? 1 << 10 : suffix == "M" ? 1 << 20 : suffix == "G" ? 1 << 30 : 0;
-  if (end == text.c_str() || scale == 0 || v < 0) usage(fmt::format("bad size '{}'", text));
+  if (end == text.c_str() || scale == 0 || !(v >= 0) || v * scale > 1e18) usage(fmt::format("bad size '{}'", text));
   return static_cast<uint64_t>(v * scale);
 }
 
@@ -77,14 +83,36 @@ int parse_int_arg(const std::string& text, const char* what) {
   return static_cast<int>(v);
 }
 
-DataType parse_type(const std::string& name) {
-  static const std::map<std::string, DataType> nccl_names = {
-      {"double", DataType::F64}, {"float", DataType::F32}, {"half", DataType::F16}, {"bfloat16", DataType::BF16},
-      {"int64", DataType::I64}, {"uint64", DataType::U64}, {"int32", DataType::I32}, {"int", DataType::I32},
-      {"uint32", DataType::U32}, {"int8", DataType::I8}, {"uint8", DataType::U8}};
-  if (auto t = parse_data_type(name)) return *t;
-  if (auto it = nccl_names.find(name); it != nccl_names.end()) return it->second;
-  usage(fmt::format("unknown type '{}'", name));
+// nccl-tests' type names first (what -d prints), then aliases and ccc's own (f32, ...).
+struct TypeName {
+  const char* name;
+  DataType type;
+};
+constexpr TypeName kTypeNames[] = {
+    {"double", DataType::F64}, {"float", DataType::F32},  {"half", DataType::F16},   {"bfloat16", DataType::BF16},
+    {"int64", DataType::I64},  {"uint64", DataType::U64}, {"int32", DataType::I32},  {"uint32", DataType::U32},
+    {"int8", DataType::I8},    {"uint8", DataType::U8},   {"int", DataType::I32},    {"char", DataType::I8},
+    {"float64", DataType::F64}, {"float32", DataType::F32}, {"float16", DataType::F16}};
+
+const char* nccl_type_name(DataType t) {
+  for (const TypeName& n : kTypeNames)
+    if (n.type == t) return n.name;
+  return data_type_name(t);
+}
+
+std::vector<DataType> parse_types(const std::string& name) {
+  if (name == "all") return {std::begin(kAllDataTypes), std::end(kAllDataTypes)};
+  if (auto t = parse_data_type(name)) return {*t};
+  for (const TypeName& n : kTypeNames)
+    if (name == n.name) return {n.type};
+  usage(fmt::format("unknown type '{}' (float, half, bfloat16, double, int8, uint8, int32, uint32, int64, "
+                    "uint64, or all)", name));
+}
+
+std::vector<ReduceOp> parse_ops(const std::string& name) {
+  if (name == "all") return {std::begin(kAllReduceOps), std::end(kAllReduceOps)};
+  if (auto op = parse_reduce_op(name)) return {*op};
+  usage(fmt::format("unknown op '{}' (sum, prod, min, max, avg, or all)", name));
 }
 
 Collective parse_collective(const std::string& name) {
@@ -94,62 +122,141 @@ Collective parse_collective(const std::string& name) {
   usage(fmt::format("unknown collective '{}'", name));
 }
 
+std::vector<int> parse_devices(const std::string& list) {
+  std::vector<int> devices;
+  for (size_t pos = 0; pos <= list.size();) {
+    const size_t comma = std::min(list.find(',', pos), list.size());
+    devices.push_back(parse_int_arg(list.substr(pos, comma - pos), "device"));
+    pos = comma + 1;
+  }
+  return devices;
+}
+
+// One option: nccl-tests' short and long spellings where it has them, its value (empty: a flag)
+// and what it sets. -h prints this table.
+struct Option {
+  const char* short_name;  // "" when there is none
+  const char* long_name;
+  const char* value;
+  const char* help;
+  std::function<void(Config&, const std::string&)> set;
+};
+
+const std::vector<Option>& options() {
+  static const std::vector<Option> table = {
+      {"-b", "--minbytes", "SIZE", "smallest size (default 8)", [](Config& c, const std::string& v) { c.min_bytes = parse_size(v); }},
+      {"-e", "--maxbytes", "SIZE", "largest size (default 32M)", [](Config& c, const std::string& v) { c.max_bytes = parse_size(v); }},
+      {"-f", "--stepfactor", "F", "multiply the size by F (default 2)",
+       [](Config& c, const std::string& v) { c.factor = std::strtod(v.c_str(), nullptr); c.step_bytes = 0; }},
+      {"-i", "--stepbytes", "SIZE", "add SIZE to the size instead",
+       [](Config& c, const std::string& v) {
+         c.step_bytes = parse_size(v);
+         if (c.step_bytes == 0) usage("-i needs at least 1 byte");
+       }},
+      {"-n", "--iters", "N", "timed calls per size (default 20)",
+       [](Config& c, const std::string& v) { c.iters = std::max(1, parse_int_arg(v, "iteration count")); }},
+      {"-w", "--warmup_iters", "N", "untimed calls first (default 5)",
+       [](Config& c, const std::string& v) { c.warmup = parse_int_arg(v, "warmup count"); }},
+      {"-c", "--check", "N", "checked calls per size and placement, 0: none (default 1)",
+       [](Config& c, const std::string& v) { c.check = parse_int_arg(v, "check count"); }},
+      {"-d", "--datatype", "TYPE", "float, half, bfloat16, double, int8, uint8, int32, uint32, int64, uint64, all",
+       [](Config& c, const std::string& v) { c.dtypes = parse_types(v); }},
+      {"-o", "--op", "OP", "sum, prod, min, max, avg, all", [](Config& c, const std::string& v) { c.ops = parse_ops(v); }},
+      {"-r", "--root", "R", "root of broadcast and reduce", [](Config& c, const std::string& v) { c.root = parse_int_arg(v, "root"); }},
+      {"-G", "--cudagraph", "N", "also time a CUDA graph of the calls, launched N times",
+       [](Config& c, const std::string& v) { c.graph_replays = parse_int_arg(v, "graph launch count"); }},
+      {"-T", "--timeout", "S", "seconds a rank waits for its peers (default $CCC_TIMEOUT, else 30)",
+       [](Config& c, const std::string& v) { c.comm.timeout_seconds = std::strtod(v.c_str(), nullptr); }},
+      {"", "--backend", "host|cuda", "where the ranks run (default host)",
+       [](Config& c, const std::string& v) {
+         if (v != "host" && v != "cuda") usage("--backend is host or cuda");
+         c.backend = v;
+       }},
+      {"", "--ranks", "N", "ranks (default 4 on the host, 8 virtual ranks on one device)",
+       [](Config& c, const std::string& v) { c.ranks = parse_int_arg(v, "rank count"); }},
+      {"", "--devices", "0,1,..", "CUDA devices, one rank each (one: virtual ranks on it)",
+       [](Config& c, const std::string& v) { c.devices = parse_devices(v); }},
+      {"", "--algo", "NAME", "schedule (default: the cost model's choice per size)",
+       [](Config& c, const std::string& v) { c.comm.algo = v; }},
+      {"", "--collective", "C", "allreduce, reduce_scatter, allgather, broadcast, reduce",
+       [](Config& c, const std::string& v) { c.collective = parse_collective(v); }},
+      {"", "--channels", "C", "channels per rank", [](Config& c, const std::string& v) { c.comm.channels = parse_int_arg(v, "channel count"); }},
+      {"", "--tile-bytes", "B", "tile size", [](Config& c, const std::string& v) { c.comm.tile_bytes = static_cast<int64_t>(parse_size(v)); }},
+      {"", "--baseline", "", "add a copy of the bytes the collective must move, and the ratio",
+       [](Config& c, const std::string&) { c.baseline = true; }},
+      {"", "--probe", "", "print the CUDA device in one line, or why there is none (exit 1)",
+       [](Config& c, const std::string&) { c.probe = true; }},
+      {"", "--jit", "", "time one kernel's cold compile, disk hit and memory hit",
+       [](Config& c, const std::string&) { c.jit = true; }},
+      {"", "--arch", "sm_XX", "--jit: the NVRTC target (default sm_90)", [](Config& c, const std::string& v) { c.arch = v; }},
+      {"", "--nvrtc-option", "OPT", "--jit: one more NVRTC option (repeatable)",
+       [](Config& c, const std::string& v) { c.nvrtc_options.push_back(v); }},
+  };
+  return table;
+}
+
+void print_help() {
+  fmt::print("usage: ccc-bench [options]      (collective bandwidth, nccl-tests' columns)\n"
+             "       ccc-bench --jit [options] (JIT cache timings)\n"
+             "       ccc-bench --probe\n");
+  for (const Option& o : options()) {
+    const std::string names = std::string(o.short_name) + (*o.short_name ? ", " : "    ") + o.long_name + " " + o.value;
+    fmt::print("  {:<34} {}\n", names, o.help);
+  }
+}
+
 Config parse(int argc, char** argv) {
   Config c;
   for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) usage(a + " needs a value");
-      return argv[++i];
-    };
+    std::string a = argv[i];
     if (a == "-h" || a == "--help") {
-      fmt::print("usage: ccc-bench [-b MIN] [-e MAX] [-f FACTOR] [-d TYPE] [-o OP] [-n ITERS] [-w WARMUP] [-c 0|1]\n"
-                 "                 [--backend host|cuda] [--ranks N] [--devices 0,1,..] [--algo NAME]\n"
-                 "                 [--collective C] [--root R] [--channels C] [--tile-bytes B] [--baseline]\n"
-                 "       ccc-bench --jit [--ranks N] [--algo NAME] [-d TYPE] [-o OP] [--arch sm_90] [--nvrtc-option OPT]...\n");
+      print_help();
       std::exit(0);
-    } else if (a == "-b") { c.min_bytes = parse_size(value());
-    } else if (a == "-e") { c.max_bytes = parse_size(value());
-    } else if (a == "-f") { c.factor = std::strtod(value().c_str(), nullptr);
-    } else if (a == "-d") { c.dtype = parse_type(value());
-    } else if (a == "-o") {
-      const std::string op = value();
-      if (!parse_reduce_op(op)) usage(fmt::format("unknown op '{}'", op));
-      c.op = *parse_reduce_op(op);
-    } else if (a == "-n") { c.iters = std::max(1, parse_int_arg(value(), "iteration count"));
-    } else if (a == "-w") { c.warmup = parse_int_arg(value(), "warmup count");
-    } else if (a == "-c") { c.check = parse_int_arg(value(), "-c") != 0;
-    } else if (a == "--backend") {
-      c.backend = value();
-      if (c.backend != "host" && c.backend != "cuda") usage("--backend is host or cuda");
-    } else if (a == "--ranks") { c.ranks = parse_int_arg(value(), "rank count");
-    } else if (a == "--devices") {
-      std::string list = value();
-      for (size_t pos = 0; pos <= list.size();) {
-        const size_t comma = std::min(list.find(',', pos), list.size());
-        c.devices.push_back(parse_int_arg(list.substr(pos, comma - pos), "device"));
-        pos = comma + 1;
-      }
-    } else if (a == "--algo") { c.comm.algo = value();
-    } else if (a == "--collective") { c.collective = parse_collective(value());
-    } else if (a == "--root") { c.root = parse_int_arg(value(), "root");
-    } else if (a == "--channels") { c.comm.channels = parse_int_arg(value(), "channel count");
-    } else if (a == "--tile-bytes") { c.comm.tile_bytes = static_cast<int64_t>(parse_size(value()));
-    } else if (a == "--baseline") { c.baseline = true;
-    } else if (a == "--jit") { c.jit = true;
-    } else if (a == "--arch") { c.arch = value();
-    } else if (a == "--nvrtc-option") { c.nvrtc_options.push_back(value());
-    } else {
-      usage(fmt::format("unknown argument '{}'", a));
     }
+    std::optional<std::string> inline_value;  // --opt=value
+    if (const size_t eq = a.find('='); a.rfind("--", 0) == 0 && eq != std::string::npos) {
+      inline_value = a.substr(eq + 1);
+      a.resize(eq);
+    }
+    const auto it = std::find_if(options().begin(), options().end(),
+                                 [&](const Option& o) { return a == o.short_name || a == o.long_name; });
+    if (it == options().end()) usage(fmt::format("unknown argument '{}'", a));
+    std::string value;
+    if (*it->value != '\0') {
+      if (inline_value) {
+        value = *inline_value;
+      } else if (i + 1 < argc) {
+        value = argv[++i];
+      } else {
+        usage(a + " needs a value");
+      }
+    } else if (inline_value) {
+      usage(a + " takes no value");
+    }
+    it->set(c, value);
   }
-  if (c.factor <= 1) usage("-f must be greater than 1");
+  if (c.step_bytes == 0 && !(c.factor > 1)) usage("-f must be greater than 1");
+  if (c.step_bytes == 0 && c.min_bytes == 0) usage("-b 0 with -f: the sizes would never grow; start at 1 byte or more");
   if (c.min_bytes > c.max_bytes) usage("-b is larger than -e");
+  if (c.graph_replays > 0 && c.backend != "cuda") usage("-G (CUDA graphs) needs --backend cuda");
   return c;
 }
 
 double seconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+// The sizes from -b to -e, by -f or -i; a usage error past 10000 of them (-i 1 up to 1G would
+// not end in a lifetime).
+std::vector<uint64_t> sizes(const Config& cfg) {
+  const size_t limit = 10000;
+  std::vector<uint64_t> out;
+  for (double size = static_cast<double>(cfg.min_bytes); size <= static_cast<double>(cfg.max_bytes);
+       size = cfg.step_bytes != 0 ? size + static_cast<double>(cfg.step_bytes) : size * cfg.factor) {
+    if (out.size() == limit) usage(fmt::format("more than {} sizes from -b to -e: take a larger -f or -i", limit));
+    out.push_back(static_cast<uint64_t>(size));
+  }
+  return out;
 }
 
 // --- collective bandwidth ---
@@ -176,106 +283,217 @@ Placement place(const std::vector<void*>& a, const std::vector<void*>& b, const 
   return p;
 }
 
-// One checked run: inputs filled, outputs poisoned, every element compared.
-uint64_t checked_run(Communicator& comm, RankMemory& mem, CollectiveCall call, int n) {
+// The bytes `call` must at least move through memory: every input read once (a broadcast's
+// only the root's), every output written once (a reduce's only the root's).
+uint64_t min_memory_bytes(const CollectiveCall& call, int n) {
+  const uint64_t inputs = call.collective == Collective::Broadcast ? 1 : n;
+  const uint64_t outputs = call.collective == Collective::Reduce ? 1 : n;
+  return inputs * send_bytes(call, n) + outputs * recv_bytes(call, n);
+}
+
+// The ranks, their memory and streams, and the two regions per rank the sizes are placed in.
+struct Bench {
+  explicit Bench(const Config& c) : cfg(c) {}
+  const Config& cfg;
+  int n = 0;
+  std::unique_ptr<RankMemory> mem;
+  std::optional<Communicator> comm;
+  std::vector<void*> streams;  // one per rank on CUDA, none on the host
+  std::vector<void*> region_a, region_b;
+  uint64_t region_bytes = 0;
+  int devices = 1;  // memories the ranks are spread over
+
+  void issue(const CollectiveCall& call) { comm->run(call, streams); }
+  void wait() { comm->synchronize(); }
+  double time_eager(const CollectiveCall& call) {
+    return mem->time_calls([&] { issue(call); }, [&] { wait(); }, cfg.iters);
+  }
+  double time_graph(const CollectiveCall& call) {
+    return mem->time_graph([&] { issue(call); }, cfg.iters, cfg.graph_replays);
+  }
+  // Seconds per copy of `bytes` spread over the regions of the ranks that share device 0.
+  double time_copy(uint64_t bytes) {
+    const int ranks_here = devices == 1 ? n : 1;
+    auto copy = [&] {
+      uint64_t left = bytes;
+      for (int r = 0; left > 0; r = (r + 1) % ranks_here) {
+        const uint64_t chunk = std::min(left, region_bytes);
+        mem->copy(r, region_b[r], region_a[r], chunk);
+        left -= chunk;
+      }
+    };
+    for (int i = 0; i < cfg.warmup; ++i) copy();
+    return mem->time_calls(copy, [&] { mem->synchronize(0); }, cfg.iters);
+  }
+};
+
+// One checked run: inputs filled (`salt` varies them), outputs poisoned, every element compared.
+uint64_t checked_run(Bench& b, const CollectiveCall& call, uint64_t salt) {
+  const int n = b.n;
   const uint64_t in_bytes = send_bytes(call, n), out_bytes = recv_bytes(call, n);
   const uint64_t elem = data_type_size(call.dtype);
   std::vector<std::vector<unsigned char>> inputs(n, std::vector<unsigned char>(in_bytes));
   std::vector<unsigned char> host(out_bytes);
   for (int r = 0; r < n; ++r) {
     poison(call.dtype, out_bytes / elem, host.data());
-    mem.upload(r, const_cast<void*>(static_cast<const void*>(call.recv[r])), host.data(), out_bytes);
-    fill_input(call.dtype, r, 1, in_bytes / elem, inputs[r].data());
-    mem.upload(r, const_cast<void*>(call.send[r]), inputs[r].data(), in_bytes);
+    b.mem->upload(r, const_cast<void*>(static_cast<const void*>(call.recv[r])), host.data(), out_bytes);
+    fill_input(call.dtype, r, salt, in_bytes / elem, inputs[r].data());
+    b.mem->upload(r, const_cast<void*>(call.send[r]), inputs[r].data(), in_bytes);
   }
-  comm.run(call);
-  comm.synchronize();
+  b.issue(call);
+  b.wait();
   std::vector<const void*> input_ptrs;
   for (const auto& in : inputs) input_ptrs.push_back(in.data());
   uint64_t wrong = 0;
   for (int r = 0; r < n; ++r) {
-    mem.download(r, host.data(), call.recv[r], out_bytes);
+    b.mem->download(r, host.data(), call.recv[r], out_bytes);
     wrong += count_wrong(call, n, r, input_ptrs, host.data());
   }
   return wrong;
 }
 
-int run_bandwidth(const Config& cfg) {
-  std::unique_ptr<RankMemory> mem;
-  std::optional<Communicator> comm;
-  int n = cfg.ranks;
+void open_ranks(Bench& b) {
+  const Config& cfg = b.cfg;
+  b.n = cfg.ranks;
   if (cfg.backend == "host") {
-    if (n == 0) n = 4;
-    mem = host_memory();
-    comm.emplace(Communicator::host(n, cfg.comm));
-  } else if (cfg.devices.size() > 1) {
-    n = static_cast<int>(cfg.devices.size());
-    mem = cuda_memory(cfg.devices);
-    comm.emplace(Communicator::cuda(cfg.devices, cfg.comm));
+    if (b.n == 0) b.n = 4;
+    b.mem = host_memory();
+    b.comm.emplace(Communicator::host(b.n, cfg.comm));
+    return;
+  }
+  if (cfg.devices.size() > 1) {
+    b.n = static_cast<int>(cfg.devices.size());
+    b.devices = b.n;
+    b.mem = cuda_memory(cfg.devices);
+    b.comm.emplace(Communicator::cuda(cfg.devices, cfg.comm));
   } else {  // virtual ranks on one device
     const int device = cfg.devices.empty() ? 0 : cfg.devices[0];
-    if (n == 0) n = 8;
-    mem = cuda_memory({device});
-    comm.emplace(Communicator::cuda_virtual(device, n, cfg.comm));
+    if (b.n == 0) b.n = 8;
+    b.mem = cuda_memory({device});
+    b.comm.emplace(Communicator::cuda_virtual(device, b.n, cfg.comm));
   }
-  const uint64_t elem = data_type_size(cfg.dtype);
+  for (int r = 0; r < b.n; ++r) b.streams.push_back(b.mem->stream(r));
+}
+
+// What the footer summarises: every row's busbw, and the smallest and largest rows.
+struct Totals {
+  uint64_t wrong = 0;
+  double busbw_sum = 0;
+  int busbw_count = 0;
+  std::string smallest, largest;
+};
+
+std::string placement_columns(const char* time_unit) {
+  return fmt::format("{:>9} {:>7} {:>7} {:>6}", time_unit, "(GB/s)", "(GB/s)", "");
+}
+
+void print_header(const Bench& b) {
+  const Config& cfg = b.cfg;
+  fmt::print("# ccc-bench: {} on {} {} ranks, schedule {}, {} calls{}\n#\n", collective_name(cfg.collective), b.n,
+             cfg.backend, cfg.comm.algo.empty() ? "chosen per size" : cfg.comm.algo, cfg.iters,
+             cfg.graph_replays > 0 ? fmt::format(" captured in a CUDA graph launched {} times", cfg.graph_replays) : "");
+  const std::string names = fmt::format("{:>9} {:>7} {:>7} {:>6}", "time", "algbw", "busbw", "#wrong");
+  const std::string extra = std::string(cfg.graph_replays > 0 ? "     eager" : "") + (cfg.baseline ? "      copy  ratio" : "");
+  const std::string units = std::string(cfg.graph_replays > 0 ? "      (us)" : "") + (cfg.baseline ? "      (us)" : "");
+  fmt::print("# {:>10} {:>12} {:>8} {:>6} {:>5}   {:<33}   {:<33}\n", "", "", "", "", "", "out-of-place", "in-place");
+  fmt::print("# {:>10} {:>12} {:>8} {:>6} {:>5}   {}   {}   {:<10}{}\n", "size", "count", "type", "redop", "root", names,
+             names, "algo", extra);
+  fmt::print("# {:>10} {:>12} {:>8} {:>6} {:>5}   {}   {}   {:<10}{}\n", "(B)", "(elements)", "", "", "",
+             placement_columns("(us)"), placement_columns("(us)"), "", units);
+}
+
+// One row: both placements checked and timed, then the schedule, the eager time (-G) and the
+// copy baseline.
+void run_size(Bench& b, CollectiveCall call, Totals& totals) {
+  const Config& cfg = b.cfg;
+  const uint64_t bytes = std::max(send_bytes(call, b.n), recv_bytes(call, b.n));
+  std::string row = fmt::format("  {:>10} {:>12} {:>8} {:>6} {:>5}", bytes, call.count, nccl_type_name(call.dtype),
+                                reduce_op_name(call.op), call.root);
+  double out_of_place = 0, eager_out_of_place = 0;
+  for (bool in_place : {false, true}) {
+    const Placement p = place(b.region_a, b.region_b, call, b.n, in_place);
+    call.send = p.send;
+    call.recv = p.recv;
+    uint64_t wrong = 0;
+    for (int i = 0; i < cfg.check; ++i) wrong += checked_run(b, call, i + 1);
+    totals.wrong += wrong;
+    for (int i = 0; i < cfg.warmup; ++i) b.issue(call);
+    b.wait();
+    const double eager = b.time_eager(call);
+    const double t = cfg.graph_replays > 0 ? b.time_graph(call) : eager;
+    b.wait();
+    if (!in_place) {
+      out_of_place = t;
+      eager_out_of_place = eager;
+    }
+    const double algbw = static_cast<double>(bytes) / t / 1e9, busbw = algbw * bus_factor(call.collective, b.n);
+    totals.busbw_sum += busbw;
+    ++totals.busbw_count;
+    row += fmt::format("   {:>9.2f} {:>7.2f} {:>7.2f} {:>6}", t * 1e6, algbw, busbw, cfg.check > 0 ? std::to_string(wrong) : "N/A");
+  }
+  row += fmt::format("   {:<10}", b.comm->algorithm_for(call));
+  if (cfg.graph_replays > 0) row += fmt::format(" {:>9.2f}", eager_out_of_place * 1e6);
+  const std::string latency = fmt::format("{} B: {:.2f} us{}", bytes, out_of_place * 1e6,
+                                          cfg.graph_replays > 0 ? fmt::format(" replayed, {:.2f} us eager", eager_out_of_place * 1e6) : "");
+  std::string bandwidth = fmt::format("{} B: busbw {:.2f} GB/s", bytes,
+                                      static_cast<double>(bytes) / out_of_place / 1e9 * bus_factor(call.collective, b.n));
+  if (cfg.baseline) {
+    const double copy = b.time_copy(min_memory_bytes(call, b.n) / b.devices / 2);
+    row += fmt::format(" {:>9.2f} {:>6.3f}", copy * 1e6, copy / out_of_place);
+    bandwidth += fmt::format(", {:.3f} of a copy of the bytes it must move (best about 1)", copy / out_of_place);
+  }
+  if (totals.smallest.empty()) totals.smallest = latency;
+  totals.largest = bandwidth;
+  fmt::print("{}\n", row);
+  std::fflush(stdout);
+}
+
+int run_bandwidth(const Config& cfg) {
+  const std::vector<uint64_t> size_list = sizes(cfg);
+  Bench b(cfg);
+  open_ranks(b);
   const bool blocks = cfg.collective == Collective::ReduceScatter || cfg.collective == Collective::AllGather;
-  const uint64_t unit = elem * (blocks ? n : 1);
-  std::vector<void*> region_a, region_b;
-  for (int r = 0; r < n; ++r) {
-    region_a.push_back(mem->alloc(r, cfg.max_bytes + unit));
-    region_b.push_back(mem->alloc(r, cfg.max_bytes + unit));
+  const uint64_t unit_max = 8 * (blocks ? b.n : 1);  // one element of the widest type, per block
+  b.region_bytes = cfg.max_bytes + unit_max;
+  for (int r = 0; r < b.n; ++r) {
+    b.region_a.push_back(b.mem->alloc(r, b.region_bytes));
+    b.region_b.push_back(b.mem->alloc(r, b.region_bytes));
   }
-  fmt::print("# ccc-bench: {} on {} {} ranks, {} {}, schedule {}\n#\n", collective_name(cfg.collective), n,
-             cfg.backend, data_type_name(cfg.dtype), reduce_op_name(cfg.op),
-             cfg.comm.algo.empty() ? "chosen per size" : cfg.comm.algo);
-  const std::string placement_header = fmt::format("{:>9} {:>7} {:>7} {:>6}", "time", "algbw", "busbw", "#wrong");
-  fmt::print("# {:>10} {:>12} {:>6} {:>6} {:>5}   {}   {}   {:<10}{}\n", "size", "count", "type", "redop", "root",
-             placement_header, placement_header, "algo", cfg.baseline ? "   copy  ratio" : "");
-  fmt::print("# {:>10} {:>12} {:>6} {:>6} {:>5}   {:>9} {:>7} {:>7} {:>6}   {:>9} {:>7} {:>7} {:>6}   {:<10}{}\n", "(B)",
-             "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)", "", "",
-             cfg.baseline ? "  (GB/s)" : "");
+  print_header(b);
   const bool rooted = cfg.collective == Collective::Broadcast || cfg.collective == Collective::Reduce;
-  uint64_t total_wrong = 0;
-  for (double size = static_cast<double>(cfg.min_bytes); size <= static_cast<double>(cfg.max_bytes); size *= cfg.factor) {
-    CollectiveCall call;
-    call.collective = cfg.collective;
-    call.count = static_cast<uint64_t>(size) / unit;
-    call.dtype = cfg.dtype;
-    call.op = cfg.op;
-    call.root = rooted ? cfg.root : -1;
-    if (call.count == 0) continue;
-    const uint64_t bytes = call.count * unit;
-    std::string row = fmt::format("  {:>10} {:>12} {:>6} {:>6} {:>5}", bytes, call.count, data_type_name(cfg.dtype),
-                                  reduce_op_name(cfg.op), rooted ? cfg.root : -1);
-    double out_of_place_algbw = 0;
-    for (bool in_place : {false, true}) {
-      const Placement p = place(region_a, region_b, call, n, in_place);
-      call.send = p.send;
-      call.recv = p.recv;
-      const uint64_t wrong = cfg.check ? checked_run(*comm, *mem, call, n) : 0;
-      total_wrong += wrong;
-      for (int i = 0; i < cfg.warmup; ++i) comm->run(call);
-      comm->synchronize();
-      const auto start = std::chrono::steady_clock::now();
-      for (int i = 0; i < cfg.iters; ++i) comm->run(call);
-      comm->synchronize();
-      const double t = seconds_since(start) / cfg.iters;
-      const double algbw = static_cast<double>(bytes) / t / 1e9;
-      if (!in_place) out_of_place_algbw = algbw;
-      row += fmt::format("   {:>9.2f} {:>7.2f} {:>7.2f} {:>6}", t * 1e6, algbw,
-                         algbw * bus_factor(cfg.collective, n), cfg.check ? std::to_string(wrong) : "N/A");
+  const bool reduces = cfg.collective != Collective::Broadcast && cfg.collective != Collective::AllGather;
+  const std::vector<ReduceOp> ops = reduces ? cfg.ops : std::vector<ReduceOp>{cfg.ops.front()};
+  Totals totals;
+  for (DataType dtype : cfg.dtypes) {
+    for (ReduceOp op : ops) {
+      for (uint64_t size : size_list) {
+        CollectiveCall call;
+        call.collective = cfg.collective;
+        call.dtype = dtype;
+        call.op = op;
+        call.root = rooted ? cfg.root : -1;
+        call.count = size / (data_type_size(dtype) * (blocks ? b.n : 1));
+        if (call.count > 0) run_size(b, call, totals);
+      }
     }
-    row += fmt::format("   {:<10}", comm->algorithm_for(call));
-    if (cfg.baseline) {
-      const double copy = static_cast<double>(bytes) / mem->time_copy(0, region_b[0], region_a[0], bytes, cfg.iters) / 1e9;
-      row += fmt::format(" {:>7.2f} {:>6.3f}", copy, out_of_place_algbw / copy);
-    }
-    fmt::print("{}\n", row);
-    std::fflush(stdout);
   }
-  fmt::print("# Out of bounds values : {} {}\n", total_wrong, total_wrong == 0 ? "OK" : "FAILED");
-  return total_wrong == 0 ? 0 : 1;
+  // The footer lines nccl-tests prints (cluster job checks grep them), then ccc's summary.
+  fmt::print("# Out of bounds values : {} {}\n", totals.wrong, totals.wrong == 0 ? "OK" : "FAILED");
+  fmt::print("# Avg bus bandwidth    : {:g} \n",
+             totals.busbw_count > 0 ? totals.busbw_sum / totals.busbw_count : 0.0);
+  if (!totals.smallest.empty()) fmt::print("# Latency at {}\n# Bandwidth at {}\n", totals.smallest, totals.largest);
+  fmt::print("#\n");
+  return totals.wrong == 0 ? 0 : 1;
+}
+
+int run_probe() {
+  try {
+    fmt::print("{}\n", describe_cuda_devices());
+    return 0;
+  } catch (const CudaError& e) {
+    fmt::print("{}\n", e.what());
+    return 1;
+  }
 }
 
 // --- JIT cache timings ---
@@ -325,15 +543,15 @@ int run_jit(const Config& cfg) {
   const std::string algo = cfg.comm.algo.empty() ? "ring" : cfg.comm.algo;
   KernelShape shape;
   shape.nranks = n;
-  shape.dtype = cfg.dtype;
-  shape.op = cfg.op;
+  shape.dtype = cfg.dtypes.front();
+  shape.op = cfg.ops.front();
   shape.channels = cfg.comm.channels;
   shape.tile_bytes = cfg.comm.tile_bytes;
   const auto start = std::chrono::steady_clock::now();
   const EmittedKernel k = generate_kernel(find_shipped_schedule(Collective::AllReduce, algo).file, shape);
   const double generate = seconds_since(start);
-  fmt::print("# JIT: {} allreduce, N = {}, {} {}: generate {:.1f} ms\n", algo, n, data_type_name(cfg.dtype),
-             reduce_op_name(cfg.op), generate * 1e3);
+  fmt::print("# JIT: {} allreduce, N = {}, {} {}: generate {:.1f} ms\n", algo, n, data_type_name(shape.dtype),
+             reduce_op_name(shape.op), generate * 1e3);
   NvrtcRequest req;
   req.source = k.source;
   req.name = k.kernel_name + ".cu";
@@ -353,6 +571,7 @@ int run_jit(const Config& cfg) {
 int main(int argc, char** argv) {
   const ccc::bench::Config cfg = ccc::bench::parse(argc, argv);
   try {
+    if (cfg.probe) return ccc::bench::run_probe();
     return cfg.jit ? ccc::bench::run_jit(cfg) : ccc::bench::run_bandwidth(cfg);
   } catch (const std::exception& e) {
     fmt::print(stderr, "ccc-bench: error: {}\n", e.what());

@@ -322,6 +322,55 @@ CUresult cuEventDestroy(CUevent event) {
   return CUDA_SUCCESS;
 }
 
+// Streams and graphs, for callers that capture (ccc-bench -G, the GPU tests): capture marks the
+// stream as cuStreamIsCapturing reports it; a graph launch is recorded, never run.
+CUresult cuStreamCreate(CUstream* stream, unsigned int) {
+  *stream = reinterpret_cast<CUstream>(new int(0));
+  return CUDA_SUCCESS;
+}
+
+CUresult cuStreamDestroy(CUstream stream) {
+  delete reinterpret_cast<int*>(stream);
+  return CUDA_SUCCESS;
+}
+
+CUresult cuStreamBeginCapture(CUstream stream, CUstreamCaptureMode) {
+  record(call("cuStreamBeginCapture", "stream=" + stream_name(stream)));
+  State& s = state();
+  std::lock_guard lock(s.mutex);
+  s.capturing.insert(stream);
+  return CUDA_SUCCESS;
+}
+
+CUresult cuStreamEndCapture(CUstream stream, CUgraph* graph) {
+  record(call("cuStreamEndCapture", "stream=" + stream_name(stream)));
+  State& s = state();
+  std::lock_guard lock(s.mutex);
+  if (s.capturing.erase(stream) == 0) return CUDA_ERROR_ILLEGAL_STATE;
+  *graph = reinterpret_cast<CUgraph>(new int(0));
+  return CUDA_SUCCESS;
+}
+
+CUresult cuGraphInstantiate(CUgraphExec* exec, CUgraph, unsigned long long) {
+  *exec = reinterpret_cast<CUgraphExec>(new int(0));
+  return CUDA_SUCCESS;
+}
+
+CUresult cuGraphLaunch(CUgraphExec, CUstream stream) {
+  record(call("cuGraphLaunch", "stream=" + stream_name(stream)));
+  return CUDA_SUCCESS;
+}
+
+CUresult cuGraphExecDestroy(CUgraphExec exec) {
+  delete reinterpret_cast<int*>(exec);
+  return CUDA_SUCCESS;
+}
+
+CUresult cuGraphDestroy(CUgraph graph) {
+  delete reinterpret_cast<int*>(graph);
+  return CUDA_SUCCESS;
+}
+
 // ---- test controls ----
 
 extern "C" {

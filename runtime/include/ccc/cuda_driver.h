@@ -35,7 +35,9 @@ class NoCudaDevice : public CudaError {
   X(cuMemcpyDtoH) X(cuMemcpyDtoDAsync) X(cuMemsetD8) X(cuPointerGetAttribute)               \
   X(cuStreamSynchronize) X(cuEventCreate) X(cuEventRecord) X(cuEventSynchronize)            \
   X(cuEventElapsedTime) X(cuEventDestroy) X(cuCtxGetCurrent) X(cuLaunchCooperativeKernel)    \
-  X(cuOccupancyMaxActiveBlocksPerMultiprocessor) X(cuStreamIsCapturing)
+  X(cuOccupancyMaxActiveBlocksPerMultiprocessor) X(cuStreamIsCapturing) X(cuStreamCreate)      \
+  X(cuStreamDestroy) X(cuStreamBeginCapture) X(cuStreamEndCapture) X(cuGraphInstantiate)     \
+  X(cuGraphLaunch) X(cuGraphExecDestroy) X(cuGraphDestroy)
 
 class CudaDriver {
  public:

@@ -1,0 +1,124 @@
+// ccc-bench's command line on the host backend: nccl-tests' options and type names, the footer
+// lines cluster job checks grep, and the errors that stop a run that could never end. Runs the
+// built binary (a process: ccc-bench exits on a usage error).
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <string>
+
+namespace {
+
+struct BenchResult {
+  int code;
+  std::string output;  // stdout and stderr
+};
+
+// ccc-bench with `args`, the CUDA driver `libcuda` (by default none), under a 120 s timeout.
+BenchResult run_bench(const std::string& args, const std::string& libcuda = "/nonexistent") {
+  const std::string command =
+      "CCC_LIBCUDA=" + libcuda + " timeout 120 " CCC_BINARY_DIR "/tools/ccc-bench " + args + " 2>&1";
+  FILE* pipe = popen(command.c_str(), "r");
+  if (pipe == nullptr) return {-1, "popen failed"};
+  BenchResult r{0, ""};
+  char buffer[4096];
+  for (size_t got; (got = fread(buffer, 1, sizeof buffer, pipe)) > 0;) r.output.append(buffer, got);
+  const int status = pclose(pipe);
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+bool has(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
+// The data rows (lines not starting with '#').
+int data_rows(const std::string& output) {
+  int rows = 0;
+  for (size_t pos = 0; pos < output.size();) {
+    const size_t end = std::min(output.find('\n', pos), output.size());
+    if (end > pos && output[pos] != '#') ++rows;
+    pos = end + 1;
+  }
+  return rows;
+}
+
+}  // namespace
+
+TEST(BenchCli, LongOptionsAndNcclTypeNames) {
+  const BenchResult r = run_bench("--ranks 2 --minbytes 1K --maxbytes=4K --stepfactor 4 --iters 1 --warmup_iters 0 "
+                                  "--check 1 --datatype bfloat16 --op max");
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_EQ(data_rows(r.output), 2) << r.output;
+  EXPECT_TRUE(has(r.output, " bfloat16    max ")) << r.output;
+  EXPECT_TRUE(has(r.output, "\n# Out of bounds values : 0 OK\n")) << r.output;
+  EXPECT_TRUE(has(r.output, "\n# Avg bus bandwidth    : ")) << r.output;
+  EXPECT_TRUE(has(r.output, "\n# Latency at 1024 B: ")) << r.output;
+}
+
+TEST(BenchCli, EveryTypeAndEveryOp) {
+  const BenchResult types = run_bench("--ranks 2 -b 64 -e 64 -n 1 -w 0 -d all --collective allgather");
+  ASSERT_EQ(types.code, 0) << types.output;
+  EXPECT_EQ(data_rows(types.output), 10) << types.output;
+  for (const char* name : {"double", "float", "half", "bfloat16", "int64", "uint64", "int32", "uint32", "int8", "uint8"})
+    EXPECT_TRUE(has(types.output, std::string(" ") + name + " ")) << name;
+  const BenchResult ops = run_bench("--ranks 2 -b 64 -e 64 -n 1 -w 0 -d int32 -o all");
+  ASSERT_EQ(ops.code, 0) << ops.output;
+  EXPECT_EQ(data_rows(ops.output), 5) << ops.output;
+  for (const char* op : {" sum ", " prod ", " min ", " max ", " avg "}) EXPECT_TRUE(has(ops.output, op)) << op;
+}
+
+TEST(BenchCli, CheckCountZeroChecksNothing) {
+  const BenchResult r = run_bench("--ranks 2 -b 64 -e 64 -n 1 -w 0 -c 0");
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_TRUE(has(r.output, " N/A ")) << r.output;
+  EXPECT_TRUE(has(r.output, "# Out of bounds values : 0 OK")) << r.output;
+}
+
+TEST(BenchCli, ZeroMinimumWithAFactorIsAnErrorAndWithAStepRuns) {
+  const BenchResult factor = run_bench("-b 0 -e 1K");
+  EXPECT_EQ(factor.code, 2) << factor.output;
+  EXPECT_TRUE(has(factor.output, "-b 0 with -f")) << factor.output;
+  const BenchResult step = run_bench("--ranks 2 -b 0 -e 16 -i 8 -n 1 -w 0");
+  ASSERT_EQ(step.code, 0) << step.output;
+  EXPECT_EQ(data_rows(step.output), 2) << "0 bytes is no call; 8 and 16 are: " << step.output;
+}
+
+TEST(BenchCli, UsageErrors) {
+  EXPECT_TRUE(has(run_bench("-G 10").output, "-G (CUDA graphs) needs --backend cuda"));
+  EXPECT_TRUE(has(run_bench("-d float8").output, "unknown type 'float8' (float, half, bfloat16"));
+  EXPECT_TRUE(has(run_bench("--iters").output, "--iters needs a value"));
+  EXPECT_TRUE(has(run_bench("--baseline=1").output, "--baseline takes no value"));
+  EXPECT_EQ(run_bench("--frobnicate").code, 2);
+  EXPECT_TRUE(has(run_bench("-b 1 -e 1G -i 1").output, "more than 10000 sizes"));
+  const BenchResult timeout = run_bench("--ranks 2 -b 8 -e 8 -T 0");
+  EXPECT_EQ(timeout.code, 1);
+  EXPECT_TRUE(has(timeout.output, "ccc-bench: error: ")) << timeout.output;
+  const BenchResult help = run_bench("-h");
+  EXPECT_EQ(help.code, 0);
+  for (const char* option : {"--minbytes", "--maxbytes", "--stepfactor", "--iters", "--warmup_iters", "--check",
+                             "--datatype", "--op", "--cudagraph", "--timeout", "--backend", "--probe"})
+    EXPECT_TRUE(has(help.output, option)) << option;
+}
+
+TEST(BenchCli, ProbeWithoutADriverSaysSoInOneLine) {
+  const BenchResult r = run_bench("--probe");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_EQ(r.output.rfind("no CUDA device: ", 0), 0u) << r.output;
+  EXPECT_EQ(r.output.find('\n'), r.output.size() - 1) << r.output;
+}
+
+// The CUDA path (streams, CUDA events, a captured graph, the copy baseline) against the recording
+// stand-in for libcuda (tests/fake_cuda): kernels are not run, so nothing is checked (-c 0) and
+// the times are the stand-in's.
+TEST(BenchCli, GraphReplaysAndCopyBaselineOnTheCudaPath) {
+  const BenchResult r = run_bench("--backend cuda --ranks 4 -G 5 -c 0 -b 1K -e 4K -f 4 -n 3 -w 1 --baseline",
+                                  CCC_FAKE_LIBCUDA);
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_EQ(data_rows(r.output), 2) << r.output;
+  EXPECT_TRUE(has(r.output, "captured in a CUDA graph launched 5 times")) << r.output;
+  EXPECT_TRUE(has(r.output, "# Latency at 1024 B: ")) << r.output;
+  EXPECT_TRUE(has(r.output, " replayed, ")) << r.output;
+  EXPECT_TRUE(has(r.output, "of a copy of the bytes it must move (best about 1)")) << r.output;
+  const BenchResult probe = run_bench("--probe", CCC_FAKE_LIBCUDA);
+  EXPECT_EQ(probe.code, 0);
+  EXPECT_TRUE(has(probe.output, "sm_90")) << probe.output;
+}
