@@ -4,6 +4,7 @@
 #include <fstream>
 
 #include "ccc/emit_cuda.h"
+#include "ccc/topology.h"
 #include "cli.h"
 #include "commands.h"
 #include "emit_targets.h"
@@ -28,6 +29,24 @@ int run_compile(const ParsedArgs& args, std::ostream& out, std::ostream& err) {
 
   if (args.has("--show-syncs") && std::string(target->name) != "svg")
     return usage_error(cmd, "--show-syncs is for --emit svg", err);
+  const bool cost = std::string(target->name) == "cost";
+  std::optional<std::string> topo_path = args.get("--topo");
+  if (topo_path && !cost) return usage_error(cmd, "--topo is for --emit cost", err);
+  if (cost && !topo_path) return usage_error(cmd, "--emit cost needs --topo F (topologies/ has examples)", err);
+  std::optional<Topology> topo;
+  if (topo_path) {
+    std::string errors;
+    topo = load_topology(*topo_path, errors);
+    if (!topo) {
+      err << errors;
+      return kExitScheduleError;
+    }
+  }
+  // Options given on the command line pin the cost's search grid; the others are searched.
+  SelectOptions cost_grid;
+  if (args.has("--channels")) cost_grid.channels = {codegen->kernel.channels};
+  if (args.has("--tile-bytes")) cost_grid.tiles = {codegen->kernel.tile_bytes};
+  cost_grid.pipeline = codegen->kernel.pipeline;
 
   DumpHook dump;
   if (std::optional<std::string> pass = args.get("--dump-after")) {
@@ -59,7 +78,8 @@ int run_compile(const ParsedArgs& args, std::ostream& out, std::ostream& err) {
   std::string text;
   try {
     text = target->emit({*program, planned ? &*planned : nullptr, plan ? &*plan : nullptr,
-                         source ? &*source : nullptr, codegen->arch, args.has("--in-place"), args.has("--show-syncs")});
+                         source ? &*source : nullptr, codegen->arch, args.has("--in-place"), args.has("--show-syncs"),
+                         topo ? &*topo : nullptr, static_cast<int>(data_type_size(codegen->kernel.dtype)), cost_grid});
   } catch (const std::runtime_error& e) {
     err << fmt::format("ccc: error: {}\n", e.what());
     return kExitScheduleError;
@@ -85,6 +105,7 @@ std::vector<OptionSpec> compile_options() {
   // The help column starts after "  " and a 20-wide option column and a space (format_options).
   opts.push_back({"--emit", "TARGET", "what to produce, one of:" + emit_target_help(23)});
   opts.push_back({"--show-syncs", "", "svg: also draw the waits the sync planner kept"});
+  opts.push_back({"--topo", "F", "cost: the topology file to price the schedule on"});
   opts.push_back({"-o", "OUT", "write the result to OUT instead of standard output"});
   opts.push_back({"--dump-after", "PASS", fmt::format("also print that pass's result to standard error: {}", pass_names())});
   return opts;
@@ -95,8 +116,8 @@ std::vector<OptionSpec> compile_options() {
 const Command& compile_command() {
   static const Command cmd{"compile", "compile a schedule for N ranks",
                            "ccc compile FILE --ranks N --emit TARGET [--root R] [--in-place] [--dtype T] [--op OP]\n"
-                           "       [--tile-bytes B] [--channels C] [--pipeline D] [--arch ARCH] [--show-syncs] [-o OUT]\n"
-                           "       [--dump-after=PASS]",
+                           "       [--tile-bytes B] [--channels C] [--pipeline D] [--arch ARCH] [--show-syncs] [--topo F]\n"
+                           "       [-o OUT] [--dump-after=PASS]",
                            compile_options(), &run_compile};
   return cmd;
 }

@@ -49,6 +49,9 @@ int run_tune(const ParsedArgs& args, std::ostream& out, std::ostream& err) {
   std::optional<DataType> dtype = parse_data_type(dtype_text);
   if (!dtype) return usage_error(cmd, fmt::format("unknown --dtype '{}'", dtype_text), err);
   const int elem_size = static_cast<int>(data_type_size(*dtype));
+  const std::string format = args.get("--format").value_or("table");
+  if (format != "table" && format != "tsv")
+    return usage_error(cmd, fmt::format("--format is table or tsv, not '{}'", format), err);
 
   std::string errors;
   std::optional<Topology> topo = load_topology(*topo_path, errors);
@@ -79,7 +82,7 @@ int run_tune(const ParsedArgs& args, std::ostream& out, std::ostream& err) {
                                     topo->gpus[0].model, collective_name(*collective), dtype_text,
                                     dir ? "the " + *dir : std::string("the shipped"));
     for (const std::string& s : menu.skipped()) title += "\n# skipped " + s;
-    out << format_tune_table(rows, title);
+    out << (format == "tsv" ? format_tune_tsv(rows) : format_tune_table(rows, title));
   } catch (const std::invalid_argument& e) {
     err << fmt::format("ccc tune: error: {}\n", e.what());
     return kExitScheduleError;
@@ -93,13 +96,15 @@ const Command& tune_command() {
   static const Command cmd{
       "tune",
       "predict every schedule's time per message size on a topology, and the choice",
-      "ccc tune --topo F [--collective C] [--ranks N] [--dtype D] [--schedules DIR] [--algo NAME]",
+      "ccc tune --topo F [--collective C] [--ranks N] [--dtype D] [--schedules DIR] [--algo NAME] [--format tsv]",
       {{"--topo", "F", "topology file (see docs/topology.md; topologies/ has examples)"},
        {"--collective", "C", "allreduce (default), reduce_scatter, allgather, broadcast or reduce"},
        {"--ranks", "N", "ranks, at most the topology's GPUs (default: all of them)"},
        {"--dtype", "D", "element type: f64 f32 (default) f16 bf16 i64 u64 i32 u32 i8 u8"},
        {"--schedules", "DIR", "take the candidates from DIR/*.sched (default: the shipped schedules)"},
-       {"--algo", "NAME", "force this schedule, as CCC_ALGO does"}},
+       {"--algo", "NAME", "force this schedule, as CCC_ALGO does"},
+       {"--format", "F", "table (default: every schedule's time per size) or tsv (the choice per size: bytes, "
+                         "schedule, protocol, time_us, busbw_gbps, serial_latencies, channels, tile_bytes, launch_us)"}},
       &run_tune};
   return cmd;
 }

@@ -34,6 +34,15 @@ std::string emit_syncs(const EmitInput& in) { return print_syncs(*in.planned); }
 std::string emit_svg(const EmitInput& in) {
   return step_diagram_svg(in.planned->program, in.show_syncs ? &in.planned->sync : nullptr);
 }
+// `ccc tune --format tsv` with one candidate: this schedule's best parameters and time per size.
+std::string emit_cost(const EmitInput& in) {
+  const CandidateSchedule candidate{in.planned->program.schedule, &in.planned->program, &in.planned->sync};
+  try {
+    return format_tune_tsv(tune_table(in.program.collective, in.elem_size, *in.topo, {candidate}, in.cost_grid));
+  } catch (const std::invalid_argument& e) {  // e.g. more ranks than the topology has GPUs
+    throw std::runtime_error(e.what());
+  }
+}
 std::string emit_cu(const EmitInput& in) { return emit_cuda(*in.plan, in.source).source; }
 
 // Through the process's JIT cache ($CCC_CACHE_DIR): a second identical compile is a disk hit.
@@ -56,6 +65,8 @@ constexpr std::array kEmitTargets{
     EmitTarget{"syncs", "per rank, the waits before each step and why (verifies first)", Pass::Sync, &emit_syncs},
     EmitTarget{"svg", "the step diagram as SVG: a lane per rank, a column per step (verifies first)", Pass::Sync,
                &emit_svg},
+    EmitTarget{"cost", "predicted time per size on --topo F, best channels and tile (as ccc tune --format tsv)",
+               Pass::Sync, &emit_cost},
     EmitTarget{"cu", "the fused kernel as CUDA C++ (also compiles for the host)", Pass::Emit, &emit_cu},
     EmitTarget{"ptx", "the kernel compiled by NVRTC to PTX for --arch", Pass::Emit, &emit_ptx},
     EmitTarget{"cubin", "the kernel compiled by NVRTC to a cubin for --arch", Pass::Emit, &emit_cubin},

@@ -9,6 +9,7 @@
 #include "ccc/diagnostics.h"
 #include "ccc/kernel_plan.h"
 #include "ccc/pipeline.h"
+#include "ccc/select.h"
 #include "ccc/step_program.h"
 #include "ccc/sync_plan.h"
 
@@ -22,6 +23,9 @@ struct EmitInput {
   std::string arch;                         // ptx and cubin: the GPU architecture, e.g. sm_90
   bool in_place = false;                    // graph and dot: input and output are one buffer
   bool show_syncs = false;                  // svg: draw the waits of the sync plan
+  const Topology* topo = nullptr;           // cost: the machine to price the schedule on
+  int elem_size = 4;                        // cost: bytes per element (validates sizes)
+  SelectOptions cost_grid;                  // cost: the channels and tiles to search
 };
 
 struct EmitTarget {

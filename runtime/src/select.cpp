@@ -121,4 +121,15 @@ std::string format_tune_table(const std::vector<TuneRow>& rows, const std::strin
   return out;
 }
 
+std::string format_tune_tsv(const std::vector<TuneRow>& rows) {
+  std::string out = "bytes\tschedule\tprotocol\ttime_us\tbusbw_gbps\tserial_latencies\tchannels\ttile_bytes\tlaunch_us\n";
+  for (const TuneRow& row : rows) {
+    const Choice& ch = row.choice;
+    out += fmt::format("{}\t{}\tsimple\t{:.3f}\t{:.3f}\t{}\t{}\t{}\t{:.3f}\n", row.bytes, ch.name(), ch.estimate.time * 1e6,
+                       ch.estimate.busbw / 1e9, ch.estimate.serial_latencies, ch.params.channels, ch.params.tile_bytes,
+                       ch.estimate.launch * 1e6);
+  }
+  return out;
+}
+
 }  // namespace ccc

@@ -67,4 +67,69 @@ TEST(TuneCommand, UsageErrors) {
   EXPECT_NE(none.err.find("no candidate schedule implements allreduce"), std::string::npos) << none.err;
 }
 
+std::vector<std::string> fields(const std::string& line) {
+  std::vector<std::string> out;
+  for (size_t pos = 0;;) {
+    size_t tab = line.find('\t', pos);
+    out.push_back(line.substr(pos, tab - pos));
+    if (tab == std::string::npos) return out;
+    pos = tab + 1;
+  }
+}
+
+// The TSV's rows are the table's choices: same sizes, same schedules, same channels.
+TEST(TuneCommand, TsvIsTheChoicePerSize) {
+  const std::string topo = kTopologies + "dgx-h100.topo";
+  auto tsv = run_cli({"tune", "--topo", topo, "--schedules", kSchedules, "--format", "tsv"});
+  auto table = run_cli({"tune", "--topo", topo, "--schedules", kSchedules});
+  ASSERT_EQ(tsv.code, cli::kExitOk) << tsv.err;
+  std::vector<std::string> rows = lines(tsv.out);
+  ASSERT_EQ(tsv.out.back(), '\n');
+  ASSERT_EQ(rows.size(), 29u) << tsv.out;
+  EXPECT_EQ(rows[0], "bytes\tschedule\tprotocol\ttime_us\tbusbw_gbps\tserial_latencies\tchannels\ttile_bytes\tlaunch_us");
+  std::vector<std::string> choices;
+  for (const std::string& line : lines(table.out))
+    if (size_t at = line.find("  choice"); line.empty() || line[0] == '#' || at != std::string::npos) continue;
+    else choices.push_back(line);
+  ASSERT_EQ(choices.size(), 28u);
+  int64_t bytes = 8;
+  for (size_t i = 1; i < rows.size(); ++i, bytes *= 2) {
+    std::vector<std::string> f = fields(rows[i]);
+    ASSERT_EQ(f.size(), 9u) << rows[i];
+    EXPECT_EQ(f[0], std::to_string(bytes));
+    EXPECT_EQ(f[2], "simple");
+    EXPECT_GT(std::stod(f[3]), std::stod(f[8])) << "time includes the launch: " << rows[i];
+    EXPECT_GE(std::stoll(f[5]), 1) << "8 GPUs: at least one cross-GPU latency: " << rows[i];
+    EXPECT_NE(choices[i - 1].find("  " + f[1] + " channels=" + f[6] + " "), std::string::npos)
+        << rows[i] << "\nvs\n" << choices[i - 1];
+  }
+  EXPECT_EQ(run_cli({"tune", "--topo", topo, "--format", "csv"}).code, cli::kExitUsage);
+}
+
+// `ccc compile --emit cost` is `ccc tune --format tsv` with one candidate: the schedule given.
+TEST(CompileCommand, EmitCostIsTuneForOneSchedule) {
+  const std::string topo = kTopologies + "dgx-h100.topo";
+  auto cost = run_cli({"compile", kSchedules + "/ring.sched", "--ranks", "8", "--emit", "cost", "--topo", topo});
+  auto tune = run_cli({"tune", "--topo", topo, "--algo", "ring", "--format", "tsv"});
+  ASSERT_EQ(cost.code, cli::kExitOk) << cost.err;
+  EXPECT_EQ(cost.out, tune.out);
+  auto pinned = run_cli({"compile", kSchedules + "/ring.sched", "--ranks", "8", "--emit", "cost", "--topo", topo,
+                         "--channels", "2", "--tile-bytes", "4096"});
+  ASSERT_EQ(pinned.code, cli::kExitOk) << pinned.err;
+  std::vector<std::string> rows = lines(pinned.out);
+  for (size_t i = 1; i + 1 < rows.size(); ++i) {
+    EXPECT_EQ(fields(rows[i])[6], "2") << rows[i];
+    EXPECT_EQ(fields(rows[i])[7], "4096") << rows[i];
+  }
+  auto no_topo = run_cli({"compile", kSchedules + "/ring.sched", "--ranks", "8", "--emit", "cost"});
+  EXPECT_EQ(no_topo.code, cli::kExitUsage);
+  EXPECT_NE(no_topo.err.find("--emit cost needs --topo F"), std::string::npos) << no_topo.err;
+  auto stray = run_cli({"compile", kSchedules + "/ring.sched", "--ranks", "8", "--emit", "cu", "--topo", topo});
+  EXPECT_EQ(stray.code, cli::kExitUsage);
+  EXPECT_NE(stray.err.find("--topo is for --emit cost"), std::string::npos) << stray.err;
+  auto too_many = run_cli({"compile", kSchedules + "/ring.sched", "--ranks", "16", "--emit", "cost", "--topo", topo});
+  EXPECT_EQ(too_many.code, cli::kExitScheduleError);
+  EXPECT_NE(too_many.err.find("error:"), std::string::npos) << too_many.err;
+}
+
 }  // namespace

@@ -65,4 +65,10 @@ std::vector<TuneRow> tune_table(Collective collective, int elem_size, const Topo
                                 const std::vector<CandidateSchedule>& candidates, const SelectOptions& options = {});
 std::string format_tune_table(const std::vector<TuneRow>& rows, const std::string& title);
 
+// The same rows for scripts and spreadsheets: a header line, then one tab-separated line per size
+// describing the choice: bytes, schedule, protocol, time_us, busbw_gbps, serial_latencies,
+// channels, tile_bytes (0: the whole slice), launch_us. The protocol is "simple", the only one the
+// kernels have: progress counters, then the data pass.
+std::string format_tune_tsv(const std::vector<TuneRow>& rows);
+
 }  // namespace ccc
