@@ -146,7 +146,9 @@ void HostRanks::launch(int rank, const HostKernel& kernel, int channels, const c
                                                  "at most {}", channels, CCC_MAX_CHANNELS));
   const ccc_launch_args args{table_.data(), own, nullptr, count, rank, timeout_ns};
   std::lock_guard lock(mutex_);  // not while a reset zeroes the counters
-  ranks_.at(rank)->stream.enqueue(kernel, args, channels);
+  Rank& r = *ranks_.at(rank);
+  r.reported_early = false;  // if the error word is still set, this launch fails too: report it
+  r.stream.enqueue(kernel, args, channels);
 }
 
 void HostRanks::reset_if_idle() {
@@ -154,14 +156,14 @@ void HostRanks::reset_if_idle() {
     if (!r->stream.idle()) return;
   std::vector<unsigned> words;
   for (auto& r : ranks_) words.push_back(r->error);
-  for (size_t i = 0; i < ranks_.size(); ++i) {
-    Rank& r = *ranks_[i];
-    if (words[i] == CCC_OK) continue;
-    r.failure = launch_failures(words.data(), static_cast<int>(words.size()));
-  }
   bool any = false;
   for (unsigned w : words) any = any || w != CCC_OK;
   if (!any) return;
+  for (size_t i = 0; i < ranks_.size(); ++i) {
+    Rank& r = *ranks_[i];
+    if (words[i] != CCC_OK && !r.reported_early) r.failure = launch_failures(words.data(), static_cast<int>(words.size()));
+    r.reported_early = false;
+  }
   // Every stream is idle: no kernel reads the state while it is zeroed.
   for (auto& r : ranks_) {
     std::fill(std::begin(r->progress), std::end(r->progress), 0);
@@ -179,6 +181,7 @@ void HostRanks::synchronize(int rank) {
   if (r.failure.empty() && std::atomic_ref<unsigned>(r.error).load() != CCC_OK) {
     std::vector<unsigned> words(ranks_.size(), CCC_OK);
     words[rank] = std::atomic_ref<unsigned>(r.error).load();
+    r.reported_early = true;
     throw Error(ErrorKind::Remote, "collective failed (peers still running): " +
                                        launch_failures(words.data(), static_cast<int>(words.size())));
   }

@@ -103,6 +103,9 @@ class HostRanks {
     std::vector<std::unique_ptr<std::byte[]>> scratch;  // back(): the current one
     uint64_t scratch_bytes = 0;
     std::string failure;  // why its last failed launch failed, until a synchronize reports it
+    // A synchronize reported this rank's failure while peers still ran, and the rank has launched
+    // nothing since: the reset that follows must not report the same failure a second time.
+    bool reported_early = false;
     HostStream stream;
   };
   // Moves every set error word into its rank's `failure` and zeroes the sync state, once no
