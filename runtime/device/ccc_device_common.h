@@ -386,7 +386,10 @@ class Channel {
     for (long long w = 0; w < windows_; ++w) {
       for (const Instr<S>* i = program; i->code != instr_end; ++i) {
         if (i->code == instr_wait) {
-          if (!wait_for(i->a, i->b < 0 ? 0 : w * Cfg::steps + i->b + 1)) return false;
+          const Instr<S>* end = i + 1;  // the step's waits: every consecutive wait, polled at once
+          while (end->code == instr_wait) ++end;
+          if (!wait_all(i, end, w)) return false;
+          i = end - 1;
         } else if (i->code == instr_done) {
           done(w, i->a);
         } else if (i->code == instr_pass) {
@@ -398,10 +401,9 @@ class Channel {
         }
       }
     }
-    for (const Instr<S>* i = program; i->code != instr_end; ++i)
-      if (i->code == instr_wait_exit && !wait_for(i->a, windows_ == 0 ? 0 : (windows_ - 1) * Cfg::steps + i->b + 1))
-        return false;
-    return true;
+    const Instr<S>* end = program;
+    while (end->code != instr_end) ++end;
+    return wait_all(program, end, -1);
   }
 
   /* One data pass (see Instr) over this channel's slice of window w: chunk by chunk, each its
@@ -511,38 +513,54 @@ class Channel {
     return r;
   }
 
-  /* Thread 0 polls; a timeout or a failed peer records the error and every thread returns false. */
-  CCC_NOINLINE bool wait_for(int peer, long long progress) {
+  /* Waits for every wait instruction in [begin, end): the step waits of window w (w >= 0), or
+   * the exit waits (w < 0). The k-th wait is polled by thread k % block_threads(), so the peers'
+   * round trips overlap instead of adding up; then one barrier. Correct because an acquire that
+   * reads a peer's release, followed by bar.sync, orders the peer's writes before every thread
+   * of the block's later reads (PTX memory model: causality order is transitive through the
+   * CTA barrier) — the pattern NCCL's primitives use with one polling thread per peer.
+   * An entry wait ("the peer has entered", step -1) holds for the whole launch once it held,
+   * so only window 0 polls it. False on every thread if any poll failed. */
+  template <int S>
+  CCC_FN bool wait_all(const Instr<S>* begin, const Instr<S>* end, long long w) {
+    const InstrCode code = w < 0 ? instr_wait_exit : instr_wait;
     bool ok = true;
-    if (thread_index() == 0) {
-      const unsigned long long* counter = state_[peer].progress + channel_;
-      unsigned* mine = state_[rank_].error;
-      const unsigned long long target = base_ + static_cast<unsigned long long>(progress);
-      unsigned long long start = 0;
-      for (unsigned polls = 0;; ++polls) {
-        if (static_cast<long long>(load_acquire(counter) - target) >= 0) break;
-        if (polls % 64 == 63) {
-          if (load_relaxed(state_[peer].error) != 0) {
-            record_error(mine, CCC_ERR_PEER_FAILED);
-            ok = false;
-            break;
-          }
-          if (load_relaxed(mine) != 0) {  // another channel of this rank gave up
-            ok = false;
-            break;
-          }
-          const unsigned long long now = now_ns();
-          if (start == 0) start = now;
-          if (now - start > timeout_ns_) {
-            record_error(mine, CCC_ERR_TIMEOUT);
-            ok = false;
-            break;
-          }
-        }
-        relax();
+    unsigned k = 0;
+    for (const Instr<S>* i = begin; i != end && ok; ++i) {
+      if (i->code != code || k++ % block_threads() != thread_index()) continue;
+      if (w < 0) {
+        ok = poll(i->a, windows_ == 0 ? 0 : (windows_ - 1) * Cfg::steps + i->b + 1);
+      } else if (i->b >= 0 || w == 0) {
+        ok = poll(i->a, i->b < 0 ? 0 : w * Cfg::steps + i->b + 1);
       }
     }
     return barrier_and(ok);
+  }
+
+  /* Polls until `peer`'s counter reaches `progress` (one thread); a timeout or a failed peer
+   * records the error and returns false. */
+  CCC_NOINLINE bool poll(int peer, long long progress) {
+    const unsigned long long* counter = state_[peer].progress + channel_;
+    unsigned* mine = state_[rank_].error;
+    const unsigned long long target = base_ + static_cast<unsigned long long>(progress);
+    unsigned long long start = 0;
+    for (unsigned polls = 0;; ++polls) {
+      if (static_cast<long long>(load_acquire(counter) - target) >= 0) return true;
+      if (polls % 64 == 63) {
+        if (load_relaxed(state_[peer].error) != 0) {
+          record_error(mine, CCC_ERR_PEER_FAILED);
+          return false;
+        }
+        if (load_relaxed(mine) != 0) return false;  // another channel or thread of this rank gave up
+        const unsigned long long now = now_ns();
+        if (start == 0) start = now;
+        if (now - start > timeout_ns_) {
+          record_error(mine, CCC_ERR_TIMEOUT);
+          return false;
+        }
+      }
+      relax();
+    }
   }
 
   const ccc_rank_state* state_;

@@ -68,10 +68,13 @@ void check_inputs(const StepProgram& p, const SyncPlan* sync, const Topology& t)
 
 // What rank r does in step k, in units of one window of one chunk (size-independent).
 struct RankStep {
-  // Thread 0 polls each peer it waits on in turn, a round trip over the route each, then the
-  // reads take one more: latency = sum over waits + the slowest read's.
+  // One thread per peer polls the waits together, a round trip over the slowest route, then the
+  // reads take one more: alpha = the slowest wait's + the slowest read's. Entry waits (the peer
+  // has started) are polled in the first window only: later windows pay period_alpha.
   double alpha = 0;
+  double period_alpha = 0;
   int latencies = 0;           // cross-GPU latencies alpha adds up, one after another
+  int period_latencies = 0;
   std::vector<int> resources;  // every resource its reads cross
   int64_t moved = 0;           // chunk windows read
   int64_t reduced = 0;         // chunk windows reduced
@@ -88,7 +91,7 @@ struct CostModel::Prepared {
   std::vector<std::vector<int64_t>> load;    // [step][resource] chunk windows crossing it
   std::vector<double> bandwidth;             // [resource]
   std::vector<std::vector<Wait>> exit_waits; // [rank]
-  std::vector<double> exit_alpha;            // [rank] latency of its exit waits, polled in turn
+  std::vector<double> exit_alpha;            // [rank] latency of its exit waits, polled together
   std::vector<int> exit_latencies;           // [rank] how many of them cross GPUs
   double launch = 0;                         // s: the slowest GPU's kernel launch
   std::vector<double> channel_bandwidth;     // [rank]
@@ -114,8 +117,14 @@ CostModel::CostModel(const StepProgram& p, const SyncPlan* sync, const Topology&
     if (it == routes.end()) it = routes.emplace(std::make_pair(src, dst), checked_route(t, src, dst)).first;
     return it->second;
   };
-  // Latency of one wait: a remote poll's round trip (nothing for a peer on the same GPU).
-  auto wait_latency = [&](const Wait& w, int r) { return path(w.peer, r).spec.latency; };
+  // Latency of waits polled together: the slowest remote poll's round trip (nothing for peers on
+  // the same GPU). Entry waits count in the first window only (with_entry).
+  auto slowest_wait = [&](const std::vector<Wait>& waits, int r, bool with_entry) {
+    double latency = 0;
+    for (const Wait& w : waits)
+      if (with_entry || w.step >= 0) latency = std::max(latency, path(w.peer, r).spec.latency);
+    return latency;
+  };
   for (int r = 0; r < p.nranks; ++r) {
     m->launch = std::max(m->launch, t.gpus[r].launch);
     m->channel_bandwidth.push_back(t.gpus[r].channel_bandwidth);
@@ -133,21 +142,20 @@ CostModel::CostModel(const StepProgram& p, const SyncPlan* sync, const Topology&
         rs.moved += op.chunks.count;
         if (op.kind == OpKind::Reduce) rs.reduced += op.chunks.count;
       }
-      rs.alpha = read_latency;
-      rs.latencies = read_latency > 0 ? 1 : 0;
+      rs.alpha = rs.period_alpha = read_latency;
+      rs.latencies = rs.period_latencies = read_latency > 0 ? 1 : 0;
       if (!sync) continue;  // lock-step: alpha is the round trip of the step's reads only
       rs.waits = sync->waits[r][k];
-      for (const Wait& w : rs.waits) {
-        rs.alpha += wait_latency(w, r);
-        rs.latencies += wait_latency(w, r) > 0 ? 1 : 0;
-      }
+      const double waits = slowest_wait(rs.waits, r, true), period_waits = slowest_wait(rs.waits, r, false);
+      rs.alpha += waits;
+      rs.latencies += waits > 0 ? 1 : 0;
+      rs.period_alpha += period_waits;
+      rs.period_latencies += period_waits > 0 ? 1 : 0;
     }
     if (!sync) continue;
     m->exit_waits[r] = sync->waits[r][p.nsteps()];
-    for (const Wait& w : m->exit_waits[r]) {
-      m->exit_alpha[r] += wait_latency(w, r);
-      m->exit_latencies[r] += wait_latency(w, r) > 0 ? 1 : 0;
-    }
+    m->exit_alpha[r] = slowest_wait(m->exit_waits[r], r, true);
+    m->exit_latencies[r] = m->exit_alpha[r] > 0 ? 1 : 0;
   }
   prepared_ = std::move(m);
 }
@@ -187,14 +195,17 @@ Estimate CostModel::estimate(int64_t bytes, const CostParams& params) const {
   // Every channel of every rank runs the same traffic, so a resource serves each channel with
   // 1/channels of its bandwidth.
   auto drain = [&](size_t k, int id) { return m.load[k][id] * piece * channels / m.bandwidth[id]; };
-  std::vector<std::vector<double>> tau(nsteps, std::vector<double>(nranks, 0.0));
+  // tau: the first window's cost of each step; period_tau: a later window's (no entry waits).
+  std::vector<std::vector<double>> tau(nsteps, std::vector<double>(nranks, 0.0)), period_tau = tau;
   for (size_t k = 0; k < nsteps; ++k)
     for (size_t r = 0; r < nranks; ++r) {
       const RankStep& rs = m.steps[k][r];
       if (!rs.active()) continue;
       double transfer = rs.moved * piece / m.channel_bandwidth[r];
       for (int id : rs.resources) transfer = std::max(transfer, drain(k, id));
-      tau[k][r] = rs.alpha + transfer + rs.reduced * piece * channels / m.reduce_bandwidth[r];
+      const double work = transfer + rs.reduced * piece * channels / m.reduce_bandwidth[r];
+      tau[k][r] = rs.alpha + work;
+      period_tau[k][r] = rs.period_alpha + work;
     }
 
   // A time on the critical path and how many cross-GPU latencies it strings together.
@@ -238,8 +249,8 @@ Estimate CostModel::estimate(int64_t bytes, const CostParams& params) const {
     double busy = 0;
     int latencies = 0;
     for (size_t k = 0; k < nsteps; ++k) {
-      busy += tau[k][r];
-      if (m.steps[k][r].active()) latencies += m.steps[k][r].latencies;
+      busy += period_tau[k][r];
+      if (m.steps[k][r].active()) latencies += m.steps[k][r].period_latencies;
     }
     if (busy > e.period) period_latencies = latencies;
     e.period = std::max(e.period, busy);

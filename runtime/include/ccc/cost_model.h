@@ -4,7 +4,8 @@
 // Per window (below) and channel, the cost of rank r's step k is
 //   tau(r,k) = alpha + transfer + reduced bytes * gamma
 // where alpha is the slowest latency among the routes r reads over in that step plus, given a
-// sync plan, one route latency per wait (thread 0 polls the peers it waits on one after another),
+// sync plan, the slowest route latency among its waits (one thread per peer polls them together;
+// entry waits only in the first window),
 // transfer is the longest drain time among the fabric resources r's reads use (a resource's
 // bandwidth is shared by every read crossing it in that step, from any rank, and by every
 // channel), and at least the bytes r's channel moves / channel bandwidth. Channels split every chunk evenly, a channel's
