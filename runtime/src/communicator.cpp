@@ -1,10 +1,14 @@
 #include "ccc/communicator.h"
 
 #include <cmath>
+#include <cstdint>
 #include <cstdlib>
 #include <map>
 #include <mutex>
 #include <optional>
+#include <set>
+#include <system_error>
+#include <thread>
 
 #include <fmt/format.h>
 
@@ -77,6 +81,9 @@ struct Communicator::Impl {
   std::map<std::pair<Collective, int>, std::unique_ptr<ScheduleMenu>> menus;  // by collective, root
   std::map<std::string, Choice> choices;  // by call shape
   std::map<std::string, Loaded> kernels;  // by schedule and kernel shape
+  // Background warm-ups (warm_up): compile into the cache only. Last, so they are joined
+  // before anything else of the communicator goes away.
+  std::vector<std::jthread> warmers;
 
   int nranks() const { return host ? host->nranks() : cuda->nranks(); }
   JitCache& cache() const { return options.cache ? *options.cache : JitCache::process_cache(); }
@@ -138,7 +145,7 @@ struct Communicator::Impl {
     uint64_t scratch_bytes = 0;
   };
 
-  const Loaded& kernel_for(const CollectiveCall& call, bool in_place, std::string* key_out) {
+  KernelShape kernel_shape(const CollectiveCall& call, bool in_place) {
     const Choice choice = choose(call);
     KernelShape shape;
     shape.collective = call.collective;
@@ -149,28 +156,91 @@ struct Communicator::Impl {
     shape.channels = choice.channels;
     shape.tile_bytes = choice.tile_bytes;
     shape.in_place = in_place;
-    const std::string key =
-        fmt::format("{}/{}/{}/{}/{}/{}/{}/{}/{}", choice.algo, collective_name(shape.collective),
-                    shape.nranks, shape.root, data_type_name(shape.dtype),
-                    reduce_op_name(shape.op), shape.channels, shape.tile_bytes, in_place);
+    return shape;
+  }
+
+  static std::string kernel_key(const Choice& choice, const KernelShape& shape) {
+    return fmt::format("{}/{}/{}/{}/{}/{}/{}/{}/{}", choice.algo, collective_name(shape.collective), shape.nranks,
+                       shape.root, data_type_name(shape.dtype), reduce_op_name(shape.op), shape.channels,
+                       shape.tile_bytes, shape.in_place);
+  }
+
+  const Loaded& kernel_for(const CollectiveCall& call, bool in_place, std::string* key_out) {
+    const Choice choice = choose(call);
+    const KernelShape shape = kernel_shape(call, in_place);
+    const std::string key = kernel_key(choice, shape);
     *key_out = key;
     if (auto it = kernels.find(key); it != kernels.end()) return it->second;
 
     Loaded loaded;
-    loaded.kernel = generate_kernel(
-        options.schedule ? *options.schedule : find_shipped_schedule(call.collective, choice.algo).file, shape);
-    if (loaded.kernel.channels > kMaxChannels)
-      invalid(fmt::format("{} channels requested; at most {}", loaded.kernel.channels, kMaxChannels));
+    loaded.kernel = generate(call, choice, shape);
     if (host) {
       loaded.host = load_host_kernel(cache(), loaded.kernel.source, loaded.kernel.kernel_name);
     } else {
-      NvrtcRequest req;
-      req.source = loaded.kernel.source;
-      req.name = loaded.kernel.kernel_name + ".cu";
-      req.arch = cuda->arch();
-      loaded.cuda_index = cuda->load(*nvrtc_build_cached(cache(), req), loaded.kernel.kernel_name);
+      loaded.cuda_index = cuda->load(*nvrtc_build_cached(cache(), nvrtc_request(loaded.kernel)), loaded.kernel.kernel_name);
     }
     return kernels.emplace(key, std::move(loaded)).first->second;
+  }
+
+  EmittedKernel generate(const CollectiveCall& call, const Choice& choice, const KernelShape& shape) const {
+    EmittedKernel kernel = generate_kernel(
+        options.schedule ? *options.schedule : find_shipped_schedule(call.collective, choice.algo).file, shape);
+    if (kernel.channels > kMaxChannels)
+      invalid(fmt::format("{} channels requested; at most {}", kernel.channels, kMaxChannels));
+    return kernel;
+  }
+
+  NvrtcRequest nvrtc_request(const EmittedKernel& kernel) const {
+    NvrtcRequest req;
+    req.source = kernel.source;
+    req.name = kernel.kernel_name + ".cu";
+    req.arch = cuda->arch();
+    return req;
+  }
+
+  // The compile kernel_for would do for `kernel`, as a task that needs nothing of this Impl:
+  // only the cache and copies of the requests.
+  std::function<void()> compile_task(const EmittedKernel& kernel) const {
+    JitCache& c = cache();
+    if (host) return [&c, req = host_kernel_request(kernel.source, kernel.kernel_name)] { host_compile_cached(c, req); };
+    return [&c, req = nvrtc_request(kernel)] { nvrtc_build_cached(c, req); };
+  }
+
+  void warm_up(const std::vector<CollectiveCall>& shapes, bool in_place, WarmUp mode) {
+    std::vector<std::function<void()>> tasks;
+    std::set<std::string> keys;
+    const int n = nranks();
+    for (const CollectiveCall& call : shapes) {
+      const char* what = collective_name(call.collective);
+      const bool rooted = call.collective == Collective::Broadcast || call.collective == Collective::Reduce;
+      if (rooted && (call.root < 0 || call.root >= n))
+        invalid(fmt::format("warm-up: {}: root {} is not a rank of this communicator (0..{})", what, call.root, n - 1));
+      if (call.count == 0) continue;  // such a call moves nothing and runs no kernel
+      if (call.count > static_cast<uint64_t>(PTRDIFF_MAX) / static_cast<uint64_t>(n) / data_type_size(call.dtype))
+        invalid(fmt::format("warm-up: {}: count {} over {} ranks overflows the address space", what, call.count, n));
+      const KernelShape shape = kernel_shape(call, in_place);
+      const std::string key = kernel_key(choose(call), shape);
+      if (kernels.count(key) || !keys.insert(key).second) continue;  // loaded already, or listed
+      tasks.push_back(compile_task(generate(call, choose(call), shape)));
+    }
+    if (tasks.empty()) return;
+    if (mode == WarmUp::Wait) {
+      for (const auto& task : tasks) task();
+      return;
+    }
+    try {
+      warmers.emplace_back([tasks = std::move(tasks)] {
+        for (const auto& task : tasks) {
+          try {
+            task();
+          } catch (const std::exception&) {
+            // Left to the call that needs this kernel: it compiles it again and reports why.
+          }
+        }
+      });
+    } catch (const std::system_error& e) {
+      throw Error(ErrorKind::System, fmt::format("cannot start the warm-up thread: {}", e.what()));
+    }
   }
 
   Prepared prepare(const CollectiveCall& call, bool in_place) {
@@ -378,6 +448,12 @@ void Communicator::synchronize_rank(int rank) {
   if (rank < 0 || rank >= impl.nranks())
     invalid(fmt::format("rank {} is not a rank of this communicator (0..{})", rank, impl.nranks() - 1));
   translating([&] { impl.host ? impl.host->synchronize(rank) : impl.cuda->synchronize(rank); });
+}
+
+void Communicator::warm_up(const std::vector<CollectiveCall>& shapes, bool in_place, WarmUp mode) {
+  Impl& impl = live();
+  std::lock_guard lock(impl.mutex);
+  translating([&] { impl.warm_up(shapes, in_place, mode); });
 }
 
 std::string Communicator::algorithm_for(const CollectiveCall& call) const {

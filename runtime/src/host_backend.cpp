@@ -29,11 +29,15 @@ bool spin_until(Pred pred) {
 
 }  // namespace
 
-HostKernel load_host_kernel(JitCache& cache, const std::string& source, const std::string& name) {
+HostCompileRequest host_kernel_request(const std::string& source, const std::string& name) {
   HostCompileRequest req;
   req.source = source;
   req.name = name + ".cpp";
-  auto object = std::make_shared<const SharedObject>(*host_compile_cached(cache, req));
+  return req;
+}
+
+HostKernel load_host_kernel(JitCache& cache, const std::string& source, const std::string& name) {
+  auto object = std::make_shared<const SharedObject>(*host_compile_cached(cache, host_kernel_request(source, name)));
   auto entry = reinterpret_cast<HostKernel::Entry>(object->symbol(name.c_str()));
   return {std::move(object), entry};
 }

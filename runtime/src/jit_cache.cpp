@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <future>
 #include <iterator>
 
 #include <fmt/format.h>
@@ -68,27 +69,51 @@ void JitCache::forget_memory() {
 
 JitCache::Entry JitCache::get(const std::string& key, std::string_view what,
                               const std::function<std::string()>& build) {
+  std::promise<std::shared_ptr<const std::string>> mine;
   {
-    std::lock_guard lock(mutex_);
+    std::unique_lock lock(mutex_);
     if (auto it = memory_.find(key); it != memory_.end()) return {it->second, Hit::Memory};
+    if (auto it = building_.find(key); it != building_.end()) {
+      // Another thread (a warm-up, say) is producing this entry: wait for it, not for a second
+      // compile of the same bytes. Its failure is this call's failure too.
+      std::shared_future<std::shared_ptr<const std::string>> theirs = it->second;
+      lock.unlock();
+      return {theirs.get(), Hit::Memory};
+    }
+    building_.emplace(key, mine.get_future().share());
   }
+  try {
+    Entry entry = produce(key, what, build);
+    mine.set_value(entry.bytes);
+    std::lock_guard lock(mutex_);
+    memory_.emplace(key, entry.bytes);
+    building_.erase(key);
+    return entry;
+  } catch (...) {
+    mine.set_exception(std::current_exception());
+    std::lock_guard lock(mutex_);
+    building_.erase(key);
+    throw;
+  }
+}
+
+JitCache::Entry JitCache::produce(const std::string& key, std::string_view what,
+                                  const std::function<std::string()>& build) {
   using Clock = std::chrono::steady_clock;
   const auto start = Clock::now();
   auto elapsed_ms = [&] {
     return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
   };
-
   Entry entry;
   if (!dir_.empty()) entry = {read_entry(entry_path(key)), Hit::Disk};
   if (entry.bytes) {
     if (jit_log_enabled()) fmt::print(stderr, "ccc jit: {}: disk hit in {:.1f} ms\n", what, elapsed_ms());
-  } else {
-    entry = {std::make_shared<const std::string>(build()), Hit::Miss};
-    if (jit_log_enabled()) fmt::print(stderr, "ccc jit: {}: compiled in {:.1f} ms\n", what, elapsed_ms());
-    if (!dir_.empty()) write_entry(key, *entry.bytes);
+    return entry;
   }
-  std::lock_guard lock(mutex_);
-  memory_.emplace(key, entry.bytes);  // another thread may have won the race: same bytes
+  entry = {std::make_shared<const std::string>(build()), Hit::Miss};
+  builds_.fetch_add(1, std::memory_order_relaxed);
+  if (jit_log_enabled()) fmt::print(stderr, "ccc jit: {}: compiled in {:.1f} ms\n", what, elapsed_ms());
+  if (!dir_.empty()) write_entry(key, *entry.bytes);
   return entry;
 }
 

@@ -270,3 +270,51 @@ TEST(Communicator, SelectsBySizeOnATopology) {
   comm.all_reduce(send, recv, 2, DataType::F32, ReduceOp::Sum);
   for (const auto& v : bufs) EXPECT_EQ(v, std::vector<float>(2, 8.0f)) << small_algo;
 }
+
+// warm_up compiles what calls of the declared shapes will run, so the calls compile nothing.
+// A memory-only cache of the test's own: every kernel it holds was built in this test.
+TEST(Communicator, WarmUpCompilesAheadWhatTheCallsRun) {
+  JitCache cache{std::filesystem::path()};
+  CommOptions o = options();
+  o.cache = &cache;
+  Communicator comm = Communicator::host(3, o);
+  const CollectiveCall f32 = shape_of(Collective::AllReduce, 1000, DataType::F32, ReduceOp::Sum, -1);
+  CollectiveCall same_kernel = f32;
+  same_kernel.count = 5000;  // one ring kernel serves every count
+  comm.warm_up({f32, same_kernel}, /*in_place*/ false, Communicator::WarmUp::Wait);
+  EXPECT_EQ(cache.builds(), 1u);
+  EXPECT_EQ(check(comm, f32, false), 0u);
+  EXPECT_EQ(check(comm, same_kernel, false), 0u);
+  EXPECT_EQ(cache.builds(), 1u) << "the calls found the warmed kernel";
+  EXPECT_EQ(check(comm, f32, true), 0u);
+  EXPECT_EQ(cache.builds(), 2u) << "in place is another kernel, not warmed";
+
+  // In the background: the call that needs the kernel while it compiles waits for that compile.
+  const CollectiveCall i32 = shape_of(Collective::AllGather, 777, DataType::I32, ReduceOp::Sum, -1);
+  comm.warm_up({i32});
+  EXPECT_EQ(check(comm, i32, false), 0u);
+  EXPECT_EQ(cache.builds(), 3u) << "compiled once, by the warm-up or by the call, not by both";
+
+  const CollectiveCall bad_root = shape_of(Collective::Broadcast, 10, DataType::F32, ReduceOp::Sum, 3);
+  try {
+    comm.warm_up({bad_root});
+    ADD_FAILURE() << "root 3 of 3 ranks was accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::InvalidArgument);
+    EXPECT_NE(std::string(e.what()).find("root 3 is not a rank"), std::string::npos) << e.what();
+  }
+  comm.warm_up({shape_of(Collective::AllReduce, 0, DataType::F64, ReduceOp::Max, -1)}, false,
+               Communicator::WarmUp::Wait);
+  EXPECT_EQ(cache.builds(), 3u) << "a count of 0 runs no kernel";
+}
+
+// A communicator destroyed while its warm-up still compiles waits for that thread first.
+TEST(Communicator, DestroyJoinsItsWarmUp) {
+  JitCache cache{std::filesystem::path()};
+  CommOptions o = options();
+  o.cache = &cache;
+  Communicator comm = Communicator::host(2, o);
+  comm.warm_up({shape_of(Collective::ReduceScatter, 64, DataType::F16, ReduceOp::Max, -1)});
+  comm.destroy();
+  EXPECT_EQ(cache.builds(), 1u);
+}

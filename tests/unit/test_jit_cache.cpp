@@ -3,8 +3,12 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <chrono>
 #include <fstream>
+#include <future>
 #include <iterator>
+#include <stdexcept>
+#include <thread>
 
 #include "ccc/content_hash.h"
 #include "ccc/jit_cache.h"
@@ -193,4 +197,39 @@ TEST(JitCache, TwoProcessesWritingOneEntryNeverSeeAPartialOne) {
     ++entries;
   }
   EXPECT_EQ(entries, kKeys);
+}
+
+// While one thread builds a key, another asking for it waits for that build instead of building
+// it again (a warm-up and the call that needs its kernel), and shares its failure.
+TEST(JitCache, ConcurrentGetsOfOneKeyBuildOnce) {
+  for (bool fail : {false, true}) {
+    JitCache cache{fs::path()};
+    std::promise<void> started, release;
+    std::shared_future<void> go = release.get_future().share();
+    auto slow = [&] {
+      started.set_value();
+      go.wait();
+      if (fail) throw std::runtime_error("compile failed");
+      return std::string("image");
+    };
+    auto first = std::async(std::launch::async, [&] { return cache.get("k", "t", slow); });
+    started.get_future().wait();
+    auto second = std::async(std::launch::async, [&] {
+      return cache.get("k", "t", [] { return std::string("a second build"); });
+    });
+    // Give the second get time to find the build in flight (it also passes if it comes later:
+    // then it is a memory hit, or after a failure a build of its own, which the checks tell).
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    release.set_value();
+    if (fail) {
+      EXPECT_THROW(first.get(), std::runtime_error);
+      EXPECT_THROW(second.get(), std::runtime_error) << "the waiter shares the build's failure";
+      EXPECT_EQ(cache.builds(), 0u);
+      EXPECT_EQ(*cache.get("k", "t", [] { return std::string("rebuilt"); }).bytes, "rebuilt") << "nothing was cached";
+    } else {
+      EXPECT_EQ(*first.get().bytes, "image");
+      EXPECT_EQ(*second.get().bytes, "image");
+      EXPECT_EQ(cache.builds(), 1u);
+    }
+  }
 }

@@ -31,6 +31,10 @@ struct HostKernel {
   Entry entry = nullptr;
 };
 
+// What load_host_kernel compiles for generated `source` whose kernel is named `name` (a warm-up
+// compiles the same request ahead, so the load finds it in the cache).
+HostCompileRequest host_kernel_request(const std::string& source, const std::string& name);
+
 // Compiles (through `cache`) and loads generated `source`, whose kernel is named `name`.
 HostKernel load_host_kernel(JitCache& cache, const std::string& source, const std::string& name);
 

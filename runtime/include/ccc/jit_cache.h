@@ -8,7 +8,9 @@
 // be written the cache warns once and keeps entries in memory only.
 #pragma once
 
+#include <atomic>
 #include <filesystem>
+#include <future>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -35,9 +37,14 @@ class JitCache {
   };
 
   // The entry for `key`, from memory, else disk, else `build()` (whose exceptions propagate and
-  // cache nothing). `what` names the artifact in CCC_JIT_LOG lines.
+  // cache nothing). `what` names the artifact in CCC_JIT_LOG lines. Thread-safe; while one
+  // thread builds a key, other threads asking for it wait for that build (and share its
+  // failure) instead of building it again.
   Entry get(const std::string& key, std::string_view what,
             const std::function<std::string()>& build);
+
+  // How many times get() has called a `build` so far (disk and memory hits do not count).
+  uint64_t builds() const { return builds_.load(std::memory_order_relaxed); }
 
   // Drops the in-memory entries (the next get of a key reads the disk), for benchmarks and tests.
   void forget_memory();
@@ -46,12 +53,15 @@ class JitCache {
   std::filesystem::path entry_path(const std::string& key) const;
 
  private:
+  Entry produce(const std::string& key, std::string_view what, const std::function<std::string()>& build);
   std::shared_ptr<const std::string> read_entry(const std::filesystem::path& path) const;
   void write_entry(const std::string& key, const std::string& bytes);
 
   std::filesystem::path dir_;
   std::mutex mutex_;
   std::unordered_map<std::string, std::shared_ptr<const std::string>> memory_;
+  std::unordered_map<std::string, std::shared_future<std::shared_ptr<const std::string>>> building_;
+  std::atomic<uint64_t> builds_{0};
   bool disk_writable_ = true;  // false after the first failed write (and its one warning)
 };
 
