@@ -4,6 +4,9 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
+#include <set>
+#include <tuple>
 #include <vector>
 
 #include "ccc/dependencies.h"
@@ -317,6 +320,75 @@ std::string what_is_wrong(const StepProgram& p, Expect want, int64_t chunk, cons
   return out;
 }
 
+// A read in the same step as the write it needed: `reader` reads `buffer` chunk `chunk` of rank
+// `owner` at step `reader.step`, and `writer` (an op of `owner`) writes it in that same step.
+// Lock-step reads see the value from before the step, so the reader gets the old value.
+struct EarlyRead {
+  OpRef reader;
+  OpRef writer;
+  Buffer buffer = Buffer::Output;
+  int64_t chunk = 0;
+};
+
+// Follows the value a rank ends with in one chunk back through the ops that made it, and
+// returns the earliest read among them that happens in the very step its source is written.
+// Only the program's structure is walked (which op last wrote a location before a step), each
+// (rank, buffer, step) once, and at most kMaxVisited of them: bounded on any program.
+class EarlyReadSearch {
+ public:
+  EarlyReadSearch(const StepProgram& p, int64_t chunk) : p_(p), chunk_(chunk) {
+    writes_.resize(static_cast<size_t>(p.nranks) * 3);
+    for (int r = 0; r < p.nranks; ++r)
+      for (int k = 0; k < p.nsteps(); ++k)
+        for (int i = 0; i < static_cast<int>(p.ops[r][k].size()); ++i) {
+          const Op& op = p.ops[r][k][i];
+          if (op.chunks.begin <= chunk && chunk < op.chunks.end()) writes_[slot(r, op.dst)].push_back({r, k, i});
+        }
+  }
+
+  std::optional<EarlyRead> from(int rank, Buffer buffer) {
+    std::optional<EarlyRead> earliest;
+    std::vector<std::tuple<int, Buffer, int>> todo{{rank, buffer, p_.nsteps()}};
+    std::set<std::tuple<int, Buffer, int>> seen;
+    while (!todo.empty() && seen.size() < kMaxVisited) {
+      auto [r, b, time] = todo.back();
+      todo.pop_back();
+      if (!seen.insert({r, b, time}).second) continue;
+      // The ops of the last step before `time` that wrote (r, b): several reduces may share it.
+      const std::vector<OpRef>& w = writes_[slot(r, b)];
+      auto end = std::lower_bound(w.begin(), w.end(), time, [](const OpRef& o, int t) { return o.step < t; });
+      if (end == w.begin()) continue;  // never written before: the rank's input, or undefined
+      const int step = std::prev(end)->step;
+      for (auto it = std::prev(end); it->step == step; --it) {
+        const Op& op = p_.ops[r][step][it->op];
+        if (std::optional<OpRef> writer = writer_in(op.peer, op.src, step); writer && op.peer != r) {
+          if (!earliest || step < earliest->reader.step) earliest = EarlyRead{*it, *writer, op.src, chunk_};
+        }
+        todo.emplace_back(op.peer, op.src, step);
+        if (op.kind == OpKind::Reduce) todo.emplace_back(r, op.dst, step);
+        if (it == w.begin()) break;
+      }
+    }
+    return earliest;
+  }
+
+ private:
+  static constexpr size_t kMaxVisited = size_t{1} << 20;
+  size_t slot(int r, Buffer b) const { return static_cast<size_t>(r) * 3 + static_cast<size_t>(b); }
+
+  // The op of rank `r` that writes (b, chunk) at `step`, if any.
+  std::optional<OpRef> writer_in(int r, Buffer b, int step) const {
+    const std::vector<OpRef>& w = writes_[slot(r, b)];
+    auto it = std::lower_bound(w.begin(), w.end(), step, [](const OpRef& o, int t) { return o.step < t; });
+    if (it == w.end() || it->step != step) return std::nullopt;
+    return *it;
+  }
+
+  const StepProgram& p_;
+  int64_t chunk_;
+  std::vector<std::vector<OpRef>> writes_;  // [rank * 3 + buffer]: the ops writing chunk_, by step
+};
+
 class PostconditionCheck {
  public:
   PostconditionCheck(const StepProgram& p, const Executor<HashDomain>& run, Diagnostics& d)
@@ -359,6 +431,13 @@ class PostconditionCheck {
     const Op* writer = w.step >= 0 ? &p_.ops[r][w.step][w.op] : nullptr;
     SourceLoc at = writer ? writer->loc : p_.loc;  // no op wrote it: the schedule as a whole is wrong
     std::string head = fmt::format("rank {} ends with chunk {}", r, c);
+    if (v.undef != kNeverWritten) {
+      if (std::optional<EarlyRead> early = EarlyReadSearch(p_, c).from(r, Buffer::Output)) {
+        report_early_read(*early, head + " " + (v.undef == kDefined ? what_is_wrong(p_, want, c, exact(c, r)) : "undefined"));
+        note_writer(r, w, writer);
+        return;
+      }
+    }
     if (v.undef == kNeverWritten) {
       d_.error(at, head + " undefined: nothing ever writes it");
       return;
@@ -376,6 +455,18 @@ class PostconditionCheck {
     }
     d_.error(at, head + " " + what_is_wrong(p_, want, c, exact(c, r)));
     note_writer(r, w, writer);
+  }
+
+  // The read that came too early is the bug: the error points there.
+  void report_early_read(const EarlyRead& e, const std::string& head) {
+    const Op& reader = p_.ops[e.reader.rank][e.reader.step][e.reader.op];
+    const Op& writer = p_.ops[e.writer.rank][e.writer.step][e.writer.op];
+    d_.error(reader.loc, fmt::format("{}: rank {} reads {} of rank {} at {}, which rank {} writes in that same step; "
+                                     "lock-step reads see the old value",
+                                     head, e.reader.rank, describe_chunks(e.buffer, {e.chunk, 1}), e.writer.rank,
+                                     describe_step(p_, e.reader.step), e.writer.rank));
+    d_.note(writer.loc, fmt::format("the write it needed: rank {}: {} (a read in a later step sees it)", e.writer.rank,
+                                    describe_op(writer, e.writer.rank)));
   }
 
   void note_writer(int r, LastWriter w, const Op* writer) {
