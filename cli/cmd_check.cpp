@@ -25,6 +25,7 @@ int run_check(const ParsedArgs& args, std::ostream& out, std::ostream& err) {
   std::optional<PlannedProgram> planned;
   for (int root = 0; root < roots; ++root) {
     if (fe->roots != Roots::Given) fe->options.root = root;
+    fe->warnings = root == 0;  // the same schedule text: its warnings once
     program = run_front_end_on(*fe, {}, err);
     if (program) planned = run_analysis_on(*fe, *program, args.has("--in-place"), {}, err);
     if (!program || !planned) {
@@ -53,7 +54,7 @@ int run_check(const ParsedArgs& args, std::ostream& out, std::ostream& err) {
 
 const Command& check_command() {
   static const Command cmd{"check", "parse, instantiate, verify a schedule for N ranks and plan its syncs",
-                           "ccc check FILE --ranks N [--root R|all] [--in-place]", front_end_options(), &run_check};
+                           "ccc check FILE --ranks N [--root R|all] [--in-place] [--Werror]", front_end_options(), &run_check};
   return cmd;
 }
 

@@ -41,6 +41,8 @@ struct FrontEndArgs {
   // commands that build one kernel), every root (`--root all`), or every root up to
   // kEveryRootByDefaultRanks ranks and root 0 beyond (`ccc check` without --root).
   enum class Roots { Given, Every, EveryIfFew } roots = Roots::Given;
+  bool werror = false;   // --Werror: warnings are errors
+  bool warnings = true;  // show warnings (ccc check shows those of its first root only)
 };
 inline constexpr int kEveryRootByDefaultRanks = 64;
 std::optional<FrontEndArgs> front_end_args(const Command& cmd, const ParsedArgs& args, std::ostream& err,

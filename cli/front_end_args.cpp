@@ -11,6 +11,7 @@ std::vector<OptionSpec> front_end_options() {
       {"--root", "R", fmt::format("root rank of a broadcast or reduce; check: 'all' proves each (the default up to "
                              "{} ranks, root 0 beyond); others: default 0", kEveryRootByDefaultRanks)},
       {"--in-place", "", "input and output are one buffer: plan syncs (and staging) for that"},
+      {"--Werror", "", "treat warnings (unused let, a write nobody reads, an idle step, ...) as errors"},
   };
 }
 
@@ -29,6 +30,7 @@ std::optional<FrontEndArgs> front_end_args(const Command& cmd, const ParsedArgs&
     return fail(args.positional.empty() ? "no schedule file given" : "give exactly one schedule file");
   FrontEndArgs fe;
   fe.path = args.positional[0];
+  fe.werror = args.has("--Werror");
   std::optional<std::string> ranks = args.get("--ranks");
   if (!ranks) return fail("--ranks N is required");
   // Any count parses here; instantiation reports one outside the documented limits.
@@ -60,20 +62,22 @@ std::optional<StepProgram> run_front_end_on(const FrontEndArgs& fe, const DumpHo
     for (const Diagnostic& d : diags.all()) err << "ccc: error: " << d.message << "\n";
     return std::nullopt;
   }
+  diags.warnings_are_errors(fe.werror);
   std::optional<StepProgram> program = run_front_end(*file, fe.options, diags, dump);
-  err << diags.render(&*file);
+  err << diags.render(&*file, fe.warnings);
   return program;
 }
 
 std::optional<PlannedProgram> run_analysis_on(const FrontEndArgs& fe, const StepProgram& program, bool in_place,
                                               const DumpHook& dump, std::ostream& err) {
   Diagnostics diags;
+  diags.warnings_are_errors(fe.werror);
   SyncOptions options;
   options.in_place = in_place;
   std::optional<PlannedProgram> planned = run_analysis(program, options, diags, dump);
   Diagnostics reread;  // the front end read the file a moment ago; this copy only shows source lines
   std::optional<SourceFile> file = read_source(fe.path, reread);
-  err << diags.render(file ? &*file : nullptr);
+  err << diags.render(file ? &*file : nullptr, fe.warnings);
   return planned;
 }
 

@@ -2,7 +2,10 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <map>
+#include <utility>
+#include <vector>
 #include <string>
 
 namespace ccc {
@@ -32,6 +35,8 @@ struct Symbol {
   bool is_function = false;
   int index = -1;  // slot or function index
   SourceLoc loc;   // invalid for r, N, root
+  bool is_let = false;
+  bool used = false;  // named by an expression: a `let` never named gets a warning
 };
 
 class Checker {
@@ -46,6 +51,8 @@ class Checker {
     if (s_.collective == Collective::Broadcast || s_.collective == Collective::Reduce)
       s_.slot_root = declare_builtin_var("root");
     check_block(s_.body, Context::Top);
+    pop_scope();
+    warn_about_what_is_unused();
     if (!seen_chunks_) diags_.error(s_.loc, "the schedule never says how many chunks it has (add 'chunks EXPR')");
     s_.num_slots = static_cast<int>(rank_dependent_.size());
     return !diags_.has_errors();
@@ -62,12 +69,34 @@ class Checker {
     return slot;
   }
 
-  const Symbol* lookup(const std::string& name) const {
+  Symbol* lookup(const std::string& name) {
     for (auto it = scopes_.rbegin(); it != scopes_.rend(); ++it) {
       auto found = it->find(name);
       if (found != it->end()) return &found->second;
     }
     return nullptr;
+  }
+
+  // Leaves the innermost scope, remembering each `let` of it that no expression named.
+  void pop_scope() {
+    for (const auto& [name, sym] : scopes_.back())
+      if (sym.is_let && !sym.used) unused_.emplace_back(sym.loc, name);
+    scopes_.pop_back();
+  }
+
+  // Warnings only for a schedule without errors: next to an error they are noise (a `let`
+  // whose use failed to resolve, say).
+  void warn_about_what_is_unused() {
+    if (diags_.has_errors()) return;
+    std::sort(unused_.begin(), unused_.end(), [](const auto& a, const auto& b) {
+      return std::pair(a.first.line, a.first.col) < std::pair(b.first.line, b.first.col);
+    });
+    for (const auto& [loc, name] : unused_) diags_.warning(loc, fmt::format("'{}' is defined but never used", name));
+    for (const auto& [loc, first] : duplicate_phases_) {
+      diags_.warning(loc, fmt::format("two phases are named '{}': diagnostics and step tables will not tell them apart",
+                                      first.second));
+      diags_.note(first.first, "the other one");
+    }
   }
 
   // Declares `name` in the innermost scope; names never shadow (a reader should not have to wonder
@@ -97,7 +126,7 @@ class Checker {
     for (Expr& a : e.args) dep = check_expr(a) || dep;
     switch (e.kind) {
       case Expr::Kind::Name: {
-        const Symbol* sym = lookup(e.name);
+        Symbol* sym = lookup(e.name);
         if (!sym) {
           if (e.name == "root")
             diags_.error(e.loc, "'root' is only defined in broadcast and reduce schedules");
@@ -107,6 +136,7 @@ class Checker {
             diags_.error(e.loc, fmt::format("unknown name '{}'", e.name));
           return false;
         }
+        sym->used = true;
         if (sym->is_function) {
           diags_.error(e.loc, fmt::format("'{}' is a function; call it as {}(...)", e.name, e.name));
           return false;
@@ -119,7 +149,8 @@ class Checker {
         if (const BuiltinInfo* b = find_builtin(e.name)) {
           e.builtin = b->id;
           arity = b->arity;
-        } else if (const Symbol* sym = lookup(e.name); sym && sym->is_function) {
+        } else if (Symbol* sym = lookup(e.name); sym && sym->is_function) {
+          sym->used = true;
           e.slot = sym->index;
           arity = s_.functions[e.slot].param_slots.size();
           dep = dep || function_rank_dependent_[e.slot];
@@ -159,7 +190,7 @@ class Checker {
     if (!let.is_function) {
       bool dep = check_expr(let.value);
       let.slot = new_slot(dep);
-      declare(let.name, loc, Symbol{false, let.slot, {}});
+      declare(let.name, loc, Symbol{false, let.slot, {}, true});
       return;
     }
     // A function sees its parameters and the names visible where it is defined; it is not in
@@ -172,12 +203,12 @@ class Checker {
       declare(p, loc, Symbol{false, slot, {}});
     }
     bool dep = check_expr(let.value);
-    scopes_.pop_back();
+    pop_scope();
     fn.body = let.value;
     let.slot = static_cast<int>(s_.functions.size());
     s_.functions.push_back(std::move(fn));
     function_rank_dependent_.push_back(dep);
-    declare(let.name, loc, Symbol{true, let.slot, {}});
+    declare(let.name, loc, Symbol{true, let.slot, {}, true});
   }
 
   void misplaced(SourceLoc loc, const char* what, const char* where) {
@@ -187,7 +218,7 @@ class Checker {
   void check_block(ast::Block& block, Context ctx) {
     scopes_.emplace_back();
     for (ast::Stmt& st : block) check_stmt(st, ctx);
-    scopes_.pop_back();
+    pop_scope();
   }
 
   void check_stmt(ast::Stmt& st, Context ctx) {
@@ -209,6 +240,8 @@ class Checker {
   void check_node(ast::PhaseStmt& n, SourceLoc loc, Context ctx) {
     if (ctx != Context::Top) return misplaced(loc, "phase", "at the top of the schedule");
     seen_phase_ = true;
+    if (auto [it, fresh] = phase_names_.emplace(n.name, loc); !fresh)
+      duplicate_phases_.emplace_back(loc, std::pair(it->second, n.name));
     check_block(n.body, Context::Phase);
   }
   void check_node(ast::StepStmt& n, SourceLoc loc, Context ctx) {
@@ -216,13 +249,13 @@ class Checker {
       return misplaced(loc, "step", ctx == Context::Step ? "in a phase, not inside another step" : "inside a phase");
     if (n.loop) check_loop(*n.loop);
     check_block(n.body, Context::Step);
-    if (n.loop) scopes_.pop_back();
+    if (n.loop) pop_scope();
   }
   void check_node(ast::ForStmt& n, SourceLoc loc, Context ctx) {
     if (ctx != Context::Step) return misplaced(loc, "for", "inside a step (use 'step VAR in A .. B' for a sequence of steps)");
     check_loop(n.loop);
     check_block(n.body, Context::Step);
-    scopes_.pop_back();
+    pop_scope();
   }
   void check_node(ast::IfStmt& n, SourceLoc loc, Context ctx) {
     if (ctx == Context::Top) return misplaced(loc, "if", "inside a phase or a step");
@@ -244,6 +277,9 @@ class Checker {
   std::vector<bool> function_rank_dependent_;  // per function: its body reads r
   bool seen_chunks_ = false;
   bool seen_phase_ = false;
+  std::map<std::string, SourceLoc> phase_names_;
+  std::vector<std::pair<SourceLoc, std::string>> unused_;  // `let`s no expression named
+  std::vector<std::pair<SourceLoc, std::pair<SourceLoc, std::string>>> duplicate_phases_;  // (it, (first, name))
 };
 
 }  // namespace

@@ -22,6 +22,7 @@ void Diagnostics::error(SourceLoc loc, std::string message) {
   ++errors_;
 }
 void Diagnostics::warning(SourceLoc loc, std::string message) {
+  if (werror_) return error(loc, std::move(message) + " [-Werror]");
   list_.push_back({Severity::Warning, loc, std::move(message)});
 }
 void Diagnostics::note(SourceLoc loc, std::string message) {
@@ -59,9 +60,13 @@ std::string render_diagnostic(const Diagnostic& d, const SourceFile* file) {
   return out;
 }
 
-std::string Diagnostics::render(const SourceFile* file) const {
+std::string Diagnostics::render(const SourceFile* file, bool warnings) const {
   std::string out;
-  for (const auto& d : list_) out += render_diagnostic(d, file);
+  bool shown = true;  // a note follows the fate of the diagnostic it belongs to
+  for (const auto& d : list_) {
+    if (d.severity != Severity::Note) shown = warnings || d.severity != Severity::Warning;
+    if (shown) out += render_diagnostic(d, file);
+  }
   return out;
 }
 

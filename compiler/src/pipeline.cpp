@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "ccc/graph.h"
+#include "ccc/lint.h"
 #include "ccc/lexer.h"
 #include "ccc/parser.h"
 #include "ccc/rewrites.h"
@@ -83,6 +84,8 @@ std::optional<PlannedProgram> run_analysis(const StepProgram& program, const Syn
     const StepProgram resolved = resolve_first_reads(program);  // what verify and sync analyse
     return print_graph(resolved, build_graph(resolved, options.in_place));
   });
+  lint(program, diags);
+  if (diags.has_errors()) return std::nullopt;  // --Werror
   if (!verify(program, diags)) return std::nullopt;
   dump(Pass::Verify, [&] { return fmt::format("verified: {} ({}) for N = {}\n", program.schedule,
                                               collective_name(program.collective), program.nranks); });

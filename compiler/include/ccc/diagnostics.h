@@ -40,20 +40,26 @@ struct Diagnostic {
 class Diagnostics {
  public:
   void error(SourceLoc loc, std::string message);
+  // A warning, or an error marked [-Werror] once warnings_are_errors() is set.
   void warning(SourceLoc loc, std::string message);
   void note(SourceLoc loc, std::string message);
+
+  // `--Werror`: later warnings become errors (and so stop the pipeline like any error).
+  void warnings_are_errors(bool on) { werror_ = on; }
 
   bool has_errors() const { return errors_ > 0; }
   int error_count() const { return errors_; }
   const std::vector<Diagnostic>& all() const { return list_; }
 
   // Renders every diagnostic as `file:line:col: severity: message` plus the source line and a
-  // caret. `file` may be null (then no source line is shown).
-  std::string render(const SourceFile* file) const;
+  // caret. `file` may be null (then no source line is shown). `warnings` false leaves warnings
+  // (and their notes) out.
+  std::string render(const SourceFile* file, bool warnings = true) const;
 
  private:
   std::vector<Diagnostic> list_;
   int errors_ = 0;
+  bool werror_ = false;
 };
 
 // Renders one diagnostic (see Diagnostics::render).
