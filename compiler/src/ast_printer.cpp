@@ -101,9 +101,15 @@ class Printer {
       out += " chunks " + print_expr(n.first) + " .. " + print_expr(*n.last);
     else
       out += " chunk " + print_expr(n.first);
-    out += buffer_prefix(n.dst, "into");
-    out += " from ";
-    if (n.src != Buffer::Output) out += fmt::format("{} of ", buffer_name(n.src));
+    if (n.push) {
+      if (n.src != Buffer::Output) out += fmt::format(" from {}", buffer_name(n.src));
+      out += " to ";
+      if (n.dst != Buffer::Output) out += fmt::format("{} of ", buffer_name(n.dst));
+    } else {
+      out += buffer_prefix(n.dst, "into");
+      out += " from ";
+      if (n.src != Buffer::Output) out += fmt::format("{} of ", buffer_name(n.src));
+    }
     out += print_expr(n.peer);
   }
 };

@@ -83,6 +83,9 @@ class Instantiator {
         run_rank();
         if (rank_ == 0) check_size_from_rank0();
       }
+      // After every rank has run: pushes from later ranks add ops to earlier ones.
+      for (rank_ = 0; rank_ < n; ++rank_)
+        for (int k = 0; k < prog_.nsteps(); ++k) check_step_writes(k);
     } catch (const EvalError& e) {
       diags_.error(e.loc, e.message);
       if (!e.note.empty()) diags_.note(e.note_loc, e.note);
@@ -257,7 +260,6 @@ class Instantiator {
     if (rank_ > 0 && next_step_ != prog_.nsteps())
       fail(s_.loc, fmt::format("the sequence of steps depends on r: rank 0 has {} steps, rank {} has {}",
                                prog_.nsteps(), rank_, next_step_));
-    for (int k = 0; k < prog_.nsteps(); ++k) check_step_writes(k);
   }
 
   void run_block(const ast::Block& block) {
@@ -347,10 +349,18 @@ class Instantiator {
     if (peer < 0 || peer >= opts_.nranks)
       fail(n.peer.loc, fmt::format("peer {} is out of range: ranks are 0 .. {}", peer, opts_.nranks - 1));
     if (peer == rank_ && n.src == n.dst)
-      fail(loc, fmt::format("{} from itself: rank {} would read and write its own {} (a local op must read "
-                            "another buffer, e.g. 'from input of r')", op_kind_name(n.kind), rank_, buffer_name(n.dst)));
-    Op op{n.kind, {first, last - first + 1}, static_cast<int>(peer), n.src, n.dst, loc};
-    auto& ops = prog_.ops[static_cast<size_t>(rank_)][static_cast<size_t>(step_)];
+      fail(loc, n.push ? fmt::format("{} to itself: rank {} would read and write its own {} (a local op must write "
+                                     "another buffer, e.g. 'to scratch of r')", op_kind_name(n.kind), rank_,
+                                     buffer_name(n.dst))
+                       : fmt::format("{} from itself: rank {} would read and write its own {} (a local op must read "
+                                     "another buffer, e.g. 'from input of r')", op_kind_name(n.kind), rank_,
+                                     buffer_name(n.dst)));
+    // A push is the peer's pull from this rank: the step program has only pulls.
+    const int reader = n.push ? static_cast<int>(peer) : rank_;
+    Op op{n.kind, {first, last - first + 1}, n.push ? rank_ : static_cast<int>(peer), n.src, n.dst, loc};
+    auto& steps = prog_.ops[static_cast<size_t>(reader)];
+    if (steps.size() <= static_cast<size_t>(step_)) steps.resize(static_cast<size_t>(step_) + 1);  // a rank not run yet
+    auto& ops = steps[static_cast<size_t>(step_)];
     // Consecutive single-chunk ops from one statement (a `for` over chunks) merge into a range.
     if (!ops.empty()) {
       Op& prev = ops.back();

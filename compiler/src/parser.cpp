@@ -293,19 +293,50 @@ class Parser {
       fail(peek().loc, fmt::format("expected 'chunk' or 'chunks' after '{}', found {}", op_kind_name(op.kind),
                                    describe(peek())));
     }
-    if (at(Tok::KwInto)) {
+    // Pull: [into BUF] from [BUF of] PEER. Push: [from BUF] to [BUF of] PEER. `to` is a word,
+    // not a keyword, so it can still name a variable.
+    const bool into = at(Tok::KwInto);
+    if (into) {
       advance();
-      SourceLoc buf_loc = peek().loc;
-      op.dst = parse_buffer();
-      if (op.dst == Buffer::Input) error(buf_loc, "cannot write into input: a rank's input is read-only");
+      op.dst = parse_written_buffer("into");
     }
+    if (!into && at_word("to")) return parse_push(std::move(op));
+    if (!into && !at(Tok::KwFrom))
+      fail(peek().loc, fmt::format("expected 'from' (pull: from PEER) or 'to' (push: to PEER), found {}", describe(peek())));
     expect(Tok::KwFrom, "before the peer");
-    if (at(Tok::KwInput) || at(Tok::KwOutput) || at(Tok::KwScratch)) {
-      op.src = parse_buffer();
-      expect(Tok::KwOf, "after the source buffer");
+    if (at_buffer()) {
+      const Buffer b = parse_buffer();
+      if (!into && at_word("to")) {
+        op.src = b;
+        return parse_push(std::move(op));
+      }
+      op.src = b;
+      expect(Tok::KwOf, into ? "after the source buffer" : "after the source buffer (or 'to PEER' to push from it)");
     }
     op.peer = parse_expr();
     return op;
+  }
+
+  // After `to`: [BUF of] PEER, the rank whose BUF (default output) the op writes.
+  ast::OpStmt parse_push(ast::OpStmt op) {
+    advance();  // to
+    op.push = true;
+    if (at_buffer()) {
+      op.dst = parse_written_buffer("to");
+      expect(Tok::KwOf, "after the destination buffer");
+    }
+    op.peer = parse_expr();
+    return op;
+  }
+
+  bool at_word(std::string_view w) const { return at(Tok::Ident) && peek().text == w; }
+  bool at_buffer() const { return at(Tok::KwInput) || at(Tok::KwOutput) || at(Tok::KwScratch); }
+  Buffer parse_written_buffer(const char* how) {
+    SourceLoc buf_loc = peek().loc;
+    Buffer b = parse_buffer();
+    if (b == Buffer::Input)
+      error(buf_loc, fmt::format("cannot write {} input: a rank's input is read-only", how));
+    return b;
   }
 
   // ---- expressions (precedence as in Rust: bitwise above comparisons) ----

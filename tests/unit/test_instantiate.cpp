@@ -205,3 +205,42 @@ TEST(Instantiate, WorkLimitsCanBeLowered) {
   EXPECT_NE(diags.render(&file).find("it would execute 400 ops (100 per rank); the limit is 399"), std::string::npos)
       << diags.render(&file);
 }
+
+// A push is the peer's pull: the ring written with `to next` instantiates to the shipped ring's
+// ops at every N (only the source lines differ), and one verifies exactly when the other does.
+TEST(Instantiate, PushPhrasingGivesThePullProgram) {
+  const std::string push_ring = R"(allreduce ring {
+  chunks N
+  let next = (r + 1) % N
+  phase reduce_scatter {
+    step s in 0 .. N-2 { reduce chunk (r - s) % N to next }
+  }
+  phase all_gather {
+    step s in 0 .. N-2 { copy chunk (r - s + 1) % N from output to output of next }
+  }
+}
+)";
+  for (int n = 1; n <= 9; ++n) {
+    auto pushed = compile_text(push_ring, n);
+    auto pulled = compile_schedule("ring", n);
+    ASSERT_TRUE(pushed.program && pulled.program) << pushed.errors << pulled.errors;
+    ASSERT_EQ(pushed.program->nsteps(), pulled.program->nsteps());
+    for (int r = 0; r < n; ++r)
+      for (int k = 0; k < pulled.program->nsteps(); ++k) {
+        std::vector<Op> a = pushed.program->ops[r][k], b = pulled.program->ops[r][k];
+        for (Op& op : a) op.loc = {};
+        for (Op& op : b) op.loc = {};
+        EXPECT_EQ(a, b) << "N = " << n << " rank " << r << " step " << k;
+      }
+  }
+}
+
+// Pushes from a rank that runs later land in the step lists of ranks that already ran, and
+// the copy-and-another-write check sees them: two ranks pushing a copy into one chunk clash.
+TEST(Instantiate, PushesAreCheckedAfterEveryRankRan) {
+  auto r = compile_text(one_step("if r != 0 { copy chunk 0 to 0 }"), 3);
+  EXPECT_FALSE(r.program);
+  EXPECT_NE(r.errors.find("output chunk 0 of rank 0 is written by a copy and by another op in the same step"),
+            std::string::npos)
+      << r.errors;
+}

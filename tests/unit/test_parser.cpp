@@ -67,7 +67,7 @@ TEST(Parser, SeveralSyntaxErrorsInOneFile) {
   EXPECT_EQ(errors,
             "p.sched:3:3: error: expected an expression, found 'let'\n  let = 3\n  ^\n"
             "p.sched:3:7: error: expected a name after 'let', found '='\n  let = 3\n      ^\n"
-            "p.sched:4:35: error: expected 'from' before the peer, found 'frm'\n"
+            "p.sched:4:35: error: expected 'from' (pull: from PEER) or 'to' (push: to PEER), found 'frm'\n"
             "  phase p { step { reduce chunk 0 frm 1 } }\n                                  ^\n");
 }
 

@@ -65,13 +65,16 @@ struct StepStmt { std::optional<Loop> loop; Block body; };
 struct ForStmt { Loop loop; Block body; };
 struct IfStmt { Expr cond; Block then_body; Block else_body; };
 // `reduce|copy chunk E | chunks E .. E [into BUF] from [BUF of] PEER`
+//  or, pushed: `reduce|copy chunk E | chunks E .. E [from BUF] to [BUF of] PEER`, which is PEER's
+//  pull of the same chunks from this rank (`src` is then this rank's buffer, `dst` the peer's).
 struct OpStmt {
   OpKind kind = OpKind::Reduce;
   Expr first;
   std::optional<Expr> last;         // set for a chunk range
   Buffer dst = Buffer::Output;
   Buffer src = Buffer::Output;
-  Expr peer;
+  Expr peer;                        // pull: the rank read from; push: the rank written to
+  bool push = false;
 };
 
 struct Stmt {
