@@ -40,26 +40,25 @@ int run_compile(const ParsedArgs& args, std::ostream& out, std::ostream& err) {
     dump.write = [&err](std::string_view text) { err << text; };
   }
 
-  std::optional<StepProgram> program = run_front_end_on(*fe, dump, err);
+  const std::optional<SourceFile> source = read_schedule(*fe, err);
+  if (!source) return kExitScheduleError;
+  std::optional<StepProgram> program = run_front_end_on(*fe, *source, dump, err);
   if (!program) return kExitScheduleError;
   std::optional<PlannedProgram> planned;
   if (target->last_pass >= Pass::Verify) {
-    planned = run_analysis_on(*fe, *program, args.has("--in-place"), dump, err);
+    planned = run_analysis_on(*source, *program, args.has("--in-place"), dump, err);
     if (!planned) return kExitScheduleError;
   }
   std::optional<KernelPlan> plan;
-  std::optional<SourceFile> source;
   if (target->last_pass >= Pass::Lower) {
-    Diagnostics ignored;  // the front end has just read the file; this copy is for comments
-    source = read_source(fe->path, ignored);
-    plan = run_lower_on(*planned, codegen->kernel, source ? &*source : nullptr, dump, err);
+    plan = run_lower_on(*planned, codegen->kernel, &*source, dump, err);
     if (!plan) return kExitScheduleError;
-    dump(Pass::Emit, [&] { return emit_cuda(*plan, source ? &*source : nullptr).source; });
+    dump(Pass::Emit, [&] { return emit_cuda(*plan, &*source).source; });
   }
   std::string text;
   try {
     text = target->emit({*program, planned ? &*planned : nullptr, plan ? &*plan : nullptr,
-                         source ? &*source : nullptr, codegen->arch, args.has("--in-place"), args.has("--show-syncs")});
+                         &*source, codegen->arch, args.has("--in-place"), args.has("--show-syncs")});
   } catch (const std::runtime_error& e) {
     err << fmt::format("ccc: error: {}\n", e.what());
     return kExitScheduleError;

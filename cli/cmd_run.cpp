@@ -50,14 +50,9 @@ int run_run(const ParsedArgs& args, std::ostream& out, std::ostream& err) {
     options.tile_bytes = *v;
   }
 
-  Diagnostics diags;
-  options.schedule = read_source(fe->path, diags);
-  if (!options.schedule) {
-    for (const Diagnostic& d : diags.all()) err << "ccc: error: " << d.message << "\n";
-    return kExitScheduleError;
-  }
-  const std::optional<StepProgram> program = run_front_end(*options.schedule, fe->options, diags);
-  err << diags.render(&*options.schedule);
+  options.schedule = read_schedule(*fe, err);
+  if (!options.schedule) return kExitScheduleError;
+  const std::optional<StepProgram> program = run_front_end_on(*fe, *options.schedule, {}, err);
   if (!program) return kExitScheduleError;
   shape.collective = program->collective;
   shape.root = program->collective == Collective::Broadcast || program->collective == Collective::Reduce
