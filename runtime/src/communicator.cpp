@@ -12,6 +12,7 @@
 #include "ccc/cuda_backend.h"
 #include "ccc/cuda_topology.h"
 #include "ccc/host_backend.h"
+#include "ccc/instantiate.h"  // kMaxRanks
 #include "ccc/kernel_source.h"
 #include "ccc/shipped_schedules.h"
 #include "ccc/nvrtc_jit.h"
@@ -26,6 +27,13 @@ namespace {
 
 [[noreturn]] void invalid(const std::string& message) {
   throw Error(ErrorKind::InvalidArgument, message);
+}
+
+// Before any per-rank work: a communicator the code generator can never serve must not first
+// allocate, start or check a million ranks.
+void check_rank_count(int nranks) {
+  if (nranks < 1 || nranks > kMaxRanks)
+    invalid(fmt::format("a communicator has 1 .. {} ranks (the code generator's limit), got {}", kMaxRanks, nranks));
 }
 
 // All ranks in place or none: the kernel is specialised for one of the two.
@@ -247,7 +255,7 @@ Communicator& Communicator::operator=(Communicator&&) noexcept = default;
 Communicator::~Communicator() = default;
 
 Communicator Communicator::host(int nranks, CommOptions options) {
-  if (nranks < 1) invalid(fmt::format("a communicator needs at least one rank, got {}", nranks));
+  check_rank_count(nranks);
   auto impl = std::make_unique<Impl>();
   impl->options = std::move(options);
   impl->timeout_ns = timeout_ns(impl->options.timeout_seconds);
@@ -280,7 +288,7 @@ Communicator Communicator::cuda(std::vector<int> devices, CommOptions options) {
 }
 
 Communicator Communicator::cuda_virtual(int device, int nranks, CommOptions options) {
-  if (nranks < 1) invalid(fmt::format("a communicator needs at least one rank, got {}", nranks));
+  check_rank_count(nranks);
   auto impl = std::make_unique<Impl>();
   impl->options = std::move(options);
   impl->timeout_ns = timeout_ns(impl->options.timeout_seconds);

@@ -15,6 +15,9 @@
 #include "ccc/ccc.h"
 #include "ccc/collective_reference.h"
 #include "ccc/communicator.h"
+#include "ccc/instantiate.h"
+
+#include <fmt/format.h>
 
 using namespace ccc;
 
@@ -269,4 +272,19 @@ TEST(Communicator, SelectsBySizeOnATopology) {
   for (int r = 0; r < 8; ++r) send[r] = recv[r] = bufs[r].data();
   comm.all_reduce(send, recv, 2, DataType::F32, ReduceOp::Sum);
   for (const auto& v : bufs) EXPECT_EQ(v, std::vector<float>(2, 8.0f)) << small_algo;
+}
+
+// The rank limit comes before any per-rank work: 2^20 ranks used to start 2^20 rank states and
+// check 2^40 buffer pairs before the code generator refused the count.
+TEST(Communicator, RefusesARankCountOutsideTheLimitAtOnce) {
+  for (int n : {0, -1, kMaxRanks + 1, 1 << 20}) {
+    try {
+      Communicator::host(n, options());
+      FAIL() << n << " ranks";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::InvalidArgument);
+      EXPECT_EQ(std::string(e.what()),
+                fmt::format("a communicator has 1 .. 4096 ranks (the code generator's limit), got {}", n));
+    }
+  }
 }

@@ -34,7 +34,8 @@ uint64_t recv_bytes(const CollectiveCall& call, int nranks);
 
 // Throws Error(InvalidArgument) naming the rank and the problem: wrong number of buffers, a null
 // or misaligned buffer (for the element type), a byte size that overflows, send and recv that
-// overlap other than in place, recv buffers of two ranks that overlap, a root out of range.
+// overlap other than in place, a recv buffer (which its rank writes) that overlaps any buffer of
+// another rank (send buffers, only read, may be shared), a root out of range. O(N log N).
 // A call with count 0 is valid whatever the pointers are.
 void validate_call(const CollectiveCall& call, int nranks);
 
