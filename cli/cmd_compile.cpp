@@ -1,7 +1,13 @@
 // `ccc compile FILE --ranks N --emit TARGET [codegen options] [-o OUT] [--dump-after=PASS]`.
 #include <fmt/format.h>
 
-#include <fstream>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
 
 #include "ccc/emit_cuda.h"
 #include "cli.h"
@@ -10,6 +16,52 @@
 
 namespace ccc::cli {
 namespace {
+
+// Writes all of `text` to fd; the reason it could not, or "".
+std::string write_all(int fd, std::string_view text) {
+  while (!text.empty()) {
+    const ssize_t n = ::write(fd, text.data(), text.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return std::strerror(errno);
+    text.remove_prefix(static_cast<size_t>(n));
+  }
+  return "";
+}
+
+// Writes `text` to `path`; the reason it could not, or "". A regular file (or a new one) is
+// replaced only once the new text is whole: it is written to a temporary in the same directory
+// and renamed over it, so a full disk or a failed write leaves the old file as it was, and no
+// partial file behind. Anything else (/dev/stdout, a pipe, /dev/full) is written in place:
+// renaming over a device would replace the device.
+std::string write_output(const std::string& path, std::string_view text) {
+  struct stat st {};
+  const bool exists = ::stat(path.c_str(), &st) == 0;
+  if (exists && !S_ISREG(st.st_mode)) {
+    const int fd = ::open(path.c_str(), O_WRONLY | O_TRUNC | O_CLOEXEC);
+    if (fd < 0) return std::strerror(errno);
+    std::string why = write_all(fd, text);
+    if (::close(fd) != 0 && why.empty()) why = std::strerror(errno);
+    return why;
+  }
+  const std::filesystem::path target(path);
+  const std::filesystem::path dir = target.has_parent_path() ? target.parent_path() : ".";
+  std::string temp = (dir / ("." + target.filename().string() + ".tmp.XXXXXX")).string();
+  const int fd = ::mkstemp(temp.data());
+  if (fd < 0) return fmt::format("cannot create a temporary file in {}: {}", dir.string(), std::strerror(errno));
+  // mkstemp makes the file 0600: give it the mode the old file had, or a new file's.
+  mode_t mode = st.st_mode & 07777;
+  if (!exists) {
+    const mode_t mask = ::umask(0);
+    ::umask(mask);
+    mode = 0666 & ~mask;
+  }
+  std::string why = write_all(fd, text);
+  if (why.empty() && ::fchmod(fd, mode) != 0) why = std::strerror(errno);
+  if (::close(fd) != 0 && why.empty()) why = std::strerror(errno);
+  if (why.empty() && ::rename(temp.c_str(), path.c_str()) != 0) why = std::strerror(errno);
+  if (!why.empty()) ::unlink(temp.c_str());
+  return why;
+}
 
 int run_compile(const ParsedArgs& args, std::ostream& out, std::ostream& err) {
   const Command& cmd = compile_command();
@@ -69,10 +121,8 @@ int run_compile(const ParsedArgs& args, std::ostream& out, std::ostream& err) {
     out << text;
     return kExitOk;
   }
-  std::ofstream file(*path, std::ios::binary);
-  file << text;
-  if (!file.flush()) {
-    err << fmt::format("ccc: error: cannot write '{}'\n", *path);
+  if (std::string why = write_output(*path, text); !why.empty()) {
+    err << fmt::format("ccc: error: cannot write '{}': {}\n", *path, why);
     return kExitScheduleError;
   }
   return kExitOk;

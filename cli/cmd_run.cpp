@@ -3,8 +3,13 @@
 // against a reference, print the time and bandwidth. Exit 0 only if every element matched.
 #include <fmt/format.h>
 
+#include <cctype>
+#include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <limits>
+#include <new>
+#include <stdexcept>
 
 #include "ccc/collective_reference.h"
 #include "ccc/communicator.h"
@@ -26,9 +31,12 @@ int run_run(const ParsedArgs& args, std::ostream& out, std::ostream& err) {
   const std::optional<std::string> count = args.get("--count");
   if (!count) return usage_error(cmd, "--count C is required", err);
   char* end = nullptr;
+  errno = 0;
   shape.count = std::strtoull(count->c_str(), &end, 10);
-  if (count->empty() || *end != '\0' || (*count)[0] == '-')
+  if (count->empty() || *end != '\0' || !std::isdigit(static_cast<unsigned char>((*count)[0])))
     return usage_error(cmd, fmt::format("--count expects a non-negative integer, not '{}'", *count), err);
+  if (errno == ERANGE)
+    return usage_error(cmd, fmt::format("--count {} is larger than {}", *count, std::numeric_limits<uint64_t>::max()), err);
   const std::string dtype = args.get("--dtype").value_or("f32");
   if (!parse_data_type(dtype)) return usage_error(cmd, fmt::format("unknown --dtype '{}'", dtype), err);
   shape.dtype = *parse_data_type(dtype);
@@ -90,6 +98,14 @@ int run_run(const ParsedArgs& args, std::ostream& out, std::ostream& err) {
     return wrong == 0 ? kExitOk : kExitScheduleError;
   } catch (const Error& e) {
     err << "ccc run: error: " << e.what() << "\n";
+    return kExitScheduleError;
+  } catch (const std::bad_alloc&) {
+    err << fmt::format("ccc run: error: out of memory for {} ranks' buffers of count {} {} (and the reference's)\n", n,
+                       shape.count, dtype);
+    return kExitScheduleError;
+  } catch (const std::length_error&) {
+    err << fmt::format("ccc run: error: {} ranks' buffers of count {} {} are larger than memory can be\n", n,
+                       shape.count, dtype);
     return kExitScheduleError;
   }
 }

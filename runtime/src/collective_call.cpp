@@ -49,11 +49,7 @@ void validate_buffers(const CollectiveCall& call, int nranks, int rank, size_t i
                         nranks - 1));
   if (call.count == 0) return;
   const uint64_t elem = data_type_size(call.dtype);
-  const auto in_bytes = checked_bytes(call.count, send_blocks(call, nranks), elem);
-  const auto out_bytes = checked_bytes(call.count, recv_blocks(call, nranks), elem);
-  if (!in_bytes || !out_bytes)
-    invalid(fmt::format("{}: count {} of {} over {} ranks overflows the address space", what,
-                        call.count, data_type_name(call.dtype), nranks));
+  const auto [in_bytes, out_bytes] = checked_call_bytes(call, nranks);
   const void* send = call.send[i];
   const void* recv = call.recv[i];
   for (auto [name, p] : {std::pair{"send", send}, std::pair{"recv", recv}}) {
@@ -62,12 +58,22 @@ void validate_buffers(const CollectiveCall& call, int nranks, int rank, size_t i
       invalid(fmt::format("{}: rank {}: {} buffer {} is not aligned to {} bytes ({})", what, rank,
                           name, p, elem, data_type_name(call.dtype)));
   }
-  if (overlap(address(send), *in_bytes, address(recv), *out_bytes) &&
+  if (overlap(address(send), in_bytes, address(recv), out_bytes) &&
       !is_in_place(call, rank, send, recv))
     invalid(fmt::format("{}: rank {}: send and recv buffers overlap without being in place", what, rank));
 }
 
 }  // namespace
+
+std::pair<uint64_t, uint64_t> checked_call_bytes(const CollectiveCall& call, int nranks) {
+  const uint64_t elem = data_type_size(call.dtype);
+  const auto in_bytes = checked_bytes(call.count, send_blocks(call, nranks), elem);
+  const auto out_bytes = checked_bytes(call.count, recv_blocks(call, nranks), elem);
+  if (!in_bytes || !out_bytes)
+    invalid(fmt::format("{}: count {} of {} over {} ranks overflows the address space",
+                        collective_name(call.collective), call.count, data_type_name(call.dtype), nranks));
+  return {*in_bytes, *out_bytes};
+}
 
 bool is_in_place(const CollectiveCall& call, int rank, const void* send, const void* recv) {
   const uint64_t block_bytes = call.count * data_type_size(call.dtype);

@@ -33,9 +33,13 @@ HostKernel load_host_kernel(JitCache& cache, const std::string& source, const st
   HostCompileRequest req;
   req.source = source;
   req.name = name + ".cpp";
-  auto object = std::make_shared<const SharedObject>(*host_compile_cached(cache, req));
-  auto entry = reinterpret_cast<HostKernel::Entry>(object->symbol(name.c_str()));
-  return {std::move(object), entry};
+  HostKernel kernel;
+  host_compile_cached(cache, req, [&](const std::string& image) {
+    auto object = std::make_shared<const SharedObject>(image);
+    kernel.entry = reinterpret_cast<HostKernel::Entry>(object->symbol(name.c_str()));
+    kernel.object = std::move(object);
+  });
+  return kernel;
 }
 
 HostStream::~HostStream() {

@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <span>
+#include <utility>
 
 #include "ccc/collective_types.h"
 #include "ccc/step_program.h"  // Collective
@@ -27,6 +28,10 @@ struct CollectiveCall {
 
 // Whether rank `rank`'s send and recv are in place (see above).
 bool is_in_place(const CollectiveCall& call, int rank, const void* send, const void* recv);
+
+// Bytes of one rank's send and recv buffers, or Error(InvalidArgument) when they do not fit in
+// a pointer difference.
+std::pair<uint64_t, uint64_t> checked_call_bytes(const CollectiveCall& call, int nranks);
 
 // Bytes of one rank's send and recv buffers (valid after validate_call).
 uint64_t send_bytes(const CollectiveCall& call, int nranks);

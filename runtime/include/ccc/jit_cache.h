@@ -36,8 +36,13 @@ class JitCache {
 
   // The entry for `key`, from memory, else disk, else `build()` (whose exceptions propagate and
   // cache nothing). `what` names the artifact in CCC_JIT_LOG lines.
+  // `load`, if given, is called on the bytes before they are returned. A disk entry whose bytes
+  // `load` refuses (throws std::runtime_error) was stored broken in a way the checksum cannot
+  // see, e.g. written by a faulty build: it is rebuilt, replaced on disk, and the new bytes
+  // loaded (their failure propagates). Without this such an entry failed every run for ever.
   Entry get(const std::string& key, std::string_view what,
-            const std::function<std::string()>& build);
+            const std::function<std::string()>& build,
+            const std::function<void(const std::string&)>& load = {});
 
   // Drops the in-memory entries (the next get of a key reads the disk), for benchmarks and tests.
   void forget_memory();
