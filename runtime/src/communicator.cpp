@@ -307,7 +307,8 @@ BackendKind Communicator::backend() const { return live().host ? BackendKind::Ho
 
 namespace {
 
-// Runs `body`, turning the backends' own exceptions into ccc::Error.
+// Runs `body`, turning the backends' own exceptions, and the allocations that fail in them
+// (scratch, staging, per-rank state), into ccc::Error.
 template <typename Body>
 void translating(Body&& body) {
   try {
@@ -316,6 +317,8 @@ void translating(Body&& body) {
     throw Error(ErrorKind::Cuda, e.what());
   } catch (const JitError& e) {
     throw Error(ErrorKind::Compile, e.what());
+  } catch (const std::bad_alloc&) {
+    throw Error(ErrorKind::System, "out of host memory (a rank's scratch or state)");
   }
 }
 
