@@ -52,13 +52,15 @@ void validate_buffers(const CollectiveCall& call, int nranks, int rank, size_t i
   const auto [in_bytes, out_bytes] = checked_call_bytes(call, nranks);
   const void* send = call.send[i];
   const void* recv = call.recv[i];
-  for (auto [name, p] : {std::pair{"send", send}, std::pair{"recv", recv}}) {
+  for (auto [name, p, used] : {std::tuple{"send", send, uses_send(call, rank)},
+                               std::tuple{"recv", recv, uses_recv(call, rank)}}) {
+    if (p == nullptr && !used) continue;  // NCCL allows it; the runtime supplies one
     if (p == nullptr) invalid(fmt::format("{}: rank {}: null {} buffer", what, rank, name));
     if (address(p) % elem != 0)
       invalid(fmt::format("{}: rank {}: {} buffer {} is not aligned to {} bytes ({})", what, rank,
                           name, p, elem, data_type_name(call.dtype)));
   }
-  if (overlap(address(send), in_bytes, address(recv), out_bytes) &&
+  if (send != nullptr && recv != nullptr && overlap(address(send), in_bytes, address(recv), out_bytes) &&
       !is_in_place(call, rank, send, recv))
     invalid(fmt::format("{}: rank {}: send and recv buffers overlap without being in place", what, rank));
 }
@@ -73,6 +75,18 @@ std::pair<uint64_t, uint64_t> checked_call_bytes(const CollectiveCall& call, int
     invalid(fmt::format("{}: count {} of {} over {} ranks overflows the address space",
                         collective_name(call.collective), call.count, data_type_name(call.dtype), nranks));
   return {*in_bytes, *out_bytes};
+}
+
+bool uses_send(const CollectiveCall& call, int rank) {
+  return call.collective != Collective::Broadcast || rank == call.root;
+}
+
+bool uses_recv(const CollectiveCall& call, int rank) {
+  return call.collective != Collective::Reduce || rank == call.root;
+}
+
+bool omits_unused_buffer(const CollectiveCall& call, int rank, const void* send, const void* recv) {
+  return (send == nullptr && !uses_send(call, rank)) || (recv == nullptr && !uses_recv(call, rank));
 }
 
 bool is_in_place(const CollectiveCall& call, int rank, const void* send, const void* recv) {
@@ -141,8 +155,8 @@ void check_cross_rank_overlap(const CollectiveCall& call, int nranks) {
   std::vector<Extent> extents;
   extents.reserve(2 * static_cast<size_t>(nranks));
   for (int r = 0; r < nranks; ++r) {
-    extents.push_back({address(call.send[r]), in_bytes, r, false});
-    extents.push_back({address(call.recv[r]), out_bytes, r, true});
+    if (call.send[r] != nullptr) extents.push_back({address(call.send[r]), in_bytes, r, false});
+    if (call.recv[r] != nullptr) extents.push_back({address(call.recv[r]), out_bytes, r, true});
   }
   // Ties by rank, send first: the same call always gets the same message.
   std::sort(extents.begin(), extents.end(), [](const Extent& a, const Extent& b) {

@@ -231,3 +231,27 @@ TEST_F(CudaCallPath, VirtualRanksAreOneCooperativeGrid) {
 }
 
 }  // namespace
+
+// NCCL-legal NULLs (send off the root of a broadcast, recv off the root of a reduce) reach the
+// kernel as device memory: the runtime's stand-in, never NULL or host memory.
+TEST_F(CudaCallPath, NullBuffersWhereNcclAllowsThemBecomeDeviceMemory) {
+  const int devlist[2] = {0, 1};
+  cccComm_t comms[2];
+  ASSERT_EQ(cccCommInitAll(comms, 2, devlist), cccSuccess) << cccGetLastError(nullptr);
+  void* in[2] = {device_alloc(0, kCount * 4), device_alloc(1, kCount * 4)};
+  void* out[2] = {device_alloc(0, kCount * 4), device_alloc(1, kCount * 4)};
+  take_log();
+  for (int r = 0; r < 2; ++r)
+    ASSERT_EQ(cccBroadcast(r == 0 ? in[r] : nullptr, out[r], kCount, cccFloat32, 0, comms[r], stream(r)), cccSuccess)
+        << cccGetLastError(nullptr);
+  for (int r = 0; r < 2; ++r)
+    ASSERT_EQ(cccReduce(in[r], r == 0 ? out[r] : nullptr, kCount, cccFloat32, cccSum, 0, comms[r], stream(r)),
+              cccSuccess)
+        << cccGetLastError(nullptr);
+  const std::vector<std::string> log = take_log();
+  const std::vector<std::string> launches = calls_named(log, "cuLaunchKernel");
+  ASSERT_EQ(launches.size(), 4u) << testing::PrintToString(log);
+  for (const std::string& launch : launches)
+    EXPECT_NE(launch.find(" input=device output=device"), std::string::npos) << launch;
+  for (cccComm_t c : comms) EXPECT_EQ(cccCommDestroy(c), cccSuccess);
+}

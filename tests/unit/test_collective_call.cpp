@@ -128,3 +128,40 @@ TEST(ValidateCall, OverlapCheckIsNotQuadratic) {
   Call bad(Collective::AllReduce, 8, send, recv);
   EXPECT_NE(failure(bad.call, n).find("rank 0's send buffer overlaps rank 262143's recv buffer"), std::string::npos);
 }
+
+// NCCL lets a rank pass NULL for a buffer it does not use: send off the root of a broadcast,
+// recv off the root of a reduce. Only those; every rank checks only the buffers it uses.
+TEST(ValidateCall, AcceptsNullWhereARankDoesNotUseTheBuffer) {
+  Arena a;
+  Call bcast(Collective::Broadcast, 4, {a.at(0), nullptr, nullptr}, {a.at(64), a.at(128), a.at(192)});
+  bcast.call.root = 0;
+  EXPECT_EQ(failure(bcast.call, 3), "");
+  bcast.call.root = 1;
+  EXPECT_EQ(failure(bcast.call, 3), "broadcast: rank 1: null send buffer");
+  Call bcast_recv(Collective::Broadcast, 4, {a.at(0), a.at(64)}, {a.at(128), nullptr});
+  bcast_recv.call.root = 0;
+  EXPECT_EQ(failure(bcast_recv.call, 2), "broadcast: rank 1: null recv buffer") << "every rank gets the result";
+
+  Call reduce(Collective::Reduce, 4, {a.at(0), a.at(64), a.at(128)}, {nullptr, a.at(192), nullptr});
+  reduce.call.root = 1;
+  EXPECT_EQ(failure(reduce.call, 3), "");
+  reduce.call.root = 0;
+  EXPECT_EQ(failure(reduce.call, 3), "reduce: rank 0: null recv buffer");
+  Call reduce_send(Collective::Reduce, 4, {a.at(0), nullptr}, {a.at(64), a.at(128)});
+  reduce_send.call.root = 0;
+  EXPECT_EQ(failure(reduce_send.call, 2), "reduce: rank 1: null send buffer") << "every rank contributes";
+
+  Call allreduce(Collective::AllReduce, 4, {a.at(0), nullptr}, {a.at(64), a.at(128)});
+  EXPECT_EQ(failure(allreduce.call, 2), "allreduce: rank 1: null send buffer");
+
+  // Rank by rank (the C API) the same.
+  CollectiveCall one;
+  one.collective = Collective::Broadcast;
+  one.count = 4;
+  one.root = 0;
+  EXPECT_NO_THROW(validate_rank_call(one, 2, 1, nullptr, a.at(0)));
+  EXPECT_THROW(validate_rank_call(one, 2, 0, nullptr, a.at(0)), Error);
+  one.collective = Collective::Reduce;
+  EXPECT_NO_THROW(validate_rank_call(one, 2, 1, a.at(0), nullptr));
+  EXPECT_THROW(validate_rank_call(one, 2, 0, a.at(0), nullptr), Error);
+}
