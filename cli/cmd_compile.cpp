@@ -43,7 +43,10 @@ std::string write_output(const std::string& path, std::string_view text) {
     if (::close(fd) != 0 && why.empty()) why = std::strerror(errno);
     return why;
   }
-  const std::filesystem::path target(path);
+  // Through a symlink: replace the file it names, not the link.
+  std::error_code ec;
+  const std::filesystem::path target = exists ? std::filesystem::canonical(path, ec) : std::filesystem::path(path);
+  if (ec) return ec.message();
   const std::filesystem::path dir = target.has_parent_path() ? target.parent_path() : ".";
   std::string temp = (dir / ("." + target.filename().string() + ".tmp.XXXXXX")).string();
   const int fd = ::mkstemp(temp.data());
@@ -58,7 +61,7 @@ std::string write_output(const std::string& path, std::string_view text) {
   std::string why = write_all(fd, text);
   if (why.empty() && ::fchmod(fd, mode) != 0) why = std::strerror(errno);
   if (::close(fd) != 0 && why.empty()) why = std::strerror(errno);
-  if (why.empty() && ::rename(temp.c_str(), path.c_str()) != 0) why = std::strerror(errno);
+  if (why.empty() && ::rename(temp.c_str(), target.c_str()) != 0) why = std::strerror(errno);
   if (!why.empty()) ::unlink(temp.c_str());
   return why;
 }

@@ -206,6 +206,15 @@ TEST(Cli, OutputFileIsReplacedOnlyWhenWhollyWritten) {
   EXPECT_NE(test::read_file(out_path).find("<svg"), std::string::npos);
   EXPECT_EQ(std::filesystem::status(out_path).permissions(), std::filesystem::perms(0640)) << "the old file's mode";
   EXPECT_EQ(std::distance(std::filesystem::directory_iterator(dir.path()), {}), 1);
+
+  // Through a symlink the file it names is replaced; the link stays a link.
+  const std::string link = (dir.path() / "link.svg").string();
+  std::filesystem::create_symlink(out_path, link);
+  std::ofstream(out_path, std::ios::trunc) << "old";
+  r = run_cli({"compile", kRing, "--ranks", "8", "--emit", "svg", "-o", link});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(std::filesystem::is_symlink(link));
+  EXPECT_NE(test::read_file(out_path).find("<svg"), std::string::npos);
 }
 
 // Not a regular file: written in place (renaming over /dev/full would replace the device).

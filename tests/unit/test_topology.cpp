@@ -198,7 +198,7 @@ TEST(Topology, A1MiBFileOfFullSwitchLinesParsesQuickly) {
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   ASSERT_TRUE(t) << d.render(&f);
   EXPECT_GT(t->switches.size(), 10000u);
-  EXPECT_LT(seconds, 10.0);  // a second or two unoptimised; the quadratic check took a minute
+  EXPECT_LT(seconds, 30.0);  // seconds even under sanitizers; the quadratic check took a minute optimised
 }
 
 TEST(Topology, TheLargestFileParsesQuickly) {
