@@ -185,7 +185,9 @@ struct Communicator::Impl {
       req.source = loaded.kernel.source;
       req.name = loaded.kernel.kernel_name + ".cu";
       req.arch = cuda->arch();
-      loaded.cuda_index = cuda->load(*nvrtc_build_cached(cache(), req), loaded.kernel.kernel_name);
+      nvrtc_build_cached(cache(), req, [&](const std::string& cubin) {
+        loaded.cuda_index = cuda->load(cubin, loaded.kernel.kernel_name);
+      });
     }
     return kernels.emplace(key, std::move(loaded)).first->second;
   }
