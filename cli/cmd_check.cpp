@@ -20,14 +20,16 @@ int run_check(const ParsedArgs& args, std::ostream& out, std::ostream& err) {
   using Roots = FrontEndArgs::Roots;
   const bool every_root = fe->roots == Roots::Every ||
                           (fe->roots == Roots::EveryIfFew && fe->options.nranks <= kEveryRootByDefaultRanks);
+  const std::optional<SourceFile> source = read_schedule(*fe, err);
+  if (!source) return kExitScheduleError;
   int roots = 1;
   std::optional<StepProgram> program;
   std::optional<PlannedProgram> planned;
   for (int root = 0; root < roots; ++root) {
     if (fe->roots != Roots::Given) fe->options.root = root;
     fe->warnings = root == 0;  // the same schedule text: its warnings once
-    program = run_front_end_on(*fe, {}, err);
-    if (program) planned = run_analysis_on(*fe, *program, args.has("--in-place"), {}, err);
+    program = run_front_end_on(*fe, *source, {}, err);
+    if (program) planned = run_analysis_on(*fe, *source, *program, args.has("--in-place"), {}, err);
     if (!program || !planned) {
       if (program && roots > 1) err << "note: the errors above are for root " << root << " (roots before it verified; --root " << root
                                      << " checks it alone)\n";

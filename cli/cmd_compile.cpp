@@ -1,7 +1,13 @@
 // `ccc compile FILE --ranks N --emit TARGET [codegen options] [-o OUT] [--dump-after=PASS]`.
 #include <fmt/format.h>
 
-#include <fstream>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
 
 #include "ccc/emit_cuda.h"
 #include "ccc/topology.h"
@@ -11,6 +17,55 @@
 
 namespace ccc::cli {
 namespace {
+
+// Writes all of `text` to fd; the reason it could not, or "".
+std::string write_all(int fd, std::string_view text) {
+  while (!text.empty()) {
+    const ssize_t n = ::write(fd, text.data(), text.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return std::strerror(errno);
+    text.remove_prefix(static_cast<size_t>(n));
+  }
+  return "";
+}
+
+// Writes `text` to `path`; the reason it could not, or "". A regular file (or a new one) is
+// replaced only once the new text is whole: it is written to a temporary in the same directory
+// and renamed over it, so a full disk or a failed write leaves the old file as it was, and no
+// partial file behind. Anything else (/dev/stdout, a pipe, /dev/full) is written in place:
+// renaming over a device would replace the device.
+std::string write_output(const std::string& path, std::string_view text) {
+  struct stat st {};
+  const bool exists = ::stat(path.c_str(), &st) == 0;
+  if (exists && !S_ISREG(st.st_mode)) {
+    const int fd = ::open(path.c_str(), O_WRONLY | O_TRUNC | O_CLOEXEC);
+    if (fd < 0) return std::strerror(errno);
+    std::string why = write_all(fd, text);
+    if (::close(fd) != 0 && why.empty()) why = std::strerror(errno);
+    return why;
+  }
+  // Through a symlink: replace the file it names, not the link.
+  std::error_code ec;
+  const std::filesystem::path target = exists ? std::filesystem::canonical(path, ec) : std::filesystem::path(path);
+  if (ec) return ec.message();
+  const std::filesystem::path dir = target.has_parent_path() ? target.parent_path() : ".";
+  std::string temp = (dir / ("." + target.filename().string() + ".tmp.XXXXXX")).string();
+  const int fd = ::mkstemp(temp.data());
+  if (fd < 0) return fmt::format("cannot create a temporary file in {}: {}", dir.string(), std::strerror(errno));
+  // mkstemp makes the file 0600: give it the mode the old file had, or a new file's.
+  mode_t mode = st.st_mode & 07777;
+  if (!exists) {
+    const mode_t mask = ::umask(0);
+    ::umask(mask);
+    mode = 0666 & ~mask;
+  }
+  std::string why = write_all(fd, text);
+  if (why.empty() && ::fchmod(fd, mode) != 0) why = std::strerror(errno);
+  if (::close(fd) != 0 && why.empty()) why = std::strerror(errno);
+  if (why.empty() && ::rename(temp.c_str(), target.c_str()) != 0) why = std::strerror(errno);
+  if (!why.empty()) ::unlink(temp.c_str());
+  return why;
+}
 
 int run_compile(const ParsedArgs& args, std::ostream& out, std::ostream& err) {
   const Command& cmd = compile_command();
@@ -59,26 +114,25 @@ int run_compile(const ParsedArgs& args, std::ostream& out, std::ostream& err) {
     dump.write = [&err](std::string_view text) { err << text; };
   }
 
-  std::optional<StepProgram> program = run_front_end_on(*fe, dump, err);
+  const std::optional<SourceFile> source = read_schedule(*fe, err);
+  if (!source) return kExitScheduleError;
+  std::optional<StepProgram> program = run_front_end_on(*fe, *source, dump, err);
   if (!program) return kExitScheduleError;
   std::optional<PlannedProgram> planned;
   if (target->last_pass >= Pass::Verify) {
-    planned = run_analysis_on(*fe, *program, args.has("--in-place"), dump, err);
+    planned = run_analysis_on(*fe, *source, *program, args.has("--in-place"), dump, err);
     if (!planned) return kExitScheduleError;
   }
   std::optional<KernelPlan> plan;
-  std::optional<SourceFile> source;
   if (target->last_pass >= Pass::Lower) {
-    Diagnostics ignored;  // the front end has just read the file; this copy is for comments
-    source = read_source(fe->path, ignored);
-    plan = run_lower_on(*planned, codegen->kernel, source ? &*source : nullptr, dump, err);
+    plan = run_lower_on(*planned, codegen->kernel, &*source, dump, err);
     if (!plan) return kExitScheduleError;
-    dump(Pass::Emit, [&] { return emit_cuda(*plan, source ? &*source : nullptr).source; });
+    dump(Pass::Emit, [&] { return emit_cuda(*plan, &*source).source; });
   }
   std::string text;
   try {
     text = target->emit({*program, planned ? &*planned : nullptr, plan ? &*plan : nullptr,
-                         source ? &*source : nullptr, codegen->arch, args.has("--in-place"), args.has("--show-syncs"),
+                         &*source, codegen->arch, args.has("--in-place"), args.has("--show-syncs"),
                          topo ? &*topo : nullptr, static_cast<int>(data_type_size(codegen->kernel.dtype)), cost_grid});
   } catch (const std::runtime_error& e) {
     err << fmt::format("ccc: error: {}\n", e.what());
@@ -90,10 +144,8 @@ int run_compile(const ParsedArgs& args, std::ostream& out, std::ostream& err) {
     out << text;
     return kExitOk;
   }
-  std::ofstream file(*path, std::ios::binary);
-  file << text;
-  if (!file.flush()) {
-    err << fmt::format("ccc: error: cannot write '{}'\n", *path);
+  if (std::string why = write_output(*path, text); !why.empty()) {
+    err << fmt::format("ccc: error: cannot write '{}': {}\n", *path, why);
     return kExitScheduleError;
   }
   return kExitOk;

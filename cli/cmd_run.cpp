@@ -3,8 +3,13 @@
 // against a reference, print the time and bandwidth. Exit 0 only if every element matched.
 #include <fmt/format.h>
 
+#include <cctype>
+#include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <limits>
+#include <new>
+#include <stdexcept>
 
 #include "ccc/collective_reference.h"
 #include "ccc/communicator.h"
@@ -26,9 +31,12 @@ int run_run(const ParsedArgs& args, std::ostream& out, std::ostream& err) {
   const std::optional<std::string> count = args.get("--count");
   if (!count) return usage_error(cmd, "--count C is required", err);
   char* end = nullptr;
+  errno = 0;
   shape.count = std::strtoull(count->c_str(), &end, 10);
-  if (count->empty() || *end != '\0' || (*count)[0] == '-')
+  if (count->empty() || *end != '\0' || !std::isdigit(static_cast<unsigned char>((*count)[0])))
     return usage_error(cmd, fmt::format("--count expects a non-negative integer, not '{}'", *count), err);
+  if (errno == ERANGE)
+    return usage_error(cmd, fmt::format("--count {} is larger than {}", *count, std::numeric_limits<uint64_t>::max()), err);
   const std::string dtype = args.get("--dtype").value_or("f32");
   if (!parse_data_type(dtype)) return usage_error(cmd, fmt::format("unknown --dtype '{}'", dtype), err);
   shape.dtype = *parse_data_type(dtype);
@@ -50,14 +58,9 @@ int run_run(const ParsedArgs& args, std::ostream& out, std::ostream& err) {
     options.tile_bytes = *v;
   }
 
-  Diagnostics diags;
-  options.schedule = read_source(fe->path, diags);
-  if (!options.schedule) {
-    for (const Diagnostic& d : diags.all()) err << "ccc: error: " << d.message << "\n";
-    return kExitScheduleError;
-  }
-  const std::optional<StepProgram> program = run_front_end(*options.schedule, fe->options, diags);
-  err << diags.render(&*options.schedule);
+  options.schedule = read_schedule(*fe, err);
+  if (!options.schedule) return kExitScheduleError;
+  const std::optional<StepProgram> program = run_front_end_on(*fe, *options.schedule, {}, err);
   if (!program) return kExitScheduleError;
   shape.collective = program->collective;
   shape.root = program->collective == Collective::Broadcast || program->collective == Collective::Reduce
@@ -95,6 +98,14 @@ int run_run(const ParsedArgs& args, std::ostream& out, std::ostream& err) {
     return wrong == 0 ? kExitOk : kExitScheduleError;
   } catch (const Error& e) {
     err << "ccc run: error: " << e.what() << "\n";
+    return kExitScheduleError;
+  } catch (const std::bad_alloc&) {
+    err << fmt::format("ccc run: error: out of memory for {} ranks' buffers of count {} {} (and the reference's)\n", n,
+                       shape.count, dtype);
+    return kExitScheduleError;
+  } catch (const std::length_error&) {
+    err << fmt::format("ccc run: error: {} ranks' buffers of count {} {} are larger than memory can be\n", n,
+                       shape.count, dtype);
     return kExitScheduleError;
   }
 }

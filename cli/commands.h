@@ -48,11 +48,17 @@ inline constexpr int kEveryRootByDefaultRanks = 64;
 std::optional<FrontEndArgs> front_end_args(const Command& cmd, const ParsedArgs& args, std::ostream& err,
                                            int& exit_code);
 
-// Reads and compiles the schedule through the front end; diagnostics go to err.
-std::optional<StepProgram> run_front_end_on(const FrontEndArgs& fe, const DumpHook& dump, std::ostream& err);
+// Reads the schedule file FILE, once: every later pass and diagnostic uses this text (FILE may be
+// a pipe such as /dev/stdin, which a second read finds empty). Errors go to err.
+std::optional<SourceFile> read_schedule(const FrontEndArgs& fe, std::ostream& err);
+
+// Compiles the schedule through the front end; diagnostics go to err.
+std::optional<StepProgram> run_front_end_on(const FrontEndArgs& fe, const SourceFile& source, const DumpHook& dump,
+                                            std::ostream& err);
 
 // Verifies the program and plans its syncs; diagnostics (against the schedule's text) go to err.
-std::optional<PlannedProgram> run_analysis_on(const FrontEndArgs& fe, const StepProgram& program, bool in_place,
+std::optional<PlannedProgram> run_analysis_on(const FrontEndArgs& fe, const SourceFile& source,
+                                              const StepProgram& program, bool in_place,
                                               const DumpHook& dump, std::ostream& err);
 
 // --dtype, --op, --tile-bytes, --channels, --pipeline, --arch (codegen_args.cpp).

@@ -55,29 +55,32 @@ std::optional<FrontEndArgs> front_end_args(const Command& cmd, const ParsedArgs&
   return fe;
 }
 
-std::optional<StepProgram> run_front_end_on(const FrontEndArgs& fe, const DumpHook& dump, std::ostream& err) {
+std::optional<SourceFile> read_schedule(const FrontEndArgs& fe, std::ostream& err) {
   Diagnostics diags;
   std::optional<SourceFile> file = read_source(fe.path, diags);
-  if (!file) {
+  if (!file)
     for (const Diagnostic& d : diags.all()) err << "ccc: error: " << d.message << "\n";
-    return std::nullopt;
-  }
+  return file;
+}
+
+std::optional<StepProgram> run_front_end_on(const FrontEndArgs& fe, const SourceFile& source, const DumpHook& dump,
+                                            std::ostream& err) {
+  Diagnostics diags;
   diags.warnings_are_errors(fe.werror);
-  std::optional<StepProgram> program = run_front_end(*file, fe.options, diags, dump);
-  err << diags.render(&*file, fe.warnings);
+  std::optional<StepProgram> program = run_front_end(source, fe.options, diags, dump);
+  err << diags.render(&source, fe.warnings);
   return program;
 }
 
-std::optional<PlannedProgram> run_analysis_on(const FrontEndArgs& fe, const StepProgram& program, bool in_place,
+std::optional<PlannedProgram> run_analysis_on(const FrontEndArgs& fe, const SourceFile& source,
+                                              const StepProgram& program, bool in_place,
                                               const DumpHook& dump, std::ostream& err) {
   Diagnostics diags;
   diags.warnings_are_errors(fe.werror);
   SyncOptions options;
   options.in_place = in_place;
   std::optional<PlannedProgram> planned = run_analysis(program, options, diags, dump);
-  Diagnostics reread;  // the front end read the file a moment ago; this copy only shows source lines
-  std::optional<SourceFile> file = read_source(fe.path, reread);
-  err << diags.render(file ? &*file : nullptr, fe.warnings);
+  err << diags.render(&source, fe.warnings);
   return planned;
 }
 

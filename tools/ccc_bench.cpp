@@ -506,8 +506,12 @@ struct JitTimes {
 // same directory, and a memory hit (medians of several hits).
 template <typename Compile>
 JitTimes time_jit(Compile&& compile) {
-  std::string pattern = (std::filesystem::temp_directory_path() / "ccc-bench-jit-XXXXXX").string();
-  if (mkdtemp(pattern.data()) == nullptr) throw std::runtime_error("cannot create a temporary directory");
+  std::error_code ec;
+  const std::filesystem::path tmp = std::filesystem::temp_directory_path(ec);  // TMPDIR missing or a file
+  if (ec) throw std::runtime_error(fmt::format("cannot use the temporary directory (TMPDIR): {}", ec.message()));
+  std::string pattern = (tmp / "ccc-bench-jit-XXXXXX").string();
+  if (mkdtemp(pattern.data()) == nullptr)
+    throw std::runtime_error(fmt::format("cannot create a temporary directory in {}: {}", tmp.string(), std::strerror(errno)));
   const std::filesystem::path dir = pattern;
   auto timed = [&](JitCache& cache) {
     const auto start = std::chrono::steady_clock::now();

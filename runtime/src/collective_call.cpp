@@ -1,5 +1,10 @@
 #include "ccc/collective_call.h"
 
+#include <algorithm>
+#include <optional>
+#include <tuple>
+#include <vector>
+
 #include <fmt/format.h>
 
 namespace ccc {
@@ -44,25 +49,45 @@ void validate_buffers(const CollectiveCall& call, int nranks, int rank, size_t i
                         nranks - 1));
   if (call.count == 0) return;
   const uint64_t elem = data_type_size(call.dtype);
-  const auto in_bytes = checked_bytes(call.count, send_blocks(call, nranks), elem);
-  const auto out_bytes = checked_bytes(call.count, recv_blocks(call, nranks), elem);
-  if (!in_bytes || !out_bytes)
-    invalid(fmt::format("{}: count {} of {} over {} ranks overflows the address space", what,
-                        call.count, data_type_name(call.dtype), nranks));
+  const auto [in_bytes, out_bytes] = checked_call_bytes(call, nranks);
   const void* send = call.send[i];
   const void* recv = call.recv[i];
-  for (auto [name, p] : {std::pair{"send", send}, std::pair{"recv", recv}}) {
+  for (auto [name, p, used] : {std::tuple{"send", send, uses_send(call, rank)},
+                               std::tuple{"recv", recv, uses_recv(call, rank)}}) {
+    if (p == nullptr && !used) continue;  // NCCL allows it; the runtime supplies one
     if (p == nullptr) invalid(fmt::format("{}: rank {}: null {} buffer", what, rank, name));
     if (address(p) % elem != 0)
       invalid(fmt::format("{}: rank {}: {} buffer {} is not aligned to {} bytes ({})", what, rank,
                           name, p, elem, data_type_name(call.dtype)));
   }
-  if (overlap(address(send), *in_bytes, address(recv), *out_bytes) &&
+  if (send != nullptr && recv != nullptr && overlap(address(send), in_bytes, address(recv), out_bytes) &&
       !is_in_place(call, rank, send, recv))
     invalid(fmt::format("{}: rank {}: send and recv buffers overlap without being in place", what, rank));
 }
 
 }  // namespace
+
+std::pair<uint64_t, uint64_t> checked_call_bytes(const CollectiveCall& call, int nranks) {
+  const uint64_t elem = data_type_size(call.dtype);
+  const auto in_bytes = checked_bytes(call.count, send_blocks(call, nranks), elem);
+  const auto out_bytes = checked_bytes(call.count, recv_blocks(call, nranks), elem);
+  if (!in_bytes || !out_bytes)
+    invalid(fmt::format("{}: count {} of {} over {} ranks overflows the address space",
+                        collective_name(call.collective), call.count, data_type_name(call.dtype), nranks));
+  return {*in_bytes, *out_bytes};
+}
+
+bool uses_send(const CollectiveCall& call, int rank) {
+  return call.collective != Collective::Broadcast || rank == call.root;
+}
+
+bool uses_recv(const CollectiveCall& call, int rank) {
+  return call.collective != Collective::Reduce || rank == call.root;
+}
+
+bool omits_unused_buffer(const CollectiveCall& call, int rank, const void* send, const void* recv) {
+  return (send == nullptr && !uses_send(call, rank)) || (recv == nullptr && !uses_recv(call, rank));
+}
 
 bool is_in_place(const CollectiveCall& call, int rank, const void* send, const void* recv) {
   const uint64_t block_bytes = call.count * data_type_size(call.dtype);
@@ -90,6 +115,72 @@ void validate_rank_call(const CollectiveCall& call, int nranks, int rank, const 
   validate_buffers(one, nranks, rank, 0);
 }
 
+namespace {
+
+// One rank's buffer as a byte range.
+struct Extent {
+  uintptr_t begin = 0;
+  uint64_t bytes = 0;
+  int rank = 0;
+  bool written = false;  // recv; send is only read
+  uintptr_t end() const { return begin + bytes; }
+  const char* name() const { return written ? "recv" : "send"; }
+};
+
+// The extent that reaches furthest among those seen, and the furthest of another rank: whatever
+// rank the next extent has, one of the two is the furthest-reaching extent of a different rank.
+struct Reach {
+  std::optional<Extent> first, second;  // second->rank != first->rank
+
+  void add(const Extent& e) {
+    if (!first || e.rank == first->rank) {
+      if (!first || e.end() > first->end()) first = e;
+    } else if (e.end() > first->end()) {
+      second = first;
+      first = e;
+    } else if (!second || e.end() > second->end()) {
+      second = e;
+    }
+  }
+  const std::optional<Extent>& other_than(int rank) const { return first && first->rank == rank ? second : first; }
+};
+
+// A buffer a rank writes must not overlap any buffer of another rank: the other rank would read
+// data that changes under it, or two ranks would write the same bytes. Buffers that are only
+// read may be shared. Sorted by start, an extent overlaps an earlier one iff the earlier one
+// reaches past its start, so one sweep finds any overlap in O(N log N).
+void check_cross_rank_overlap(const CollectiveCall& call, int nranks) {
+  const uint64_t in_bytes = send_bytes(call, nranks);
+  const uint64_t out_bytes = recv_bytes(call, nranks);
+  std::vector<Extent> extents;
+  extents.reserve(2 * static_cast<size_t>(nranks));
+  for (int r = 0; r < nranks; ++r) {
+    if (call.send[r] != nullptr) extents.push_back({address(call.send[r]), in_bytes, r, false});
+    if (call.recv[r] != nullptr) extents.push_back({address(call.recv[r]), out_bytes, r, true});
+  }
+  // Ties by rank, send first: the same call always gets the same message.
+  std::sort(extents.begin(), extents.end(), [](const Extent& a, const Extent& b) {
+    return std::tuple{a.begin, a.rank, a.written} < std::tuple{b.begin, b.rank, b.written};
+  });
+  Reach any, written;
+  for (const Extent& e : extents) {
+    // A written extent conflicts with any earlier one, a read one only with an earlier write.
+    const std::optional<Extent>& earlier = (e.written ? any : written).other_than(e.rank);
+    if (earlier && earlier->end() > e.begin) {
+      const auto [a, b] = std::minmax(*earlier, e, [](const Extent& x, const Extent& y) {
+        return std::pair{x.rank, x.written} < std::pair{y.rank, y.written};
+      });
+      invalid(fmt::format("{}: rank {}'s {} buffer overlaps rank {}'s {} buffer; a buffer that a rank writes "
+                          "must not overlap another rank's buffers",
+                          collective_name(call.collective), a.rank, a.name(), b.rank, b.name()));
+    }
+    any.add(e);
+    if (e.written) written.add(e);
+  }
+}
+
+}  // namespace
+
 void validate_call(const CollectiveCall& call, int nranks) {
   const char* what = collective_name(call.collective);
   if (call.send.size() != static_cast<size_t>(nranks) || call.recv.size() != static_cast<size_t>(nranks))
@@ -97,11 +188,7 @@ void validate_call(const CollectiveCall& call, int nranks) {
                         what, nranks, nranks, call.send.size(), call.recv.size()));
   for (int r = 0; r < nranks; ++r) validate_buffers(call, nranks, r, r);
   if (call.count == 0) return;
-  const uint64_t out_bytes = recv_bytes(call, nranks);
-  for (int r = 0; r < nranks; ++r)
-    for (int q = 0; q < r; ++q)
-      if (overlap(address(call.recv[q]), out_bytes, address(call.recv[r]), out_bytes))
-        invalid(fmt::format("{}: ranks {} and {} have overlapping recv buffers", what, q, r));
+  check_cross_rank_overlap(call, nranks);
 }
 
 }  // namespace ccc

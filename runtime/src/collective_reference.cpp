@@ -218,7 +218,7 @@ uint64_t count_wrong(const CollectiveCall& call, int nranks, int rank,
 
 HostCollectiveBuffers::HostCollectiveBuffers(const CollectiveCall& shape, int nranks, bool in_place, size_t offset)
     : call_(shape), nranks_(nranks) {
-  const uint64_t in_bytes = send_bytes(shape, nranks), out_bytes = recv_bytes(shape, nranks);
+  const auto [in_bytes, out_bytes] = checked_call_bytes(shape, nranks);  // before sizing anything
   const uint64_t block = shape.count * data_type_size(shape.dtype);
   for (int r = 0; r < nranks; ++r) {
     const uint64_t bytes = offset + (in_place ? std::max(in_bytes, out_bytes) : in_bytes + out_bytes);

@@ -1,6 +1,7 @@
 #include "ccc/communicator.h"
 
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 #include <cstdlib>
 #include <map>
@@ -16,6 +17,7 @@
 #include "ccc/cuda_backend.h"
 #include "ccc/cuda_topology.h"
 #include "ccc/host_backend.h"
+#include "ccc/instantiate.h"  // kMaxRanks
 #include "ccc/kernel_source.h"
 #include "ccc/shipped_schedules.h"
 #include "ccc/nvrtc_jit.h"
@@ -32,15 +34,29 @@ namespace {
   throw Error(ErrorKind::InvalidArgument, message);
 }
 
-// All ranks in place or none: the kernel is specialised for one of the two.
-bool call_is_in_place(const CollectiveCall& call, int nranks) {
-  int in_place = 0;
-  for (int r = 0; r < nranks; ++r) in_place += is_in_place(call, r, call.send[r], call.recv[r]);
-  if (in_place != 0 && in_place != nranks)
-    invalid(fmt::format("{}: {} of {} ranks are in place; all or none must be",
-                        collective_name(call.collective), in_place, nranks));
-  return in_place == nranks;
+// Before any per-rank work: a communicator the code generator can never serve must not first
+// allocate, start or check a million ranks.
+void check_rank_count(int nranks) {
+  if (nranks < 1 || nranks > kMaxRanks)
+    invalid(fmt::format("a communicator has 1 .. {} ranks (the code generator's limit), got {}", kMaxRanks, nranks));
 }
+
+// All ranks in place or none: the kernel is specialised for one of the two. A rank that omits a
+// buffer it does not use follows the others (the root never omits one).
+bool call_is_in_place(const CollectiveCall& call, int nranks) {
+  int in_place = 0, placed = 0;
+  for (int r = 0; r < nranks; ++r) {
+    if (omits_unused_buffer(call, r, call.send[r], call.recv[r])) continue;
+    ++placed;
+    in_place += is_in_place(call, r, call.send[r], call.recv[r]);
+  }
+  if (in_place != 0 && in_place != placed)
+    invalid(fmt::format("{}: {} of {} ranks are in place; all or none must be",
+                        collective_name(call.collective), in_place, placed));
+  return in_place != 0;
+}
+
+uint64_t round_up(uint64_t bytes, uint64_t to) { return (bytes + to - 1) / to * to; }
 
 // Without a topology to model: the collective's ring schedule (the first shipped one whose name
 // starts with "ring"), else its first shipped schedule.
@@ -143,6 +159,7 @@ struct Communicator::Impl {
     const Loaded* loaded = nullptr;
     uint64_t signature = 0;
     uint64_t scratch_bytes = 0;
+    bool in_place = false;
   };
 
   KernelShape kernel_shape(const CollectiveCall& call, bool in_place) {
@@ -177,7 +194,9 @@ struct Communicator::Impl {
     if (host) {
       loaded.host = load_host_kernel(cache(), loaded.kernel.source, loaded.kernel.kernel_name);
     } else {
-      loaded.cuda_index = cuda->load(*nvrtc_build_cached(cache(), nvrtc_request(loaded.kernel)), loaded.kernel.kernel_name);
+      nvrtc_build_cached(cache(), nvrtc_request(loaded.kernel), [&](const std::string& cubin) {
+        loaded.cuda_index = cuda->load(cubin, loaded.kernel.kernel_name);
+      });
     }
     return kernels.emplace(key, std::move(loaded)).first->second;
   }
@@ -202,7 +221,10 @@ struct Communicator::Impl {
   // only the cache and copies of the requests.
   std::function<void()> compile_task(const EmittedKernel& kernel) const {
     JitCache& c = cache();
-    if (host) return [&c, req = host_kernel_request(kernel.source, kernel.kernel_name)] { host_compile_cached(c, req); };
+    if (host)  // loading (dlopen, dropped at once) proves the object, as the call's load would
+      return [&c, req = host_kernel_request(kernel.source, kernel.kernel_name)] {
+        host_compile_cached(c, req, [](const std::string& image) { SharedObject check(image); });
+      };
     return [&c, req = nvrtc_request(kernel)] { nvrtc_build_cached(c, req); };
   }
 
@@ -246,6 +268,7 @@ struct Communicator::Impl {
   Prepared prepare(const CollectiveCall& call, bool in_place) {
     std::string key;
     Prepared p;
+    p.in_place = in_place;
     p.loaded = &kernel_for(call, in_place, &key);
     p.scratch_bytes = p.loaded->kernel.scratch_bytes(call.count);
     // Equal on every rank that issues the same collective; never 0 (the prelude's "not loaded").
@@ -253,16 +276,45 @@ struct Communicator::Impl {
     return p;
   }
 
+  // Rank `rank`'s buffers for the kernel, its scratch included. A buffer the rank omitted (NULL
+  // where NCCL allows it) gets a stand-in, as if the rank had passed one of its own: in place the
+  // other buffer (an in-place kernel reads and writes one), else room after the scratch. The
+  // kernel may stage through either buffer, so NULL is never passed on.
+  ccc_buffers own_buffers(const Prepared& p, const CollectiveCall& call, int rank, const void* send, void* recv,
+                          void* stream) {
+    const bool omitted = omits_unused_buffer(call, rank, send, recv);
+    if (omitted && p.in_place) {
+      if (send == nullptr) send = recv;
+      else recv = const_cast<void*>(send);  // unused by this rank, so not written as a result
+    }
+    const bool stand_in = omitted && !p.in_place;
+    const uint64_t stand_in_at = stand_in ? round_up(p.scratch_bytes, 256) : p.scratch_bytes;
+    const uint64_t stand_in_bytes = !stand_in ? 0 : send == nullptr ? send_bytes(call, nranks()) : recv_bytes(call, nranks());
+    void* scratch = host ? host->scratch(rank, stand_in_at + stand_in_bytes)
+                         : cuda->scratch(rank, stand_in_at + stand_in_bytes, stream);
+    if (stand_in) {
+      void* room = static_cast<std::byte*>(scratch) + stand_in_at;
+      if (send == nullptr) send = room;
+      else recv = room;
+    }
+    return {send, recv, scratch, p.signature};
+  }
+
   void launch_rank(const Prepared& p, const CollectiveCall& call, int rank, const void* send, void* recv,
                    void* stream) {
     const EmittedKernel& k = p.loaded->kernel;
-    if (host) {
-      const ccc_buffers own{send, recv, host->scratch(rank, p.scratch_bytes), p.signature};
+    const ccc_buffers own = own_buffers(p, call, rank, send, recv, stream);
+    if (host)
       host->launch(rank, p.loaded->host, k.channels, own, call.count, timeout_ns);
-    } else {
-      const ccc_buffers own{send, recv, cuda->scratch(rank, p.scratch_bytes, stream), p.signature};
+    else
       cuda->launch(rank, p.loaded->cuda_index, k.channels, k.block_threads, own, call.count, timeout_ns, stream);
-    }
+  }
+
+  // Each buffer a rank passed must be memory of its device (NULL ones are validated already).
+  void check_cuda_buffers(int rank, const void* send, const void* recv, const CollectiveCall& call) const {
+    const int n = nranks();
+    if (send != nullptr) cuda->check_buffer(rank, send, send_bytes(call, n), "send");
+    if (recv != nullptr) cuda->check_buffer(rank, recv, recv_bytes(call, n), "recv");
   }
 
   void run(const CollectiveCall& call, Streams streams) {
@@ -272,18 +324,13 @@ struct Communicator::Impl {
       invalid(fmt::format("{}: expected {} streams (one per rank), got {}",
                           collective_name(call.collective), n, streams.size()));
     if (call.count == 0) return;
-    if (cuda) {
-      for (int r = 0; r < n; ++r) {
-        cuda->check_buffer(r, call.send[r], send_bytes(call, n), "send");
-        cuda->check_buffer(r, call.recv[r], recv_bytes(call, n), "recv");
-      }
-    }
+    if (cuda)
+      for (int r = 0; r < n; ++r) check_cuda_buffers(r, call.send[r], call.recv[r], call);
     const Prepared p = prepare(call, call_is_in_place(call, n));
     if (cuda && cuda->virtual_ranks()) {
       std::vector<ccc_buffers> own(n);
       for (int r = 0; r < n; ++r)
-        own[r] = {call.send[r], call.recv[r], cuda->scratch(r, p.scratch_bytes, streams.empty() ? nullptr : streams[0]),
-                  p.signature};
+        own[r] = own_buffers(p, call, r, call.send[r], call.recv[r], streams.empty() ? nullptr : streams[0]);
       const EmittedKernel& k = p.loaded->kernel;
       cuda->launch_virtual(p.loaded->cuda_index, k.channels, k.block_threads, own, call.count, timeout_ns,
                            streams.empty() ? nullptr : streams[0]);
@@ -304,8 +351,7 @@ struct Communicator::Impl {
       if (cuda->virtual_ranks())
         throw Error(ErrorKind::InvalidUsage, "virtual ranks launch as one grid: issue the collective for "
                                              "every rank at once, not rank by rank");
-      cuda->check_buffer(rank, send, send_bytes(call, n), "send");
-      cuda->check_buffer(rank, recv, recv_bytes(call, n), "recv");
+      check_cuda_buffers(rank, send, recv, call);
     }
     launch_rank(prepare(call, is_in_place(call, rank, send, recv)), call, rank, send, recv, stream);
   }
@@ -317,7 +363,7 @@ Communicator& Communicator::operator=(Communicator&&) noexcept = default;
 Communicator::~Communicator() = default;
 
 Communicator Communicator::host(int nranks, CommOptions options) {
-  if (nranks < 1) invalid(fmt::format("a communicator needs at least one rank, got {}", nranks));
+  check_rank_count(nranks);
   auto impl = std::make_unique<Impl>();
   impl->options = std::move(options);
   impl->timeout_ns = timeout_ns(impl->options.timeout_seconds);
@@ -350,7 +396,7 @@ Communicator Communicator::cuda(std::vector<int> devices, CommOptions options) {
 }
 
 Communicator Communicator::cuda_virtual(int device, int nranks, CommOptions options) {
-  if (nranks < 1) invalid(fmt::format("a communicator needs at least one rank, got {}", nranks));
+  check_rank_count(nranks);
   auto impl = std::make_unique<Impl>();
   impl->options = std::move(options);
   impl->timeout_ns = timeout_ns(impl->options.timeout_seconds);
@@ -369,7 +415,8 @@ BackendKind Communicator::backend() const { return live().host ? BackendKind::Ho
 
 namespace {
 
-// Runs `body`, turning the backends' own exceptions into ccc::Error.
+// Runs `body`, turning the backends' own exceptions, and the allocations that fail in them
+// (scratch, staging, per-rank state), into ccc::Error.
 template <typename Body>
 void translating(Body&& body) {
   try {
@@ -378,6 +425,8 @@ void translating(Body&& body) {
     throw Error(ErrorKind::Cuda, e.what());
   } catch (const JitError& e) {
     throw Error(ErrorKind::Compile, e.what());
+  } catch (const std::bad_alloc&) {
+    throw Error(ErrorKind::System, "out of host memory (a rank's scratch or state)");
   }
 }
 

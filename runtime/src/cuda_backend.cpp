@@ -165,14 +165,28 @@ bool CudaRanks::capturing(void* stream) const {
 
 int CudaRanks::load(const std::string& cubin, const std::string& kernel_name) {
   ContextGuard guard(driver_);
-  for (Device& d : devices_) {
-    use(d);
-    CUmodule module = nullptr;
-    driver_.check(driver_.cuModuleLoadData(&module, cubin.data()), "cuModuleLoadData");
-    d.modules.push_back(module);
-    CUfunction f = nullptr;
-    driver_.check(driver_.cuModuleGetFunction(&f, module, kernel_name.c_str()), "cuModuleGetFunction");
-    d.functions.push_back(f);
+  // All devices or none: a cubin that fails on one is unloaded from the others, so the kernel
+  // indices stay aligned across devices and a rebuilt cubin can be loaded in its place.
+  std::vector<std::pair<CUmodule, CUfunction>> loaded;
+  try {
+    for (Device& d : devices_) {
+      use(d);
+      CUmodule module = nullptr;
+      driver_.check(driver_.cuModuleLoadData(&module, cubin.data()), "cuModuleLoadData");
+      loaded.push_back({module, nullptr});
+      driver_.check(driver_.cuModuleGetFunction(&loaded.back().second, module, kernel_name.c_str()),
+                    "cuModuleGetFunction");
+    }
+  } catch (const CudaError&) {
+    for (size_t i = 0; i < loaded.size(); ++i) {
+      use(devices_[i]);
+      driver_.cuModuleUnload(loaded[i].first);
+    }
+    throw;
+  }
+  for (size_t i = 0; i < devices_.size(); ++i) {
+    devices_[i].modules.push_back(loaded[i].first);
+    devices_[i].functions.push_back(loaded[i].second);
   }
   return static_cast<int>(devices_[0].functions.size()) - 1;
 }

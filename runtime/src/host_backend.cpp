@@ -37,9 +37,13 @@ HostCompileRequest host_kernel_request(const std::string& source, const std::str
 }
 
 HostKernel load_host_kernel(JitCache& cache, const std::string& source, const std::string& name) {
-  auto object = std::make_shared<const SharedObject>(*host_compile_cached(cache, host_kernel_request(source, name)));
-  auto entry = reinterpret_cast<HostKernel::Entry>(object->symbol(name.c_str()));
-  return {std::move(object), entry};
+  HostKernel kernel;
+  host_compile_cached(cache, host_kernel_request(source, name), [&](const std::string& image) {
+    auto object = std::make_shared<const SharedObject>(image);
+    kernel.entry = reinterpret_cast<HostKernel::Entry>(object->symbol(name.c_str()));
+    kernel.object = std::move(object);
+  });
+  return kernel;
 }
 
 HostStream::~HostStream() {

@@ -27,11 +27,23 @@ namespace fs = std::filesystem;
 
 namespace {
 
+// $TMPDIR (else /tmp), or JitError saying why it cannot be used: temp_directory_path throws
+// filesystem_error for a TMPDIR that is missing or not a directory, which no caller expects.
+fs::path temp_dir() {
+  try {
+    return fs::temp_directory_path();
+  } catch (const fs::filesystem_error& e) {
+    const char* env = std::getenv("TMPDIR");
+    throw JitError(fmt::format("cannot use the temporary directory{}: {}",
+                               env != nullptr ? fmt::format(" TMPDIR={}", env) : "", e.code().message()));
+  }
+}
+
 // A fresh private directory under the system temp dir, removed with everything in it.
 class TempDir {
  public:
   TempDir() {
-    std::string pattern = (fs::temp_directory_path() / "ccc-host-XXXXXX").string();
+    std::string pattern = (temp_dir() / "ccc-host-XXXXXX").string();
     if (mkdtemp(pattern.data()) == nullptr)
       throw JitError(fmt::format("cannot create a temporary directory: {}", std::strerror(errno)));
     path_ = pattern;
@@ -128,29 +140,31 @@ std::string host_compile(const HostCompileRequest& req) {
   return read_file(object);
 }
 
-std::shared_ptr<const std::string> host_compile_cached(JitCache& cache,
-                                                       const HostCompileRequest& req) {
+std::shared_ptr<const std::string> host_compile_cached(JitCache& cache, const HostCompileRequest& req,
+                                                       const std::function<void(const std::string&)>& load) {
   ContentHash key;
   key.add("host").add(host_compiler()).add(host_compiler_version()).add(req.name)
       .add(req.source).add(device_prelude_hash());
   for (const std::string& f : compile_flags(req)) key.add(f);
   return cache.get(key.hex(), fmt::format("{} {}", host_compiler(), req.name),
-                   [&] { return host_compile(req); }).bytes;
+                   [&] { return host_compile(req); }, load).bytes;
 }
 
 SharedObject::SharedObject(std::string_view image) {
   // dlopen needs a file. The name carries the image's checksum: glibc returns an already-loaded
   // object whose path matches, which is then only ever an identical image.
-  std::string path = (fs::temp_directory_path() /
-                      fmt::format("ccc-{:016x}-XXXXXX.so", checksum64(image))).string();
+  std::string path = (temp_dir() / fmt::format("ccc-{:016x}-XXXXXX.so", checksum64(image))).string();
   const int fd = mkstemps(path.data(), 3);
   if (fd < 0) throw JitError(fmt::format("cannot create {}: {}", path, std::strerror(errno)));
   close(fd);
+  // Unlinked on every path, a failed write (a full TMPDIR) included: nothing is left behind.
+  struct Unlink {
+    const std::string& path;
+    ~Unlink() { unlink(path.c_str()); }
+  } unlink_copy{path};
   write_file(path, image);
   handle_ = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
-  const char* error = handle_ == nullptr ? dlerror() : nullptr;
-  unlink(path.c_str());
-  if (handle_ == nullptr) throw JitError(fmt::format("cannot load a compiled kernel: {}", error));
+  if (handle_ == nullptr) throw JitError(fmt::format("cannot load a compiled kernel: {}", dlerror()));
 }
 
 SharedObject::~SharedObject() { dlclose(handle_); }

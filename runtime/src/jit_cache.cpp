@@ -10,6 +10,8 @@
 #include <fstream>
 #include <future>
 #include <iterator>
+#include <optional>
+#include <stdexcept>
 
 #include <fmt/format.h>
 
@@ -68,22 +70,30 @@ void JitCache::forget_memory() {
 }
 
 JitCache::Entry JitCache::get(const std::string& key, std::string_view what,
-                              const std::function<std::string()>& build) {
+                              const std::function<std::string()>& build,
+                              const std::function<void(const std::string&)>& load) {
+  std::shared_ptr<const std::string> in_memory;
+  std::optional<std::shared_future<std::shared_ptr<const std::string>>> theirs;
   std::promise<std::shared_ptr<const std::string>> mine;
   {
-    std::unique_lock lock(mutex_);
-    if (auto it = memory_.find(key); it != memory_.end()) return {it->second, Hit::Memory};
-    if (auto it = building_.find(key); it != building_.end()) {
+    std::lock_guard lock(mutex_);
+    if (auto it = memory_.find(key); it != memory_.end()) {
+      in_memory = it->second;
+    } else if (auto b = building_.find(key); b != building_.end()) {
       // Another thread (a warm-up, say) is producing this entry: wait for it, not for a second
       // compile of the same bytes. Its failure is this call's failure too.
-      std::shared_future<std::shared_ptr<const std::string>> theirs = it->second;
-      lock.unlock();
-      return {theirs.get(), Hit::Memory};
+      theirs = b->second;
+    } else {
+      building_.emplace(key, mine.get_future().share());
     }
-    building_.emplace(key, mine.get_future().share());
+  }
+  if (theirs) in_memory = theirs->get();
+  if (in_memory) {
+    if (load) load(*in_memory);
+    return {in_memory, Hit::Memory};
   }
   try {
-    Entry entry = produce(key, what, build);
+    Entry entry = produce(key, what, build, load);
     mine.set_value(entry.bytes);
     std::lock_guard lock(mutex_);
     memory_.emplace(key, entry.bytes);
@@ -98,7 +108,8 @@ JitCache::Entry JitCache::get(const std::string& key, std::string_view what,
 }
 
 JitCache::Entry JitCache::produce(const std::string& key, std::string_view what,
-                                  const std::function<std::string()>& build) {
+                                  const std::function<std::string()>& build,
+                                  const std::function<void(const std::string&)>& load) {
   using Clock = std::chrono::steady_clock;
   const auto start = Clock::now();
   auto elapsed_ms = [&] {
@@ -106,6 +117,15 @@ JitCache::Entry JitCache::produce(const std::string& key, std::string_view what,
   };
   Entry entry;
   if (!dir_.empty()) entry = {read_entry(entry_path(key)), Hit::Disk};
+  if (entry.bytes && load) {
+    try {
+      load(*entry.bytes);
+    } catch (const std::runtime_error& e) {
+      fmt::print(stderr, "ccc: warning: JIT cache entry {} does not load ({}); rebuilding it\n",
+                 entry_path(key).string(), e.what());
+      entry.bytes = nullptr;
+    }
+  }
   if (entry.bytes) {
     if (jit_log_enabled()) fmt::print(stderr, "ccc jit: {}: disk hit in {:.1f} ms\n", what, elapsed_ms());
     return entry;
@@ -113,16 +133,27 @@ JitCache::Entry JitCache::produce(const std::string& key, std::string_view what,
   entry = {std::make_shared<const std::string>(build()), Hit::Miss};
   builds_.fetch_add(1, std::memory_order_relaxed);
   if (jit_log_enabled()) fmt::print(stderr, "ccc jit: {}: compiled in {:.1f} ms\n", what, elapsed_ms());
-  if (!dir_.empty()) write_entry(key, *entry.bytes);
+  if (load) load(*entry.bytes);  // first: bytes that do not load are not stored
+  if (!dir_.empty()) write_entry(key, *entry.bytes);  // renamed over a broken entry
   return entry;
 }
 
 std::shared_ptr<const std::string> JitCache::read_entry(const fs::path& path) const {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return nullptr;  // no entry yet
-  std::string file((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  const char* problem = nullptr;
-  if (file.size() < kHeaderBytes || std::string_view(file).substr(0, 8) != kMagic) {
+  // stdio, not an istreambuf_iterator: libstdc++'s filebuf throws from a failed read (an entry
+  // that is a directory: EISDIR), and that escaped every caller.
+  FILE* f = std::fopen(path.c_str(), "rb");
+  if (f == nullptr) return nullptr;  // no entry yet
+  std::string file;
+  char buf[1 << 16];
+  size_t got = 0;
+  while ((got = std::fread(buf, 1, sizeof buf, f)) > 0) file.append(buf, got);
+  const bool unreadable = std::ferror(f) != 0;
+  const int read_errno = errno;
+  std::fclose(f);
+  std::string problem;
+  if (unreadable) {
+    problem = fmt::format("unreadable: {}", std::strerror(read_errno));
+  } else if (file.size() < kHeaderBytes || std::string_view(file).substr(0, 8) != kMagic) {
     problem = "bad header";
   } else if (get_u64(std::string_view(file).substr(8)) != file.size() - kHeaderBytes) {
     problem = "truncated";
@@ -130,7 +161,7 @@ std::shared_ptr<const std::string> JitCache::read_entry(const fs::path& path) co
              checksum64(std::string_view(file).substr(kHeaderBytes))) {
     problem = "checksum mismatch";
   }
-  if (problem != nullptr) {
+  if (!problem.empty()) {
     fmt::print(stderr, "ccc: warning: JIT cache entry {} is corrupt ({}); rebuilding it\n",
                path.string(), problem);
     return nullptr;

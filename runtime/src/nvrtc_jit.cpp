@@ -13,14 +13,15 @@ NvrtcOutput nvrtc_build(const NvrtcRequest& req) {
   return out;
 }
 
-std::shared_ptr<const std::string> nvrtc_build_cached(JitCache& cache, const NvrtcRequest& req) {
+std::shared_ptr<const std::string> nvrtc_build_cached(JitCache& cache, const NvrtcRequest& req,
+                                                      const std::function<void(const std::string&)>& load) {
   ContentHash key;
   key.add("nvrtc").add(nvrtc_version()).add(req.arch)
       .add(static_cast<uint64_t>(req.target)).add(req.source).add(device_prelude_hash());
   for (const std::string& o : req.options) key.add(o);
   const std::string what = fmt::format("nvrtc {} {} ({})", req.name, req.arch,
                                        req.target == NvrtcTarget::Cubin ? "cubin" : "ptx");
-  return cache.get(key.hex(), what, [&] { return nvrtc_build(req).image; }).bytes;
+  return cache.get(key.hex(), what, [&] { return nvrtc_build(req).image; }, load).bytes;
 }
 
 }  // namespace ccc

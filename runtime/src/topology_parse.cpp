@@ -166,8 +166,18 @@ class Parser {
       error(t.col, fmt::format("{} must be a {} number with a unit, got '{}'", what, zero_ok ? "non-negative" : "positive", t.text));
       return std::nullopt;
     }
-    for (const Unit& u : units)
-      if (unit == u.suffix) return v * u.scale;
+    for (const Unit& u : units) {
+      if (unit != u.suffix) continue;
+      // The scaled value is what the cost model divides by and adds: one that overflows to inf or
+      // underflows to 0 would make every estimate inf or 0 (or NaN) without a word.
+      const double scaled = v * u.scale;
+      if (!std::isfinite(scaled) || (v != 0 && scaled == 0)) {
+        error(t.col, fmt::format("{} '{}' is out of range: it is {} in {}", what, t.text,
+                                 std::isfinite(scaled) ? "0" : "infinite", u.scale > 1 ? "bytes/s" : "seconds"));
+        return std::nullopt;
+      }
+      return scaled;
+    }
     std::string list;
     for (const Unit& u : units) list += (list.empty() ? "" : ", ") + std::string(u.suffix);
     error(t.col + static_cast<int>(p - t.text.data()),
@@ -275,6 +285,9 @@ class Parser {
   // "0-3,5,7"
   std::optional<std::vector<int>> gpu_list(const Token& t) {
     std::vector<int> out;
+    // By index, not by searching `out`: a 1 MiB file of 4096-GPU switch lines must parse in
+    // linear time.
+    std::vector<bool> listed(static_cast<size_t>(topo_.ngpus()));
     size_t pos = 0;
     while (pos <= t.text.size()) {
       size_t comma = t.text.find(',', pos);
@@ -290,11 +303,11 @@ class Parser {
         return std::nullopt;
       }
       for (int g = *lo; g <= *hi; ++g) {
-        for (int seen : out)
-          if (seen == g) {
-            error(col, fmt::format("GPU {} listed twice", g));
-            return std::nullopt;
-          }
+        if (listed[static_cast<size_t>(g)]) {
+          error(col, fmt::format("GPU {} listed twice", g));
+          return std::nullopt;
+        }
+        listed[static_cast<size_t>(g)] = true;
         out.push_back(g);
       }
       pos = comma + 1;
@@ -355,9 +368,11 @@ std::optional<Topology> load_topology(const std::string& path, std::string& erro
   std::string text;
   FILE* f = std::fopen(path.c_str(), "rb");
   if (f) {
+    // At most one byte past the limit, which the parser then refuses: /dev/zero or a huge file
+    // must not be read to the end (or to the memory's end) first.
     char buf[4096];
     size_t got = 0;
-    while ((got = std::fread(buf, 1, sizeof buf, f)) > 0) text.append(buf, got);
+    while (text.size() <= kMaxFileBytes && (got = std::fread(buf, 1, sizeof buf, f)) > 0) text.append(buf, got);
   }
   if (!f || std::ferror(f)) {
     errors = fmt::format("{}: error: cannot read topology file: {}\n", path, std::strerror(errno));

@@ -94,8 +94,18 @@ int env_int(const char* name, int fallback) {
 CUresult launch(const char* name, CUfunction f, unsigned grid, unsigned block, CUstream stream, void** params) {
   if (f == nullptr || params == nullptr) return CUDA_ERROR_INVALID_VALUE;
   const auto* args = static_cast<const ccc_launch_args*>(params[0]);
+  // Where a rank's buffers point: fake device memory, null, or elsewhere.
+  auto where = [](const void* p) {
+    State& s = state();
+    std::lock_guard lock(s.mutex);
+    uintptr_t start = 0;
+    return p == nullptr ? "null" : find(reinterpret_cast<uintptr_t>(p), &start) != nullptr ? "device" : "other";
+  };
+  std::string buffers;
+  if (args->rank >= 0)
+    buffers = std::string(" input=") + where(args->own.input) + " output=" + where(args->own.output);
   record(call(name, "stream=" + stream_name(stream) + " grid=" + std::to_string(grid) + " block=" +
-                        std::to_string(block) + " rank=" + std::to_string(args->rank)));
+                        std::to_string(block) + " rank=" + std::to_string(args->rank) + buffers));
   return CUDA_SUCCESS;
 }
 
@@ -204,7 +214,9 @@ CUresult cuStreamIsCapturing(CUstream stream, CUstreamCaptureStatus* status) {
 }
 
 CUresult cuModuleLoadData(CUmodule* module, const void* image) {
-  if (image == nullptr) return CUDA_ERROR_INVALID_IMAGE;
+  // Tests stand for a broken image with one that starts "not a cubin".
+  if (image == nullptr || std::strncmp(static_cast<const char*>(image), "not a cubin", 11) == 0)
+    return CUDA_ERROR_INVALID_IMAGE;
   record(call("cuModuleLoadData"));
   *module = reinterpret_cast<CUmodule>(new FakeModule);
   return CUDA_SUCCESS;

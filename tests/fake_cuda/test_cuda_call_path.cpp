@@ -8,6 +8,10 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <map>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -15,6 +19,7 @@
 #include "ccc/ccc.h"
 #include "ccc/collective_types.h"
 #include "ccc/communicator.h"
+#include "ccc/content_hash.h"
 #include "ccc/cuda_driver.h"
 
 using namespace ccc;
@@ -231,3 +236,70 @@ TEST_F(CudaCallPath, VirtualRanksAreOneCooperativeGrid) {
 }
 
 }  // namespace
+
+// NCCL-legal NULLs (send off the root of a broadcast, recv off the root of a reduce) reach the
+// kernel as device memory: the runtime's stand-in, never NULL or host memory.
+TEST_F(CudaCallPath, NullBuffersWhereNcclAllowsThemBecomeDeviceMemory) {
+  const int devlist[2] = {0, 1};
+  cccComm_t comms[2];
+  ASSERT_EQ(cccCommInitAll(comms, 2, devlist), cccSuccess) << cccGetLastError(nullptr);
+  void* in[2] = {device_alloc(0, kCount * 4), device_alloc(1, kCount * 4)};
+  void* out[2] = {device_alloc(0, kCount * 4), device_alloc(1, kCount * 4)};
+  take_log();
+  for (int r = 0; r < 2; ++r)
+    ASSERT_EQ(cccBroadcast(r == 0 ? in[r] : nullptr, out[r], kCount, cccFloat32, 0, comms[r], stream(r)), cccSuccess)
+        << cccGetLastError(nullptr);
+  for (int r = 0; r < 2; ++r)
+    ASSERT_EQ(cccReduce(in[r], r == 0 ? out[r] : nullptr, kCount, cccFloat32, cccSum, 0, comms[r], stream(r)),
+              cccSuccess)
+        << cccGetLastError(nullptr);
+  const std::vector<std::string> log = take_log();
+  const std::vector<std::string> launches = calls_named(log, "cuLaunchKernel");
+  ASSERT_EQ(launches.size(), 4u) << testing::PrintToString(log);
+  for (const std::string& launch : launches)
+    EXPECT_NE(launch.find(" input=device output=device"), std::string::npos) << launch;
+  for (cccComm_t c : comms) EXPECT_EQ(cccCommDestroy(c), cccSuccess);
+}
+
+namespace {
+
+std::string read_bytes(const std::filesystem::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+}  // namespace
+
+// A cached cubin whose header and checksum are right but which the driver refuses is rebuilt and
+// renamed over the entry (it failed every run, never rebuilt).
+TEST_F(CudaCallPath, ACachedCubinThatDoesNotLoadIsRebuilt) {
+  std::string pattern = (std::filesystem::temp_directory_path() / "ccc-fake-cache-XXXXXX").string();
+  ASSERT_NE(mkdtemp(pattern.data()), nullptr);
+  const std::filesystem::path dir = pattern;
+  void* buf[2] = {device_alloc(0, kCount * 4), device_alloc(1, kCount * 4)};
+  const std::vector<const void*> send(buf, buf + 2);
+  const std::vector<void*> recv(buf, buf + 2);
+  auto run_once = [&] {
+    JitCache cache(dir);
+    CommOptions o;
+    o.cache = &cache;
+    Communicator comm = Communicator::cuda({0, 1}, o);
+    comm.all_reduce(send, recv, kCount, DataType::F32, ReduceOp::Sum);
+  };
+  run_once();
+  std::map<std::filesystem::path, std::string> good;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) good[e.path()] = read_bytes(e.path());
+  ASSERT_FALSE(good.empty());
+  const std::string junk = "not a cubin";
+  std::string header = "CCCJIT1\n";
+  for (uint64_t v : {uint64_t{junk.size()}, checksum64(junk)})
+    for (int i = 0; i < 8; ++i) header.push_back(static_cast<char>(v >> (8 * i)));
+  for (const auto& [path, bytes] : good) std::ofstream(path, std::ios::binary | std::ios::trunc) << header << junk;
+
+  testing::internal::CaptureStderr();
+  EXPECT_NO_THROW(run_once());
+  const std::string err = testing::internal::GetCapturedStderr();
+  EXPECT_NE(err.find("does not load"), std::string::npos) << err;
+  for (const auto& [path, bytes] : good) EXPECT_EQ(read_bytes(path), bytes) << path << " was not replaced";
+  std::filesystem::remove_all(dir);
+}

@@ -103,6 +103,9 @@ TEST(CApi, RejectsBadArguments) {
   cccComm_t comms[2];
   EXPECT_EQ(cccCommInitAllHost(comms, 0), cccInvalidArgument);
   EXPECT_EQ(last_error(), "need at least one rank, got 0");
+  // Refused before anything per rank is made or written (comms has room for 2).
+  EXPECT_EQ(cccCommInitAllHost(comms, 1 << 20), cccInvalidArgument);
+  EXPECT_EQ(last_error(), "a communicator has 1 .. 4096 ranks (the code generator's limit), got 1048576");
   ASSERT_EQ(cccCommInitAllHost(comms, 2), cccSuccess);
   float a[4] = {}, b[4] = {};
   EXPECT_EQ(cccAllReduce(a, b, 4, static_cast<cccDataType_t>(42), cccSum, comms[0], nullptr), cccInvalidArgument);

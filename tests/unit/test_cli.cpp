@@ -1,6 +1,10 @@
 #include <gtest/gtest.h>
+#include <sys/resource.h>
 
+#include <csignal>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <set>
 #include <sstream>
 
@@ -9,6 +13,7 @@
 #include "cli_util.h"
 #include "front_end_util.h"
 #include "golden_util.h"
+#include "runtime_test_support.h"
 
 using namespace ccc;
 using test::run_cli;
@@ -139,4 +144,87 @@ TEST(Cli, DumpAfterInstantiateShowsTheStepProgram) {
   auto r = run_cli({"compile", kRing, "--ranks", "4", "--emit", "steps", "--dump-after", "instantiate"});
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_EQ(r.err, r.out);  // --emit steps prints the same text as the instantiate pass's dump
+}
+
+// Buffers no machine has: a clear error (the std::bad_alloc escaped and aborted `ccc run`).
+TEST(Cli, RunOutOfMemoryIsAnError) {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  GTEST_SKIP() << "the sanitizer's allocator reports the huge allocation instead of throwing bad_alloc";
+#else
+  // 2^58 f32 per buffer: 2^60 bytes each, within a pointer difference, beyond any memory.
+  auto r = run_cli({"run", kRing, "--ranks", "2", "--count", "288230376151711744"});
+  EXPECT_EQ(r.code, 1);
+  EXPECT_EQ(r.err, "ccc run: error: out of memory for 2 ranks' buffers of count 288230376151711744 f32 (and the "
+                   "reference's)\n");
+#endif
+}
+
+namespace {
+
+// RLIMIT_FSIZE makes a write fail part way, as a full disk does; SIGXFSZ is ignored so the
+// write returns EFBIG instead of killing the test.
+class FileSizeLimit {
+ public:
+  explicit FileSizeLimit(rlim_t bytes) {
+    getrlimit(RLIMIT_FSIZE, &old_);
+    rlimit small = old_;
+    small.rlim_cur = bytes;
+    handler_ = std::signal(SIGXFSZ, SIG_IGN);
+    setrlimit(RLIMIT_FSIZE, &small);
+  }
+  ~FileSizeLimit() {
+    setrlimit(RLIMIT_FSIZE, &old_);
+    std::signal(SIGXFSZ, handler_);
+  }
+
+ private:
+  rlimit old_{};
+  void (*handler_)(int) = nullptr;
+};
+
+}  // namespace
+
+// -o replaces a file only with a whole new one: a failed write keeps the old file and leaves no
+// temporary (it used to truncate the old file first).
+TEST(Cli, OutputFileIsReplacedOnlyWhenWhollyWritten) {
+  test::ScratchDir dir;
+  const std::string out_path = (dir.path() / "ring.svg").string();
+  std::ofstream(out_path) << "old";
+  std::filesystem::permissions(out_path, std::filesystem::perms(0640));
+  test::CliResult r;
+  {
+    FileSizeLimit limit(1024);  // the SVG is tens of KiB
+    r = run_cli({"compile", kRing, "--ranks", "8", "--emit", "svg", "-o", out_path});
+  }
+  EXPECT_EQ(r.code, 1);
+  EXPECT_EQ(r.err, "ccc: error: cannot write '" + out_path + "': File too large\n");
+  EXPECT_EQ(test::read_file(out_path), "old");
+  EXPECT_EQ(std::distance(std::filesystem::directory_iterator(dir.path()), {}), 1) << "a temporary was left";
+
+  r = run_cli({"compile", kRing, "--ranks", "8", "--emit", "svg", "-o", out_path});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(test::read_file(out_path).find("<svg"), std::string::npos);
+  EXPECT_EQ(std::filesystem::status(out_path).permissions(), std::filesystem::perms(0640)) << "the old file's mode";
+  EXPECT_EQ(std::distance(std::filesystem::directory_iterator(dir.path()), {}), 1);
+
+  // Through a symlink the file it names is replaced; the link stays a link.
+  const std::string link = (dir.path() / "link.svg").string();
+  std::filesystem::create_symlink(out_path, link);
+  std::ofstream(out_path, std::ios::trunc) << "old";
+  r = run_cli({"compile", kRing, "--ranks", "8", "--emit", "svg", "-o", link});
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(std::filesystem::is_symlink(link));
+  EXPECT_NE(test::read_file(out_path).find("<svg"), std::string::npos);
+}
+
+// Not a regular file: written in place (renaming over /dev/full would replace the device).
+TEST(Cli, OutputToADeviceIsWrittenInPlace) {
+  if (!std::filesystem::is_character_file("/dev/full")) GTEST_SKIP() << "no /dev/full";
+  auto r = run_cli({"compile", kRing, "--ranks", "4", "--emit", "steps", "-o", "/dev/full"});
+  EXPECT_EQ(r.code, 1);
+  EXPECT_EQ(r.err, "ccc: error: cannot write '/dev/full': No space left on device\n");
+  EXPECT_TRUE(std::filesystem::is_character_file("/dev/full"));
+  r = run_cli({"compile", kRing, "--ranks", "4", "--emit", "steps", "-o", "/dev/null"});
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(std::filesystem::is_character_file("/dev/null"));
 }

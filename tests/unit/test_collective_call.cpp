@@ -74,7 +74,9 @@ TEST(ValidateCall, NamesTheProblem) {
   EXPECT_EQ(failure(partial.call, 2),
             "allreduce: rank 0: send and recv buffers overlap without being in place");
   Call shared_recv(Collective::AllReduce, 100, {a.at(0), a.at(4096)}, {a.at(8192), a.at(8192 + 396)});
-  EXPECT_EQ(failure(shared_recv.call, 2), "allreduce: ranks 0 and 1 have overlapping recv buffers");
+  EXPECT_EQ(failure(shared_recv.call, 2),
+            "allreduce: rank 0's recv buffer overlaps rank 1's recv buffer; a buffer that a rank writes must not "
+            "overlap another rank's buffers");
   Call rs_wrong_block(Collective::ReduceScatter, 10, {a.at(0), a.at(4096)}, {a.at(40), a.at(4096 + 40)});
   EXPECT_EQ(failure(rs_wrong_block.call, 2),
             "reduce_scatter: rank 0: send and recv buffers overlap without being in place");
@@ -86,4 +88,80 @@ TEST(ValidateCall, NamesTheProblem) {
   EXPECT_EQ(failure(bcast.call, 2), "broadcast: root 2 is not a rank of this communicator (0..1)");
   bcast.call.root = 1;
   EXPECT_EQ(failure(bcast.call, 2), "");
+}
+
+TEST(ValidateCall, RefusesARecvThatOverlapsAnotherRanksSend) {
+  Arena a;
+  // Rank 1 writes into the middle of rank 0's input: rank 0 would send changing data.
+  Call aliased(Collective::AllReduce, 100, {a.at(0), a.at(4096)}, {a.at(8192), a.at(200)});
+  EXPECT_EQ(failure(aliased.call, 2),
+            "allreduce: rank 0's send buffer overlaps rank 1's recv buffer; a buffer that a rank writes must not "
+            "overlap another rank's buffers");
+  // Not adjacent ranks, and the recv before the send it overlaps.
+  Call far(Collective::AllReduce, 100, {a.at(1000), a.at(4096), a.at(8192)}, {a.at(12288), a.at(16384), a.at(800)});
+  EXPECT_NE(failure(far.call, 3).find("rank 0's send buffer overlaps rank 2's recv buffer"), std::string::npos);
+  // In place counts for the rank itself only: rank 1's in-place buffer is rank 0's recv.
+  Call in_place(Collective::AllReduce, 100, {a.at(0), a.at(0)}, {a.at(0), a.at(0)});
+  EXPECT_NE(failure(in_place.call, 2).find("rank 0's recv buffer overlaps rank 1's send buffer"), std::string::npos);
+  // Ranks may share a buffer they only read.
+  Call shared_send(Collective::AllReduce, 100, {a.at(0), a.at(0), a.at(0)}, {a.at(4096), a.at(8192), a.at(12288)});
+  EXPECT_EQ(failure(shared_send.call, 3), "");
+  // Touching is not overlapping.
+  Call adjacent(Collective::AllReduce, 100, {a.at(0), a.at(400)}, {a.at(800), a.at(1200)});
+  EXPECT_EQ(failure(adjacent.call, 2), "");
+}
+
+TEST(ValidateCall, OverlapCheckIsNotQuadratic) {
+  // 2^18 ranks (validate_call itself has no rank limit) and one aliasing pair at the far ends of
+  // the order: a pairwise check takes 2^35 steps, minutes; the sorted sweep well under a second.
+  constexpr int n = 1 << 18;
+  std::vector<uint64_t> words(2 * n * 4);
+  std::vector<const void*> send(n);
+  std::vector<void*> recv(n);
+  for (int r = 0; r < n; ++r) {
+    send[r] = &words[static_cast<size_t>(8 * r)];
+    recv[r] = &words[static_cast<size_t>(8 * r + 4)];
+  }
+  Call ok(Collective::AllReduce, 8, send, recv);
+  EXPECT_EQ(failure(ok.call, n), "");
+  recv[n - 1] = &words[0];
+  Call bad(Collective::AllReduce, 8, send, recv);
+  EXPECT_NE(failure(bad.call, n).find("rank 0's send buffer overlaps rank 262143's recv buffer"), std::string::npos);
+}
+
+// NCCL lets a rank pass NULL for a buffer it does not use: send off the root of a broadcast,
+// recv off the root of a reduce. Only those; every rank checks only the buffers it uses.
+TEST(ValidateCall, AcceptsNullWhereARankDoesNotUseTheBuffer) {
+  Arena a;
+  Call bcast(Collective::Broadcast, 4, {a.at(0), nullptr, nullptr}, {a.at(64), a.at(128), a.at(192)});
+  bcast.call.root = 0;
+  EXPECT_EQ(failure(bcast.call, 3), "");
+  bcast.call.root = 1;
+  EXPECT_EQ(failure(bcast.call, 3), "broadcast: rank 1: null send buffer");
+  Call bcast_recv(Collective::Broadcast, 4, {a.at(0), a.at(64)}, {a.at(128), nullptr});
+  bcast_recv.call.root = 0;
+  EXPECT_EQ(failure(bcast_recv.call, 2), "broadcast: rank 1: null recv buffer") << "every rank gets the result";
+
+  Call reduce(Collective::Reduce, 4, {a.at(0), a.at(64), a.at(128)}, {nullptr, a.at(192), nullptr});
+  reduce.call.root = 1;
+  EXPECT_EQ(failure(reduce.call, 3), "");
+  reduce.call.root = 0;
+  EXPECT_EQ(failure(reduce.call, 3), "reduce: rank 0: null recv buffer");
+  Call reduce_send(Collective::Reduce, 4, {a.at(0), nullptr}, {a.at(64), a.at(128)});
+  reduce_send.call.root = 0;
+  EXPECT_EQ(failure(reduce_send.call, 2), "reduce: rank 1: null send buffer") << "every rank contributes";
+
+  Call allreduce(Collective::AllReduce, 4, {a.at(0), nullptr}, {a.at(64), a.at(128)});
+  EXPECT_EQ(failure(allreduce.call, 2), "allreduce: rank 1: null send buffer");
+
+  // Rank by rank (the C API) the same.
+  CollectiveCall one;
+  one.collective = Collective::Broadcast;
+  one.count = 4;
+  one.root = 0;
+  EXPECT_NO_THROW(validate_rank_call(one, 2, 1, nullptr, a.at(0)));
+  EXPECT_THROW(validate_rank_call(one, 2, 0, nullptr, a.at(0)), Error);
+  one.collective = Collective::Reduce;
+  EXPECT_NO_THROW(validate_rank_call(one, 2, 1, a.at(0), nullptr));
+  EXPECT_THROW(validate_rank_call(one, 2, 0, a.at(0), nullptr), Error);
 }

@@ -15,6 +15,9 @@
 #include "ccc/ccc.h"
 #include "ccc/collective_reference.h"
 #include "ccc/communicator.h"
+#include "ccc/instantiate.h"
+
+#include <fmt/format.h>
 
 using namespace ccc;
 
@@ -317,4 +320,123 @@ TEST(Communicator, DestroyJoinsItsWarmUp) {
   comm.warm_up({shape_of(Collective::ReduceScatter, 64, DataType::F16, ReduceOp::Max, -1)});
   comm.destroy();
   EXPECT_EQ(cache.builds(), 1u);
+}
+
+// The rank limit comes before any per-rank work: 2^20 ranks used to start 2^20 rank states and
+// check 2^40 buffer pairs before the code generator refused the count.
+TEST(Communicator, RefusesARankCountOutsideTheLimitAtOnce) {
+  for (int n : {0, -1, kMaxRanks + 1, 1 << 20}) {
+    try {
+      Communicator::host(n, options());
+      FAIL() << n << " ranks";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::InvalidArgument);
+      EXPECT_EQ(std::string(e.what()),
+                fmt::format("a communicator has 1 .. 4096 ranks (the code generator's limit), got {}", n));
+    }
+  }
+}
+
+// A scratch allocation that fails is Error(System), not a std::bad_alloc out of the library.
+TEST(Communicator, OutOfMemoryForScratchIsASystemError) {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  GTEST_SKIP() << "the sanitizer's allocator reports the huge allocation instead of throwing bad_alloc";
+#else
+  // ring_reduce on 3 ranks stages count elements per rank in scratch: 2^60 bytes here. The
+  // buffers are never touched (rank 0's scratch comes before any launch), so addresses that
+  // only pass validation will do.
+  Communicator comm = Communicator::host(3, options());
+  const uint64_t count = uint64_t{1} << 58;
+  const uintptr_t span = uintptr_t{1} << 60;  // one f32 buffer of `count`
+  auto at = [&](int i) { return reinterpret_cast<void*>(i * span + 64); };
+  const void* send[] = {at(0), at(2), at(4)};
+  void* recv[] = {at(1), at(3), at(5)};
+  try {
+    comm.reduce(send, recv, count, DataType::F32, ReduceOp::Sum, 0);
+    FAIL() << "2^60 bytes of scratch";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::System);
+    EXPECT_STREQ(e.what(), "out of host memory (a rank's scratch or state)");
+  }
+#endif
+}
+
+namespace {
+
+std::vector<float> iota_from(float first, uint64_t count) {
+  std::vector<float> v(count);
+  for (uint64_t i = 0; i < count; ++i) v[i] = first + static_cast<float>(i % 1000);
+  return v;
+}
+
+}  // namespace
+
+// NCCL-legal NULLs: a broadcast's non-root ranks need no send buffer, a reduce's no recv
+// buffer; out of place and with the root in place (the others then follow it).
+TEST(Communicator, NullBuffersWhereNcclAllowsThem) {
+  const int n = 4, root = 1;
+  const uint64_t count = 4099;
+  Communicator comm = Communicator::host(n, options());
+  for (bool root_in_place : {false, true}) {
+    SCOPED_TRACE(root_in_place ? "root in place" : "out of place");
+    std::vector<std::vector<float>> in(n), out(n, std::vector<float>(count, -1.0f));
+    for (int r = 0; r < n; ++r) in[r] = iota_from(static_cast<float>(r + 1), count);
+    std::vector<const void*> send(n);
+    std::vector<void*> recv(n);
+    for (int r = 0; r < n; ++r) recv[r] = out[r].data();
+    send[root] = root_in_place ? recv[root] : in[root].data();
+    if (root_in_place) out[root] = in[root];
+    comm.broadcast(send, recv, count, DataType::F32, root);
+    for (int r = 0; r < n; ++r) EXPECT_EQ(out[r], in[root]) << "broadcast, rank " << r;
+
+    const std::vector<std::vector<float>> kept = in;
+    for (int r = 0; r < n; ++r) {
+      send[r] = in[r].data();
+      recv[r] = nullptr;
+    }
+    std::vector<float> result(count, -1.0f);
+    if (root_in_place) {
+      result = in[root];
+      send[root] = result.data();
+    }
+    recv[root] = result.data();
+    comm.reduce(send, recv, count, DataType::F32, ReduceOp::Sum, root);
+    for (uint64_t i = 0; i < count; ++i) {
+      float sum = 0;
+      for (int r = 0; r < n; ++r) sum += kept[r][i];
+      ASSERT_EQ(result[i], sum) << "reduce, element " << i;
+    }
+    for (int r = 0; r < n; ++r) {
+      if (r == root) continue;
+      EXPECT_EQ(in[r], kept[r]) << "rank " << r << "'s input is not written";
+    }
+  }
+}
+
+TEST(CApi, NullBuffersWhereNcclAllowsThem) {
+  const int n = 3, root = 2;
+  const size_t count = 1001;
+  cccComm_t comms[n];
+  ASSERT_EQ(cccCommInitAllHost(comms, n), cccSuccess);
+  std::vector<std::vector<float>> in(n), out(n, std::vector<float>(count, -1.0f));
+  for (int r = 0; r < n; ++r) in[r] = iota_from(static_cast<float>(r + 1), count);
+  for (int r = 0; r < n; ++r)
+    ASSERT_EQ(cccBroadcast(r == root ? in[r].data() : nullptr, out[r].data(), count, cccFloat32, root, comms[r], nullptr),
+              cccSuccess)
+        << cccGetLastError(comms[r]);
+  for (int r = 0; r < n; ++r) ASSERT_EQ(cccCommSynchronize(comms[r]), cccSuccess) << cccGetLastError(comms[r]);
+  for (int r = 0; r < n; ++r) EXPECT_EQ(out[r], in[root]) << "broadcast, rank " << r;
+
+  std::vector<float> result(count, -1.0f);
+  for (int r = 0; r < n; ++r)
+    ASSERT_EQ(cccReduce(in[r].data(), r == root ? result.data() : nullptr, count, cccFloat32, cccSum, root, comms[r],
+                        nullptr),
+              cccSuccess)
+        << cccGetLastError(comms[r]);
+  for (int r = 0; r < n; ++r) ASSERT_EQ(cccCommSynchronize(comms[r]), cccSuccess) << cccGetLastError(comms[r]);
+  for (size_t i = 0; i < count; ++i) ASSERT_EQ(result[i], in[0][i] + in[1][i] + in[2][i]) << i;
+
+  EXPECT_EQ(cccReduce(in[0].data(), nullptr, count, cccFloat32, cccSum, 0, comms[0], nullptr), cccInvalidArgument);
+  EXPECT_STREQ(cccGetLastError(comms[0]), "reduce: rank 0: null recv buffer");
+  for (cccComm_t c : comms) EXPECT_EQ(cccCommDestroy(c), cccSuccess);
 }

@@ -157,6 +157,33 @@ TEST(CudaCommunicator, EveryShippedScheduleInPlaceAndNot) {
   }
 }
 
+// NCCL-legal NULLs, send off the root of a broadcast and recv off the root of a reduce, out of
+// place and in place: the runtime's stand-ins (scratch room, or the rank's other buffer) are
+// device memory.
+TEST(CudaCommunicator, NullBuffersWhereNcclAllowsThem) {
+  CCC_REQUIRE_GPU(d);
+  for (Collective c : {Collective::Broadcast, Collective::Reduce}) {
+    Communicator comm = virtual_ranks(c == Collective::Broadcast ? "ring_broadcast" : "ring_reduce");
+    for (bool in_place : {false, true}) {
+      DeviceCollective buffers(*d, shape_of(c, 100003, DataType::F32, ReduceOp::Sum), comm.size(), in_place);
+      buffers.prepare(7);
+      CollectiveCall call = buffers.call();
+      std::vector<const void*> send(call.send.begin(), call.send.end());
+      std::vector<void*> recv(call.recv.begin(), call.recv.end());
+      for (int r = 0; r < comm.size(); ++r) {
+        if (r == call.root) continue;
+        if (c == Collective::Broadcast) send[r] = nullptr;
+        else recv[r] = nullptr;
+      }
+      call.send = send;
+      call.recv = recv;
+      comm.run(call);
+      comm.synchronize();
+      EXPECT_EQ(buffers.wrong_elements(), 0u) << collective_name(c) << (in_place ? " in place" : "");
+    }
+  }
+}
+
 TEST(CudaCommunicator, EveryDataTypeAndEveryOp) {
   CCC_REQUIRE_GPU(d);
   Communicator comm = virtual_ranks("ring");

@@ -233,3 +233,50 @@ TEST(JitCache, ConcurrentGetsOfOneKeyBuildOnce) {
     }
   }
 }
+
+// A payload stored broken behind a valid header and checksum (a faulty build wrote it) is found
+// by the caller's load, rebuilt and replaced; before, every run failed on it for ever.
+TEST(JitCache, EntryThatDoesNotLoadIsRebuiltAndReplaced) {
+  test::ScratchDir dir;
+  auto refuse_broken = [](const std::string& bytes) {
+    if (bytes == "broken") throw std::runtime_error("not an image");
+  };
+  {
+    JitCache cache(dir.path());
+    cache.get("k", "t", [] { return std::string("broken"); });  // stored unloaded, as a bad build would
+  }
+  JitCache cache(dir.path());
+  int builds = 0;
+  std::string loaded;
+  testing::internal::CaptureStderr();
+  const JitCache::Entry e = cache.get("k", "t", [&] { ++builds; return std::string("good"); },
+                                      [&](const std::string& bytes) { refuse_broken(bytes); loaded = bytes; });
+  const std::string err = testing::internal::GetCapturedStderr();
+  EXPECT_EQ(e.hit, Hit::Miss);
+  EXPECT_EQ(*e.bytes, "good");
+  EXPECT_EQ(loaded, "good");
+  EXPECT_EQ(builds, 1);
+  EXPECT_NE(err.find("does not load (not an image); rebuilding it"), std::string::npos) << err;
+  JitCache next_process(dir.path());
+  EXPECT_EQ(next_process.get("k", "t", [] { return std::string("unused"); }, refuse_broken).hit, Hit::Disk)
+      << "the rebuilt entry replaced the broken one on disk";
+  // A build that does not load either is an error, not a loop.
+  JitCache always_broken(dir.path() / "other");
+  EXPECT_THROW(always_broken.get("k", "t", [] { return std::string("broken"); }, refuse_broken), std::runtime_error);
+}
+
+// An entry that is a directory cannot be read (libstdc++'s filebuf threw from the read, out of
+// every caller) or replaced: a warning each, and the cache carries on in memory.
+TEST(JitCache, EntryThatIsADirectoryWarnsAndBuilds) {
+  test::ScratchDir dir;
+  JitCache cache(dir.path());
+  fs::create_directories(cache.entry_path("k"));
+  testing::internal::CaptureStderr();
+  const JitCache::Entry e = cache.get("k", "t", [] { return std::string("image"); });
+  const std::string err = testing::internal::GetCapturedStderr();
+  EXPECT_EQ(e.hit, Hit::Miss);
+  EXPECT_EQ(*e.bytes, "image");
+  EXPECT_NE(err.find("is corrupt (unreadable: Is a directory); rebuilding it"), std::string::npos) << err;
+  EXPECT_NE(err.find("caching in memory only"), std::string::npos) << err;
+  EXPECT_EQ(cache.get("k", "t", [] { return std::string("unused"); }).hit, Hit::Memory);
+}

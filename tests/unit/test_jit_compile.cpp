@@ -1,14 +1,22 @@
 // NVRTC and host compiles of small kernels that use the embedded device prelude.
 #include <gtest/gtest.h>
 
+#include <sys/resource.h>
+
+#include <csignal>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <optional>
+#include <vector>
 
 #include <fmt/format.h>
 
 #include "ccc/collective_types.h"
+#include "ccc/content_hash.h"
 #include "ccc/embedded_files.h"
+#include "ccc/host_backend.h"
 #include "ccc_abi.h"
 #include "ccc/host_compile.h"
 #include "ccc/nvrtc_jit.h"
@@ -171,4 +179,100 @@ TEST(JitCli, SecondIdenticalCubinCompileIsADiskHit) {
   EXPECT_NE(compiled, std::string::npos) << log;
   EXPECT_NE(hit, std::string::npos) << log;
   EXPECT_LT(compiled, hit) << log;
+}
+
+namespace {
+
+// Sets an environment variable for one scope and restores it.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const std::string& value) : name_(name) {
+    if (const char* old = std::getenv(name)) old_ = old;
+    setenv(name, value.c_str(), 1);
+  }
+  ~ScopedEnv() { old_ ? setenv(name_, old_->c_str(), 1) : unsetenv(name_); }
+
+ private:
+  const char* name_;
+  std::optional<std::string> old_;
+};
+
+std::string only_entry(const std::filesystem::path& dir) {
+  std::vector<std::filesystem::path> entries;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) entries.push_back(e.path());
+  EXPECT_EQ(entries.size(), 1u);
+  return entries.empty() ? "" : entries[0].string();
+}
+
+}  // namespace
+
+// A cached object with a valid header and checksum but bytes that do not load is rebuilt and
+// replaced (it used to fail every run, never rebuilt).
+TEST(HostCompile, CachedObjectThatDoesNotLoadIsRebuilt) {
+  test::ScratchDir dir;
+  {
+    JitCache cache(dir.path());
+    load_host_kernel(cache, kHostKernel, "ccc_test_entry");
+  }
+  const std::string entry = only_entry(dir.path());
+  std::string good;
+  {
+    std::ifstream in(entry, std::ios::binary);
+    good.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+  const std::string junk = "not a shared object";
+  std::string header = "CCCJIT1\n";
+  for (uint64_t v : {uint64_t{junk.size()}, checksum64(junk)})
+    for (int i = 0; i < 8; ++i) header.push_back(static_cast<char>(v >> (8 * i)));
+  std::ofstream(entry, std::ios::binary | std::ios::trunc) << header << junk;
+
+  JitCache cache(dir.path());
+  testing::internal::CaptureStderr();
+  const HostKernel k = load_host_kernel(cache, kHostKernel, "ccc_test_entry");
+  const std::string err = testing::internal::GetCapturedStderr();
+  EXPECT_NE(k.entry, nullptr);
+  EXPECT_TRUE(contains(err, "does not load (cannot load a compiled kernel")) << err;
+  std::ifstream in(entry, std::ios::binary);
+  EXPECT_EQ(std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()), good)
+      << "the rebuilt object replaced the broken entry";
+}
+
+// temp_directory_path throws filesystem_error for these; it escaped as an abort of `ccc run`.
+TEST(HostCompile, AMissingOrFileTmpdirIsAJitError) {
+  test::ScratchDir dir;
+  const std::string file = (dir.path() / "file").string();
+  std::ofstream(file) << "x";
+  for (const auto& [tmpdir, why] : {std::pair{(dir.path() / "missing").string(), "No such file or directory"},
+                                    std::pair{file, "Not a directory"}}) {
+    ScopedEnv env("TMPDIR", tmpdir);
+    try {
+      SharedObject so("bytes");
+      FAIL() << tmpdir;
+    } catch (const JitError& e) {
+      EXPECT_EQ(std::string(e.what()), fmt::format("cannot use the temporary directory TMPDIR={}: {}", tmpdir, why));
+    }
+    EXPECT_THROW(host_compile(HostCompileRequest{}), JitError);
+  }
+}
+
+// A write that fails part way (a full TMPDIR; here a file size limit) leaves no partial .so.
+TEST(HostCompile, AFailedWriteLeavesNoTemporaryBehind) {
+  test::ScratchDir dir;
+  ScopedEnv env("TMPDIR", dir.path().string());
+  rlimit old{};
+  ASSERT_EQ(getrlimit(RLIMIT_FSIZE, &old), 0);
+  rlimit small = old;
+  small.rlim_cur = 4096;
+  void (*old_handler)(int) = std::signal(SIGXFSZ, SIG_IGN);  // a failed write, not a signal
+  ASSERT_EQ(setrlimit(RLIMIT_FSIZE, &small), 0);
+  std::string error;
+  try {
+    SharedObject so(std::string(1 << 16, 'x'));
+  } catch (const JitError& e) {
+    error = e.what();
+  }
+  setrlimit(RLIMIT_FSIZE, &old);
+  std::signal(SIGXFSZ, old_handler);
+  EXPECT_TRUE(contains(error, "cannot write")) << error;
+  EXPECT_TRUE(std::filesystem::is_empty(dir.path()));
 }

@@ -1,3 +1,5 @@
+#include <chrono>
+
 #include <gtest/gtest.h>
 
 #include "ccc/topology.h"
@@ -151,6 +153,11 @@ INSTANTIATE_TEST_SUITE_P(
                 "t.topo:2:25: error: a switch needs at least two GPUs"},
         BadCase{std::string(kGpus) + "switch s kind=pcie bandwidth=1GB/s latency=1us\n",
                 "t.topo:2:1: error: 'switch' needs gpus="},
+        // Finite as written, not once scaled to bytes/s or seconds (docs/topology.md).
+        BadCase{"gpus 4 memory=1e300TB/s\n",
+                "t.topo:1:15: error: memory '1e300TB/s' is out of range: it is infinite in bytes/s"},
+        BadCase{kSw + "link 0 1 bandwidth=1GB/s latency=1e-320ns\n",
+                "t.topo:3:34: error: latency '1e-320ns' is out of range: it is 0 in seconds"},
         BadCase{"\x01\x02\xff\n", "t.topo:1:1: error: unknown directive '?\?\?' (expected name, gpus, gpu, link or switch)"}));
 
 TEST(Topology, EveryBadLineIsReportedNotJustTheFirst) {
@@ -170,6 +177,28 @@ TEST(Topology, LoadReportsAMissingFile) {
 TEST(Topology, FilesOver1MiBAreRefused) {
   EXPECT_EQ(parse_errors(std::string((1 << 20) + 1, '#')),
             "t.topo: error: the file is larger than 1048576 bytes (1 MiB), the limit for a topology\n");
+}
+
+TEST(Topology, LoadReadsNoMoreThanTheLimit) {
+  // /dev/zero never ends: the reader stops one byte past 1 MiB and the parser refuses that.
+  std::string errors;
+  EXPECT_FALSE(load_topology("/dev/zero", errors));
+  EXPECT_EQ(errors, "/dev/zero: error: the file is larger than 1048576 bytes (1 MiB), the limit for a topology\n");
+}
+
+TEST(Topology, A1MiBFileOfFullSwitchLinesParsesQuickly) {
+  // Each line lists all 4096 GPUs; finding duplicates by searching the list was quadratic (67 s).
+  std::string text = "gpus 4096 arch=sm_90 memory=1TB/s reduce=1TB/s channel=1GB/s channels=1\n";
+  const std::string line = "switch s kind=nvswitch gpus=0-4095 bandwidth=1GB/s latency=1us\n";
+  while (text.size() + line.size() <= (1 << 20)) text += line;
+  SourceFile f{"big.topo", text};
+  Diagnostics d;
+  const auto start = std::chrono::steady_clock::now();
+  auto t = parse_topology(f, d);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  ASSERT_TRUE(t) << d.render(&f);
+  EXPECT_GT(t->switches.size(), 10000u);
+  EXPECT_LT(seconds, 30.0);  // seconds even under sanitizers; the quadratic check took a minute optimised
 }
 
 TEST(Topology, TheLargestFileParsesQuickly) {

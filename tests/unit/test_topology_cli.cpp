@@ -37,6 +37,10 @@ TEST(TopoCommand, BadFilesAndUsage) {
                    "       ^\n");
   EXPECT_EQ(run_cli({"topo", "--file", kTopologies + "dgx-a100.topo", "extra"}).code, cli::kExitUsage);
   EXPECT_EQ(run_cli({"topo", "--file", "/nonexistent.topo"}).code, cli::kExitScheduleError);
+  // A stream without end is read one byte past the limit, not to the end of memory.
+  r = run_cli({"topo", "--file", "/dev/zero"});
+  EXPECT_EQ(r.code, cli::kExitScheduleError);
+  EXPECT_EQ(r.err, "/dev/zero: error: the file is larger than 1048576 bytes (1 MiB), the limit for a topology\n");
 }
 
 TEST(TopoCommand, DetectsOrSaysWhyNot) {

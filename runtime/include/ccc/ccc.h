@@ -87,6 +87,8 @@ cccResult_t cccCommSynchronize(cccComm_t comm);
 cccResult_t cccGroupStart(void);
 cccResult_t cccGroupEnd(void);
 
+/* As in NCCL, sendbuff may be NULL on a broadcast rank that is not the root, and recvbuff on a
+ * reduce rank that is not the root (docs/runtime.md: such a rank runs out of place). */
 cccResult_t cccAllReduce(const void* sendbuff, void* recvbuff, size_t count, cccDataType_t datatype,
                          cccRedOp_t op, cccComm_t comm, cccStream_t stream);
 cccResult_t cccReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount,

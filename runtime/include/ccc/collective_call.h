@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <span>
+#include <utility>
 
 #include "ccc/collective_types.h"
 #include "ccc/step_program.h"  // Collective
@@ -13,8 +14,9 @@ namespace ccc {
 // reduce; per rank block for reduce_scatter (output elements) and allgather (input elements).
 // In place means send == recv for allreduce, broadcast and reduce; for reduce_scatter the rank's
 // recv is its block of send (send + rank * count), for allgather its send is its block of recv.
-// Every rank passes both buffers, also for broadcast and reduce (the schedule may stage through
-// them).
+// As in NCCL, a rank may pass NULL for a buffer it does not use: send on a broadcast rank that is
+// not the root, recv on a reduce rank that is not the root (uses_send, uses_recv). The runtime
+// then gives the kernel a buffer of its own in that place (communicator.cpp).
 struct CollectiveCall {
   Collective collective = Collective::AllReduce;
   uint64_t count = 0;
@@ -25,16 +27,28 @@ struct CollectiveCall {
   std::span<void* const> recv;        // [N]
 };
 
+// Whether rank `rank` needs its send (recv) buffer: false only where NCCL allows NULL (above).
+bool uses_send(const CollectiveCall& call, int rank);
+bool uses_recv(const CollectiveCall& call, int rank);
+// Whether rank `rank` passed NULL for a buffer it does not use; such a rank takes either
+// placement, in place or not, from the others.
+bool omits_unused_buffer(const CollectiveCall& call, int rank, const void* send, const void* recv);
+
 // Whether rank `rank`'s send and recv are in place (see above).
 bool is_in_place(const CollectiveCall& call, int rank, const void* send, const void* recv);
+
+// Bytes of one rank's send and recv buffers, or Error(InvalidArgument) when they do not fit in
+// a pointer difference.
+std::pair<uint64_t, uint64_t> checked_call_bytes(const CollectiveCall& call, int nranks);
 
 // Bytes of one rank's send and recv buffers (valid after validate_call).
 uint64_t send_bytes(const CollectiveCall& call, int nranks);
 uint64_t recv_bytes(const CollectiveCall& call, int nranks);
 
 // Throws Error(InvalidArgument) naming the rank and the problem: wrong number of buffers, a null
-// or misaligned buffer (for the element type), a byte size that overflows, send and recv that
-// overlap other than in place, recv buffers of two ranks that overlap, a root out of range.
+// buffer the rank uses, a misaligned buffer (for the element type), a byte size that overflows, send and recv that
+// overlap other than in place, a recv buffer (which its rank writes) that overlaps any buffer of
+// another rank (send buffers, only read, may be shared), a root out of range. O(N log N).
 // A call with count 0 is valid whatever the pointers are.
 void validate_call(const CollectiveCall& call, int nranks);
 

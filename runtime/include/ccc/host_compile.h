@@ -28,8 +28,10 @@ const std::string& host_compiler_version();
 // the runtime was built with, $CCC_HOST_CXXFLAGS (split on spaces), then req.options.
 std::string host_compile(const HostCompileRequest& req);
 
-// The same through `cache`, keyed by source, flags, compiler version and prelude.
-std::shared_ptr<const std::string> host_compile_cached(JitCache& cache, const HostCompileRequest& req);
+// The same through `cache`, keyed by source, flags, compiler version and prelude; `load` as for
+// JitCache::get (a cached object that does not load is rebuilt).
+std::shared_ptr<const std::string> host_compile_cached(JitCache& cache, const HostCompileRequest& req,
+                                                       const std::function<void(const std::string&)>& load = {});
 
 // A shared object loaded from bytes (dlopen of a private temporary copy, unlinked at once).
 class SharedObject {

@@ -40,8 +40,13 @@ class JitCache {
   // cache nothing). `what` names the artifact in CCC_JIT_LOG lines. Thread-safe; while one
   // thread builds a key, other threads asking for it wait for that build (and share its
   // failure) instead of building it again.
+  // `load`, if given, is called on the bytes before they are returned. A disk entry whose bytes
+  // `load` refuses (throws std::runtime_error) was stored broken in a way the checksum cannot
+  // see, e.g. written by a faulty build: it is rebuilt, replaced on disk, and the new bytes
+  // loaded (their failure propagates). Without this such an entry failed every run for ever.
   Entry get(const std::string& key, std::string_view what,
-            const std::function<std::string()>& build);
+            const std::function<std::string()>& build,
+            const std::function<void(const std::string&)>& load = {});
 
   // How many times get() has called a `build` so far (disk and memory hits do not count).
   uint64_t builds() const { return builds_.load(std::memory_order_relaxed); }
@@ -53,7 +58,8 @@ class JitCache {
   std::filesystem::path entry_path(const std::string& key) const;
 
  private:
-  Entry produce(const std::string& key, std::string_view what, const std::function<std::string()>& build);
+  Entry produce(const std::string& key, std::string_view what, const std::function<std::string()>& build,
+                const std::function<void(const std::string&)>& load);
   std::shared_ptr<const std::string> read_entry(const std::filesystem::path& path) const;
   void write_entry(const std::string& key, const std::string& bytes);
 

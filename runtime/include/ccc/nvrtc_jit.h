@@ -21,7 +21,9 @@ class JitError : public std::runtime_error {
 // Compiles `req`; throws JitError carrying NVRTC's log on failure (or a bad arch).
 NvrtcOutput nvrtc_build(const NvrtcRequest& req);
 
-// The same through `cache`, keyed by source, options, arch, target, NVRTC version and prelude.
-std::shared_ptr<const std::string> nvrtc_build_cached(JitCache& cache, const NvrtcRequest& req);
+// The same through `cache`, keyed by source, options, arch, target, NVRTC version and prelude;
+// `load` as for JitCache::get (a cached image that does not load is rebuilt).
+std::shared_ptr<const std::string> nvrtc_build_cached(JitCache& cache, const NvrtcRequest& req,
+                                                      const std::function<void(const std::string&)>& load = {});
 
 }  // namespace ccc
