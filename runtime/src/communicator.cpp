@@ -17,6 +17,7 @@
 #include "ccc/nvrtc_jit.h"
 #include "ccc/schedule_menu.h"
 #include "ccc/select.h"
+#include "ccc/trace.h"
 
 namespace ccc {
 
@@ -61,6 +62,14 @@ struct Communicator::Impl {
     int cuda_index = -1;  // cuda backend
   };
 
+  // A kernel ready to launch for one call shape, and the call's signature (ccc_buffers::call).
+  struct Prepared {
+    const Loaded* loaded = nullptr;
+    uint64_t signature = 0;
+    uint64_t scratch_bytes = 0;
+    std::string algo;  // the schedule it runs
+  };
+
   // What selection picked for one call shape.
   struct Choice {
     std::string algo;
@@ -77,6 +86,93 @@ struct Communicator::Impl {
   std::map<std::pair<Collective, int>, std::unique_ptr<ScheduleMenu>> menus;  // by collective, root
   std::map<std::string, Choice> choices;  // by call shape
   std::map<std::string, Loaded> kernels;  // by schedule and kernel shape
+
+  // Tracing (docs/tracing.md): each launch gets fresh records, collected once its rank's
+  // stream is idle (a synchronize), into `trace`, which goes to `trace_file` at the end.
+  struct PendingTrace {
+    uint64_t call_index;
+    TraceCall call;
+    int rank;  // -1: every rank (virtual ranks, one grid)
+    int channels;
+    std::unique_ptr<ccc_trace_channel[]> records;  // [channels], or [N * channels] for rank -1
+  };
+  std::string trace_file;  // empty: not tracing
+  std::mutex trace_mutex;  // pending and trace: synchronize runs without `mutex`
+  std::vector<PendingTrace> pending;
+  TraceLog trace;
+  std::vector<uint64_t> traced_calls;  // per rank: its collectives so far (each rank issues the same)
+
+  Impl() = default;
+  Impl(const Impl&) = delete;
+  Impl& operator=(const Impl&) = delete;
+  ~Impl() { finish_trace(); }
+
+  void start_trace() {
+    trace_file = options.trace_file;
+    if (const char* env = std::getenv("CCC_TRACE"); trace_file.empty() && env != nullptr) trace_file = env;
+  }
+
+  // Fresh records for one launch of `p` by `rank` (-1: all ranks), remembered until collected.
+  ccc_trace_channel* trace_records(const Prepared& p, const CollectiveCall& call, int rank) {
+    if (trace_file.empty()) return nullptr;
+    const int n = nranks(), channels = p.loaded->kernel.channels;
+    traced_calls.resize(n);
+    const uint64_t index = traced_calls[std::max(rank, 0)];
+    for (int r = 0; r < n; ++r)
+      if (rank < 0 || r == rank) ++traced_calls[r];
+    PendingTrace t{index, {}, rank, channels,
+                   std::make_unique<ccc_trace_channel[]>(static_cast<size_t>(channels) * (rank < 0 ? n : 1))};
+    t.call = {collective_name(call.collective), p.algo, data_type_name(call.dtype), reduce_op_name(call.op),
+              call.count, std::max(send_bytes(call, n), recv_bytes(call, n)), n, channels, p.loaded->kernel.tile_bytes,
+              p.loaded->kernel.pipeline};
+    ccc_trace_channel* records = t.records.get();
+    std::lock_guard lock(trace_mutex);
+    pending.push_back(std::move(t));
+    return records;
+  }
+
+  // Collects the records of rank `rank`'s launches (-1: every rank's), whose streams are idle.
+  void collect_trace(int rank) {
+    std::lock_guard lock(trace_mutex);
+    std::erase_if(pending, [&](const PendingTrace& t) {
+      if (rank >= 0 && t.rank != rank) return false;
+      if (t.rank >= 0) {
+        trace.add(t.call_index, t.call, t.rank, t.records.get(), t.channels);
+      } else {
+        for (int r = 0; r < t.call.nranks; ++r)
+          trace.add(t.call_index, t.call, r, t.records.get() + static_cast<size_t>(r) * t.channels, t.channels);
+      }
+      return true;
+    });
+  }
+
+  // Runs `wait` (a synchronize of rank `rank`, -1: of all), then collects the rank's trace records,
+  // also when the wait throws: the stream is idle by then.
+  template <typename Wait>
+  void synchronized(int rank, Wait&& wait) {
+    try {
+      wait();
+    } catch (...) {
+      collect_trace(rank);
+      throw;
+    }
+    collect_trace(rank);
+  }
+
+  // Waits for every rank, collects what is pending and writes the file; never throws.
+  void finish_trace() {
+    if (trace_file.empty()) return;
+    try {
+      host ? host->synchronize() : cuda->synchronize();
+    } catch (const std::exception&) {
+      // A failed collective was the caller's to hear about; its channels' records stay partial.
+    }
+    collect_trace(-1);
+    if (trace.dropped() > 0)
+      fmt::print(stderr, "ccc: warning: trace {}: {} step records did not fit (at most {} per channel and call)\n",
+                 trace_file, trace.dropped(), CCC_TRACE_CAPACITY);
+    if (std::string error; !trace.write(trace_file, &error)) fmt::print(stderr, "ccc: warning: {}\n", error);
+  }
 
   int nranks() const { return host ? host->nranks() : cuda->nranks(); }
   JitCache& cache() const { return options.cache ? *options.cache : JitCache::process_cache(); }
@@ -131,15 +227,10 @@ struct Communicator::Impl {
     return choices.emplace(key, choice).first->second;
   }
 
-  // A kernel ready to launch for one call shape, and the call's signature (ccc_buffers::call).
-  struct Prepared {
-    const Loaded* loaded = nullptr;
-    uint64_t signature = 0;
-    uint64_t scratch_bytes = 0;
-  };
 
-  const Loaded& kernel_for(const CollectiveCall& call, bool in_place, std::string* key_out) {
+  const Loaded& kernel_for(const CollectiveCall& call, bool in_place, std::string* key_out, Choice* choice_out) {
     const Choice choice = choose(call);
+    *choice_out = choice;
     KernelShape shape;
     shape.collective = call.collective;
     shape.nranks = nranks();
@@ -161,11 +252,14 @@ struct Communicator::Impl {
         options.schedule ? *options.schedule : find_shipped_schedule(call.collective, choice.algo).file, shape);
     if (loaded.kernel.channels > kMaxChannels)
       invalid(fmt::format("{} channels requested; at most {}", loaded.kernel.channels, kMaxChannels));
+    // Tracing is fixed for the communicator's life, so the kernel key need not name it.
+    const std::string source =
+        trace_file.empty() ? loaded.kernel.source : traced_kernel_source(loaded.kernel.source);
     if (host) {
-      loaded.host = load_host_kernel(cache(), loaded.kernel.source, loaded.kernel.kernel_name);
+      loaded.host = load_host_kernel(cache(), source, loaded.kernel.kernel_name);
     } else {
       NvrtcRequest req;
-      req.source = loaded.kernel.source;
+      req.source = source;
       req.name = loaded.kernel.kernel_name + ".cu";
       req.arch = cuda->arch();
       loaded.cuda_index = cuda->load(*nvrtc_build_cached(cache(), req), loaded.kernel.kernel_name);
@@ -176,7 +270,9 @@ struct Communicator::Impl {
   Prepared prepare(const CollectiveCall& call, bool in_place) {
     std::string key;
     Prepared p;
-    p.loaded = &kernel_for(call, in_place, &key);
+    Choice choice;
+    p.loaded = &kernel_for(call, in_place, &key, &choice);
+    p.algo = options.schedule ? options.schedule->name : choice.algo;
     p.scratch_bytes = p.loaded->kernel.scratch_bytes(call.count);
     // Equal on every rank that issues the same collective; never 0 (the prelude's "not loaded").
     p.signature = checksum64(fmt::format("{}/{}", key, call.count)) | 1;
@@ -188,7 +284,7 @@ struct Communicator::Impl {
     const EmittedKernel& k = p.loaded->kernel;
     if (host) {
       const ccc_buffers own{send, recv, host->scratch(rank, p.scratch_bytes), p.signature};
-      host->launch(rank, p.loaded->host, k.channels, own, call.count, timeout_ns);
+      host->launch(rank, p.loaded->host, k.channels, own, call.count, timeout_ns, trace_records(p, call, rank));
     } else {
       const ccc_buffers own{send, recv, cuda->scratch(rank, p.scratch_bytes, stream), p.signature};
       cuda->launch(rank, p.loaded->cuda_index, k.channels, k.block_threads, own, call.count, timeout_ns, stream);
@@ -220,7 +316,7 @@ struct Communicator::Impl {
       return;
     }
     for (int r = 0; r < n; ++r) launch_rank(p, call, r, call.send[r], call.recv[r], streams.empty() ? nullptr : streams[r]);
-    if (host) host->synchronize();  // the all-ranks host calls return when the collective is done
+    if (host) synchronized(-1, [&] { host->synchronize(); });  // the all-ranks host calls return when done
   }
 
   void run_rank(const CollectiveCall& call, int rank, const void* send, void* recv, void* stream) {
@@ -251,6 +347,7 @@ Communicator Communicator::host(int nranks, CommOptions options) {
   auto impl = std::make_unique<Impl>();
   impl->options = std::move(options);
   impl->timeout_ns = timeout_ns(impl->options.timeout_seconds);
+  impl->start_trace();
   impl->host.emplace(nranks);
   impl->load_topology_file();
   return Communicator(std::move(impl));
@@ -274,6 +371,7 @@ Communicator Communicator::cuda(std::vector<int> devices, CommOptions options) {
   auto impl = std::make_unique<Impl>();
   impl->options = std::move(options);
   impl->timeout_ns = timeout_ns(impl->options.timeout_seconds);
+  impl->start_trace();
   impl->cuda = open_cuda(devices, 0);
   impl->topology = detect_cuda_topology(CudaDriver::get(), devices);
   return Communicator(std::move(impl));
@@ -284,6 +382,7 @@ Communicator Communicator::cuda_virtual(int device, int nranks, CommOptions opti
   auto impl = std::make_unique<Impl>();
   impl->options = std::move(options);
   impl->timeout_ns = timeout_ns(impl->options.timeout_seconds);
+  impl->start_trace();
   impl->cuda = open_cuda({device}, nranks);
   impl->load_topology_file();
   return Communicator(std::move(impl));
@@ -370,14 +469,16 @@ void Communicator::reduce(Sends send, Recvs recv, uint64_t count, DataType dtype
 // the collective it waits for.
 void Communicator::synchronize() {
   Impl& impl = live();
-  translating([&] { impl.host ? impl.host->synchronize() : impl.cuda->synchronize(); });
+  translating([&] { impl.synchronized(-1, [&] { impl.host ? impl.host->synchronize() : impl.cuda->synchronize(); }); });
 }
 
 void Communicator::synchronize_rank(int rank) {
   Impl& impl = live();
   if (rank < 0 || rank >= impl.nranks())
     invalid(fmt::format("rank {} is not a rank of this communicator (0..{})", rank, impl.nranks() - 1));
-  translating([&] { impl.host ? impl.host->synchronize(rank) : impl.cuda->synchronize(rank); });
+  translating([&] {
+    impl.synchronized(rank, [&] { impl.host ? impl.host->synchronize(rank) : impl.cuda->synchronize(rank); });
+  });
 }
 
 std::string Communicator::algorithm_for(const CollectiveCall& call) const {

@@ -227,7 +227,7 @@ void CudaRanks::launch(int rank, int kernel, int channels, int threads, const cc
   ContextGuard guard(driver_);
   const Device& d = devices_[ranks_.at(rank).device];
   use(d);
-  ccc_launch_args args{reinterpret_cast<const ccc_rank_state*>(d.state), own, nullptr, count, rank, timeout_ns};
+  ccc_launch_args args{reinterpret_cast<const ccc_rank_state*>(d.state), own, nullptr, count, rank, timeout_ns, nullptr};
   const CudaLaunchShape shape = cuda_launch_shape(rank, nranks(), channels, threads);
   std::vector<void*> params = cuda_kernel_params(args);
   driver_.check(driver_.cuLaunchKernel(d.functions.at(kernel), shape.grid, 1, 1, shape.block, 1, 1, 0,
@@ -267,7 +267,7 @@ void CudaRanks::launch_virtual(int kernel, int channels, int threads, std::span<
     it = virtual_tables_.emplace(key, table).first;
   }
   ccc_launch_args args{reinterpret_cast<const ccc_rank_state*>(d.state), {}, reinterpret_cast<const ccc_buffers*>(it->second),
-                       count, -1, timeout_ns};
+                       count, -1, timeout_ns, nullptr};
   const CudaLaunchShape shape = cuda_launch_shape(-1, n, channels, threads);
   std::vector<void*> params = cuda_kernel_params(args);
   driver_.check(driver_.cuLaunchCooperativeKernel(f, shape.grid, 1, 1, shape.block, 1, 1, 0,
