@@ -95,6 +95,7 @@ struct Communicator::Impl {
     int rank;  // -1: every rank (virtual ranks, one grid)
     int channels;
     std::unique_ptr<ccc_trace_channel[]> records;  // [channels], or [N * channels] for rank -1
+    void* device = nullptr;  // cuda: where the kernel writes them, read back when collected
   };
   std::string trace_file;  // empty: not tracing
   std::mutex trace_mutex;  // pending and trace: synchronize runs without `mutex`
@@ -112,8 +113,9 @@ struct Communicator::Impl {
     if (const char* env = std::getenv("CCC_TRACE"); trace_file.empty() && env != nullptr) trace_file = env;
   }
 
-  // Fresh records for one launch of `p` by `rank` (-1: all ranks), remembered until collected.
-  ccc_trace_channel* trace_records(const Prepared& p, const CollectiveCall& call, int rank) {
+  // Fresh records for one launch of `p` by `rank` (-1: all ranks), remembered until collected:
+  // host memory on the host backend, device memory of the rank's device on cuda.
+  ccc_trace_channel* trace_records(const Prepared& p, const CollectiveCall& call, int rank, void* stream) {
     if (trace_file.empty()) return nullptr;
     const int n = nranks(), channels = p.loaded->kernel.channels;
     traced_calls.resize(n);
@@ -126,9 +128,17 @@ struct Communicator::Impl {
               call.count, std::max(send_bytes(call, n), recv_bytes(call, n)), n, channels, p.loaded->kernel.tile_bytes,
               p.loaded->kernel.pipeline};
     ccc_trace_channel* records = t.records.get();
+    if (cuda) {
+      t.device = cuda->trace_alloc(std::max(rank, 0), trace_bytes(t), stream);
+      records = static_cast<ccc_trace_channel*>(t.device);
+    }
     std::lock_guard lock(trace_mutex);
     pending.push_back(std::move(t));
     return records;
+  }
+
+  static uint64_t trace_bytes(const PendingTrace& t) {
+    return sizeof(ccc_trace_channel) * static_cast<uint64_t>(t.channels) * (t.rank < 0 ? t.call.nranks : 1);
   }
 
   // Collects the records of rank `rank`'s launches (-1: every rank's), whose streams are idle.
@@ -136,6 +146,7 @@ struct Communicator::Impl {
     std::lock_guard lock(trace_mutex);
     std::erase_if(pending, [&](const PendingTrace& t) {
       if (rank >= 0 && t.rank != rank) return false;
+      if (t.device != nullptr) cuda->trace_read(std::max(t.rank, 0), t.device, t.records.get(), trace_bytes(t));
       if (t.rank >= 0) {
         trace.add(t.call_index, t.call, t.rank, t.records.get(), t.channels);
       } else {
@@ -167,7 +178,11 @@ struct Communicator::Impl {
     } catch (const std::exception&) {
       // A failed collective was the caller's to hear about; its channels' records stay partial.
     }
-    collect_trace(-1);
+    try {
+      collect_trace(-1);
+    } catch (const std::exception& e) {
+      fmt::print(stderr, "ccc: warning: trace {}: records lost: {}\n", trace_file, e.what());
+    }
     if (trace.dropped() > 0)
       fmt::print(stderr, "ccc: warning: trace {}: {} step records did not fit (at most {} per channel and call)\n",
                  trace_file, trace.dropped(), CCC_TRACE_CAPACITY);
@@ -284,10 +299,11 @@ struct Communicator::Impl {
     const EmittedKernel& k = p.loaded->kernel;
     if (host) {
       const ccc_buffers own{send, recv, host->scratch(rank, p.scratch_bytes), p.signature};
-      host->launch(rank, p.loaded->host, k.channels, own, call.count, timeout_ns, trace_records(p, call, rank));
+      host->launch(rank, p.loaded->host, k.channels, own, call.count, timeout_ns, trace_records(p, call, rank, nullptr));
     } else {
       const ccc_buffers own{send, recv, cuda->scratch(rank, p.scratch_bytes, stream), p.signature};
-      cuda->launch(rank, p.loaded->cuda_index, k.channels, k.block_threads, own, call.count, timeout_ns, stream);
+      cuda->launch(rank, p.loaded->cuda_index, k.channels, k.block_threads, own, call.count, timeout_ns, stream,
+                   trace_records(p, call, rank, stream));
     }
   }
 
@@ -311,8 +327,9 @@ struct Communicator::Impl {
         own[r] = {call.send[r], call.recv[r], cuda->scratch(r, p.scratch_bytes, streams.empty() ? nullptr : streams[0]),
                   p.signature};
       const EmittedKernel& k = p.loaded->kernel;
-      cuda->launch_virtual(p.loaded->cuda_index, k.channels, k.block_threads, own, call.count, timeout_ns,
-                           streams.empty() ? nullptr : streams[0]);
+      void* stream = streams.empty() ? nullptr : streams[0];
+      cuda->launch_virtual(p.loaded->cuda_index, k.channels, k.block_threads, own, call.count, timeout_ns, stream,
+                           trace_records(p, call, -1, stream));
       return;
     }
     for (int r = 0; r < n; ++r) launch_rank(p, call, r, call.send[r], call.recv[r], streams.empty() ? nullptr : streams[r]);
