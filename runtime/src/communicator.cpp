@@ -67,7 +67,6 @@ struct Communicator::Impl {
     const Loaded* loaded = nullptr;
     uint64_t signature = 0;
     uint64_t scratch_bytes = 0;
-    std::string algo;  // the schedule it runs
   };
 
   // What selection picked for one call shape.
@@ -124,7 +123,7 @@ struct Communicator::Impl {
       if (rank < 0 || r == rank) ++traced_calls[r];
     PendingTrace t{index, {}, rank, channels,
                    std::make_unique<ccc_trace_channel[]>(static_cast<size_t>(channels) * (rank < 0 ? n : 1))};
-    t.call = {collective_name(call.collective), p.algo, data_type_name(call.dtype), reduce_op_name(call.op),
+    t.call = {collective_name(call.collective), p.loaded->kernel.schedule, data_type_name(call.dtype), reduce_op_name(call.op),
               call.count, std::max(send_bytes(call, n), recv_bytes(call, n)), n, channels, p.loaded->kernel.tile_bytes,
               p.loaded->kernel.pipeline};
     ccc_trace_channel* records = t.records.get();
@@ -243,9 +242,8 @@ struct Communicator::Impl {
   }
 
 
-  const Loaded& kernel_for(const CollectiveCall& call, bool in_place, std::string* key_out, Choice* choice_out) {
+  const Loaded& kernel_for(const CollectiveCall& call, bool in_place, std::string* key_out) {
     const Choice choice = choose(call);
-    *choice_out = choice;
     KernelShape shape;
     shape.collective = call.collective;
     shape.nranks = nranks();
@@ -285,9 +283,7 @@ struct Communicator::Impl {
   Prepared prepare(const CollectiveCall& call, bool in_place) {
     std::string key;
     Prepared p;
-    Choice choice;
-    p.loaded = &kernel_for(call, in_place, &key, &choice);
-    p.algo = options.schedule ? options.schedule->name : choice.algo;
+    p.loaded = &kernel_for(call, in_place, &key);
     p.scratch_bytes = p.loaded->kernel.scratch_bytes(call.count);
     // Equal on every rank that issues the same collective; never 0 (the prelude's "not loaded").
     p.signature = checksum64(fmt::format("{}/{}", key, call.count)) | 1;
