@@ -118,10 +118,7 @@ struct Communicator::Impl {
     if (trace_file.empty()) return nullptr;
     const int n = nranks(), channels = p.loaded->kernel.channels;
     traced_calls.resize(n);
-    const uint64_t index = traced_calls[std::max(rank, 0)];
-    for (int r = 0; r < n; ++r)
-      if (rank < 0 || r == rank) ++traced_calls[r];
-    PendingTrace t{index, {}, rank, channels,
+    PendingTrace t{traced_calls[std::max(rank, 0)], {}, rank, channels,
                    std::make_unique<ccc_trace_channel[]>(static_cast<size_t>(channels) * (rank < 0 ? n : 1))};
     t.call = {collective_name(call.collective), p.loaded->kernel.schedule, data_type_name(call.dtype), reduce_op_name(call.op),
               call.count, std::max(send_bytes(call, n), recv_bytes(call, n)), n, channels, p.loaded->kernel.tile_bytes,
@@ -131,6 +128,8 @@ struct Communicator::Impl {
       t.device = cuda->trace_alloc(std::max(rank, 0), trace_bytes(t), stream);
       records = static_cast<ccc_trace_channel*>(t.device);
     }
+    for (int r = 0; r < n; ++r)  // only now: a refused call is not one of the rank's collectives
+      if (rank < 0 || r == rank) ++traced_calls[r];
     std::lock_guard lock(trace_mutex);
     pending.push_back(std::move(t));
     return records;
@@ -240,7 +239,6 @@ struct Communicator::Impl {
     }
     return choices.emplace(key, choice).first->second;
   }
-
 
   const Loaded& kernel_for(const CollectiveCall& call, bool in_place, std::string* key_out) {
     const Choice choice = choose(call);
