@@ -11,13 +11,13 @@ namespace {
 
 constexpr const char* kVersion = "ccc 0.1.0";
 
-std::array<const Command*, 5> commands() {
-  return {&check_command(), &compile_command(), &topo_command(), &tune_command(), &run_command()};
+std::array<const Command*, 6> commands() {
+  return {&check_command(), &compile_command(), &topo_command(), &tune_command(), &run_command(), &trace_summary_command()};
 }
 
 std::string top_help() {
   std::string s = fmt::format("{} - the collective schedule compiler\n\nusage: ccc COMMAND [ARGS]\n\ncommands:\n", kVersion);
-  for (const Command* c : commands()) s += fmt::format("  {:<10} {}\n", c->name, c->summary);
+  for (const Command* c : commands()) s += fmt::format("  {:<13} {}\n", c->name, c->summary);
   s += "\noptions:\n  --help     show this help (ccc COMMAND --help for a command's)\n"
        "  --version  show the version\n\n"
        "exit status: 0 ok, 1 the schedule has errors, 2 bad command line\n";

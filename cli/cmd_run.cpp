@@ -1,4 +1,4 @@
-// `ccc run FILE --ranks N --count C [--dtype D] [--op O] [--in-place] [--backend host]`: generate
+// `ccc run FILE --ranks N --count C [--dtype D] [--op O] [--in-place] [--backend host] [--trace F]`: generate
 // the kernel, compile it against the host prelude, run N ranks as threads, check every element
 // against a reference, print the time and bandwidth. Exit 0 only if every element matched.
 #include <fmt/format.h>
@@ -58,6 +58,8 @@ int run_run(const ParsedArgs& args, std::ostream& out, std::ostream& err) {
     options.tile_bytes = *v;
   }
 
+  options.trace_file = args.get("--trace").value_or("");
+
   options.schedule = read_schedule(*fe, err);
   if (!options.schedule) return kExitScheduleError;
   const std::optional<StepProgram> program = run_front_end_on(*fe, *options.schedule, {}, err);
@@ -95,6 +97,7 @@ int run_run(const ParsedArgs& args, std::ostream& out, std::ostream& err) {
     out << fmt::format("  run: {:.3f} ms, algbw {:.2f} GB/s, busbw {:.2f} GB/s\n", second * 1e3, algbw,
                        algbw * bus_factor(shape.collective, n));
     out << fmt::format("  check: {} wrong of {} elements (two runs)\n", wrong, elements);
+    if (!options.trace_file.empty()) out << fmt::format("  trace: {} (both runs)\n", options.trace_file);
     return wrong == 0 ? kExitOk : kExitScheduleError;
   } catch (const Error& e) {
     err << "ccc run: error: " << e.what() << "\n";
@@ -118,6 +121,7 @@ std::vector<OptionSpec> run_options() {
   opts.push_back({"--backend", "B", "host (the only one ccc run uses)"});
   opts.push_back({"--channels", "C", "thread blocks per rank (default: the code generator's)"});
   opts.push_back({"--tile-bytes", "B", "tile size, a multiple of 64 (default: the code generator's)"});
+  opts.push_back({"--trace", "F", "write a Chrome trace-event timeline of the runs to F (docs/tracing.md)"});
   return opts;
 }
 
@@ -125,7 +129,7 @@ std::vector<OptionSpec> run_options() {
 
 const Command& run_command() {
   static const Command cmd{"run", "run a schedule on the host backend and check every element",
-                           "ccc run FILE --ranks N --count C [--dtype D] [--op O] [--in-place] [--backend host]",
+                           "ccc run FILE --ranks N --count C [--dtype D] [--op O] [--in-place] [--backend host] [--trace F]",
                            run_options(), &run_run};
   return cmd;
 }

@@ -26,6 +26,7 @@ const Command& compile_command();
 const Command& topo_command();
 const Command& tune_command();
 const Command& run_command();
+const Command& trace_summary_command();
 
 // The options every front-end command takes.
 std::vector<OptionSpec> front_end_options();

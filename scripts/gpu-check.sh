@@ -3,7 +3,8 @@
 # gpu-bundle/gpu-check.sh and runs the binaries in gpu-bundle/bin/; nothing is built here):
 #   1. every test of the CUDA backend (ccc_gpu_tests), one part per test;
 #   2. ccc-bench checked: allreduce ring with every type and op, every other collective;
-#   3. ccc-bench timed, 8 B to 1 GiB, eager and replayed from a CUDA graph, against a
+#   3. a trace of one run of each shipped schedule ($OUT/trace-<schedule>.json, docs/tracing.md);
+#   4. ccc-bench timed, 8 B to 1 GiB, eager and replayed from a CUDA graph, against a
 #      device-to-device copy of the bytes the schedule moves through HBM.
 # A failing part is reported and the check goes on; the exit code is 0 only if every part passed.
 # One table at the end (also $OUT/gpu-check.tsv when OUT is set; logs in $OUT/gpu-check/, else
@@ -108,6 +109,15 @@ part "check:allreduce ring, every type and op" 120 bench_detail \
   "${bench[@]}" --algo ring -d all -o all -b 8 -e 1M -f 64 -n 1 -w 0 -c 1
 for coll in reduce_scatter allgather broadcast reduce; do
   part "check:$coll ring" 60 bench_detail "${bench[@]}" --collective "$coll" -b 8 -e 64M -f 16 -n 2 -w 1 -c 1
+done
+# One traced run (1 MiB) of each shipped schedule: $OUT/trace-<schedule>.json (else beside the
+# logs), for Perfetto or `ccc trace-summary`. tests/gpu_check checks this list against schedules/.
+traces=${OUT:-$logs}
+for entry in allreduce:ring allreduce:twoshot allreduce:oneshot allreduce:butterfly allreduce:tree \
+             allreduce:dbtree reduce_scatter:ring_reduce_scatter allgather:ring_allgather \
+             broadcast:ring_broadcast reduce:ring_reduce; do
+  part "trace:${entry#*:}" 60 - "${bench[@]}" --collective "${entry%%:*}" --algo "${entry#*:}" \
+    -b 1M -e 1M -n 1 -w 0 -c 1 --trace "$traces/trace-${entry#*:}.json"
 done
 for algo in ring twoshot oneshot; do
   part "time:allreduce $algo f32, 8 B - 1 GiB" 120 bench_detail \

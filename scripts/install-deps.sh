@@ -3,7 +3,7 @@
 # itself (update first); otherwise it prints the exact command and fails.
 set -euo pipefail
 
-packages=(cmake make g++ clang libfmt-dev libboost-graph-dev libgtest-dev libbenchmark-dev llvm-14-tools)
+packages=(cmake make g++ clang libfmt-dev libboost-graph-dev libgtest-dev libbenchmark-dev llvm-14-tools nlohmann-json3-dev)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")

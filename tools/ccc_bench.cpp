@@ -182,6 +182,8 @@ const std::vector<Option>& options() {
        [](Config& c, const std::string& v) { c.collective = parse_collective(v); }},
       {"", "--channels", "C", "channels per rank", [](Config& c, const std::string& v) { c.comm.channels = parse_int_arg(v, "channel count"); }},
       {"", "--tile-bytes", "B", "tile size", [](Config& c, const std::string& v) { c.comm.tile_bytes = static_cast<int64_t>(parse_size(v)); }},
+      {"", "--trace", "F", "write a Chrome trace-event timeline of every call to F (docs/tracing.md)",
+       [](Config& c, const std::string& v) { c.comm.trace_file = v; }},
       {"", "--baseline", "", "add a copy of the bytes the collective must move, and the ratio",
        [](Config& c, const std::string&) { c.baseline = true; }},
       {"", "--probe", "", "print the CUDA device in one line, or why there is none (exit 1)",

@@ -184,6 +184,9 @@ EmittedKernel emit_cuda(const KernelPlan& plan, const SourceFile* source) {
   EmittedKernel k;
   k.kernel_name = kernel_name(plan);
   k.channels = o.channels;
+  k.schedule = plan.schedule;
+  k.tile_bytes = o.tile_bytes;
+  k.pipeline = o.pipeline;
   k.block_threads = kBlockThreads;
   k.scratch_vectors = int{plan.uses_scratch} + int{plan.uses_staging};
   k.blocks = plan.blocks;

@@ -10,7 +10,7 @@
 #ifndef CCC_ABI_H
 #define CCC_ABI_H
 
-#define CCC_ABI_VERSION 2
+#define CCC_ABI_VERSION 3
 
 /* The most channels (thread blocks per rank) a kernel may have: the size of the per-rank
  * progress and mailbox arrays. */
@@ -34,6 +34,29 @@ typedef struct ccc_rank_state {
   unsigned int* error;          /* its error word: CCC_OK or a CCC_ERR_* code, written only by it */
 } ccc_rank_state;
 
+/* Tracing (docs/tracing.md). A kernel built with CCC_TRACE_ENABLED defined writes, per (rank,
+ * channel) of a launch, when it entered and left and, per step of each window, when the step began
+ * waiting, when its first data pass began and when it published the step. Timestamps are
+ * nanoseconds of the kernel's own clock (%globaltimer on the GPU, a steady clock on the host).
+ * Thread 0 of the block writes them; records past CCC_TRACE_CAPACITY are counted, not kept. A
+ * kernel built without CCC_TRACE_ENABLED carries no tracing code and never reads
+ * ccc_launch_args::trace. */
+#define CCC_TRACE_CAPACITY 256
+typedef struct ccc_trace_step {
+  unsigned long long begin; /* the step's waits began (the previous step was published) */
+  unsigned long long pass;  /* its waits were over: its first data pass began */
+  unsigned long long end;   /* it was published (done) */
+  int window;
+  int step;
+} ccc_trace_step;
+typedef struct ccc_trace_channel {
+  unsigned long long enter; /* the launch entered (0: it never did) */
+  unsigned long long exit;  /* it left after its exit waits (0: it failed before) */
+  unsigned int count;       /* records in steps[] */
+  unsigned int dropped;     /* records past the capacity, not kept */
+  ccc_trace_step steps[CCC_TRACE_CAPACITY];
+} ccc_trace_channel;
+
 /* The single kernel argument. Counts are in elements of the kernel's dtype:
  *   allreduce, broadcast, reduce:  input and output hold `count` elements;
  *   reduce_scatter:                input holds N * count, output holds `count` (the rank's block);
@@ -49,6 +72,9 @@ typedef struct ccc_launch_args {
                                     rank b / channels, channel b % channels (virtual ranks) */
   unsigned long long timeout_ns; /* a wait longer than this records CCC_ERR_TIMEOUT and returns;
                                     ~0ull waits for ever */
+  ccc_trace_channel* trace;      /* indexed by the block index (see ccc_device.h): [channels], or
+                                    [N * channels] for virtual ranks; read only by traced kernels,
+                                    which also accept null (nothing recorded) */
 } ccc_launch_args;
 
 enum {

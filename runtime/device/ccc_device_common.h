@@ -349,6 +349,9 @@ class Channel {
   CCC_FN Channel(const ccc_launch_args& args, int block)
       : state_(args.ranks), count_(static_cast<long long>(args.count)), timeout_ns_(args.timeout_ns),
         peers_(block_shared<ccc_buffers, Cfg::ranks>()) {
+#ifdef CCC_TRACE_ENABLED
+    trace_ = args.trace != nullptr && thread_index() == 0 ? args.trace + block : nullptr;
+#endif
     rank_ = args.rank >= 0 ? args.rank : block / Cfg::channels;
     channel_ = args.rank >= 0 ? block : block % Cfg::channels;
     own_ = args.rank >= 0 ? args.own : args.virtual_own[rank_ < Cfg::ranks ? rank_ : 0];
@@ -376,6 +379,13 @@ class Channel {
       *mailbox(rank_) = own_;
       store_release(mine, base_);  // orders the mailbox write before "entered" (release)
     }
+#ifdef CCC_TRACE_ENABLED
+    if (trace_ != nullptr) {
+      trace_->enter = step_begin_ = now_ns();
+      trace_->exit = 0;
+      trace_->count = trace_->dropped = 0;
+    }
+#endif
     return true;
   }
   /* Runs this rank's step program: its steps once per window, then its exit waits. False if
@@ -392,7 +402,13 @@ class Channel {
           i = end - 1;
         } else if (i->code == instr_done) {
           done(w, i->a);
+#ifdef CCC_TRACE_ENABLED
+          trace_step(w, i->a);
+#endif
         } else if (i->code == instr_pass) {
+#ifdef CCC_TRACE_ENABLED
+          if (trace_ != nullptr && pass_begin_ == 0) pass_begin_ = now_ns();
+#endif
           if (!load_peers(*i)) return false;
           if (!PassList::run(*this, w, *i)) {
             if (thread_index() == 0) record_error(state_[rank_].error, CCC_ERR_BAD_PROGRAM);
@@ -403,7 +419,11 @@ class Channel {
     }
     const Instr<S>* end = program;
     while (end->code != instr_end) ++end;
-    return wait_all(program, end, -1);
+    if (!wait_all(program, end, -1)) return false;
+#ifdef CCC_TRACE_ENABLED
+    if (trace_ != nullptr) trace_->exit = now_ns();
+#endif
+    return true;
   }
 
   /* One data pass (see Instr) over this channel's slice of window w: chunk by chunk, each its
@@ -491,6 +511,27 @@ class Channel {
       store_release(state_[rank_].progress + channel_, base_ + w * Cfg::steps + step + 1);
   }
 
+#ifdef CCC_TRACE_ENABLED
+  /* Records step `step` of window w, just published: its waits ran from step_begin_ until its
+   * first pass (none: until now), its passes from there until now. The next step begins now. */
+  CCC_FN void trace_step(long long w, int step) {
+    if (trace_ == nullptr) return;
+    const unsigned long long now = now_ns();
+    if (trace_->count < CCC_TRACE_CAPACITY) {
+      ccc_trace_step& s = trace_->steps[trace_->count++];
+      s.begin = step_begin_;
+      s.pass = pass_begin_ != 0 ? pass_begin_ : now;
+      s.end = now;
+      s.window = static_cast<int>(w);
+      s.step = step;
+    } else {
+      ++trace_->dropped;
+    }
+    step_begin_ = now;
+    pass_begin_ = 0;
+  }
+#endif
+
   /* This channel's slice of chunk c, in vector elements. */
   CCC_FN Range piece(int c) const {
     const int per_block = Cfg::chunks / Cfg::blocks;
@@ -572,6 +613,11 @@ class Channel {
   int channel_ = 0;
   long long windows_ = 0;
   unsigned long long base_ = 0;
+#ifdef CCC_TRACE_ENABLED
+  ccc_trace_channel* trace_ = nullptr;  // this block's record, on thread 0 only
+  unsigned long long step_begin_ = 0;
+  unsigned long long pass_begin_ = 0;   // 0: the current step has not begun a pass
+#endif
 };
 
 }  // namespace ccc

@@ -94,6 +94,7 @@ ccc::CommOptions options_from(const cccConfig_t* config) {
     throw Error(ErrorKind::InvalidArgument, "config was not initialised with CCC_CONFIG_INITIALIZER");
   if (config->timeoutSeconds != CCC_CONFIG_DEFAULT_TIMEOUT) options.timeout_seconds = config->timeoutSeconds;
   if (config->algo != nullptr) options.algo = config->algo;
+  if (config->traceFile != nullptr) options.trace_file = config->traceFile;
   return options;
 }
 

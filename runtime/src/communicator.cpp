@@ -23,6 +23,7 @@
 #include "ccc/nvrtc_jit.h"
 #include "ccc/schedule_menu.h"
 #include "ccc/select.h"
+#include "ccc/trace.h"
 
 namespace ccc {
 
@@ -81,6 +82,14 @@ struct Communicator::Impl {
     int cuda_index = -1;  // cuda backend
   };
 
+  // A kernel ready to launch for one call shape, and the call's signature (ccc_buffers::call).
+  struct Prepared {
+    const Loaded* loaded = nullptr;
+    uint64_t signature = 0;
+    uint64_t scratch_bytes = 0;
+    bool in_place = false;
+  };
+
   // What selection picked for one call shape.
   struct Choice {
     std::string algo;
@@ -97,9 +106,110 @@ struct Communicator::Impl {
   std::map<std::pair<Collective, int>, std::unique_ptr<ScheduleMenu>> menus;  // by collective, root
   std::map<std::string, Choice> choices;  // by call shape
   std::map<std::string, Loaded> kernels;  // by schedule and kernel shape
+
+  // Tracing (docs/tracing.md): each launch gets fresh records, collected once its rank's
+  // stream is idle (a synchronize), into `trace`, which goes to `trace_file` at the end.
+  struct PendingTrace {
+    uint64_t call_index;
+    TraceCall call;
+    int rank;  // -1: every rank (virtual ranks, one grid)
+    int channels;
+    std::unique_ptr<ccc_trace_channel[]> records;  // [channels], or [N * channels] for rank -1
+    void* device = nullptr;  // cuda: where the kernel writes them, read back when collected
+  };
+  std::string trace_file;  // empty: not tracing
+  std::mutex trace_mutex;  // pending and trace: synchronize runs without `mutex`
+  std::vector<PendingTrace> pending;
+  TraceLog trace;
+  std::vector<uint64_t> traced_calls;  // per rank: its collectives so far (each rank issues the same)
   // Background warm-ups (warm_up): compile into the cache only. Last, so they are joined
   // before anything else of the communicator goes away.
   std::vector<std::jthread> warmers;
+
+  Impl() = default;
+  Impl(const Impl&) = delete;
+  Impl& operator=(const Impl&) = delete;
+  ~Impl() { finish_trace(); }
+
+  void start_trace() {
+    trace_file = options.trace_file;
+    if (const char* env = std::getenv("CCC_TRACE"); trace_file.empty() && env != nullptr) trace_file = env;
+  }
+
+  // Fresh records for one launch of `p` by `rank` (-1: all ranks), remembered until collected:
+  // host memory on the host backend, device memory of the rank's device on cuda.
+  ccc_trace_channel* trace_records(const Prepared& p, const CollectiveCall& call, int rank, void* stream) {
+    if (trace_file.empty()) return nullptr;
+    const int n = nranks(), channels = p.loaded->kernel.channels;
+    traced_calls.resize(n);
+    PendingTrace t{traced_calls[std::max(rank, 0)], {}, rank, channels,
+                   std::make_unique<ccc_trace_channel[]>(static_cast<size_t>(channels) * (rank < 0 ? n : 1))};
+    t.call = {collective_name(call.collective), p.loaded->kernel.schedule, data_type_name(call.dtype), reduce_op_name(call.op),
+              call.count, std::max(send_bytes(call, n), recv_bytes(call, n)), n, channels, p.loaded->kernel.tile_bytes,
+              p.loaded->kernel.pipeline};
+    ccc_trace_channel* records = t.records.get();
+    if (cuda) {
+      t.device = cuda->trace_alloc(std::max(rank, 0), trace_bytes(t), stream);
+      records = static_cast<ccc_trace_channel*>(t.device);
+    }
+    for (int r = 0; r < n; ++r)  // only now: a refused call is not one of the rank's collectives
+      if (rank < 0 || r == rank) ++traced_calls[r];
+    std::lock_guard lock(trace_mutex);
+    pending.push_back(std::move(t));
+    return records;
+  }
+
+  static uint64_t trace_bytes(const PendingTrace& t) {
+    return sizeof(ccc_trace_channel) * static_cast<uint64_t>(t.channels) * (t.rank < 0 ? t.call.nranks : 1);
+  }
+
+  // Collects the records of rank `rank`'s launches (-1: every rank's), whose streams are idle.
+  void collect_trace(int rank) {
+    std::lock_guard lock(trace_mutex);
+    std::erase_if(pending, [&](const PendingTrace& t) {
+      if (rank >= 0 && t.rank != rank) return false;
+      if (t.device != nullptr) cuda->trace_read(std::max(t.rank, 0), t.device, t.records.get(), trace_bytes(t));
+      if (t.rank >= 0) {
+        trace.add(t.call_index, t.call, t.rank, t.records.get(), t.channels);
+      } else {
+        for (int r = 0; r < t.call.nranks; ++r)
+          trace.add(t.call_index, t.call, r, t.records.get() + static_cast<size_t>(r) * t.channels, t.channels);
+      }
+      return true;
+    });
+  }
+
+  // Runs `wait` (a synchronize of rank `rank`, -1: of all), then collects the rank's trace records,
+  // also when the wait throws: the stream is idle by then.
+  template <typename Wait>
+  void synchronized(int rank, Wait&& wait) {
+    try {
+      wait();
+    } catch (...) {
+      collect_trace(rank);
+      throw;
+    }
+    collect_trace(rank);
+  }
+
+  // Waits for every rank, collects what is pending and writes the file; never throws.
+  void finish_trace() {
+    if (trace_file.empty()) return;
+    try {
+      host ? host->synchronize() : cuda->synchronize();
+    } catch (const std::exception&) {
+      // A failed collective was the caller's to hear about; its channels' records stay partial.
+    }
+    try {
+      collect_trace(-1);
+    } catch (const std::exception& e) {
+      fmt::print(stderr, "ccc: warning: trace {}: records lost: {}\n", trace_file, e.what());
+    }
+    if (trace.dropped() > 0)
+      fmt::print(stderr, "ccc: warning: trace {}: {} step records did not fit (at most {} per channel and call)\n",
+                 trace_file, trace.dropped(), CCC_TRACE_CAPACITY);
+    if (std::string error; !trace.write(trace_file, &error)) fmt::print(stderr, "ccc: warning: {}\n", error);
+  }
 
   int nranks() const { return host ? host->nranks() : cuda->nranks(); }
   JitCache& cache() const { return options.cache ? *options.cache : JitCache::process_cache(); }
@@ -154,14 +264,6 @@ struct Communicator::Impl {
     return choices.emplace(key, choice).first->second;
   }
 
-  // A kernel ready to launch for one call shape, and the call's signature (ccc_buffers::call).
-  struct Prepared {
-    const Loaded* loaded = nullptr;
-    uint64_t signature = 0;
-    uint64_t scratch_bytes = 0;
-    bool in_place = false;
-  };
-
   KernelShape kernel_shape(const CollectiveCall& call, bool in_place) {
     const Choice choice = choose(call);
     KernelShape shape;
@@ -191,8 +293,10 @@ struct Communicator::Impl {
 
     Loaded loaded;
     loaded.kernel = generate(call, choice, shape);
+    // Tracing is fixed for the communicator's life, so the kernel key need not name it.
+    const std::string source = launch_source(loaded.kernel);
     if (host) {
-      loaded.host = load_host_kernel(cache(), loaded.kernel.source, loaded.kernel.kernel_name);
+      loaded.host = load_host_kernel(cache(), source, loaded.kernel.kernel_name);
     } else {
       nvrtc_build_cached(cache(), nvrtc_request(loaded.kernel), [&](const std::string& cubin) {
         loaded.cuda_index = cuda->load(cubin, loaded.kernel.kernel_name);
@@ -209,9 +313,14 @@ struct Communicator::Impl {
     return kernel;
   }
 
+  // What is compiled for `kernel`: its source, with the tracing switch on when tracing.
+  std::string launch_source(const EmittedKernel& kernel) const {
+    return trace_file.empty() ? kernel.source : traced_kernel_source(kernel.source);
+  }
+
   NvrtcRequest nvrtc_request(const EmittedKernel& kernel) const {
     NvrtcRequest req;
-    req.source = kernel.source;
+    req.source = launch_source(kernel);
     req.name = kernel.kernel_name + ".cu";
     req.arch = cuda->arch();
     return req;
@@ -222,7 +331,7 @@ struct Communicator::Impl {
   std::function<void()> compile_task(const EmittedKernel& kernel) const {
     JitCache& c = cache();
     if (host)  // loading (dlopen, dropped at once) proves the object, as the call's load would
-      return [&c, req = host_kernel_request(kernel.source, kernel.kernel_name)] {
+      return [&c, req = host_kernel_request(launch_source(kernel), kernel.kernel_name)] {
         host_compile_cached(c, req, [](const std::string& image) { SharedObject check(image); });
       };
     return [&c, req = nvrtc_request(kernel)] { nvrtc_build_cached(c, req); };
@@ -305,9 +414,10 @@ struct Communicator::Impl {
     const EmittedKernel& k = p.loaded->kernel;
     const ccc_buffers own = own_buffers(p, call, rank, send, recv, stream);
     if (host)
-      host->launch(rank, p.loaded->host, k.channels, own, call.count, timeout_ns);
+      host->launch(rank, p.loaded->host, k.channels, own, call.count, timeout_ns, trace_records(p, call, rank, nullptr));
     else
-      cuda->launch(rank, p.loaded->cuda_index, k.channels, k.block_threads, own, call.count, timeout_ns, stream);
+      cuda->launch(rank, p.loaded->cuda_index, k.channels, k.block_threads, own, call.count, timeout_ns, stream,
+                   trace_records(p, call, rank, stream));
   }
 
   // Each buffer a rank passed must be memory of its device (NULL ones are validated already).
@@ -332,12 +442,13 @@ struct Communicator::Impl {
       for (int r = 0; r < n; ++r)
         own[r] = own_buffers(p, call, r, call.send[r], call.recv[r], streams.empty() ? nullptr : streams[0]);
       const EmittedKernel& k = p.loaded->kernel;
-      cuda->launch_virtual(p.loaded->cuda_index, k.channels, k.block_threads, own, call.count, timeout_ns,
-                           streams.empty() ? nullptr : streams[0]);
+      void* stream = streams.empty() ? nullptr : streams[0];
+      cuda->launch_virtual(p.loaded->cuda_index, k.channels, k.block_threads, own, call.count, timeout_ns, stream,
+                           trace_records(p, call, -1, stream));
       return;
     }
     for (int r = 0; r < n; ++r) launch_rank(p, call, r, call.send[r], call.recv[r], streams.empty() ? nullptr : streams[r]);
-    if (host) host->synchronize();  // the all-ranks host calls return when the collective is done
+    if (host) synchronized(-1, [&] { host->synchronize(); });  // the all-ranks host calls return when done
   }
 
   void run_rank(const CollectiveCall& call, int rank, const void* send, void* recv, void* stream) {
@@ -367,6 +478,7 @@ Communicator Communicator::host(int nranks, CommOptions options) {
   auto impl = std::make_unique<Impl>();
   impl->options = std::move(options);
   impl->timeout_ns = timeout_ns(impl->options.timeout_seconds);
+  impl->start_trace();
   impl->host.emplace(nranks);
   impl->load_topology_file();
   return Communicator(std::move(impl));
@@ -390,6 +502,7 @@ Communicator Communicator::cuda(std::vector<int> devices, CommOptions options) {
   auto impl = std::make_unique<Impl>();
   impl->options = std::move(options);
   impl->timeout_ns = timeout_ns(impl->options.timeout_seconds);
+  impl->start_trace();
   impl->cuda = open_cuda(devices, 0);
   impl->topology = detect_cuda_topology(CudaDriver::get(), devices);
   return Communicator(std::move(impl));
@@ -400,6 +513,7 @@ Communicator Communicator::cuda_virtual(int device, int nranks, CommOptions opti
   auto impl = std::make_unique<Impl>();
   impl->options = std::move(options);
   impl->timeout_ns = timeout_ns(impl->options.timeout_seconds);
+  impl->start_trace();
   impl->cuda = open_cuda({device}, nranks);
   impl->load_topology_file();
   return Communicator(std::move(impl));
@@ -489,14 +603,16 @@ void Communicator::reduce(Sends send, Recvs recv, uint64_t count, DataType dtype
 // the collective it waits for.
 void Communicator::synchronize() {
   Impl& impl = live();
-  translating([&] { impl.host ? impl.host->synchronize() : impl.cuda->synchronize(); });
+  translating([&] { impl.synchronized(-1, [&] { impl.host ? impl.host->synchronize() : impl.cuda->synchronize(); }); });
 }
 
 void Communicator::synchronize_rank(int rank) {
   Impl& impl = live();
   if (rank < 0 || rank >= impl.nranks())
     invalid(fmt::format("rank {} is not a rank of this communicator (0..{})", rank, impl.nranks() - 1));
-  translating([&] { impl.host ? impl.host->synchronize(rank) : impl.cuda->synchronize(rank); });
+  translating([&] {
+    impl.synchronized(rank, [&] { impl.host ? impl.host->synchronize(rank) : impl.cuda->synchronize(rank); });
+  });
 }
 
 void Communicator::warm_up(const std::vector<CollectiveCall>& shapes, bool in_place, WarmUp mode) {

@@ -233,15 +233,33 @@ void* CudaRanks::scratch(int rank, uint64_t bytes, void* stream) {
   return r.scratch.empty() ? nullptr : reinterpret_cast<void*>(r.scratch.back());
 }
 
+void* CudaRanks::trace_alloc(int rank, uint64_t bytes, void* stream) {
+  if (capturing(stream))
+    throw Error(ErrorKind::InvalidUsage, "tracing does not work with graph capture (each traced launch gets fresh "
+                                         "records); capture without CCC_TRACE");
+  ContextGuard guard(driver_);
+  use(devices_[ranks_.at(rank).device]);
+  return reinterpret_cast<void*>(alloc_zeroed(bytes));
+}
+
+void CudaRanks::trace_read(int rank, void* records, void* host, uint64_t bytes) {
+  ContextGuard guard(driver_);
+  use(devices_[ranks_.at(rank).device]);
+  const auto p = reinterpret_cast<CUdeviceptr>(records);
+  const CUresult copied = driver_.cuMemcpyDtoH(host, p, bytes);
+  driver_.cuMemFree(p);
+  driver_.check(copied, "cuMemcpyDtoH");
+}
+
 void CudaRanks::launch(int rank, int kernel, int channels, int threads, const ccc_buffers& own,
-                       uint64_t count, uint64_t timeout_ns, void* stream) {
+                       uint64_t count, uint64_t timeout_ns, void* stream, ccc_trace_channel* trace) {
   if (channels < 1 || channels > CCC_MAX_CHANNELS)
     throw Error(ErrorKind::Internal, fmt::format("a kernel with {} channels; the launch ABI allows at most {}",
                                                  channels, CCC_MAX_CHANNELS));
   ContextGuard guard(driver_);
   const Device& d = devices_[ranks_.at(rank).device];
   use(d);
-  ccc_launch_args args{reinterpret_cast<const ccc_rank_state*>(d.state), own, nullptr, count, rank, timeout_ns};
+  ccc_launch_args args{reinterpret_cast<const ccc_rank_state*>(d.state), own, nullptr, count, rank, timeout_ns, trace};
   const CudaLaunchShape shape = cuda_launch_shape(rank, nranks(), channels, threads);
   std::vector<void*> params = cuda_kernel_params(args);
   driver_.check(driver_.cuLaunchKernel(d.functions.at(kernel), shape.grid, 1, 1, shape.block, 1, 1, 0,
@@ -250,7 +268,7 @@ void CudaRanks::launch(int rank, int kernel, int channels, int threads, const cc
 }
 
 void CudaRanks::launch_virtual(int kernel, int channels, int threads, std::span<const ccc_buffers> own,
-                               uint64_t count, uint64_t timeout_ns, void* stream) {
+                               uint64_t count, uint64_t timeout_ns, void* stream, ccc_trace_channel* trace) {
   const int n = nranks();
   ContextGuard guard(driver_);
   const Device& d = devices_[0];
@@ -281,7 +299,7 @@ void CudaRanks::launch_virtual(int kernel, int channels, int threads, std::span<
     it = virtual_tables_.emplace(key, table).first;
   }
   ccc_launch_args args{reinterpret_cast<const ccc_rank_state*>(d.state), {}, reinterpret_cast<const ccc_buffers*>(it->second),
-                       count, -1, timeout_ns};
+                       count, -1, timeout_ns, trace};
   const CudaLaunchShape shape = cuda_launch_shape(-1, n, channels, threads);
   std::vector<void*> params = cuda_kernel_params(args);
   driver_.check(driver_.cuLaunchCooperativeKernel(f, shape.grid, 1, 1, shape.block, 1, 1, 0,

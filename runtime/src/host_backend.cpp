@@ -148,11 +148,11 @@ void* HostRanks::scratch(int rank, uint64_t bytes) {
 }
 
 void HostRanks::launch(int rank, const HostKernel& kernel, int channels, const ccc_buffers& own,
-                       uint64_t count, uint64_t timeout_ns) {
+                       uint64_t count, uint64_t timeout_ns, ccc_trace_channel* trace) {
   if (channels < 1 || channels > CCC_MAX_CHANNELS)
     throw Error(ErrorKind::Internal, fmt::format("a kernel with {} channels; the launch ABI allows "
                                                  "at most {}", channels, CCC_MAX_CHANNELS));
-  const ccc_launch_args args{table_.data(), own, nullptr, count, rank, timeout_ns};
+  const ccc_launch_args args{table_.data(), own, nullptr, count, rank, timeout_ns, trace};
   std::lock_guard lock(mutex_);  // not while a reset zeroes the counters
   Rank& r = *ranks_.at(rank);
   r.reported_early = false;  // if the error word is still set, this launch fails too: report it

@@ -7,6 +7,7 @@
 #include <dlfcn.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -21,6 +22,7 @@
 #include "ccc/communicator.h"
 #include "ccc/content_hash.h"
 #include "ccc/cuda_driver.h"
+#include "ccc_abi.h"
 
 using namespace ccc;
 
@@ -302,4 +304,48 @@ TEST_F(CudaCallPath, ACachedCubinThatDoesNotLoadIsRebuilt) {
   EXPECT_NE(err.find("does not load"), std::string::npos) << err;
   for (const auto& [path, bytes] : good) EXPECT_EQ(read_bytes(path), bytes) << path << " was not replaced";
   std::filesystem::remove_all(dir);
+}
+
+// Tracing on CUDA (docs/tracing.md): a traced call allocates and zeroes its records (the one
+// synchronous exception, documented) and reads nothing back; the records come back, and are
+// freed, at the synchronize. A capturing stream is refused before anything is launched.
+TEST_F(CudaCallPath, TracedCallsReadTheirRecordsBackAtTheSynchronize) {
+  CommOptions options;
+  options.trace_file = (std::filesystem::temp_directory_path() / "ccc-fake-cuda-trace.json").string();
+  options.channels = 2;
+  auto comm = Communicator::cuda({0, 1}, options);
+  std::vector<void*> buf = {device_alloc(0, kCount * 4), device_alloc(1, kCount * 4)};
+  const std::vector<const void*> send(buf.begin(), buf.end());
+  const std::vector<void*> streams = {stream(0), stream(1)};
+  comm.all_reduce(send, buf, kCount, DataType::F32, ReduceOp::Sum, streams);  // compiles and loads
+  comm.synchronize();
+  take_log();
+
+  comm.all_reduce(send, buf, kCount, DataType::F32, ReduceOp::Sum, streams);
+  std::vector<std::string> log = take_log();
+  const std::string records = std::to_string(2 * sizeof(ccc_trace_channel));
+  EXPECT_EQ(calls_named(log, "cuLaunchKernel").size(), 2u) << testing::PrintToString(log);
+  EXPECT_EQ(calls_named(log, "cuMemAlloc").size(), 2u) << testing::PrintToString(log);
+  EXPECT_EQ(calls_named(log, "cuMemsetD8").size(), 2u) << testing::PrintToString(log);
+  for (const std::string& c : calls_named(log, "cuMemsetD8")) EXPECT_NE(c.find(records), std::string::npos) << c;
+  EXPECT_TRUE(calls_named(log, "cuMemcpyDtoH").empty()) << "read back on the call path: " << testing::PrintToString(log);
+
+  comm.synchronize();
+  log = take_log();
+  const std::vector<std::string> copies = calls_named(log, "cuMemcpyDtoH");  // error words, then records
+  EXPECT_EQ(std::count_if(copies.begin(), copies.end(), [&](const std::string& c) { return c.ends_with(" " + records); }), 2)
+      << testing::PrintToString(log);
+
+  for (void* s : streams) fake().set_capturing(static_cast<CUstream>(s), 1);
+  try {
+    comm.all_reduce(send, buf, kCount, DataType::F32, ReduceOp::Sum, streams);
+    ADD_FAILURE() << "a traced call was captured";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::InvalidUsage);
+    EXPECT_NE(std::string(e.what()).find("graph capture"), std::string::npos) << e.what();
+  }
+  for (void* s : streams) fake().set_capturing(static_cast<CUstream>(s), 0);
+  EXPECT_TRUE(calls_named(take_log(), "cuLaunchKernel").empty());
+  comm.destroy();
+  std::filesystem::remove(options.trace_file);
 }

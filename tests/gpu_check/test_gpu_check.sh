@@ -3,7 +3,8 @@
 #   1. without a GPU (the driver made unloadable, so also on a machine with one): one line that
 #      says so, a non-zero exit, within seconds;
 #   2. against the recording stand-in for libcuda with no time left (CCC_CHECK_SECONDS=0): every
-#      part reported NOT RUN in the table and in $OUT/gpu-check.tsv, a non-zero exit.
+#      part reported NOT RUN in the table and in $OUT/gpu-check.tsv (a trace part for each shipped
+#      schedule among them), a non-zero exit.
 # usage: test_gpu_check.sh GPU_CHECK_SH CCC_BENCH CCC_GPU_TESTS FAKE_LIBCUDA WORK_DIR
 set -euo pipefail
 script=$1 bench=$2 tests=$3 fake=$4 work=$5
@@ -41,6 +42,13 @@ tsv=$work/out/gpu-check.tsv
 grep -q $'^test:CudaCommunicator.GraphCaptureReplayedAHundredTimes\tNOT RUN\t' "$tsv" || fail "no row for a GPU test"
 grep -q $'^time:allreduce ring f32, 8 B - 1 GiB\tNOT RUN\t' "$tsv" || fail "no row for the timing"
 grep -q $'^device\tPASS\t0\tFake H200, sm_90' "$tsv" || fail "no row for the device"
+# A trace part for every shipped schedule, and for nothing else.
+schedules=$(cd "$(dirname "$0")/../../schedules" && pwd)
+for sched in "$schedules"/*.sched; do
+  name=$(basename "$sched" .sched)
+  grep -q $'^trace:'"$name"$'\tNOT RUN\t' "$tsv" || fail "no trace part for the shipped schedule $name"
+done
+[ "$(grep -c '^trace:' "$tsv")" -eq "$(ls "$schedules"/*.sched | wc -l)" ] || fail "trace parts for schedules not shipped"
 [ "$(grep -c 'NOT RUN' "$tsv")" -eq "$(($(wc -l <"$tsv") - 2))" ] || fail "a part ran with no time left"
 grep -q '^gpu-check: FAILED' <<<"$output" || fail "no verdict"
 echo "ok with no time left: exit $code, $(($(wc -l <"$tsv") - 2)) parts in the table"

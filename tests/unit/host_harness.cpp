@@ -62,7 +62,7 @@ double launch_host(HostEntry entry, HostBuffers& b, int channels, uint64_t count
   const auto start = std::chrono::steady_clock::now();
   for (int r = 0; r < nranks; ++r) {
     if (std::find(skip.begin(), skip.end(), r) != skip.end()) continue;
-    const ccc_launch_args args{b.state.data(), b.own[r], nullptr, count, r, timeout_ns};
+    const ccc_launch_args args{b.state.data(), b.own[r], nullptr, count, r, timeout_ns, nullptr};
     for (int c = 0; c < channels; ++c) threads.emplace_back(entry, args, c);
   }
   for (std::thread& t : threads) t.join();

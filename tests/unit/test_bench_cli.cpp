@@ -3,8 +3,12 @@
 // built binary (a process: ccc-bench exits on a usage error).
 #include <gtest/gtest.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <string>
 
 namespace {
@@ -121,4 +125,16 @@ TEST(BenchCli, GraphReplaysAndCopyBaselineOnTheCudaPath) {
   const BenchResult probe = run_bench("--probe", CCC_FAKE_LIBCUDA);
   EXPECT_EQ(probe.code, 0);
   EXPECT_TRUE(has(probe.output, "sm_90")) << probe.output;
+}
+
+// --trace: every call of the run (here one checked and one timed call, one size) in the file.
+TEST(BenchCli, TraceWritesEveryCall) {
+  const std::string file = (std::filesystem::temp_directory_path() / ("ccc-bench-trace-" + std::to_string(::getpid()) + ".json")).string();
+  const BenchResult r = run_bench("--ranks 2 -b 4K -e 4K -n 1 -w 0 -c 1 --algo ring --trace " + file);
+  ASSERT_EQ(r.code, 0) << r.output;
+  std::ifstream in(file);
+  const std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  std::filesystem::remove(file);
+  EXPECT_NE(text.find(R"("schedule":"ring")"), std::string::npos) << text.substr(0, 2000);
+  EXPECT_NE(text.find(R"("call":1,)"), std::string::npos) << "a second call";
 }

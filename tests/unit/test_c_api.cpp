@@ -3,6 +3,10 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <unistd.h>
 #include <chrono>
 #include <cstdint>
 #include <string>
@@ -127,6 +131,27 @@ TEST(CApi, RejectsBadArguments) {
   config.size = 3;
   EXPECT_EQ(cccCommInitAllHostConfig(other, 1, &config), cccInvalidArgument);
   for (cccComm_t c : comms) cccCommDestroy(c);
+}
+
+// The config's traceFile: the clique's calls go to the file when its communicators are destroyed.
+TEST(CApi, ConfigTraceFileWritesATrace) {
+  const std::filesystem::path file =
+      std::filesystem::temp_directory_path() / ("ccc-capi-trace-" + std::to_string(::getpid()) + ".json");
+  cccConfig_t config = CCC_CONFIG_INITIALIZER;
+  config.algo = "ring";
+  config.traceFile = file.c_str();
+  cccComm_t comms[2];
+  ASSERT_EQ(cccCommInitAllHostConfig(comms, 2, &config), cccSuccess) << last_error();
+  float a[2][64] = {}, b[2][64] = {};
+  ASSERT_EQ(cccGroupStart(), cccSuccess);
+  for (int r = 0; r < 2; ++r) ASSERT_EQ(cccAllReduce(a[r], b[r], 64, cccFloat32, cccSum, comms[r], nullptr), cccSuccess);
+  ASSERT_EQ(cccGroupEnd(), cccSuccess);
+  for (cccComm_t c : comms) ASSERT_EQ(cccCommDestroy(c), cccSuccess);
+  std::ifstream in(file);
+  const std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  std::filesystem::remove(file);
+  EXPECT_NE(text.find(R"("name":"allreduce")"), std::string::npos) << text;
+  EXPECT_NE(text.find(R"("name":"wait")"), std::string::npos);
 }
 
 namespace {

@@ -312,7 +312,7 @@ TEST(HostRunVirtualRanks, OneGridRunsEveryRank) {
   for (int r = 0; r < n; ++r)
     for (uint64_t i = 0; i < count; ++i) reinterpret_cast<int*>(b.input(r))[i] = static_cast<int>(i) * (r + 1);
   std::vector<std::thread> blocks;
-  const ccc_launch_args args{b.state.data(), {}, b.own.data(), count, -1, kTimeoutNs};
+  const ccc_launch_args args{b.state.data(), {}, b.own.data(), count, -1, kTimeoutNs, nullptr};
   for (int block = 0; block < n * k.channels; ++block) blocks.emplace_back(lib.entry(k.kernel_name), args, block);
   for (std::thread& t : blocks) t.join();
   for (int r = 0; r < n; ++r) {

@@ -13,6 +13,9 @@ struct EmittedKernel {
   std::string source;       // includes "ccc_device.h" and nothing else
   std::string kernel_name;  // extern "C" symbol: ccc_<schedule>_n<N>[_root<R>]_<dtype>_<op>_t<tile>_c<channels>_p<depth>[_ip]
   int channels = 0;         // blocks per rank (grid = channels, or N * channels for virtual ranks)
+  std::string schedule;     // the schedule's name, as its source declares it
+  int64_t tile_bytes = 0;   // KernelOptions::tile_bytes
+  int pipeline = 0;         // KernelOptions::pipeline
   int block_threads = 0;    // CUDA threads per block (host: one thread per block)
   int scratch_vectors = 0;  // scratch regions (the schedule's, staging), each blocks * count elements
   int blocks = 1;           // KernelPlan::blocks

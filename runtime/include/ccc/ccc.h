@@ -58,13 +58,16 @@ typedef struct cccConfig_t {
   /* The schedule for every call (a shipped one's name, e.g. "ring"); NULL: $CCC_ALGO, else the
    * cost model's choice. */
   const char* algo;
+  /* Write a Chrome trace-event timeline of every collective to this file when the communicators
+   * are destroyed (docs/tracing.md); NULL: $CCC_TRACE, else no tracing. */
+  const char* traceFile;
 } cccConfig_t;
 
 #define CCC_CONFIG_MAGIC 0xcc0c0f19u
-#define CCC_CONFIG_VERSION 1u
+#define CCC_CONFIG_VERSION 2u
 #define CCC_CONFIG_DEFAULT_TIMEOUT (-1.0)
 #define CCC_CONFIG_INITIALIZER \
-  { sizeof(cccConfig_t), CCC_CONFIG_MAGIC, CCC_CONFIG_VERSION, CCC_CONFIG_DEFAULT_TIMEOUT, NULL }
+  { sizeof(cccConfig_t), CCC_CONFIG_MAGIC, CCC_CONFIG_VERSION, CCC_CONFIG_DEFAULT_TIMEOUT, NULL, NULL }
 
 /* ndev ranks, rank i on CUDA device devlist[i] (devlist NULL: devices 0..ndev-1). */
 cccResult_t cccCommInitAll(cccComm_t* comms, int ndev, const int* devlist);

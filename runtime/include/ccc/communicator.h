@@ -54,6 +54,11 @@ struct CommOptions {
   // refused when the communicator is created.
   std::optional<double> timeout_seconds;
   JitCache* cache = nullptr;    // null: JitCache::process_cache()
+  // Records a timeline of every collective into this Chrome trace-event JSON file (empty:
+  // $CCC_TRACE, else no tracing). Calls run the traced variant of their kernel; the file holds
+  // every call's events and is written when the communicator is destroyed (a write that fails
+  // is a warning on stderr). docs/tracing.md.
+  std::string trace_file;
 };
 
 enum class BackendKind { Host, Cuda };
@@ -123,7 +128,8 @@ class Communicator {
   enum class WarmUp { Background, Wait };
   void warm_up(const std::vector<CollectiveCall>& shapes, bool in_place = false, WarmUp mode = WarmUp::Background);
 
-  // Releases everything; any later call throws Error(InvalidUsage).
+  // Releases everything (after writing the trace, if tracing); any later call throws
+  // Error(InvalidUsage).
   void destroy();
 
  private:

@@ -70,13 +70,21 @@ class CudaRanks {
   // for launches still queued), which is refused while `stream` is capturing a graph.
   void* scratch(int rank, uint64_t bytes, void* stream);
 
-  // Queues rank `rank`'s kernel on `stream` (null: the default stream) without waiting.
+  // Tracing: zeroed device memory of `bytes` on rank `rank`'s device for a traced launch's
+  // records (cuMemAlloc and cuMemsetD8, which may wait for the legacy default stream). Refused
+  // while `stream` captures a graph. trace_read copies them into `host` once the device is idle
+  // and frees them.
+  void* trace_alloc(int rank, uint64_t bytes, void* stream);
+  void trace_read(int rank, void* records, void* host, uint64_t bytes);
+
+  // Queues rank `rank`'s kernel on `stream` (null: the default stream) without waiting. `trace`:
+  // device records for a traced kernel (trace_alloc), or null.
   void launch(int rank, int kernel, int channels, int threads, const ccc_buffers& own, uint64_t count,
-              uint64_t timeout_ns, void* stream);
+              uint64_t timeout_ns, void* stream, ccc_trace_channel* trace = nullptr);
   // Virtual ranks: one cooperative grid of N * channels blocks, rank r with own[r]. Throws
   // Error(InvalidArgument) when the grid cannot be co-resident on the device.
   void launch_virtual(int kernel, int channels, int threads, std::span<const ccc_buffers> own,
-                      uint64_t count, uint64_t timeout_ns, void* stream);
+                      uint64_t count, uint64_t timeout_ns, void* stream, ccc_trace_channel* trace = nullptr);
 
   // Waits for every rank's device; throws Error(Remote) naming ranks whose error word is set,
   // after zeroing the counters and error words (as the prelude requires).

@@ -90,9 +90,10 @@ class HostRanks {
   // Rank `rank`'s scratch of at least `bytes` for a launch queued next. A larger size gets a new
   // allocation; the old one stays alive for launches still queued (until the communicator goes).
   void* scratch(int rank, uint64_t bytes);
-  // Queues rank `rank`'s part of a collective on its stream and returns.
+  // Queues rank `rank`'s part of a collective on its stream and returns. `trace`: [channels]
+  // records a traced kernel fills in (ccc_abi.h), or null.
   void launch(int rank, const HostKernel& kernel, int channels, const ccc_buffers& own,
-              uint64_t count, uint64_t timeout_ns);
+              uint64_t count, uint64_t timeout_ns, ccc_trace_channel* trace = nullptr);
   // Waits for rank `rank`'s stream. Throws Error(Remote) if the rank failed; the sync state is
   // reset once every stream is idle.
   void synchronize(int rank);
