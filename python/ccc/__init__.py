@@ -178,7 +178,9 @@ class Communicator:
 
     Raises:
         InvalidArgumentError: bad ranks, devices, options or timeout.
-        DiagnosticError: ``schedule`` does not compile.
+        DiagnosticError: the ``schedule`` file cannot be read. (A schedule that does not
+            compile fails the first collective that runs it, with InvalidArgumentError and the
+            rendered diagnostics.)
         NoDeviceError: "cuda" without a driver or device.
     """
 
