@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # `pip install .` of the repository into TARGET, then `import ccc` from there runs a check and
-# a host all-reduce. Usage: pip_install_smoke.sh PYTHON SOURCE_DIR TARGET WERROR
+# a host all-reduce. Usage: pip_install_smoke.sh PYTHON SOURCE_DIR TARGET [PIP_OPTION...]
 set -euo pipefail
-python=$1 source_dir=$2 target=$3 werror=$4
+python=$1 source_dir=$2 target=$3
+shift 3
 rm -rf "$target"
 # No build isolation: the venv already has scikit-build-core and nanobind (and CI may be offline).
-"$python" -m pip install --quiet --no-build-isolation --no-deps --target "$target" \
-  -C cmake.define.CCC_WERROR="$werror" "$source_dir"
+"$python" -m pip install --quiet --no-build-isolation --no-deps --target "$target" "$@" "$source_dir"
 cd "$target"  # not the source tree: the import must find the installed package
 PYTHONPATH="$target" "$python" - "$source_dir" "$target" <<'PY'
 import os
