@@ -19,8 +19,11 @@ all: build
 deps:
 	@bash scripts/install-deps.sh
 
+# The Python extension and its pytest suite build with the rest, against .venv (install-deps.sh).
+PYTHON_FLAGS := -DCCC_PYTHON=ON -DPython_EXECUTABLE=$(CURDIR)/.venv/bin/python
+
 $(BUILD)/CMakeCache.txt: | deps
-	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCCC_WERROR=ON $(CMAKE_FLAGS)
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCCC_WERROR=ON $(PYTHON_FLAGS) $(CMAKE_FLAGS)
 
 build: deps $(BUILD)/CMakeCache.txt
 	cmake --build $(BUILD) -j$(JOBS)

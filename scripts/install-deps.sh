@@ -27,3 +27,18 @@ if [[ ! -f $nvcc_dir/include/nvrtc.h ]]; then
   echo "install-deps: the CUDA Toolkit (NVRTC) is expected under $nvcc_dir (set CUDAToolkit_ROOT otherwise)" >&2
   exit 1
 fi
+
+# The Python package's build and test tools (python/requirements-dev.txt) come from PyPI into the
+# project's own virtual environment .venv, never system-wide; pip runs again only when the
+# requirements changed.
+root=$(cd "$(dirname "$0")/.." && pwd)
+venv=$root/.venv
+requirements=$root/python/requirements-dev.txt
+if [[ ! -x $venv/bin/python ]]; then
+  python3 -m venv "$venv" || { echo "install-deps: python3 -m venv failed (apt-get install python3-venv)" >&2; exit 1; }
+fi
+if ! cmp -s "$requirements" "$venv/requirements-dev.txt"; then
+  "$venv/bin/python" -m pip install --quiet --upgrade pip
+  "$venv/bin/python" -m pip install --quiet -r "$requirements"
+  cp "$requirements" "$venv/requirements-dev.txt"
+fi

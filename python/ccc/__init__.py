@@ -1,0 +1,278 @@
+"""ccc: a compiler for GPU collective schedules, and collectives that run them.
+
+Compile-time API (the ``ccc`` command's ``check`` and ``compile``, without a subprocess)::
+
+    import ccc
+    info = ccc.check("schedules/ring.sched", ranks=8)      # raises ccc.DiagnosticError
+    cuda_source = ccc.compile("schedules/ring.sched", ranks=8, emit="cu")
+
+Collectives: one process drives every rank (like ``ncclCommInitAll``); each collective takes
+one array per rank (NumPy arrays on the host backend; any DLPack or buffer-protocol array)::
+
+    import numpy as np
+    comm = ccc.Communicator(ranks=4)                       # host backend: ranks are threads
+    xs = [np.full(1000, r, dtype=np.float32) for r in range(4)]
+    comm.all_reduce(xs)                                    # in place: each xs[r] is now 6.0
+
+Errors are exceptions derived from ``ccc.Error`` (see ``ccc._errors``). Not there yet: one rank
+per process (``rank=``, ``nranks=``, a unique id), all-to-all, and the ``ccc.torch`` integration.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any, Literal, Optional, Sequence, Union
+
+from . import _ccc
+from ._errors import (
+    CompileError,
+    CudaError,
+    DiagnosticError,
+    Error,
+    InternalError,
+    InvalidArgumentError,
+    InvalidUsageError,
+    NoDeviceError,
+    RemoteError,
+    SystemResourceError,
+)
+
+__all__ = [
+    "CheckResult", "Communicator", "check", "compile", "Error", "DiagnosticError", "InvalidArgumentError",
+    "InvalidUsageError", "NoDeviceError", "CudaError", "CompileError", "RemoteError", "SystemResourceError",
+    "InternalError",
+]
+
+#: A schedule: a path (``str`` without a newline, or ``os.PathLike``), or its text (a ``str``
+#: with at least one newline).
+Source = Union[str, "os.PathLike[str]"]
+
+#: ``check(root=None)`` proves a broadcast or reduce for every root up to this many ranks (as
+#: ``ccc check`` does without ``--root``); beyond it, root 0 only.
+EVERY_ROOT_UP_TO = 64
+
+
+def _source(source: Source, name: Optional[str]) -> tuple[str, Optional[str]]:
+    """(name, text) for the extension: text None means "read the file called name"."""
+    if isinstance(source, os.PathLike):
+        return os.fspath(source), None
+    if not isinstance(source, str):
+        raise TypeError(f"source: expected a path or schedule text, not {type(source).__name__}")
+    if "\n" in source:
+        return (name or "<string>"), source
+    return source, None
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    """What ``ccc.check`` proved about a schedule."""
+
+    schedule: str                 #: the schedule's name
+    collective: str               #: "allreduce", "reduce_scatter", "allgather", "broadcast" or "reduce"
+    ranks: int
+    roots: tuple[int, ...]        #: the roots verified (broadcast and reduce); empty otherwise
+    steps: int
+    ops: int
+    waits: int                    #: waits the sync planner kept (for the last root checked)
+    cross_rank_dependencies: int  #: cross-rank dependencies before reduction (last root)
+    notes: tuple[str, ...]        #: the planner's notes, e.g. staging it inserted
+
+
+def check(source: Source, ranks: int, *, root: Optional[int] = None, in_place: bool = False,
+          name: Optional[str] = None) -> CheckResult:
+    """Parses, instantiates and verifies a schedule for ``ranks`` ranks and plans its syncs.
+
+    Args:
+        source: a schedule file's path, or the schedule's text (see ``Source``).
+        ranks: the number of ranks N.
+        root: broadcast and reduce: the root to prove; None proves every root while
+            ``ranks <= EVERY_ROOT_UP_TO``, else root 0 (like ``ccc check`` without ``--root``).
+        in_place: verify for input and output being one buffer.
+        name: the file name diagnostics report for schedule text (default "<string>").
+
+    Raises:
+        DiagnosticError: the schedule is wrong for N (or unreadable); carries file, line, column
+            and the rendered caret text.
+    """
+    n, text = _source(source, name)
+    r = _ccc.check(n, text, ranks, root, EVERY_ROOT_UP_TO, in_place)
+    return CheckResult(schedule=r["schedule"], collective=r["collective"], ranks=r["ranks"], roots=tuple(r["roots"]),
+                       steps=r["steps"], ops=r["ops"], waits=r["waits"],
+                       cross_rank_dependencies=r["cross_rank_dependencies"], notes=tuple(r["notes"]))
+
+
+def compile(source: Source, ranks: int, *, emit: str = "cu", root: int = 0, in_place: bool = False,
+            dtype: str = "f32", op: str = "sum", tile_bytes: Optional[int] = None, channels: Optional[int] = None,
+            pipeline: Optional[int] = None, arch: str = "sm_90", show_syncs: bool = False,
+            name: Optional[str] = None) -> Union[str, bytes]:
+    """Compiles a schedule for ``ranks`` ranks, like ``ccc compile --emit EMIT``.
+
+    Args:
+        source: a schedule file's path, or the schedule's text (see ``Source``).
+        ranks: the number of ranks N.
+        emit: what to produce: "steps", "graph", "dot", "syncs", "svg", "cu" (CUDA C++),
+            "ptx" or "cubin" (NVRTC for ``arch``). ``ccc compile --help`` describes each.
+        root: broadcast and reduce: the root.
+        in_place: compile for input and output being one buffer.
+        dtype, op: the element type ("f64", "f32", "f16", "bf16", "i64", "u64", "i32", "u32",
+            "i8", "u8") and reduction ("sum", "prod", "min", "max", "avg") of the kernel.
+        tile_bytes, channels, pipeline: kernel shape; None takes ``ccc compile``'s defaults.
+        arch: the GPU architecture for "ptx" and "cubin".
+        show_syncs: "svg": also draw the waits the sync planner kept.
+        name: the file name diagnostics report for schedule text (default "<string>").
+
+    Returns:
+        The result as text; ``bytes`` for "cubin".
+
+    Raises:
+        DiagnosticError: the schedule is wrong (file, line, column, caret text).
+        InvalidArgumentError: an unknown emit target, dtype or op, or an option out of range.
+        CompileError: NVRTC refused the kernel.
+    """
+    n, text = _source(source, name)
+    return _ccc.compile(n, text, ranks, root, emit, in_place, dtype, op, tile_bytes, channels, pipeline, arch,
+                        show_syncs)
+
+
+def _current_stream(array: Any) -> int:
+    """The CUDA stream its library would use for ``array`` now (0: the default stream)."""
+    module = type(array).__module__
+    if module.startswith("torch"):
+        import torch
+        return int(torch.cuda.current_stream(array.device).cuda_stream)
+    if module.startswith("cupy"):
+        import cupy
+        with array.device:
+            return int(cupy.cuda.get_current_stream().ptr)
+    return 0
+
+
+class Communicator:
+    """Collectives over N ranks, all driven by this process (``ccc::Communicator``).
+
+    Each collective takes one array per rank: on the "host" backend host memory (NumPy arrays,
+    or anything with DLPack or the buffer protocol), on "cuda" device memory of the rank's
+    device (CuPy arrays, torch tensors; issued on each array's current stream unless
+    ``streams`` is given). Every array of one call has the same element type and is
+    C-contiguous; recv arrays are writable. Element types: float64, float32, float16,
+    bfloat16, int64, uint64, int32, uint32, int8, uint8. Ops: "sum", "prod", "min", "max",
+    "avg".
+
+    Host collectives return when done. CUDA collectives are asynchronous on the streams;
+    ``synchronize()`` waits and raises ``RemoteError`` if one failed. The GIL is released while
+    a collective runs.
+
+    Args:
+        ranks: the number of ranks on the host backend (threads); on "cuda", defaults to
+            ``len(devices)``.
+        backend: "host" (the generated kernels run on threads) or "cuda".
+        devices: "cuda": one CUDA device ordinal per rank (default ``range(ranks)``).
+        algo: the shipped schedule every call runs ("ring", ...); default: $CCC_ALGO, else the
+            cost model's choice.
+        schedule: run this schedule (a path or schedule text) for its collective.
+        channels, tile_bytes: kernel shape; 0 takes the selection's choice.
+        topology_file: the topology selection uses (host backend); default $CCC_TOPO.
+        timeout: seconds a rank waits for a peer before the collective fails (default
+            $CCC_TIMEOUT, else 30).
+
+    Raises:
+        InvalidArgumentError: bad ranks, devices, options or timeout.
+        DiagnosticError: the ``schedule`` file cannot be read. (A schedule that does not
+            compile fails the first collective that runs it, with InvalidArgumentError and the
+            rendered diagnostics.)
+        NoDeviceError: "cuda" without a driver or device.
+    """
+
+    def __init__(self, ranks: Optional[int] = None, *, backend: Literal["host", "cuda"] = "host",
+                 devices: Optional[Sequence[int]] = None, algo: str = "", schedule: Optional[Source] = None,
+                 channels: int = 0, tile_bytes: int = 0, topology_file: str = "",
+                 timeout: Optional[float] = None) -> None:
+        sched_name, sched_text = _source(schedule, None) if schedule is not None else (None, None)
+        options = (algo, sched_name, sched_text, channels, tile_bytes, topology_file, timeout)
+        if backend == "host":
+            if ranks is None:
+                raise InvalidArgumentError("ranks: the host backend needs the number of ranks")
+            if devices is not None:
+                raise InvalidArgumentError("devices: only the cuda backend takes devices")
+            self._comm = _ccc.Communicator.host(ranks, *options)
+        elif backend == "cuda":
+            if devices is None:
+                if ranks is None:
+                    raise InvalidArgumentError("ranks or devices: the cuda backend needs one of them")
+                devices = range(ranks)
+            elif ranks is not None and ranks != len(devices):
+                raise InvalidArgumentError(f"ranks ({ranks}) differs from the number of devices ({len(devices)})")
+            self._comm = _ccc.Communicator.cuda(list(devices), *options)
+        else:
+            raise InvalidArgumentError(f"backend: expected 'host' or 'cuda', not {backend!r}")
+
+    @property
+    def size(self) -> int:
+        """The number of ranks."""
+        return self._comm.size
+
+    @property
+    def backend(self) -> str:
+        """"host" or "cuda"."""
+        return self._comm.backend
+
+    @staticmethod
+    def _recv(send: Sequence[Any], recv: Optional[Sequence[Any]]) -> list[Any]:
+        """The arrays written: recv, or in place (None) the send arrays; each must be writable."""
+        out = list(send if recv is None else recv)
+        for r, a in enumerate(out):
+            flags = getattr(a, "flags", None)  # NumPy (and CuPy) say it; DLPack does not
+            if flags is not None and not getattr(flags, "writeable", True):
+                raise InvalidArgumentError(f"{'send' if recv is None else 'recv'}[{r}]: the array is read-only")
+        return out
+
+    def _streams(self, send: Sequence[Any], streams: Optional[Sequence[int]]) -> list[int]:
+        if streams is not None:
+            return list(streams)
+        if self.backend == "host":
+            return []
+        return [_current_stream(a) for a in send]
+
+    def all_reduce(self, send: Sequence[Any], recv: Optional[Sequence[Any]] = None, *, op: str = "sum",
+                   streams: Optional[Sequence[int]] = None) -> None:
+        """Every rank's recv gets the element-wise reduction of all sends; recv None: in place."""
+        self._comm.all_reduce(list(send), self._recv(send, recv), op, self._streams(send, streams))
+
+    def reduce(self, send: Sequence[Any], recv: Optional[Sequence[Any]] = None, *, root: int = 0,
+               op: str = "sum", streams: Optional[Sequence[int]] = None) -> None:
+        """The root's recv gets the reduction of all sends (other ranks' recv are untouched)."""
+        self._comm.reduce(list(send), self._recv(send, recv), root, op, self._streams(send, streams))
+
+    def broadcast(self, send: Sequence[Any], recv: Optional[Sequence[Any]] = None, *, root: int = 0,
+                  streams: Optional[Sequence[int]] = None) -> None:
+        """Every rank's recv gets the root's send; recv None: in place."""
+        self._comm.broadcast(list(send), self._recv(send, recv), root, self._streams(send, streams))
+
+    def all_gather(self, send: Sequence[Any], recv: Sequence[Any], *,
+                   streams: Optional[Sequence[int]] = None) -> None:
+        """recv[r] (ranks x count elements) gets every rank's send (count elements), in rank order.
+
+        In place when each send[r] is recv[r]'s block r (``recv[r][r*count:(r+1)*count]``)."""
+        self._comm.all_gather(list(send), self._recv(send, recv), self._streams(send, streams))
+
+    def reduce_scatter(self, send: Sequence[Any], recv: Sequence[Any], *, op: str = "sum",
+                       streams: Optional[Sequence[int]] = None) -> None:
+        """recv[r] (count elements) gets block r of the reduction of all sends (ranks x count).
+
+        In place when each recv[r] is send[r]'s block r."""
+        self._comm.reduce_scatter(list(send), self._recv(send, recv), op, self._streams(send, streams))
+
+    def synchronize(self) -> None:
+        """Waits for every rank's outstanding work; raises RemoteError if a collective failed."""
+        self._comm.synchronize()
+
+    def destroy(self) -> None:
+        """Releases the communicator; any later call raises InvalidUsageError."""
+        self._comm.destroy()
+
+    def __enter__(self) -> "Communicator":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.destroy()

@@ -1,0 +1,432 @@
+// ccc._ccc: the nanobind extension behind the `ccc` Python package (python/ccc/__init__.py holds
+// the documented API; this module is its thin, typed bridge to the C++ library).
+//
+// Errors cross as Python exceptions of the hierarchy in python/ccc/_errors.py: ccc::Error by its
+// kind, schedule diagnostics as DiagnosticError with the location and the rendered caret text.
+#include <nanobind/nanobind.h>
+#include <nanobind/ndarray.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include <fmt/format.h>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "ccc/communicator.h"
+#include "ccc/emit_cuda.h"
+#include "ccc/lower.h"
+#include "ccc/pipeline.h"
+#include "emit_targets.h"
+
+namespace nb = nanobind;
+
+namespace {
+
+// A schedule the compiler rejected: the first error's location and every diagnostic rendered.
+struct ScheduleDiagnostics {
+  std::string file;
+  int line = 0;
+  int column = 0;
+  std::string message;
+  std::string rendered;
+};
+
+[[noreturn]] void throw_diagnostics(const ccc::Diagnostics& diags, const ccc::SourceFile* file) {
+  ScheduleDiagnostics d;
+  d.file = file ? file->name : "";
+  for (const ccc::Diagnostic& x : diags.all()) {
+    if (x.severity != ccc::Severity::Error) continue;
+    d.line = x.loc.line;
+    d.column = x.loc.col;
+    d.message = x.message;
+    break;
+  }
+  d.rendered = diags.render(file);
+  throw d;
+}
+
+// The schedule as given from Python: text under a name, or (text empty) a path to read.
+ccc::SourceFile load_source(const std::string& name, const std::optional<std::string>& text) {
+  if (text) return ccc::SourceFile{name, *text};
+  ccc::Diagnostics diags;
+  std::optional<ccc::SourceFile> file = ccc::read_source(name, diags);
+  if (!file) throw_diagnostics(diags, nullptr);
+  return *file;
+}
+
+ccc::StepProgram front_end(const ccc::SourceFile& file, int nranks, int root) {
+  ccc::Diagnostics diags;
+  std::optional<ccc::StepProgram> program = ccc::run_front_end(file, {.nranks = nranks, .root = root}, diags);
+  if (!program) throw_diagnostics(diags, &file);
+  return *program;
+}
+
+ccc::PlannedProgram analysis(const ccc::SourceFile& file, const ccc::StepProgram& program, bool in_place) {
+  ccc::Diagnostics diags;
+  std::optional<ccc::PlannedProgram> planned = ccc::run_analysis(program, {.in_place = in_place}, diags);
+  if (!planned) throw_diagnostics(diags, &file);
+  return *planned;
+}
+
+bool is_rooted(ccc::Collective c) { return c == ccc::Collective::Broadcast || c == ccc::Collective::Reduce; }
+
+// What check() reports; the Python side turns it into ccc.CheckResult.
+nb::dict check(const std::string& name, const std::optional<std::string>& text, int nranks,
+               std::optional<int> root, int every_root_up_to, bool in_place) {
+  const ccc::SourceFile file = load_source(name, text);
+  // Like `ccc check`: a rooted collective is proved for every root unless one is given (a
+  // schedule can be right for root 0 and wrong for another), while N is small.
+  int roots = 1;
+  std::optional<ccc::StepProgram> program;
+  std::optional<ccc::PlannedProgram> planned;
+  for (int r = 0; r < roots; ++r) {
+    program = front_end(file, nranks, root.value_or(r));
+    planned = analysis(file, *program, in_place);
+    if (!root && is_rooted(program->collective) && nranks <= every_root_up_to) roots = nranks;
+  }
+  nb::dict out;
+  out["schedule"] = program->schedule;
+  out["collective"] = std::string(ccc::collective_name(program->collective));
+  out["ranks"] = program->nranks;
+  out["roots"] = is_rooted(program->collective) ? (root ? std::vector<int>{*root} : [&] {
+    std::vector<int> all(roots);
+    for (int r = 0; r < roots; ++r) all[r] = r;
+    return all;
+  }())
+                                                 : std::vector<int>{};
+  out["steps"] = program->nsteps();
+  out["ops"] = program->num_ops();
+  out["waits"] = planned->sync.waits_kept;
+  out["cross_rank_dependencies"] = planned->sync.cross_rank_edges;
+  out["notes"] = planned->sync.notes;
+  return out;
+}
+
+template <typename T>
+T parse_named(const std::string& what, const std::string& name, std::optional<T> (*parse)(std::string_view)) {
+  if (std::optional<T> v = parse(name)) return *v;
+  throw ccc::Error(ccc::ErrorKind::InvalidArgument, fmt::format("unknown {} '{}'", what, name));
+}
+
+nb::object compile(const std::string& name, const std::optional<std::string>& text, int nranks, int root,
+                   const std::string& emit, bool in_place, const std::string& dtype, const std::string& op,
+                   std::optional<int64_t> tile_bytes, std::optional<int> channels, std::optional<int> pipeline,
+                   const std::string& arch, bool show_syncs) {
+  const ccc::cli::EmitTarget* target = ccc::cli::find_emit_target(emit);
+  if (!target)
+    throw ccc::Error(ccc::ErrorKind::InvalidArgument,
+                     fmt::format("unknown emit target '{}' (one of: {})", emit, ccc::cli::emit_target_names()));
+  if (show_syncs && std::string(target->name) != "svg")
+    throw ccc::Error(ccc::ErrorKind::InvalidArgument, "show_syncs is for emit='svg'");
+  ccc::KernelOptions kernel;
+  kernel.in_place = in_place;
+  kernel.dtype = parse_named<ccc::DataType>("dtype", dtype, &ccc::parse_data_type);
+  kernel.op = parse_named<ccc::ReduceOp>("op", op, &ccc::parse_reduce_op);
+  if (tile_bytes) kernel.tile_bytes = *tile_bytes;
+  if (channels) kernel.channels = *channels;
+  if (pipeline) kernel.pipeline = *pipeline;
+  if (kernel.tile_bytes <= 0 || kernel.tile_bytes % 64 != 0)
+    throw ccc::Error(ccc::ErrorKind::InvalidArgument,
+                     fmt::format("tile_bytes must be a positive multiple of 64, not {}", kernel.tile_bytes));
+  if (kernel.channels < 1 || kernel.channels > ccc::Communicator::kMaxChannels)
+    throw ccc::Error(ccc::ErrorKind::InvalidArgument, fmt::format("channels must be in 1 .. {}, not {}",
+                                                                  ccc::Communicator::kMaxChannels, kernel.channels));
+  if (kernel.pipeline < 1)
+    throw ccc::Error(ccc::ErrorKind::InvalidArgument, fmt::format("pipeline must be at least 1, not {}", kernel.pipeline));
+
+  const ccc::SourceFile file = load_source(name, text);
+  const ccc::StepProgram program = front_end(file, nranks, root);
+  std::optional<ccc::PlannedProgram> planned;
+  if (target->last_pass >= ccc::Pass::Verify) planned = analysis(file, program, in_place);
+  std::optional<ccc::KernelPlan> plan;
+  if (target->last_pass >= ccc::Pass::Lower) {
+    try {
+      plan = ccc::lower(*planned, kernel);
+    } catch (const ccc::LowerError& e) {
+      ccc::Diagnostics diags;
+      diags.error(e.loc, e.what());
+      throw_diagnostics(diags, &file);
+    }
+  }
+  std::string result;
+  try {
+    result = target->emit({program, planned ? &*planned : nullptr, plan ? &*plan : nullptr, &file, arch, in_place,
+                           show_syncs});
+  } catch (const ccc::Error&) {
+    throw;
+  } catch (const std::runtime_error& e) {  // NVRTC refused the kernel
+    throw ccc::Error(ccc::ErrorKind::Compile, e.what());
+  }
+  if (std::string(target->name) == "cubin") return nb::bytes(result.data(), result.size());
+  return nb::str(result.data(), result.size());
+}
+
+// ---- the communicator ----------------------------------------------------------------------
+
+using Array = nb::ndarray<nb::ro>;  // send: read-only arrays are fine
+using WritableArray = nb::ndarray<>;
+
+template <typename A>
+ccc::DataType array_dtype(const A& a, const char* what, size_t rank) {
+  const nb::dlpack::dtype t = a.dtype();
+  if (t.lanes == 1) {
+    using Code = nb::dlpack::dtype_code;
+    switch (static_cast<Code>(t.code)) {
+      case Code::Float:
+        if (t.bits == 64) return ccc::DataType::F64;
+        if (t.bits == 32) return ccc::DataType::F32;
+        if (t.bits == 16) return ccc::DataType::F16;
+        break;
+      case Code::Bfloat:
+        if (t.bits == 16) return ccc::DataType::BF16;
+        break;
+      case Code::Int:
+        if (t.bits == 64) return ccc::DataType::I64;
+        if (t.bits == 32) return ccc::DataType::I32;
+        if (t.bits == 8) return ccc::DataType::I8;
+        break;
+      case Code::UInt:
+        if (t.bits == 64) return ccc::DataType::U64;
+        if (t.bits == 32) return ccc::DataType::U32;
+        if (t.bits == 8) return ccc::DataType::U8;
+        break;
+      default: break;
+    }
+  }
+  static const char* const kCodes[] = {"int", "uint", "float", "opaque", "bfloat", "complex", "bool"};
+  const std::string code = t.code < std::size(kCodes) ? kCodes[t.code] : fmt::format("code {}", t.code);
+  throw ccc::Error(ccc::ErrorKind::InvalidArgument,
+                   fmt::format("{}[{}]: element type {}{}{} is not supported (float64, float32, float16, "
+                               "bfloat16, int64, uint64, int32, uint32, int8, uint8)",
+                               what, rank, code, t.bits, t.lanes == 1 ? "" : fmt::format("x{}", t.lanes)));
+}
+
+// Whether the array's elements are one dense row-major block (any stride of a size-1 axis).
+template <typename A>
+bool is_c_contiguous(const A& a) {
+  int64_t expected = 1;
+  for (size_t i = a.ndim(); i-- > 0;) {
+    if (a.shape(i) != 1 && a.stride(i) != expected) return false;
+    expected *= static_cast<int64_t>(a.shape(i));
+  }
+  return true;
+}
+
+struct Buffers {
+  std::vector<const void*> send;
+  std::vector<void*> recv;
+  uint64_t send_count = 0;
+  uint64_t recv_count = 0;
+  ccc::DataType dtype = ccc::DataType::F32;
+};
+
+class PyCommunicator {
+ public:
+  explicit PyCommunicator(ccc::Communicator comm) : comm_(std::move(comm)) {}
+
+  int size() const { return comm_.size(); }
+  std::string backend() const { return comm_.backend() == ccc::BackendKind::Host ? "host" : "cuda"; }
+
+  // Per-rank send and recv arrays: one per rank, one device type (CPU for host, CUDA for cuda),
+  // one element type, each C-contiguous with the same size on every rank. (In place, the Python
+  // side passes the send arrays as recv too; nanobind has made sure recv arrays are writable.)
+  Buffers buffers(const std::vector<Array>& send, const std::vector<WritableArray>& recv) const {
+    const size_t n = static_cast<size_t>(comm_.size());
+    auto invalid = [](const std::string& m) { throw ccc::Error(ccc::ErrorKind::InvalidArgument, m); };
+    if (send.size() != n) invalid(fmt::format("send: expected one array per rank ({}), got {}", n, send.size()));
+    if (recv.size() != n) invalid(fmt::format("recv: expected one array per rank ({}), got {}", n, recv.size()));
+    const int device = comm_.backend() == ccc::BackendKind::Host ? nb::device::cpu::value : nb::device::cuda::value;
+    Buffers b;
+    b.dtype = array_dtype(send[0], "send", 0);
+    auto check = [&](const auto& a, const char* what, size_t r, uint64_t& count) {
+      if (a.device_type() != device)
+        invalid(fmt::format("{}[{}]: the {} backend needs {} arrays, not {} memory", what, r, backend(),
+                            device == nb::device::cpu::value ? "host (CPU)" : "CUDA device",
+                            a.device_type() == nb::device::cpu::value ? "host" : "device"));
+      const ccc::DataType t = array_dtype(a, what, r);
+      if (t != b.dtype)
+        invalid(fmt::format("{}[{}]: element type {} differs from send[0]'s {}", what, r, ccc::data_type_name(t),
+                            ccc::data_type_name(b.dtype)));
+      if (!is_c_contiguous(a)) invalid(fmt::format("{}[{}]: the array is not contiguous", what, r));
+      if (r == 0) count = a.size();
+      if (a.size() != count)
+        invalid(fmt::format("{}[{}]: {} elements where {}[0] has {}", what, r, a.size(), what, count));
+    };
+    for (size_t r = 0; r < n; ++r) {
+      check(send[r], "send", r, b.send_count);
+      b.send.push_back(send[r].data());
+    }
+    for (size_t r = 0; r < n; ++r) {
+      check(recv[r], "recv", r, b.recv_count);
+      b.recv.push_back(recv[r].data());
+    }
+    return b;
+  }
+
+  static void same_counts(const char* what, const Buffers& b) {
+    if (b.send_count != b.recv_count)
+      throw ccc::Error(ccc::ErrorKind::InvalidArgument,
+                       fmt::format("{}: send has {} elements per rank, recv {}; they must be equal", what,
+                                   b.send_count, b.recv_count));
+  }
+  void blocks(const char* what, uint64_t small, uint64_t large, const char* small_name, const char* large_name) const {
+    if (large != small * static_cast<uint64_t>(comm_.size()))
+      throw ccc::Error(ccc::ErrorKind::InvalidArgument,
+                       fmt::format("{}: {} must hold ranks ({}) x {} elements ({}), not {}", what, large_name,
+                                   comm_.size(), small_name, small * static_cast<uint64_t>(comm_.size()), large));
+  }
+
+  // The collective itself runs without the GIL: the ranks wait on each other, and other Python
+  // threads (or a Python-side timeout watchdog) keep running.
+  template <typename F>
+  void run(F&& f) {
+    nb::gil_scoped_release release;
+    f();
+  }
+
+  void all_reduce(const std::vector<Array>& send, const std::vector<WritableArray>& recv, const std::string& op,
+                  const std::vector<uintptr_t>& streams) {
+    Buffers b = buffers(send, recv);
+    same_counts("all_reduce", b);
+    const ccc::ReduceOp o = parse_named<ccc::ReduceOp>("op", op, &ccc::parse_reduce_op);
+    run([&] { comm_.all_reduce(b.send, b.recv, b.send_count, b.dtype, o, stream_span(streams)); });
+  }
+  void reduce(const std::vector<Array>& send, const std::vector<WritableArray>& recv, int root, const std::string& op,
+              const std::vector<uintptr_t>& streams) {
+    Buffers b = buffers(send, recv);
+    same_counts("reduce", b);
+    const ccc::ReduceOp o = parse_named<ccc::ReduceOp>("op", op, &ccc::parse_reduce_op);
+    run([&] { comm_.reduce(b.send, b.recv, b.send_count, b.dtype, o, root, stream_span(streams)); });
+  }
+  void broadcast(const std::vector<Array>& send, const std::vector<WritableArray>& recv, int root,
+                 const std::vector<uintptr_t>& streams) {
+    Buffers b = buffers(send, recv);
+    same_counts("broadcast", b);
+    run([&] { comm_.broadcast(b.send, b.recv, b.send_count, b.dtype, root, stream_span(streams)); });
+  }
+  void all_gather(const std::vector<Array>& send, const std::vector<WritableArray>& recv,
+                  const std::vector<uintptr_t>& streams) {
+    Buffers b = buffers(send, recv);
+    blocks("all_gather", b.send_count, b.recv_count, "send", "recv");
+    run([&] { comm_.all_gather(b.send, b.recv, b.send_count, b.dtype, stream_span(streams)); });
+  }
+  void reduce_scatter(const std::vector<Array>& send, const std::vector<WritableArray>& recv, const std::string& op,
+                      const std::vector<uintptr_t>& streams) {
+    Buffers b = buffers(send, recv);
+    blocks("reduce_scatter", b.recv_count, b.send_count, "recv", "send");
+    const ccc::ReduceOp o = parse_named<ccc::ReduceOp>("op", op, &ccc::parse_reduce_op);
+    run([&] { comm_.reduce_scatter(b.send, b.recv, b.recv_count, b.dtype, o, stream_span(streams)); });
+  }
+
+  void synchronize() {
+    run([&] { comm_.synchronize(); });
+  }
+  void destroy() { comm_.destroy(); }
+
+ private:
+  // CUDA streams as the integers CuPy's and torch's stream objects hand out (0: the default).
+  ccc::Communicator::Streams stream_span(const std::vector<uintptr_t>& streams) {
+    if (streams.empty()) return {};
+    if (streams.size() != static_cast<size_t>(comm_.size()))
+      throw ccc::Error(ccc::ErrorKind::InvalidArgument,
+                       fmt::format("streams: expected one per rank ({}), got {}", comm_.size(), streams.size()));
+    streams_.assign(streams.size(), nullptr);
+    for (size_t i = 0; i < streams.size(); ++i) streams_[i] = reinterpret_cast<void*>(streams[i]);
+    return streams_;
+  }
+
+  ccc::Communicator comm_;
+  std::vector<void*> streams_;
+};
+
+ccc::CommOptions comm_options(const std::string& algo, const std::optional<std::string>& schedule_name,
+                              const std::optional<std::string>& schedule_text, int channels, int64_t tile_bytes,
+                              const std::string& topology_file, std::optional<double> timeout) {
+  ccc::CommOptions o;
+  o.algo = algo;
+  if (schedule_name) o.schedule = load_source(*schedule_name, schedule_text);
+  o.channels = channels;
+  o.tile_bytes = tile_bytes;
+  o.topology_file = topology_file;
+  o.timeout_seconds = timeout;
+  return o;
+}
+
+const char* error_class(ccc::ErrorKind kind) {
+  switch (kind) {
+    case ccc::ErrorKind::InvalidArgument: return "InvalidArgumentError";
+    case ccc::ErrorKind::InvalidUsage: return "InvalidUsageError";
+    case ccc::ErrorKind::NoDevice: return "NoDeviceError";
+    case ccc::ErrorKind::Cuda: return "CudaError";
+    case ccc::ErrorKind::Compile: return "CompileError";
+    case ccc::ErrorKind::Remote: return "RemoteError";
+    case ccc::ErrorKind::System: return "SystemResourceError";
+    case ccc::ErrorKind::Internal: return "InternalError";
+  }
+  return "Error";
+}
+
+}  // namespace
+
+NB_MODULE(_ccc, m) {
+  m.doc() = "The C++ core of the ccc package; use the `ccc` module.";
+
+  nb::register_exception_translator([](const std::exception_ptr& p, void*) {
+    nb::module_ errors = nb::module_::import_("ccc._errors");
+    try {
+      std::rethrow_exception(p);
+    } catch (const ScheduleDiagnostics& d) {
+      nb::object e = errors.attr("DiagnosticError")(d.rendered, d.file, d.line, d.column, d.message);
+      PyErr_SetObject(e.type().ptr(), e.ptr());
+    } catch (const ccc::Error& e) {
+      PyErr_SetString(errors.attr(error_class(e.kind())).ptr(), e.what());
+    }
+  });
+
+  m.def("check", &check, nb::arg("name"), nb::arg("text").none(), nb::arg("ranks"), nb::arg("root").none(),
+        nb::arg("every_root_up_to"), nb::arg("in_place"));
+  m.def("compile", &compile, nb::arg("name"), nb::arg("text").none(), nb::arg("ranks"), nb::arg("root"),
+        nb::arg("emit"), nb::arg("in_place"), nb::arg("dtype"), nb::arg("op"), nb::arg("tile_bytes").none(),
+        nb::arg("channels").none(), nb::arg("pipeline").none(), nb::arg("arch"), nb::arg("show_syncs"));
+  m.def("emit_targets", [] { return ccc::cli::emit_target_names(); });
+
+  nb::class_<PyCommunicator>(m, "Communicator")
+      .def_static(
+          "host",
+          [](int nranks, const std::string& algo, const std::optional<std::string>& schedule_name,
+             const std::optional<std::string>& schedule_text, int channels, int64_t tile_bytes,
+             const std::string& topology_file, std::optional<double> timeout) {
+            return PyCommunicator(ccc::Communicator::host(
+                nranks, comm_options(algo, schedule_name, schedule_text, channels, tile_bytes, topology_file, timeout)));
+          },
+          nb::arg("ranks"), nb::arg("algo"), nb::arg("schedule_name").none(), nb::arg("schedule_text").none(),
+          nb::arg("channels"), nb::arg("tile_bytes"), nb::arg("topology_file"), nb::arg("timeout").none())
+      .def_static(
+          "cuda",
+          [](std::vector<int> devices, const std::string& algo, const std::optional<std::string>& schedule_name,
+             const std::optional<std::string>& schedule_text, int channels, int64_t tile_bytes,
+             const std::string& topology_file, std::optional<double> timeout) {
+            return PyCommunicator(ccc::Communicator::cuda(
+                std::move(devices),
+                comm_options(algo, schedule_name, schedule_text, channels, tile_bytes, topology_file, timeout)));
+          },
+          nb::arg("devices"), nb::arg("algo"), nb::arg("schedule_name").none(), nb::arg("schedule_text").none(),
+          nb::arg("channels"), nb::arg("tile_bytes"), nb::arg("topology_file"), nb::arg("timeout").none())
+      .def_prop_ro("size", &PyCommunicator::size)
+      .def_prop_ro("backend", &PyCommunicator::backend)
+      .def("all_reduce", &PyCommunicator::all_reduce, nb::arg("send"), nb::arg("recv"), nb::arg("op"),
+           nb::arg("streams"))
+      .def("reduce", &PyCommunicator::reduce, nb::arg("send"), nb::arg("recv"), nb::arg("root"), nb::arg("op"),
+           nb::arg("streams"))
+      .def("broadcast", &PyCommunicator::broadcast, nb::arg("send"), nb::arg("recv"), nb::arg("root"),
+           nb::arg("streams"))
+      .def("all_gather", &PyCommunicator::all_gather, nb::arg("send"), nb::arg("recv"), nb::arg("streams"))
+      .def("reduce_scatter", &PyCommunicator::reduce_scatter, nb::arg("send"), nb::arg("recv"), nb::arg("op"),
+           nb::arg("streams"))
+      .def("synchronize", &PyCommunicator::synchronize)
+      .def("destroy", &PyCommunicator::destroy);
+}

@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# `pip install .` of the repository into TARGET, then `import ccc` from there runs a check and
+# a host all-reduce. Usage: pip_install_smoke.sh PYTHON SOURCE_DIR TARGET [PIP_OPTION...]
+set -euo pipefail
+python=$1 source_dir=$2 target=$3
+shift 3
+rm -rf "$target"
+# No build isolation: the venv already has scikit-build-core and nanobind (and CI may be offline).
+"$python" -m pip install --quiet --no-build-isolation --no-deps --target "$target" "$@" "$source_dir"
+cd "$target"  # not the source tree: the import must find the installed package
+PYTHONPATH="$target" "$python" - "$source_dir" "$target" <<'PY'
+import os
+import sys
+import numpy as np
+import ccc
+assert os.path.realpath(ccc.__file__).startswith(os.path.realpath(sys.argv[2])), ccc.__file__
+assert ccc.check(f"{sys.argv[1]}/schedules/ring.sched", ranks=4).schedule == "ring"
+xs = [np.full(10, r, dtype=np.float32) for r in range(2)]
+ccc.Communicator(2).all_reduce(xs)
+assert (xs[0] == 1).all() and (xs[1] == 1).all()
+print("installed ccc works:", ccc.__file__)
+PY

@@ -1,0 +1,196 @@
+"""ccc.Communicator on the host backend with NumPy arrays: every collective, every element type
+NumPy has that ccc supports (bfloat16 is not in NumPy), in place and not, and the errors."""
+import numpy as np
+import pytest
+
+import ccc
+from conftest import RANKS
+
+DTYPES = [np.float64, np.float32, np.float16, np.int64, np.uint64, np.int32, np.uint32, np.int8, np.uint8]
+COUNT = 1001  # odd: the last tile and chunk are partial
+
+
+def inputs(dtype, count=COUNT):
+    # Small values so that sums and products of RANKS of them fit every type, exactly.
+    return [((np.arange(count) + r) % 3 + 1).astype(dtype) for r in range(RANKS)]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("in_place", [False, True])
+def test_all_reduce(comm, dtype, in_place):
+    xs = inputs(dtype)
+    want = sum(x.astype(np.float64) for x in xs)
+    if in_place:
+        comm.all_reduce(xs)
+        out = xs
+    else:
+        out = [np.zeros_like(x) for x in xs]
+        comm.all_reduce(xs, out)
+    for o in out:
+        np.testing.assert_array_equal(o.astype(np.float64), want)
+
+
+@pytest.mark.parametrize("op, fold", [("prod", np.prod), ("min", np.min), ("max", np.max),
+                                      ("avg", lambda a, axis: np.sum(a, axis=axis) / RANKS)])
+def test_all_reduce_ops(comm, op, fold):
+    xs = inputs(np.float32)
+    out = [np.zeros_like(x) for x in xs]
+    comm.all_reduce(xs, out, op=op)
+    for o in out:
+        np.testing.assert_allclose(o, fold(np.stack(xs), axis=0).astype(np.float32), rtol=1e-6)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("in_place", [False, True])
+def test_reduce(comm, dtype, in_place):
+    root = 1
+    xs = inputs(dtype)
+    want = sum(x.astype(np.float64) for x in xs)
+    out = xs if in_place else [np.zeros_like(x) for x in xs]
+    comm.reduce(xs, None if in_place else out, root=root)
+    np.testing.assert_array_equal(out[root].astype(np.float64), want)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("in_place", [False, True])
+def test_broadcast(comm, dtype, in_place):
+    root = 2
+    xs = inputs(dtype)
+    want = xs[root].copy()
+    out = xs if in_place else [np.zeros_like(x) for x in xs]
+    comm.broadcast(xs, None if in_place else out, root=root)
+    for o in out:
+        np.testing.assert_array_equal(o, want)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("in_place", [False, True])
+def test_all_gather(comm, dtype, in_place):
+    xs = inputs(dtype)
+    want = np.concatenate(xs)
+    out = [np.zeros(RANKS * COUNT, dtype=dtype) for _ in range(RANKS)]
+    if in_place:  # send is the rank's own block of recv
+        for r in range(RANKS):
+            out[r][r * COUNT:(r + 1) * COUNT] = xs[r]
+        send = [out[r][r * COUNT:(r + 1) * COUNT] for r in range(RANKS)]
+    else:
+        send = xs
+    comm.all_gather(send, out)
+    for o in out:
+        np.testing.assert_array_equal(o, want)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("in_place", [False, True])
+def test_reduce_scatter(comm, dtype, in_place):
+    xs = inputs(dtype, RANKS * COUNT)
+    want = sum(x.astype(np.float64) for x in xs)
+    if in_place:  # recv is the rank's own block of send
+        out = [xs[r][r * COUNT:(r + 1) * COUNT] for r in range(RANKS)]
+    else:
+        out = [np.zeros(COUNT, dtype=dtype) for _ in range(RANKS)]
+    comm.reduce_scatter(xs, out)
+    for r, o in enumerate(out):
+        np.testing.assert_array_equal(o.astype(np.float64), want[r * COUNT:(r + 1) * COUNT])
+
+
+def test_2d_arrays_and_read_only_sends(comm):
+    xs = [np.full((7, 11), r + 1, dtype=np.float32) for r in range(RANKS)]
+    for x in xs:
+        x.flags.writeable = False  # send is only read
+    out = [np.zeros((7, 11), dtype=np.float32) for _ in range(RANKS)]
+    comm.all_reduce(xs, out)
+    np.testing.assert_array_equal(out[0], np.full((7, 11), 6, dtype=np.float32))
+
+
+def test_properties(comm):
+    assert comm.size == RANKS and comm.backend == "host"
+
+
+def f32(n=COUNT):
+    return [np.zeros(n, dtype=np.float32) for _ in range(RANKS)]
+
+
+@pytest.mark.parametrize("call, match", [
+    (lambda c: c.all_reduce(f32()[:2]), r"send: expected one array per rank \(3\), got 2"),
+    (lambda c: c.all_reduce(f32(), f32()[:1]), r"recv: expected one array per rank \(3\), got 1"),
+    (lambda c: c.all_reduce(f32(), [np.zeros(COUNT, np.float64)] * RANKS), r"recv\[0\]: element type f64 differs"),
+    (lambda c: c.all_reduce([np.zeros(5, np.float32), np.zeros(6, np.float32), np.zeros(5, np.float32)]),
+     r"send\[1\]: 6 elements where send\[0\] has 5"),
+    (lambda c: c.all_reduce(f32(), f32(COUNT + 1)), "send has 1001 elements per rank, recv 1002"),
+    (lambda c: c.all_reduce([np.zeros(10, np.int16)] * RANKS), r"send\[0\]: element type int16 is not supported"),
+    (lambda c: c.all_reduce([np.zeros(10, np.bool_)] * RANKS), r"element type bool8 is not supported"),
+    (lambda c: c.all_reduce([np.zeros((4, 4), np.float32)[:, ::2] for _ in range(RANKS)]),
+     r"send\[0\]: the array is not contiguous"),
+    (lambda c: c.all_reduce(f32(), op="xor"), "unknown op 'xor'"),
+    (lambda c: c.all_gather(f32(), f32()), r"recv must hold ranks \(3\) x send elements \(3003\), not 1001"),
+    (lambda c: c.reduce_scatter(f32(), f32()), r"send must hold ranks \(3\) x recv elements \(3003\), not 1001"),
+    (lambda c: c.broadcast(f32(), root=3), "root"),
+])
+def test_bad_arguments_raise_invalid_argument(comm, call, match):
+    with pytest.raises(ccc.InvalidArgumentError, match=match):
+        call(comm)
+
+
+def test_read_only_recv_is_refused(comm):
+    xs = f32()
+    xs[1].flags.writeable = False
+    with pytest.raises(ccc.InvalidArgumentError, match=r"send\[1\]: the array is read-only"):
+        comm.all_reduce(xs)
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    ({"ranks": 0}, "rank"),
+    ({"ranks": 2, "timeout": 0}, "timeout"),
+    ({"ranks": 2, "backend": "tpu"}, "backend: expected 'host' or 'cuda'"),
+    ({"ranks": 2, "devices": [0, 1]}, "only the cuda backend takes devices"),
+    ({}, "the host backend needs the number of ranks"),
+])
+def test_bad_communicator_options(kwargs, match):
+    with pytest.raises(ccc.InvalidArgumentError, match=match):
+        ccc.Communicator(**kwargs)
+
+
+def test_a_schedule_given_as_text_runs(schedules):
+    text = (schedules / "ring.sched").read_text()
+    with ccc.Communicator(RANKS, schedule=text) as c:
+        xs = [np.full(64, r + 1, dtype=np.float32) for r in range(RANKS)]
+        c.all_reduce(xs)
+        np.testing.assert_array_equal(xs[2], np.full(64, 6, dtype=np.float32))
+
+
+def test_a_bad_schedule_fails_its_first_collective_with_the_diagnostics():
+    # The schedule compiles for N when a collective needs it (the C++ library's behaviour).
+    with ccc.Communicator(2, schedule="allreduce x(N) {\n  oops\n}\n") as c:
+        with pytest.raises(ccc.InvalidArgumentError, match=r"(?s)<string>:1:12: error: .*\^"):
+            c.all_reduce([np.zeros(4, np.float32) for _ in range(2)])
+
+
+def test_an_unreadable_schedule_file_is_a_diagnostic_error(tmp_path):
+    with pytest.raises(ccc.DiagnosticError, match="missing.sched"):
+        ccc.Communicator(2, schedule=tmp_path / "missing.sched")
+
+
+def test_use_after_destroy_is_invalid_usage():
+    c = ccc.Communicator(2)
+    c.destroy()
+    with pytest.raises(ccc.InvalidUsageError):
+        c.all_reduce([np.zeros(4, np.float32)] * 2)
+
+
+def test_cuda_without_a_driver_is_no_device():
+    # This machine class has no GPU (the driver library is absent or a stub); with one, skip.
+    try:
+        c = ccc.Communicator(backend="cuda", devices=[0])
+    except ccc.NoDeviceError:
+        return
+    c.destroy()
+    pytest.skip("a CUDA device is present")
+
+
+def test_host_backend_refuses_gpu_arrays_descriptively(comm):
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA device for torch")
+    with pytest.raises(ccc.InvalidArgumentError, match="host backend needs host"):
+        comm.all_reduce([torch.zeros(4, device="cuda") for _ in range(RANKS)])

@@ -1,0 +1,78 @@
+"""ccc.check and ccc.compile: the CLI's check and compile, as functions."""
+import pathlib
+
+import pytest
+
+import ccc
+
+BAD = "allreduce broken(N) {\n  chunks = N\n  step s in 0 .. N - 1 {\n    rank r: sends chunk (r - s) % N to (r + 1) % N\n  }\n}\n"
+
+
+def test_check_a_shipped_schedule(schedules):
+    info = ccc.check(schedules / "ring.sched", ranks=4)
+    assert (info.schedule, info.collective, info.ranks) == ("ring", "allreduce", 4)
+    assert info.steps == 6 and info.ops == 24 and info.roots == ()
+    assert info.waits > 0
+
+
+def test_check_a_rooted_schedule_proves_every_root_or_the_one_given(schedules):
+    assert ccc.check(schedules / "ring_broadcast.sched", ranks=5).roots == (0, 1, 2, 3, 4)
+    assert ccc.check(schedules / "ring_broadcast.sched", ranks=5, root=3).roots == (3,)
+
+
+def test_source_as_text_equals_source_as_path(schedules):
+    path = schedules / "ring.sched"
+    assert ccc.check(path.read_text(), ranks=4) == ccc.check(str(path), ranks=4)
+    assert ccc.compile(path.read_text(), ranks=4, emit="steps", name=str(path)) == \
+        ccc.compile(path, ranks=4, emit="steps")
+
+
+def test_diagnostic_error_carries_location_and_caret():
+    with pytest.raises(ccc.DiagnosticError) as info:
+        ccc.check(BAD, ranks=4, name="broken.sched")
+    e = info.value
+    assert e.file == "broken.sched" and e.line > 0 and e.column > 0 and e.message
+    assert str(e).startswith(f"broken.sched:{e.line}:{e.column}: error: {e.message}")
+    assert "^" in e.text
+    assert isinstance(e, ccc.Error) and isinstance(e, ValueError)
+
+
+def test_unreadable_file_is_a_diagnostic_error(tmp_path):
+    with pytest.raises(ccc.DiagnosticError, match="missing.sched"):
+        ccc.check(tmp_path / "missing.sched", ranks=2)
+
+
+def test_schedule_wrong_for_n_is_reported(schedules):
+    # The butterfly needs a power of two.
+    with pytest.raises(ccc.DiagnosticError):
+        ccc.check(schedules / "butterfly.sched", ranks=3)
+
+
+@pytest.mark.parametrize("emit", ["steps", "graph", "dot", "syncs", "svg", "cu"])
+def test_compile_every_text_target(schedules, emit):
+    out = ccc.compile(schedules / "ring.sched", ranks=4, emit=emit)
+    assert isinstance(out, str) and out
+
+
+def test_compile_cu_follows_dtype_and_op(schedules):
+    cu = ccc.compile(schedules / "ring.sched", ranks=4, emit="cu", dtype="f64", op="max")
+    assert "double" in cu and cu != ccc.compile(schedules / "ring.sched", ranks=4, emit="cu")
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    ({"emit": "exe"}, "unknown emit target 'exe'"),
+    ({"dtype": "f8"}, "unknown dtype 'f8'"),
+    ({"op": "xor"}, "unknown op 'xor'"),
+    ({"tile_bytes": 100}, "multiple of 64"),
+    ({"channels": 0}, "channels must be"),
+    ({"pipeline": 0}, "pipeline must be"),
+    ({"emit": "cu", "show_syncs": True}, "show_syncs is for emit='svg'"),
+])
+def test_compile_refuses_bad_options(schedules, kwargs, match):
+    with pytest.raises(ccc.InvalidArgumentError, match=match):
+        ccc.compile(schedules / "ring.sched", ranks=4, **kwargs)
+
+
+def test_source_of_another_type_is_a_type_error():
+    with pytest.raises(TypeError, match="expected a path or schedule text"):
+        ccc.check(42, ranks=2)
