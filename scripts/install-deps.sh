@@ -3,7 +3,8 @@
 # itself (update first); otherwise it prints the exact command and fails.
 set -euo pipefail
 
-packages=(cmake make g++ clang libfmt-dev libboost-graph-dev libgtest-dev libbenchmark-dev llvm-14-tools nlohmann-json3-dev)
+packages=(cmake make g++ clang libfmt-dev libboost-graph-dev libgtest-dev libbenchmark-dev llvm-14-tools nlohmann-json3-dev
+          python3-dev python3-venv)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
@@ -35,7 +36,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 venv=$root/.venv
 requirements=$root/python/requirements-dev.txt
 if [[ ! -x $venv/bin/python ]]; then
-  python3 -m venv "$venv" || { echo "install-deps: python3 -m venv failed (apt-get install python3-venv)" >&2; exit 1; }
+  python3 -m venv "$venv"
 fi
 if ! cmp -s "$requirements" "$venv/requirements-dev.txt"; then
   "$venv/bin/python" -m pip install --quiet --upgrade pip
