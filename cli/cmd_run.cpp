@@ -125,7 +125,7 @@ std::vector<OptionSpec> run_options() {
 
 const Command& run_command() {
   static const Command cmd{"run", "run a schedule on the host backend and check every element",
-                           "ccc run FILE --ranks N --count C [--dtype D] [--op O] [--in-place] [--backend host]",
+                           "ccc run FILE --ranks N [--define NAME=V,...] --count C [--dtype D] [--op O] [--in-place] [--backend host]",
                            run_options(), &run_run};
   return cmd;
 }
