@@ -272,3 +272,11 @@ TEST(Instantiate, ParamDependingOnRIsRejected) {
   EXPECT_FALSE(r.program);
   EXPECT_NE(r.errors.find("the default of parameter 'C' depends on r"), std::string::npos) << r.errors;
 }
+
+// `param` is a contextual word: it still names a variable (a schedule that used it before
+// parameters existed keeps working), and `param NAME` at a statement's start declares one.
+TEST(Instantiate, ParamIsNotAReservedWord) {
+  auto r = compile_text("allreduce t {\n  let param = 2\n  param P = param * N\n  chunks P\n}\n", 4);
+  ASSERT_TRUE(r.program) << r.errors;
+  EXPECT_EQ(r.program->nchunks, 8);
+}
