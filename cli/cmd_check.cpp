@@ -56,7 +56,7 @@ int run_check(const ParsedArgs& args, std::ostream& out, std::ostream& err) {
 
 const Command& check_command() {
   static const Command cmd{"check", "parse, instantiate, verify a schedule for N ranks and plan its syncs",
-                           "ccc check FILE --ranks N [--root R|all] [--in-place] [--Werror]", front_end_options(), &run_check};
+                           "ccc check FILE --ranks N [--root R|all] [--define NAME=V,...] [--in-place] [--Werror]", front_end_options(), &run_check};
   return cmd;
 }
 

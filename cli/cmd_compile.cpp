@@ -167,7 +167,7 @@ std::vector<OptionSpec> compile_options() {
 
 const Command& compile_command() {
   static const Command cmd{"compile", "compile a schedule for N ranks",
-                           "ccc compile FILE --ranks N --emit TARGET [--root R] [--in-place] [--dtype T] [--op OP]\n"
+                           "ccc compile FILE --ranks N --emit TARGET [--root R] [--define NAME=V,...] [--in-place] [--dtype T] [--op OP]\n"
                            "       [--tile-bytes B] [--channels C] [--pipeline D] [--arch ARCH] [--show-syncs] [--topo F]\n"
                            "       [-o OUT] [--dump-after=PASS]",
                            compile_options(), &run_compile};

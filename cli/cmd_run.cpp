@@ -59,6 +59,7 @@ int run_run(const ParsedArgs& args, std::ostream& out, std::ostream& err) {
   }
 
   options.trace_file = args.get("--trace").value_or("");
+  options.defines = fe->options.defines;  // the kernel runs the schedule as checked
 
   options.schedule = read_schedule(*fe, err);
   if (!options.schedule) return kExitScheduleError;
@@ -129,7 +130,8 @@ std::vector<OptionSpec> run_options() {
 
 const Command& run_command() {
   static const Command cmd{"run", "run a schedule on the host backend and check every element",
-                           "ccc run FILE --ranks N --count C [--dtype D] [--op O] [--in-place] [--backend host] [--trace F]",
+                           "ccc run FILE --ranks N [--define NAME=V,...] --count C [--dtype D] [--op O] [--in-place]\n"
+                           "       [--backend host] [--trace F]",
                            run_options(), &run_run};
   return cmd;
 }

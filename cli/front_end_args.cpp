@@ -1,5 +1,8 @@
 #include <fmt/format.h>
 
+#include <charconv>
+#include <map>
+
 #include "cli.h"
 #include "commands.h"
 
@@ -11,9 +14,35 @@ std::vector<OptionSpec> front_end_options() {
       {"--root", "R", fmt::format("root rank of a broadcast or reduce; check: 'all' proves each (the default up to "
                              "{} ranks, root 0 beyond); others: default 0", kEveryRootByDefaultRanks)},
       {"--in-place", "", "input and output are one buffer: plan syncs (and staging) for that"},
+      {"--define", "NAME=V,...", "set the schedule's 'param NAME' to the integer V (comma-separated for several)"},
       {"--Werror", "", "treat warnings (unused let, a write nobody reads, an idle step, ...) as errors"},
   };
 }
+
+namespace {
+
+// `--define C=4,D=2` into name -> value. The option parser keeps one value per option, so several
+// parameters are set with one comma-separated list. Returns an error message, empty if none.
+std::string parse_defines(const std::string& text, std::map<std::string, int64_t>& defines) {
+  size_t start = 0;
+  while (true) {
+    size_t comma = text.find(',', start);
+    std::string item = text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    size_t eq = item.find('=');
+    if (eq == std::string::npos || eq == 0)
+      return fmt::format("--define expects NAME=V (comma-separated for several), not '{}'", item);
+    std::string name = item.substr(0, eq), value_text = item.substr(eq + 1);
+    int64_t value = 0;
+    auto [end, ec] = std::from_chars(value_text.data(), value_text.data() + value_text.size(), value);
+    if (ec != std::errc() || end != value_text.data() + value_text.size() || value_text.empty())
+      return fmt::format("--define {}: '{}' is not a 64-bit integer", name, value_text);
+    if (!defines.emplace(name, value).second) return fmt::format("--define sets '{}' more than once", name);
+    if (comma == std::string::npos) return {};
+    start = comma + 1;
+  }
+}
+
+}  // namespace
 
 int usage_error(const Command& cmd, const std::string& message, std::ostream& err) {
   err << fmt::format("ccc {}: error: {}\nusage: {}\n(see 'ccc {} --help')\n", cmd.name, message, cmd.usage, cmd.name);
@@ -37,6 +66,8 @@ std::optional<FrontEndArgs> front_end_args(const Command& cmd, const ParsedArgs&
   std::optional<int> n = parse_int(*ranks, 0, 1 << 30);
   if (!n) return fail(fmt::format("--ranks expects a non-negative integer, not '{}'", *ranks));
   fe.options.nranks = *n;
+  if (std::optional<std::string> defines = args.get("--define"))
+    if (std::string msg = parse_defines(*defines, fe.options.defines); !msg.empty()) return fail(msg);
   // Only `ccc check` proves every root; the others build or run one kernel, for root 0 unless told.
   const bool check = std::string_view(cmd.name) == "check";
   using Roots = FrontEndArgs::Roots;

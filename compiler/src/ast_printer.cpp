@@ -70,7 +70,7 @@ class Printer {
   void stmt(const ChunksStmt& n, int) { out += "chunks " + print_expr(n.count); }
   void stmt(const RequiresStmt& n, int) { out += "requires " + print_expr(n.cond); }
   void stmt(const LetStmt& n, int) {
-    out += "let " + n.name;
+    out += (n.is_param ? "param " : "let ") + n.name;
     if (n.is_function) out += "(" + fmt::format("{}", fmt::join(n.params, ", ")) + ")";
     out += " = " + print_expr(n.value);
   }

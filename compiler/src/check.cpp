@@ -211,6 +211,19 @@ class Checker {
     declare(let.name, loc, Symbol{true, let.slot, {}, true});
   }
 
+  // A parameter is a schedule-wide constant chosen before the schedule runs, so it sits at the top
+  // before any phase and cannot depend on r (every rank must see one value). It is not marked as
+  // a `let` for the unused warning: a parameter may exist only to be set from outside.
+  void check_param(ast::LetStmt& param, SourceLoc loc, Context ctx) {
+    if (ctx != Context::Top) return misplaced(loc, "param", "at the top of the schedule");
+    if (seen_phase_) diags_.error(loc, "'param' must come before the first phase");
+    if (check_expr(param.value))
+      diags_.error(param.value.loc, fmt::format("the default of parameter '{}' depends on r; a parameter "
+                                                "must have one value on every rank", param.name));
+    param.slot = new_slot(false);
+    declare(param.name, loc, Symbol{false, param.slot, {}});
+  }
+
   void misplaced(SourceLoc loc, const char* what, const char* where) {
     diags_.error(loc, fmt::format("'{}' is only allowed {}", what, where));
   }
@@ -236,7 +249,10 @@ class Checker {
     if (ctx != Context::Top) return misplaced(loc, "requires", "at the top of the schedule");
     check_expr(n.cond);
   }
-  void check_node(ast::LetStmt& n, SourceLoc loc, Context) { check_let(n, loc); }
+  void check_node(ast::LetStmt& n, SourceLoc loc, Context ctx) {
+    if (n.is_param) return check_param(n, loc, ctx);
+    check_let(n, loc);
+  }
   void check_node(ast::PhaseStmt& n, SourceLoc loc, Context ctx) {
     if (ctx != Context::Top) return misplaced(loc, "phase", "at the top of the schedule");
     seen_phase_ = true;

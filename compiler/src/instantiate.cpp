@@ -77,6 +77,7 @@ class Instantiator {
     slots_.assign(static_cast<size_t>(s_.num_slots), 0);
     slots_[s_.slot_n] = n;
     if (rooted) slots_[s_.slot_root] = opts_.root;
+    if (!check_defines()) return std::nullopt;
     try {
       if (!s_.rank_uniform_shape) count_all_ranks();
       for (rank_ = 0; rank_ < n; ++rank_) {
@@ -97,6 +98,24 @@ class Instantiator {
 
  private:
   // ---- errors ----
+
+  // A define that names no parameter is most likely a typo: silently ignoring it would run the
+  // schedule with its default. Parameters sit at the top level only (check_schedule).
+  bool check_defines() {
+    std::vector<std::string> params;
+    bool ok = true;
+    for (const ast::Stmt& st : s_.body)
+      if (const auto* let = std::get_if<ast::LetStmt>(&st.node); let && let->is_param) params.push_back(let->name);
+    for (const auto& [name, value] : opts_.defines) {
+      if (std::find(params.begin(), params.end(), name) != params.end()) continue;
+      ok = false;
+      diags_.error(s_.loc, params.empty()
+                               ? fmt::format("'{}' is defined, but schedule '{}' has no parameters", name, s_.name)
+                               : fmt::format("'{}' is defined, but schedule '{}' has no such parameter (it has: {})",
+                                             name, s_.name, fmt::join(params, ", ")));
+    }
+    return ok;
+  }
 
   std::string context() const {
     std::string c = fmt::format("N = {}, r = {}", opts_.nranks, rank_);
@@ -289,7 +308,9 @@ class Instantiator {
   }
 
   void run(const ast::LetStmt& n, SourceLoc) {
-    if (!n.is_function) slots_[static_cast<size_t>(n.slot)] = eval(n.value);
+    if (n.is_function) return;
+    auto defined = n.is_param ? opts_.defines.find(n.name) : opts_.defines.end();
+    slots_[static_cast<size_t>(n.slot)] = defined != opts_.defines.end() ? defined->second : eval(n.value);
   }
 
   void run(const ast::PhaseStmt& n, SourceLoc loc) {

@@ -210,7 +210,13 @@ class Parser {
       case Tok::KwReduce:
       case Tok::KwCopy: st.node = parse_op(); return st;
       default:
-        fail(kw.loc, fmt::format("expected a statement (chunks, requires, let, phase, step, for, if, "
+        // `param` is a contextual word, not a keyword, so that schedules naming a variable `param`
+        // keep working: a name cannot begin a statement, so `param NAME` is unambiguous.
+        if (at_word("param") && next_is(Tok::Ident)) {
+          st.node = parse_param();
+          return st;
+        }
+        fail(kw.loc, fmt::format("expected a statement (chunks, requires, param, let, phase, step, for, if, "
                                  "reduce or copy), found {}", describe(kw)));
     }
   }
@@ -230,6 +236,17 @@ class Parser {
     expect(Tok::Assign, fmt::format("after 'let {}'", let.name));
     let.value = parse_expr();
     return let;
+  }
+
+  ast::LetStmt parse_param() {
+    advance();
+    ast::LetStmt param;
+    param.is_param = true;
+    param.name = expect_ident("a name after 'param'");
+    expect(Tok::Assign, fmt::format("after 'param {}' (a parameter is a constant: 'param {} = EXPR')",
+                                    param.name, param.name));
+    param.value = parse_expr();
+    return param;
   }
 
   ast::Loop parse_loop_header() {
@@ -330,6 +347,7 @@ class Parser {
   }
 
   bool at_word(std::string_view w) const { return at(Tok::Ident) && peek().text == w; }
+  bool next_is(Tok k) const { return pos_ + 1 < toks_.size() && toks_[pos_ + 1].kind == k; }
   bool at_buffer() const { return at(Tok::KwInput) || at(Tok::KwOutput) || at(Tok::KwScratch); }
   Buffer parse_written_buffer(const char* how) {
     SourceLoc buf_loc = peek().loc;

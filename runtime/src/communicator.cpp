@@ -307,7 +307,8 @@ struct Communicator::Impl {
 
   EmittedKernel generate(const CollectiveCall& call, const Choice& choice, const KernelShape& shape) const {
     EmittedKernel kernel = generate_kernel(
-        options.schedule ? *options.schedule : find_shipped_schedule(call.collective, choice.algo).file, shape);
+        options.schedule ? *options.schedule : find_shipped_schedule(call.collective, choice.algo).file, shape,
+        options.defines);
     if (kernel.channels > kMaxChannels)
       invalid(fmt::format("{} channels requested; at most {}", kernel.channels, kMaxChannels));
     return kernel;

@@ -9,15 +9,19 @@
 
 namespace ccc {
 
-EmittedKernel generate_kernel(const SourceFile& schedule, const KernelShape& shape) {
+EmittedKernel generate_kernel(const SourceFile& schedule, const KernelShape& shape,
+                              const std::map<std::string, int64_t>& defines) {
   Diagnostics diags;
   auto rejected = [&](const std::string& why) {
     return Error(ErrorKind::InvalidArgument,
                  fmt::format("{}: cannot generate a kernel for N = {}: {}\n{}", schedule.name,
                              shape.nranks, why, diags.render(&schedule)));
   };
-  std::optional<StepProgram> program =
-      run_front_end(schedule, {shape.nranks, std::max(shape.root, 0)}, diags);
+  InstantiateOptions instantiate;
+  instantiate.nranks = shape.nranks;
+  instantiate.root = std::max(shape.root, 0);
+  instantiate.defines = defines;
+  std::optional<StepProgram> program = run_front_end(schedule, instantiate, diags);
   if (!program) throw rejected("the schedule has errors");
   if (program->collective != shape.collective)
     throw rejected(fmt::format("it implements {}, not {}", collective_name(program->collective),

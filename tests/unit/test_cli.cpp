@@ -59,6 +59,24 @@ TEST(Cli, UsageErrorsExitTwo) {
   }
 }
 
+// --define NAME=V[,NAME=V...]: anything but a name, '=' and a 64-bit integer is a usage error
+// that says what was wrong.
+TEST(Cli, BadDefinesAreUsageErrors) {
+  for (auto [define, message] : std::vector<std::pair<std::string, std::string>>{
+           {"C", "--define expects NAME=V (comma-separated for several), not 'C'"},
+           {"=4", "--define expects NAME=V (comma-separated for several), not '=4'"},
+           {"C=4,", "--define expects NAME=V (comma-separated for several), not ''"},
+           {"C=four", "--define C: 'four' is not a 64-bit integer"},
+           {"C=", "--define C: '' is not a 64-bit integer"},
+           {"C=99999999999999999999", "--define C: '99999999999999999999' is not a 64-bit integer"},
+           {"C=1,C=2", "--define sets 'C' more than once"},
+       }) {
+    auto r = run_cli({"check", kRing, "--ranks", "8", "--define", define});
+    EXPECT_EQ(r.code, cli::kExitUsage) << define;
+    EXPECT_NE(r.err.find("error: " + message + "\n"), std::string::npos) << define << ": " << r.err;
+  }
+}
+
 TEST(Cli, HelpAndVersion) {
   EXPECT_EQ(run_cli({"--version"}).out, "ccc 0.1.0\n");
   auto r = run_cli({"--help"});

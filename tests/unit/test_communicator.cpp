@@ -16,6 +16,7 @@
 #include "ccc/collective_reference.h"
 #include "ccc/communicator.h"
 #include "ccc/instantiate.h"
+#include "golden_util.h"
 
 #include <fmt/format.h>
 
@@ -179,6 +180,33 @@ TEST(Communicator, ReportsWhatCannotRun) {
     FAIL() << "no such schedule";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("no shipped allreduce schedule named 'warp-drive'"), std::string::npos);
+  }
+}
+
+// CommOptions::defines set a user schedule's parameters: the grid allreduce (tests/lit) runs
+// correctly with its default column count and with another, and a column count its requirement
+// refuses, or a name it has no parameter for, fails the call with the instantiation's message.
+TEST(Communicator, DefinesSetTheScheduleParameters) {
+  const std::string path = std::string(CCC_SOURCE_DIR) + "/tests/lit/instantiate/param_grid.sched";
+  auto run = [&](std::map<std::string, int64_t> defines) {
+    CommOptions o = options();
+    o.schedule = SourceFile{path, test::read_file(path)};
+    o.defines = std::move(defines);
+    Communicator comm = Communicator::host(4, o);
+    return check_all_reduce(comm, 1001, DataType::F32, ReduceOp::Sum, false);
+  };
+  EXPECT_EQ(run({}), 0u);
+  EXPECT_EQ(run({{"C", 4}}), 0u);
+  for (auto [defines, message] : std::vector<std::pair<std::map<std::string, int64_t>, std::string>>{
+           {{{"C", 3}}, "does not hold for N = 4"},
+           {{{"D", 1}}, "'D' is defined, but schedule 'grid' has no such parameter (it has: C)"}}) {
+    try {
+      run(defines);
+      FAIL() << message;
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::InvalidArgument);
+      EXPECT_NE(std::string(e.what()).find(message), std::string::npos) << e.what();
+    }
   }
 }
 

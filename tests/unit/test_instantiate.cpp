@@ -244,3 +244,39 @@ TEST(Instantiate, PushesAreCheckedAfterEveryRankRan) {
             std::string::npos)
       << r.errors;
 }
+
+// `param C = E` is a constant like `let`, but InstantiateOptions::defines replaces its default;
+// a define that names no parameter is an error listing the parameters.
+TEST(Instantiate, ParamDefaultAndDefine) {
+  const std::string text = "allreduce t {\n  param C = N / 2\n  chunks C\n"
+                           "  phase p { step { reduce chunk 0 from (r + 1) % N } }\n}\n";
+  SourceFile file{"t.sched", text};
+  auto chunks_with = [&](std::map<std::string, int64_t> defines, std::string& errors) -> int64_t {
+    Diagnostics diags;
+    InstantiateOptions options{4, 0};
+    options.defines = std::move(defines);
+    std::optional<StepProgram> p = run_front_end(file, options, diags);
+    errors = diags.render(&file);
+    return p ? p->nchunks : -1;
+  };
+  std::string errors;
+  EXPECT_EQ(chunks_with({}, errors), 2) << errors;
+  EXPECT_EQ(chunks_with({{"C", 3}}, errors), 3) << errors;
+  EXPECT_EQ(chunks_with({{"D", 3}}, errors), -1);
+  EXPECT_NE(errors.find("'D' is defined, but schedule 't' has no such parameter (it has: C)"), std::string::npos)
+      << errors;
+}
+
+TEST(Instantiate, ParamDependingOnRIsRejected) {
+  auto r = compile_text("allreduce t {\n  param C = r\n  chunks N\n}\n", 4);
+  EXPECT_FALSE(r.program);
+  EXPECT_NE(r.errors.find("the default of parameter 'C' depends on r"), std::string::npos) << r.errors;
+}
+
+// `param` is a contextual word: it still names a variable (a schedule that used it before
+// parameters existed keeps working), and `param NAME` at a statement's start declares one.
+TEST(Instantiate, ParamIsNotAReservedWord) {
+  auto r = compile_text("allreduce t {\n  let param = 2\n  param P = param * N\n  chunks P\n}\n", 4);
+  ASSERT_TRUE(r.program) << r.errors;
+  EXPECT_EQ(r.program->nchunks, 8);
+}

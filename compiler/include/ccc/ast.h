@@ -52,11 +52,13 @@ struct Loop {
 
 struct ChunksStmt { Expr count; };
 struct RequiresStmt { Expr cond; };
-// `let NAME = E` (a constant) or `let NAME(P, ...) = E` (a function).
+// `let NAME = E` (a constant), `let NAME(P, ...) = E` (a function), or `param NAME = E` (a
+// constant whose value InstantiateOptions::defines can replace).
 struct LetStmt {
   std::string name;
   std::vector<std::string> params;  // empty for a constant
   bool is_function = false;
+  bool is_param = false;
   Expr value;
   int slot = -1;                    // constant: its slot; function: index into Schedule::functions
 };

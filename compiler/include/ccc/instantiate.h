@@ -7,7 +7,9 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
+#include <string>
 
 #include "ccc/ast.h"
 #include "ccc/diagnostics.h"
@@ -36,6 +38,8 @@ struct InstantiateOptions {
   int nranks = 0;
   int root = 0;  // broadcast / reduce root (the DSL's `root`); ignored by other collectives
   WorkLimits limits = {};
+  // Values for the schedule's `param NAME = E`, replacing E; naming no parameter is an error.
+  std::map<std::string, int64_t> defines = {};
 };
 
 // `schedule` must come from parse_schedule (names resolved). Returns nullopt with errors in diags.

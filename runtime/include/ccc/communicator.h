@@ -30,6 +30,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <span>
@@ -46,6 +47,9 @@ namespace ccc {
 struct CommOptions {
   std::string algo;             // schedule name for every call; empty: $CCC_ALGO, else selection
   std::optional<SourceFile> schedule;  // run this schedule (not a shipped one) for its collective
+  // Values for the schedule's `param NAME = E` (docs/dsl.md). Shipped schedules have no
+  // parameters, so without `schedule` any define fails the call that instantiates it.
+  std::map<std::string, int64_t> defines;
   int channels = 0;             // thread blocks per rank; 0: the selection's choice (host: 1)
   int64_t tile_bytes = 0;       // 0: the selection's choice
   std::string topology_file;    // for selection on the host backend and virtual ranks

@@ -3,6 +3,8 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
+#include <string>
 
 #include "ccc/collective_types.h"
 #include "ccc/diagnostics.h"
@@ -25,7 +27,8 @@ struct KernelShape {
 // Generates the kernel for `schedule` (a schedule file's text) and `shape`. Throws
 // Error(InvalidArgument) with the rendered diagnostics when the schedule does not parse, does
 // not fit the shape (another collective, `requires N is pow2`, ...), fails verification or
-// cannot be lowered.
-EmittedKernel generate_kernel(const SourceFile& schedule, const KernelShape& shape);
+// cannot be lowered. `defines` set the schedule's parameters (InstantiateOptions::defines).
+EmittedKernel generate_kernel(const SourceFile& schedule, const KernelShape& shape,
+                              const std::map<std::string, int64_t>& defines = {});
 
 }  // namespace ccc
