@@ -105,14 +105,15 @@ def check(source: Source, ranks: int, *, root: Optional[int] = None, in_place: b
 def compile(source: Source, ranks: int, *, emit: str = "cu", root: int = 0, in_place: bool = False,
             dtype: str = "f32", op: str = "sum", tile_bytes: Optional[int] = None, channels: Optional[int] = None,
             pipeline: Optional[int] = None, arch: str = "sm_90", show_syncs: bool = False,
-            name: Optional[str] = None) -> Union[str, bytes]:
+            topology: Optional[str] = None, name: Optional[str] = None) -> Union[str, bytes]:
     """Compiles a schedule for ``ranks`` ranks, like ``ccc compile --emit EMIT``.
 
     Args:
         source: a schedule file's path, or the schedule's text (see ``Source``).
         ranks: the number of ranks N.
-        emit: what to produce: "steps", "graph", "dot", "syncs", "svg", "cu" (CUDA C++),
-            "ptx" or "cubin" (NVRTC for ``arch``). ``ccc compile --help`` describes each.
+        emit: what to produce: "steps", "graph", "dot", "syncs", "svg", "cost" (predicted time per
+            size on ``topology``, as TSV), "cu" (CUDA C++), "ptx" or "cubin" (NVRTC for ``arch``).
+            ``ccc compile --help`` describes each.
         root: broadcast and reduce: the root.
         in_place: compile for input and output being one buffer.
         dtype, op: the element type ("f64", "f32", "f16", "bf16", "i64", "u64", "i32", "u32",
@@ -120,6 +121,8 @@ def compile(source: Source, ranks: int, *, emit: str = "cu", root: int = 0, in_p
         tile_bytes, channels, pipeline: kernel shape; None takes ``ccc compile``'s defaults.
         arch: the GPU architecture for "ptx" and "cubin".
         show_syncs: "svg": also draw the waits the sync planner kept.
+        topology: "cost": the topology file to price the schedule on (required there, refused
+            elsewhere); ``channels`` or ``tile_bytes`` given pin the search.
         name: the file name diagnostics report for schedule text (default "<string>").
 
     Returns:
@@ -132,7 +135,7 @@ def compile(source: Source, ranks: int, *, emit: str = "cu", root: int = 0, in_p
     """
     n, text = _source(source, name)
     return _ccc.compile(n, text, ranks, root, emit, in_place, dtype, op, tile_bytes, channels, pipeline, arch,
-                        show_syncs)
+                        show_syncs, topology)
 
 
 def _current_stream(array: Any) -> int:

@@ -20,6 +20,7 @@
 #include "ccc/emit_cuda.h"
 #include "ccc/lower.h"
 #include "ccc/pipeline.h"
+#include "ccc/topology.h"
 #include "emit_targets.h"
 
 namespace nb = nanobind;
@@ -115,13 +116,27 @@ T parse_named(const std::string& what, const std::string& name, std::optional<T>
 nb::object compile(const std::string& name, const std::optional<std::string>& text, int nranks, int root,
                    const std::string& emit, bool in_place, const std::string& dtype, const std::string& op,
                    std::optional<int64_t> tile_bytes, std::optional<int> channels, std::optional<int> pipeline,
-                   const std::string& arch, bool show_syncs) {
+                   const std::string& arch, bool show_syncs, const std::optional<std::string>& topology) {
   const ccc::cli::EmitTarget* target = ccc::cli::find_emit_target(emit);
   if (!target)
     throw ccc::Error(ccc::ErrorKind::InvalidArgument,
                      fmt::format("unknown emit target '{}' (one of: {})", emit, ccc::cli::emit_target_names()));
   if (show_syncs && std::string(target->name) != "svg")
     throw ccc::Error(ccc::ErrorKind::InvalidArgument, "show_syncs is for emit='svg'");
+  const bool cost = std::string(target->name) == "cost";
+  if (cost != topology.has_value())
+    throw ccc::Error(ccc::ErrorKind::InvalidArgument,
+                     cost ? "emit='cost' needs topology= (a topology file; topologies/ has examples)"
+                          : "topology= is for emit='cost'");
+  std::optional<ccc::Topology> topo;
+  if (topology) {
+    std::string errors;
+    topo = ccc::load_topology(*topology, errors);
+    if (!topo) throw ccc::Error(ccc::ErrorKind::InvalidArgument, errors);
+  }
+  ccc::SelectOptions cost_grid;  // given options pin the search, as on the command line
+  if (channels) cost_grid.channels = {*channels};
+  if (tile_bytes) cost_grid.tiles = {*tile_bytes};
   ccc::KernelOptions kernel;
   kernel.in_place = in_place;
   kernel.dtype = parse_named<ccc::DataType>("dtype", dtype, &ccc::parse_data_type);
@@ -129,6 +144,7 @@ nb::object compile(const std::string& name, const std::optional<std::string>& te
   if (tile_bytes) kernel.tile_bytes = *tile_bytes;
   if (channels) kernel.channels = *channels;
   if (pipeline) kernel.pipeline = *pipeline;
+  cost_grid.pipeline = kernel.pipeline;
   if (kernel.tile_bytes <= 0 || kernel.tile_bytes % 64 != 0)
     throw ccc::Error(ccc::ErrorKind::InvalidArgument,
                      fmt::format("tile_bytes must be a positive multiple of 64, not {}", kernel.tile_bytes));
@@ -155,7 +171,8 @@ nb::object compile(const std::string& name, const std::optional<std::string>& te
   std::string result;
   try {
     result = target->emit({program, planned ? &*planned : nullptr, plan ? &*plan : nullptr, &file, arch, in_place,
-                           show_syncs});
+                           show_syncs, topo ? &*topo : nullptr, static_cast<int>(ccc::data_type_size(kernel.dtype)),
+                           cost_grid});
   } catch (const ccc::Error&) {
     throw;
   } catch (const std::runtime_error& e) {  // NVRTC refused the kernel
@@ -391,7 +408,8 @@ NB_MODULE(_ccc, m) {
         nb::arg("every_root_up_to"), nb::arg("in_place"));
   m.def("compile", &compile, nb::arg("name"), nb::arg("text").none(), nb::arg("ranks"), nb::arg("root"),
         nb::arg("emit"), nb::arg("in_place"), nb::arg("dtype"), nb::arg("op"), nb::arg("tile_bytes").none(),
-        nb::arg("channels").none(), nb::arg("pipeline").none(), nb::arg("arch"), nb::arg("show_syncs"));
+        nb::arg("channels").none(), nb::arg("pipeline").none(), nb::arg("arch"), nb::arg("show_syncs"),
+        nb::arg("topology").none());
   m.def("emit_targets", [] { return ccc::cli::emit_target_names(); });
 
   nb::class_<PyCommunicator>(m, "Communicator")

@@ -76,3 +76,17 @@ def test_compile_refuses_bad_options(schedules, kwargs, match):
 def test_source_of_another_type_is_a_type_error():
     with pytest.raises(TypeError, match="expected a path or schedule text"):
         ccc.check(42, ranks=2)
+
+
+def test_compile_cost_prices_the_schedule_on_a_topology(schedules):
+    topo = schedules.parent / "topologies" / "dgx-h100.topo"
+    rows = ccc.compile(schedules / "oneshot.sched", ranks=8, emit="cost", topology=str(topo)).splitlines()
+    assert rows[0].split("\t") == ["bytes", "schedule", "protocol", "time_us", "busbw_gbps", "serial_latencies",
+                                   "channels", "tile_bytes", "launch_us"]
+    assert len(rows) == 29 and rows[1].split("\t")[:3] == ["8", "oneshot", "simple"]
+    pinned = ccc.compile(schedules / "oneshot.sched", ranks=8, emit="cost", topology=str(topo), channels=2)
+    assert all(row.split("\t")[6] == "2" for row in pinned.splitlines()[1:])
+    with pytest.raises(ccc.InvalidArgumentError, match="needs topology="):
+        ccc.compile(schedules / "oneshot.sched", ranks=8, emit="cost")
+    with pytest.raises(ccc.InvalidArgumentError, match="topology= is for emit='cost'"):
+        ccc.compile(schedules / "oneshot.sched", ranks=8, emit="steps", topology=str(topo))
