@@ -43,10 +43,7 @@ bool overlap(uintptr_t a, uint64_t a_bytes, uintptr_t b, uint64_t b_bytes) {
 // send/recv overlap other than in place.
 void validate_buffers(const CollectiveCall& call, int nranks, int rank, size_t i) {
   const char* what = collective_name(call.collective);
-  const bool rooted = call.collective == Collective::Broadcast || call.collective == Collective::Reduce;
-  if (rooted && (call.root < 0 || call.root >= nranks))
-    invalid(fmt::format("{}: root {} is not a rank of this communicator (0..{})", what, call.root,
-                        nranks - 1));
+  validate_shape(call, nranks);
   if (call.count == 0) return;
   const uint64_t elem = data_type_size(call.dtype);
   const auto [in_bytes, out_bytes] = checked_call_bytes(call, nranks);
@@ -66,6 +63,14 @@ void validate_buffers(const CollectiveCall& call, int nranks, int rank, size_t i
 }
 
 }  // namespace
+
+void validate_shape(const CollectiveCall& call, int nranks) {
+  const bool rooted = call.collective == Collective::Broadcast || call.collective == Collective::Reduce;
+  if (rooted && (call.root < 0 || call.root >= nranks))
+    invalid(fmt::format("{}: root {} is not a rank of this communicator (0..{})", collective_name(call.collective),
+                        call.root, nranks - 1));
+  if (call.count != 0) checked_call_bytes(call, nranks);
+}
 
 std::pair<uint64_t, uint64_t> checked_call_bytes(const CollectiveCall& call, int nranks) {
   const uint64_t elem = data_type_size(call.dtype);

@@ -343,13 +343,8 @@ struct Communicator::Impl {
     std::set<std::string> keys;
     const int n = nranks();
     for (const CollectiveCall& call : shapes) {
-      const char* what = collective_name(call.collective);
-      const bool rooted = call.collective == Collective::Broadcast || call.collective == Collective::Reduce;
-      if (rooted && (call.root < 0 || call.root >= n))
-        invalid(fmt::format("warm-up: {}: root {} is not a rank of this communicator (0..{})", what, call.root, n - 1));
+      validate_shape(call, n);
       if (call.count == 0) continue;  // such a call moves nothing and runs no kernel
-      if (call.count > static_cast<uint64_t>(PTRDIFF_MAX) / static_cast<uint64_t>(n) / data_type_size(call.dtype))
-        invalid(fmt::format("warm-up: {}: count {} over {} ranks overflows the address space", what, call.count, n));
       const KernelShape shape = kernel_shape(call, in_place);
       const std::string key = kernel_key(choose(call), shape);
       if (kernels.count(key) || !keys.insert(key).second) continue;  // loaded already, or listed

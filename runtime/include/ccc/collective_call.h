@@ -37,6 +37,11 @@ bool omits_unused_buffer(const CollectiveCall& call, int rank, const void* send,
 // Whether rank `rank`'s send and recv are in place (see above).
 bool is_in_place(const CollectiveCall& call, int rank, const void* send, const void* recv);
 
+// What a call's shape alone must satisfy (its buffers are not looked at): a root in range for
+// broadcast and reduce, and byte sizes that fit in a pointer difference; else
+// Error(InvalidArgument). validate_call and Communicator::warm_up both start here.
+void validate_shape(const CollectiveCall& call, int nranks);
+
 // Bytes of one rank's send and recv buffers, or Error(InvalidArgument) when they do not fit in
 // a pointer difference.
 std::pair<uint64_t, uint64_t> checked_call_bytes(const CollectiveCall& call, int nranks);
