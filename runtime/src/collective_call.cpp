@@ -1,5 +1,7 @@
 #include "ccc/collective_call.h"
 
+#include "ccc/rank_call_ledger.h"
+
 #include <algorithm>
 #include <optional>
 #include <tuple>
@@ -122,22 +124,12 @@ void validate_rank_call(const CollectiveCall& call, int nranks, int rank, const 
 
 namespace {
 
-// One rank's buffer as a byte range.
-struct Extent {
-  uintptr_t begin = 0;
-  uint64_t bytes = 0;
-  int rank = 0;
-  bool written = false;  // recv; send is only read
-  uintptr_t end() const { return begin + bytes; }
-  const char* name() const { return written ? "recv" : "send"; }
-};
-
 // The extent that reaches furthest among those seen, and the furthest of another rank: whatever
 // rank the next extent has, one of the two is the furthest-reaching extent of a different rank.
 struct Reach {
-  std::optional<Extent> first, second;  // second->rank != first->rank
+  std::optional<BufferExtent> first, second;  // second->rank != first->rank
 
-  void add(const Extent& e) {
+  void add(const BufferExtent& e) {
     if (!first || e.rank == first->rank) {
       if (!first || e.end() > first->end()) first = e;
     } else if (e.end() > first->end()) {
@@ -147,7 +139,7 @@ struct Reach {
       second = e;
     }
   }
-  const std::optional<Extent>& other_than(int rank) const { return first && first->rank == rank ? second : first; }
+  const std::optional<BufferExtent>& other_than(int rank) const { return first && first->rank == rank ? second : first; }
 };
 
 // A buffer a rank writes must not overlap any buffer of another rank: the other rank would read
@@ -157,28 +149,21 @@ struct Reach {
 void check_cross_rank_overlap(const CollectiveCall& call, int nranks) {
   const uint64_t in_bytes = send_bytes(call, nranks);
   const uint64_t out_bytes = recv_bytes(call, nranks);
-  std::vector<Extent> extents;
+  std::vector<BufferExtent> extents;
   extents.reserve(2 * static_cast<size_t>(nranks));
   for (int r = 0; r < nranks; ++r) {
     if (call.send[r] != nullptr) extents.push_back({address(call.send[r]), in_bytes, r, false});
     if (call.recv[r] != nullptr) extents.push_back({address(call.recv[r]), out_bytes, r, true});
   }
   // Ties by rank, send first: the same call always gets the same message.
-  std::sort(extents.begin(), extents.end(), [](const Extent& a, const Extent& b) {
+  std::sort(extents.begin(), extents.end(), [](const BufferExtent& a, const BufferExtent& b) {
     return std::tuple{a.begin, a.rank, a.written} < std::tuple{b.begin, b.rank, b.written};
   });
   Reach any, written;
-  for (const Extent& e : extents) {
+  for (const BufferExtent& e : extents) {
     // A written extent conflicts with any earlier one, a read one only with an earlier write.
-    const std::optional<Extent>& earlier = (e.written ? any : written).other_than(e.rank);
-    if (earlier && earlier->end() > e.begin) {
-      const auto [a, b] = std::minmax(*earlier, e, [](const Extent& x, const Extent& y) {
-        return std::pair{x.rank, x.written} < std::pair{y.rank, y.written};
-      });
-      invalid(fmt::format("{}: rank {}'s {} buffer overlaps rank {}'s {} buffer; a buffer that a rank writes "
-                          "must not overlap another rank's buffers",
-                          collective_name(call.collective), a.rank, a.name(), b.rank, b.name()));
-    }
+    const std::optional<BufferExtent>& earlier = (e.written ? any : written).other_than(e.rank);
+    if (earlier && earlier->end() > e.begin) refuse_overlap(call.collective, *earlier, e);
     any.add(e);
     if (e.written) written.add(e);
   }

@@ -21,6 +21,7 @@
 #include "ccc/kernel_source.h"
 #include "ccc/shipped_schedules.h"
 #include "ccc/nvrtc_jit.h"
+#include "ccc/rank_call_ledger.h"
 #include "ccc/schedule_menu.h"
 #include "ccc/select.h"
 #include "ccc/trace.h"
@@ -106,6 +107,9 @@ struct Communicator::Impl {
   std::map<std::pair<Collective, int>, std::unique_ptr<ScheduleMenu>> menus;  // by collective, root
   std::map<std::string, Choice> choices;  // by call shape
   std::map<std::string, Loaded> kernels;  // by schedule and kernel shape
+  // The buffers of collectives issued rank by rank that not every rank has issued yet, to refuse
+  // overlaps across ranks (rank_call_ledger.h). Made with the communicator.
+  std::optional<RankCallLedger> ledger;
 
   // Tracing (docs/tracing.md): each launch gets fresh records, collected once its rank's
   // stream is idle (a synchronize), into `trace`, which goes to `trace_file` at the end.
@@ -186,6 +190,7 @@ struct Communicator::Impl {
     try {
       wait();
     } catch (...) {
+      ledger->forget();  // the failed collectives' buffers must not refuse later calls
       collect_trace(rank);
       throw;
     }
@@ -444,6 +449,7 @@ struct Communicator::Impl {
       return;
     }
     for (int r = 0; r < n; ++r) launch_rank(p, call, r, call.send[r], call.recv[r], streams.empty() ? nullptr : streams[r]);
+    ledger->record_all();
     if (host) synchronized(-1, [&] { host->synchronize(); });  // the all-ranks host calls return when done
   }
 
@@ -460,11 +466,14 @@ struct Communicator::Impl {
                                              "every rank at once, not rank by rank");
       check_cuda_buffers(rank, send, recv, call);
     }
-    launch_rank(prepare(call, is_in_place(call, rank, send, recv)), call, rank, send, recv, stream);
+    const Prepared p = prepare(call, is_in_place(call, rank, send, recv));
+    const std::vector<BufferExtent> extents = ledger->check(call, rank, send, recv);
+    launch_rank(p, call, rank, send, recv, stream);
+    ledger->record(rank, extents);
   }
 };
 
-Communicator::Communicator(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Communicator::Communicator(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) { impl_->ledger.emplace(impl_->nranks()); }
 Communicator::Communicator(Communicator&&) noexcept = default;
 Communicator& Communicator::operator=(Communicator&&) noexcept = default;
 Communicator::~Communicator() = default;

@@ -245,6 +245,48 @@ TEST(CApi, MismatchedCountsFailEveryRank) {
   for (cccComm_t c : comms) cccCommDestroy(c);
 }
 
+// Ranks that call one by one never meet in one call, yet their buffers must not overlap: the
+// rank whose call completes an overlap is refused with both ranks named, nothing queued, and may
+// call again with a buffer of its own; a refusal that is never made good fails the others within
+// the timeout and leaves the clique usable.
+TEST(CApi, BuffersOverlappingAcrossRanksRefuseTheLaterRank) {
+  const int n = 2;
+  std::vector<cccComm_t> comms = quick_clique(n);
+  for (bool retry : {true, false}) {
+    auto buf = ramp_inputs(n, 1000);
+    buf[0].resize(2000);  // room for rank 1's misplaced send below
+    ASSERT_EQ(cccAllReduce(buf[0].data(), buf[0].data(), 1000, cccInt32, cccSum, comms[0], nullptr), cccSuccess);
+    // Rank 1 reads its input from rank 0's buffer, which rank 0 writes.
+    EXPECT_EQ(cccAllReduce(buf[0].data() + 500, buf[1].data(), 1000, cccInt32, cccSum, comms[1], nullptr),
+              cccInvalidArgument);
+    EXPECT_EQ(last_error(), "allreduce: rank 0's recv buffer overlaps rank 1's send buffer; a buffer that a rank "
+                            "writes must not overlap another rank's buffers");
+    EXPECT_EQ(buf[0][1], 1) << "the refused call wrote nothing";
+    if (retry) {
+      ASSERT_EQ(cccAllReduce(buf[1].data(), buf[1].data(), 1000, cccInt32, cccSum, comms[1], nullptr), cccSuccess);
+      for (int r = 0; r < n; ++r) ASSERT_EQ(cccCommSynchronize(comms[r]), cccSuccess) << last_error();
+      EXPECT_EQ(buf[0][7], 21);
+      EXPECT_EQ(buf[1][7], 21);
+    } else {
+      EXPECT_EQ(cccCommSynchronize(comms[0]), cccRemoteError);
+      EXPECT_NE(last_error().find("timed out"), std::string::npos) << last_error();
+      EXPECT_EQ(cccCommSynchronize(comms[1]), cccSuccess) << "rank 1 queued nothing";
+    }
+  }
+  // Sends may be shared; a collective every rank has issued does not hold back the next one,
+  // whose ranks swap their recv buffers.
+  auto in = ramp_inputs(1, 1000);
+  std::vector<std::vector<int32_t>> out(n, std::vector<int32_t>(1000));
+  for (int round = 0; round < 2; ++round) {
+    for (int r = 0; r < n; ++r)
+      ASSERT_EQ(cccAllReduce(in[0].data(), out[(r + round) % n].data(), 1000, cccInt32, cccSum, comms[r], nullptr),
+                cccSuccess) << last_error();
+    for (int r = 0; r < n; ++r) ASSERT_EQ(cccCommSynchronize(comms[r]), cccSuccess) << last_error();
+    EXPECT_EQ(out[round % n][7], 14);
+  }
+  for (cccComm_t c : comms) cccCommDestroy(c);
+}
+
 // A rank that never calls, or whose handle is destroyed: the others fail within the timeout.
 TEST(CApi, AMissingRankFailsTheOthersWithinTheTimeout) {
   for (bool destroy : {false, true}) {

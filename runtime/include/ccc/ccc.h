@@ -91,7 +91,9 @@ cccResult_t cccGroupStart(void);
 cccResult_t cccGroupEnd(void);
 
 /* As in NCCL, sendbuff may be NULL on a broadcast rank that is not the root, and recvbuff on a
- * reduce rank that is not the root (docs/runtime.md: such a rank runs out of place). */
+ * reduce rank that is not the root (docs/runtime.md: such a rank runs out of place). A recv buffer
+ * must not overlap any buffer another rank passes to the same collective: the rank whose call
+ * completes such an overlap gets cccInvalidArgument, queues nothing, and may call again. */
 cccResult_t cccAllReduce(const void* sendbuff, void* recvbuff, size_t count, cccDataType_t datatype,
                          cccRedOp_t op, cccComm_t comm, cccStream_t stream);
 cccResult_t cccReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount,

@@ -1,0 +1,64 @@
+// Cross-rank buffer checks for collectives issued rank by rank (Communicator::run_rank, the C
+// API). There, no single call sees every rank's buffers: rank i's k-th collective meets its
+// peers' k-th only inside the kernel. The ledger keeps the buffers of each collective that some
+// ranks have issued and others not yet, and checks a rank's buffers against its peers' when the
+// rank issues its part: the rank that completes an overlap is refused (Error(InvalidArgument),
+// nothing queued), as validate_call refuses a whole call. Ranks that issued earlier are already
+// queued; without the refused rank their collective fails after the timeout, like any collective
+// a rank does not join. Internal (not installed).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <vector>
+
+#include "ccc/collective_call.h"
+
+namespace ccc {
+
+// One rank's buffer of one call as a byte range.
+struct BufferExtent {
+  uintptr_t begin = 0;
+  uint64_t bytes = 0;
+  int rank = 0;
+  bool written = false;  // recv; send is only read
+  uintptr_t end() const { return begin + bytes; }
+  const char* name() const { return written ? "recv" : "send"; }
+};
+
+// Whether two ranks' buffers may not share bytes: they belong to different ranks, one of them
+// is written, and they overlap.
+bool buffers_conflict(const BufferExtent& a, const BufferExtent& b);
+// Throws Error(InvalidArgument) saying that `a` and `b` (which conflict) overlap; the message
+// is the same whichever order they come in.
+[[noreturn]] void refuse_overlap(Collective collective, const BufferExtent& a, const BufferExtent& b);
+
+class RankCallLedger {
+ public:
+  explicit RankCallLedger(int nranks) : issued_(static_cast<size_t>(nranks), 0) {}
+
+  // Rank `rank`'s buffers for its next collective (after validate_rank_call, count > 0): throws
+  // Error(InvalidArgument) if one of them conflicts with a buffer that a peer passed to the same
+  // collective, else returns them for record(). O(N).
+  std::vector<BufferExtent> check(const CollectiveCall& call, int rank, const void* send, const void* recv);
+  // Rank `rank` queued its next collective with these buffers (from check(), with no other call
+  // of the rank in between: the communicator's call lock gives that).
+  void record(int rank, const std::vector<BufferExtent>& extents);
+  // Every rank issued one collective at once (a whole call, checked by validate_call).
+  void record_all();
+  // A collective failed: what ranks still owe is void (the peers' state is reset), so earlier
+  // buffers must not refuse later calls.
+  void forget();
+
+ private:
+  struct Meeting {
+    std::vector<BufferExtent> extents;  // of the ranks that issued it so far
+    int arrived = 0;
+  };
+  std::mutex mutex_;  // forget() runs from synchronize, outside the communicator's call lock
+  std::vector<uint64_t> issued_;        // per rank: collectives issued so far
+  std::map<uint64_t, Meeting> meetings_;  // by collective index, while some rank owes it
+};
+
+}  // namespace ccc
