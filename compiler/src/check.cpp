@@ -175,7 +175,8 @@ class Checker {
   }
 
   // Checks the loop's range and declares its variable in a new scope (the caller pops it).
-  void check_loop(ast::Loop& loop) {
+  // Returns whether the iterations it runs depend on r (its range, set or where).
+  bool check_loop(ast::Loop& loop) {
     bool dep = false;
     for (Expr& e : loop.range) dep = check_expr(e) || dep;
     if (dep) s_.rank_uniform_shape = false;
@@ -183,7 +184,11 @@ class Checker {
     scopes_.emplace_back();
     loop.slot = new_slot(dep);
     declare(loop.var, loop.var_loc, Symbol{false, loop.slot, {}});
-    if (loop.where) check_control_expr(*loop.where);
+    if (loop.where && check_expr(*loop.where)) {
+      s_.rank_uniform_shape = false;
+      dep = true;
+    }
+    return dep;
   }
 
   void check_let(ast::LetStmt& let, SourceLoc loc) {
@@ -216,6 +221,7 @@ class Checker {
   // a `let` for the unused warning: a parameter may exist only to be set from outside.
   void check_param(ast::LetStmt& param, SourceLoc loc, Context ctx) {
     if (ctx != Context::Top) return misplaced(loc, "param", "at the top of the schedule");
+    if (phase_loops_ > 0) return misplaced(loc, "param", "at the top of the schedule, not inside a 'for'");
     if (seen_phase_) diags_.error(loc, "'param' must come before the first phase");
     if (check_expr(param.value))
       diags_.error(param.value.loc, fmt::format("the default of parameter '{}' depends on r; a parameter "
@@ -240,6 +246,7 @@ class Checker {
 
   void check_node(ast::ChunksStmt& n, SourceLoc loc, Context ctx) {
     if (ctx != Context::Top) return misplaced(loc, "chunks", "at the top of the schedule");
+    if (phase_loops_ > 0) return misplaced(loc, "chunks", "at the top of the schedule, not inside a 'for'");
     if (seen_chunks_) diags_.error(loc, "'chunks' is given more than once");
     if (seen_phase_) diags_.error(loc, "'chunks' must come before the first phase");
     seen_chunks_ = true;
@@ -268,9 +275,22 @@ class Checker {
     if (n.loop) pop_scope();
   }
   void check_node(ast::ForStmt& n, SourceLoc loc, Context ctx) {
-    if (ctx != Context::Step) return misplaced(loc, "for", "inside a step (use 'step VAR in A .. B' for a sequence of steps)");
-    check_loop(n.loop);
-    check_block(n.body, Context::Step);
+    if (ctx == Context::Phase)
+      return misplaced(loc, "for", "inside a step, or around phases (in a phase, 'step VAR in A .. B' makes a "
+                                   "sequence of steps)");
+    const bool dep = check_loop(n.loop);
+    if (ctx == Context::Top) {
+      // A `for` around phases repeats them (each iteration's phases are named with the loop
+      // variable's value); every rank must run the same phases, so the loop cannot depend on r.
+      if (dep)
+        diags_.error(n.loop.var_loc, fmt::format("the iterations of 'for {}' around phases depend on r; every "
+                                                 "rank must run the same phases", n.loop.var));
+      ++phase_loops_;
+      check_block(n.body, Context::Top);
+      --phase_loops_;
+    } else {
+      check_block(n.body, Context::Step);
+    }
     pop_scope();
   }
   void check_node(ast::IfStmt& n, SourceLoc loc, Context ctx) {
@@ -293,6 +313,7 @@ class Checker {
   std::vector<bool> function_rank_dependent_;  // per function: its body reads r
   bool seen_chunks_ = false;
   bool seen_phase_ = false;
+  int phase_loops_ = 0;  // `for`s around phases the statement is in
   std::map<std::string, SourceLoc> phase_names_;
   std::vector<std::pair<SourceLoc, std::string>> unused_;  // `let`s no expression named
   std::vector<std::pair<SourceLoc, std::pair<SourceLoc, std::string>>> duplicate_phases_;  // (it, (first, name))

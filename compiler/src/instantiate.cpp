@@ -272,6 +272,8 @@ class Instantiator {
     slots_[s_.slot_r] = rank_;
     step_ = -1;
     phase_ = -1;
+    in_phase_ = false;
+    phase_suffix_.clear();
     next_step_ = 0;
     if (counting_) return run_block(s_.body);
     if (rank_ > 0) prog_.ops[static_cast<size_t>(rank_)].resize(static_cast<size_t>(prog_.nsteps()));
@@ -315,8 +317,10 @@ class Instantiator {
 
   void run(const ast::PhaseStmt& n, SourceLoc loc) {
     ++phase_;
-    if (rank_ == 0 && !counting_) prog_.phases.push_back({n.name, loc});
+    if (rank_ == 0 && !counting_) prog_.phases.push_back({n.name + phase_suffix_, loc});
+    in_phase_ = true;
     run_block(n.body);
+    in_phase_ = false;
   }
 
   void run(const ast::StepStmt& n, SourceLoc loc) {
@@ -348,7 +352,15 @@ class Instantiator {
   }
 
   void run(const ast::ForStmt& n, SourceLoc) {
-    for_each(n.loop, [&](int64_t) { run_block(n.body); });
+    if (in_phase_) return for_each(n.loop, [&](int64_t) { run_block(n.body); });
+    // Around phases: each iteration's phases are named with the variable's value ("rs d=1").
+    const size_t outer = phase_suffix_.size();
+    for_each(n.loop, [&](int64_t v) {
+      phase_suffix_.resize(outer);
+      phase_suffix_ += fmt::format(" {}={}", n.loop.var, v);
+      run_block(n.body);
+    });
+    phase_suffix_.resize(outer);
   }
 
   void run(const ast::IfStmt& n, SourceLoc) { run_block(eval(n.cond) != 0 ? n.then_body : n.else_body); }
@@ -484,6 +496,8 @@ class Instantiator {
   int step_ = -1;       // the step being filled, -1 outside steps
   int next_step_ = 0;   // steps this rank has entered so far
   int phase_ = -1;
+  bool in_phase_ = false;    // inside a phase (a `for` there makes ops or steps, not phases)
+  std::string phase_suffix_;  // " d=1" per `for` around the phase being run
   int64_t ops_executed_ = 0;
   int64_t iterations_ = 0;
   int64_t evaluations_ = 0;
