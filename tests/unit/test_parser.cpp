@@ -121,8 +121,8 @@ TEST(Check, ReportsNamesArityAndPlacement) {
             "p.sched:4:3: error: 'a' is already defined\n  let a = root\n  ^\n"
             "p.sched:3:3: note: 'a' was defined here\n  let a = b + min(1)\n  ^\n"
             "p.sched:5:3: error: 'reduce' is only allowed inside a step\n  reduce chunk 0 from 1\n  ^\n"
-            "p.sched:6:13: error: 'for' is only allowed inside a step (use 'step VAR in A .. B' for a sequence of "
-            "steps)\n  phase p { for i in 0 .. 1 { } }\n            ^\n");
+            "p.sched:6:13: error: 'for' is only allowed inside a step, or around phases (in a phase, 'step VAR in "
+            "A .. B' makes a sequence of steps)\n  phase p { for i in 0 .. 1 { } }\n            ^\n");
 }
 
 TEST(Check, FunctionsCannotRecurse) {
