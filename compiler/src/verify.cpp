@@ -163,17 +163,38 @@ struct HashDomain {
     acc.count += v.count;
     if (acc.undef == kDefined) acc.undef = v.undef;
   }
+  static void wrote(Value&, const OpRef&, OpKind) {}
 };
 
-// Exact multiset of one chunk: how many times each rank contributes.
+constexpr OpRef kNoOp{};  // step -1
+
+// Exact multiset of one chunk: how many times each rank contributes, and where the value came
+// from, so an error can point at the op that went wrong rather than the last one to write.
 struct ExactValue {
   std::vector<uint64_t> count;
   int32_t undef = kDefined;
+  OpRef made = kNoOp;          // the reduce that computed this value (copies pass it on)
+  OpRef first_double = kNoOp;  // the earliest reduce in its making that counted a rank twice
 };
+
+// The op (of two, either may be none) that runs first.
+OpRef earlier(const OpRef& a, const OpRef& b) {
+  if (a.step < 0) return b;
+  if (b.step < 0) return a;
+  return std::tie(b.step, b.rank, b.op) < std::tie(a.step, a.rank, a.op) ? b : a;
+}
 
 struct ExactDomain {
   using Value = ExactValue;
   int nranks;
+  std::vector<uint64_t> complete;  // the value the collective wants in this chunk
+  // The fullest value written anywhere that is part of the complete one (no contribution twice,
+  // none foreign): its number of contributions, and the last reduce that made such a value and
+  // the last copy that passed one on.
+  uint64_t fullest = 0;
+  OpRef fullest_made = kNoOp;
+  OpRef fullest_passed = kNoOp;
+
   Value initial(int rank, int64_t) const {
     Value v{std::vector<uint64_t>(nranks, 0), kDefined};
     v.count[rank] = 1;
@@ -184,6 +205,27 @@ struct ExactDomain {
     for (size_t q = 0; q < acc.count.size(); ++q)
       acc.count[q] = v.count[q] > UINT64_MAX - acc.count[q] ? UINT64_MAX : acc.count[q] + v.count[q];
     if (acc.undef == kDefined) acc.undef = v.undef;
+    acc.first_double = earlier(acc.first_double, v.first_double);
+  }
+  // `v` is what op `ref` (of kind `kind`) writes, so far in its step.
+  void wrote(Value& v, const OpRef& ref, OpKind kind) {
+    if (kind == OpKind::Reduce) {
+      v.made = ref;
+      if (v.first_double.step < 0 && std::any_of(v.count.begin(), v.count.end(), [](uint64_t n) { return n > 1; }))
+        v.first_double = ref;
+    }
+    if (v.undef != kDefined) return;
+    uint64_t n = 0;
+    for (size_t q = 0; q < complete.size(); ++q) {
+      if (v.count[q] > complete[q]) return;
+      n += v.count[q];
+    }
+    if (n < fullest) return;
+    if (n > fullest) {
+      fullest = n;
+      fullest_made = fullest_passed = kNoOp;
+    }
+    (kind == OpKind::Reduce ? fullest_made : fullest_passed) = ref;
   }
 };
 
@@ -231,6 +273,7 @@ class Executor {
   const Value& value(int rank, Buffer b, int64_t c) const { return cur_[index(rank, b, c)]; }
   LastWriter last_writer(int rank, Buffer b, int64_t c) const { return last_[index(rank, b, c)]; }
   const std::vector<UndefOrigin>& origins() const { return origins_; }
+  const Domain& domain() const { return dom_; }
 
  private:
   size_t index(int rank, Buffer b, int64_t c) const {
@@ -254,7 +297,9 @@ class Executor {
       Value src = read(op.peer, op.src, c, ref);
       const size_t dst = index(ref.rank, op.dst, c);
       if (pend_step_[dst] == ref.step) {  // a further reduce into the same chunk this step
-        Domain::add(pending_[pend_index_[dst]].second, src);
+        Value& v = pending_[pend_index_[dst]].second;
+        Domain::add(v, src);
+        dom_.wrote(v, ref, op.kind);
         continue;
       }
       pend_step_[dst] = ref.step;
@@ -267,6 +312,7 @@ class Executor {
         Domain::add(v, src);
         pending_.emplace_back(dst, std::move(v));
       }
+      dom_.wrote(pending_.back().second, ref, op.kind);
     }
   }
 
@@ -390,6 +436,14 @@ class EarlyReadSearch {
 };
 
 class PostconditionCheck {
+  // Chunk c run exactly: every rank's final value, and where the complete value was last left.
+  struct ExactChunk {
+    std::vector<ExactValue> final;  // per rank
+    uint64_t complete = 0;          // contributions in the complete value
+    uint64_t fullest = 0;           // see ExactDomain
+    OpRef fullest_made, fullest_passed;
+  };
+
  public:
   PostconditionCheck(const StepProgram& p, const Executor<HashDomain>& run, Diagnostics& d)
       : p_(p), run_(run), d_(d), keys_{p} {
@@ -433,7 +487,8 @@ class PostconditionCheck {
     std::string head = fmt::format("rank {} ends with chunk {}", r, c);
     if (v.undef != kNeverWritten) {
       if (std::optional<EarlyRead> early = EarlyReadSearch(p_, c).from(r, Buffer::Output)) {
-        report_early_read(*early, head + " " + (v.undef == kDefined ? what_is_wrong(p_, want, c, exact(c, r)) : "undefined"));
+        report_early_read(*early, head + " " + (v.undef == kDefined ? what_is_wrong(p_, want, c, exact(c, want).final[r])
+                                                                    : "undefined"));
         note_writer(r, w, writer);
         return;
       }
@@ -453,9 +508,53 @@ class PostconditionCheck {
       d_.note(reader.loc, fmt::format("the undefined read: rank {}: {}", o.reader.rank, describe_op(reader, o.reader.rank)));
       return;
     }
-    d_.error(at, head + " " + what_is_wrong(p_, want, c, exact(c, r)));
+    const ExactChunk& x = exact(c, want);
+    const std::string wrong = head + " " + what_is_wrong(p_, want, c, x.final[r]);
+    if (std::optional<std::pair<OpRef, std::string>> b = blame(x, r, c, w)) {
+      d_.error(op_at(b->first).loc, wrong + "; " + b->second);
+    } else {
+      d_.error(at, wrong);
+    }
     note_writer(r, w, writer);
   }
+
+  // Where rank r's wrong final chunk c went wrong, when that is not its last write (which the
+  // note names): the first reduce that counted a contribution twice; else, for a value that
+  // misses contributions, the last op that left the complete chunk somewhere (it did not reach
+  // this rank) or, if the complete chunk never exists, the last reduce that made the fullest
+  // part of it (the reduction fell short there); else the reduce that computed the value this
+  // rank ends with (later ops only copied it). A bug early in a multi-phase schedule is reported there, not on a later phase
+  // that faithfully moved the wrong value.
+  std::optional<std::pair<OpRef, std::string>> blame(const ExactChunk& x, int r, int64_t c, LastWriter w) const {
+    const ExactValue& v = x.final[r];
+    const OpRef last{r, w.step, w.op};
+    auto at = [&](const OpRef& o) {
+      return fmt::format("{} by rank {}: {}", describe_step(p_, o.step), o.rank, describe_op(op_at(o), o.rank));
+    };
+    if (v.first_double.step >= 0) {
+      if (v.first_double == last) return std::nullopt;
+      return std::pair{v.first_double, fmt::format("it first counts a contribution twice at {}", at(v.first_double))};
+    }
+    const bool copied_input = v.made.step < 0 && w.step >= 0 && op_at(last).kind == OpKind::Copy;
+    if (x.fullest == x.complete && !copied_input) {
+      // The complete value existed: where it was last passed on (or made) is where the schedule
+      // stopped bringing it to this rank. (A rank that ends with a copy of some rank's input
+      // was given the wrong value by that copy: the last writer stays the error.)
+      const bool passed = x.fullest_passed.step >= 0;
+      if (const OpRef o = passed ? x.fullest_passed : x.fullest_made; o.step >= 0)
+        return std::pair{o, fmt::format("the complete chunk {} was last {} at {}, and rank {} does not end with it", c,
+                                        passed ? "passed on" : "made", at(o), r)};
+    }
+    if (x.fullest < x.complete && x.fullest_made.step >= 0 && !(x.fullest_made == last))
+      return std::pair{x.fullest_made, fmt::format("no rank ever holds the complete chunk {}: the fullest value ({} of {} "
+                                                   "contributions) was last made at {}", c, x.fullest, x.complete,
+                                                   at(x.fullest_made))};
+    if (v.made.step >= 0 && !(v.made == last))
+      return std::pair{v.made, fmt::format("the value it ends with was computed at {}, and only copied after", at(v.made))};
+    return std::nullopt;
+  }
+
+  const Op& op_at(const OpRef& o) const { return p_.ops[o.rank][o.step][o.op]; }
 
   // The read that came too early is the bug: the error points there.
   void report_early_read(const EarlyRead& e, const std::string& head) {
@@ -478,16 +577,21 @@ class PostconditionCheck {
             fmt::format("last written at {} by rank {}: {}", describe_step(p_, w.step), r, describe_op(*writer, r)));
   }
 
-  const ExactValue& exact(int64_t c, int r) {
+  const ExactChunk& exact(int64_t c, Expect want) {
     auto it = exact_.find(c);
     if (it == exact_.end()) {
-      Executor<ExactDomain> run(p_, ExactDomain{p_.nranks}, c, c + 1);
+      ExactDomain domain{p_.nranks, std::vector<uint64_t>(static_cast<size_t>(p_.nranks), want == Expect::All)};
+      if (want == Expect::Owner) domain.complete[chunk_owner(p_, c)] = 1;
+      if (want == Expect::Root) domain.complete[p_.root] = 1;
+      Executor<ExactDomain> run(p_, std::move(domain), c, c + 1);
       run.run();
-      std::vector<ExactValue> per_rank;
-      for (int q = 0; q < p_.nranks; ++q) per_rank.push_back(run.value(q, Buffer::Output, c));
-      it = exact_.emplace(c, std::move(per_rank)).first;
+      const ExactDomain& d = run.domain();
+      ExactChunk x{{}, static_cast<uint64_t>(std::count(d.complete.begin(), d.complete.end(), 1)), d.fullest,
+                   d.fullest_made, d.fullest_passed};
+      for (int q = 0; q < p_.nranks; ++q) x.final.push_back(run.value(q, Buffer::Output, c));
+      it = exact_.emplace(c, std::move(x)).first;
     }
-    return it->second[r];
+    return it->second;
   }
 
   const StepProgram& p_;
@@ -495,7 +599,7 @@ class PostconditionCheck {
   Diagnostics& d_;
   HashDomain keys_;
   std::vector<uint64_t> all_sum_;
-  std::map<int64_t, std::vector<ExactValue>> exact_;  // chunk -> final exact value per rank
+  std::map<int64_t, ExactChunk> exact_;
 };
 
 }  // namespace

@@ -16,15 +16,21 @@ std::string errors_of(const StepProgram& p) {
 
 }  // namespace
 
-TEST(Verify, MissingContributionNamesRankChunkAndLastWriter) {
+// The error points where the value went wrong (here the reduce-scatter, whose fullest sum of
+// chunk 0 misses ranks 0 and 1), not at the all-gather that copied it around; the note names
+// the last writer.
+TEST(Verify, MissingContributionBlamesWhereTheSumFellShort) {
   StepProgram p = shipped("ring", 4);
   p.ops[2][1].clear();  // rank 2 skips reduce-scatter step 1: chunk 0 loses ranks 0 and 1
+  const std::string fell_short =
+      "no rank ever holds the complete chunk 0: the fullest value (2 of 4 contributions) was last made at step 2 "
+      "(reduce_scatter s=2) by rank 3: reduce output chunk 0 from rank 2's output\n";
   EXPECT_EQ(errors_of(p),
-            "<input>:18:26: error: rank 0 ends with chunk 0 missing the contributions of ranks 0, 1\n"
+            "<input>:14:7: error: rank 0 ends with chunk 0 missing the contributions of ranks 0, 1; " + fell_short +
             "<input>:18:5: note: last written at step 3 (all_gather s=0) by rank 0: copy output chunk 0 from rank 3's output\n"
-            "<input>:18:26: error: rank 1 ends with chunk 0 missing the contributions of ranks 0, 1\n"
+            "<input>:14:7: error: rank 1 ends with chunk 0 missing the contributions of ranks 0, 1; " + fell_short +
             "<input>:18:5: note: last written at step 4 (all_gather s=1) by rank 1: copy output chunk 0 from rank 0's output\n"
-            "<input>:18:26: error: rank 2 ends with chunk 0 missing the contributions of ranks 0, 1\n"
+            "<input>:14:7: error: rank 2 ends with chunk 0 missing the contributions of ranks 0, 1; " + fell_short +
             "<input>:18:5: note: last written at step 5 (all_gather s=2) by rank 2: copy output chunk 0 from rank 1's output\n"
             "<input>:14:7: error: rank 3 ends with chunk 0 missing the contributions of ranks 0, 1\n"
             "<input>:13:5: note: last written at step 2 (reduce_scatter s=2) by rank 3: reduce output chunk 0 from rank 2's output\n");
