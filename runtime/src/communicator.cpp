@@ -466,8 +466,8 @@ struct Communicator::Impl {
                                              "every rank at once, not rank by rank");
       check_cuda_buffers(rank, send, recv, call);
     }
+    const std::vector<BufferExtent> extents = ledger->check(call, rank, send, recv);  // before any compile
     const Prepared p = prepare(call, is_in_place(call, rank, send, recv));
-    const std::vector<BufferExtent> extents = ledger->check(call, rank, send, recv);
     launch_rank(p, call, rank, send, recv, stream);
     ledger->record(rank, extents);
   }
