@@ -17,6 +17,12 @@ typedef ccc::Instr</*max sources*/ 8> Instr;
 
 // Each rank's step program: its steps run once per window (tile x pipeline of every chunk
 // slice), then the waits that keep its buffers alive until its peers are done with them.
+// Every rank runs rank 0's program below, relabelled by its rank r (the schedule is symmetric
+// under rotation, checked for every rank; ccc::RankMap):
+//   peer p  -> rank (p + r) % 8
+//   chunk c -> chunk (c + r * 0) % 1
+//   a pass's sources fold from the lowest relabelled rank
+// The comments describe rank 0.
 
 // Rank 0.
 CCC_PROGRAM Instr rank_0[] = {
@@ -42,179 +48,9 @@ CCC_PROGRAM Instr rank_0[] = {
     ccc::end(),
 };
 
-// Rank 1.
-CCC_PROGRAM Instr rank_1[] = {
-    // step 0: direct (schedules/oneshot.sched:8)
-    ccc::wait(0, -1),  // wait rank 0 entered (entry: reads input chunk 0 of rank 0, ready once it has started (schedules/oneshot.sched:9))
-    ccc::wait(2, -1),  // wait rank 2 entered (entry: reads input chunk 0 of rank 2, ready once it has started (schedules/oneshot.sched:9))
-    ccc::wait(3, -1),  // wait rank 3 entered (entry: reads input chunk 0 of rank 3, ready once it has started (schedules/oneshot.sched:9))
-    ccc::wait(4, -1),  // wait rank 4 entered (entry: reads input chunk 0 of rank 4, ready once it has started (schedules/oneshot.sched:9))
-    ccc::wait(5, -1),  // wait rank 5 entered (entry: reads input chunk 0 of rank 5, ready once it has started (schedules/oneshot.sched:9))
-    ccc::wait(6, -1),  // wait rank 6 entered (entry: reads input chunk 0 of rank 6, ready once it has started (schedules/oneshot.sched:9))
-    ccc::wait(7, -1),  // wait rank 7 entered (entry: reads input chunk 0 of rank 7, ready once it has started (schedules/oneshot.sched:9))
-    // schedules/oneshot.sched:9  for p in 1 .. N-1 { reduce chunk 0 from (r + p) % N }
-    ccc::reduce_last(0, 1, ccc::out(1), ccc::in(0), ccc::in(1), ccc::in(2), ccc::in(3), ccc::in(4), ccc::in(5), ccc::in(6), ccc::in(7)),  // out[0] = sum(r0.in[0], in[0], r2.in[0], r3.in[0], r4.in[0], r5.in[0], r6.in[0], r7.in[0])
-    ccc::done(0),
-    // after the last window
-    ccc::wait_exit(0, 0),  // wait rank 0 step 0 (exit: rank 0 reads input chunk 0 of this rank at step 0 (direct) (schedules/oneshot.sched:9))
-    ccc::wait_exit(2, 0),  // wait rank 2 step 0 (exit: rank 2 reads input chunk 0 of this rank at step 0 (direct) (schedules/oneshot.sched:9))
-    ccc::wait_exit(3, 0),  // wait rank 3 step 0 (exit: rank 3 reads input chunk 0 of this rank at step 0 (direct) (schedules/oneshot.sched:9))
-    ccc::wait_exit(4, 0),  // wait rank 4 step 0 (exit: rank 4 reads input chunk 0 of this rank at step 0 (direct) (schedules/oneshot.sched:9))
-    ccc::wait_exit(5, 0),  // wait rank 5 step 0 (exit: rank 5 reads input chunk 0 of this rank at step 0 (direct) (schedules/oneshot.sched:9))
-    ccc::wait_exit(6, 0),  // wait rank 6 step 0 (exit: rank 6 reads input chunk 0 of this rank at step 0 (direct) (schedules/oneshot.sched:9))
-    ccc::wait_exit(7, 0),  // wait rank 7 step 0 (exit: rank 7 reads input chunk 0 of this rank at step 0 (direct) (schedules/oneshot.sched:9))
-    ccc::end(),
-};
-
-// Rank 2.
-CCC_PROGRAM Instr rank_2[] = {
-    // step 0: direct (schedules/oneshot.sched:8)
-    ccc::wait(0, -1),  // wait rank 0 entered (entry: reads input chunk 0 of rank 0, ready once it has started (schedules/oneshot.sched:9))
-    ccc::wait(1, -1),  // wait rank 1 entered (entry: reads input chunk 0 of rank 1, ready once it has started (schedules/oneshot.sched:9))
-    ccc::wait(3, -1),  // wait rank 3 entered (entry: reads input chunk 0 of rank 3, ready once it has started (schedules/oneshot.sched:9))
-    ccc::wait(4, -1),  // wait rank 4 entered (entry: reads input chunk 0 of rank 4, ready once it has started (schedules/oneshot.sched:9))
-    ccc::wait(5, -1),  // wait rank 5 entered (entry: reads input chunk 0 of rank 5, ready once it has started (schedules/oneshot.sched:9))
-    ccc::wait(6, -1),  // wait rank 6 entered (entry: reads input chunk 0 of rank 6, ready once it has started (schedules/oneshot.sched:9))
-    ccc::wait(7, -1),  // wait rank 7 entered (entry: reads input chunk 0 of rank 7, ready once it has started (schedules/oneshot.sched:9))
-    // schedules/oneshot.sched:9  for p in 1 .. N-1 { reduce chunk 0 from (r + p) % N }
-    ccc::reduce_last(0, 1, ccc::out(2), ccc::in(0), ccc::in(1), ccc::in(2), ccc::in(3), ccc::in(4), ccc::in(5), ccc::in(6), ccc::in(7)),  // out[0] = sum(r0.in[0], r1.in[0], in[0], r3.in[0], r4.in[0], r5.in[0], r6.in[0], r7.in[0])
-    ccc::done(0),
-    // after the last window
-    ccc::wait_exit(0, 0),  // wait rank 0 step 0 (exit: rank 0 reads input chunk 0 of this rank at step 0 (direct) (schedules/oneshot.sched:9))
-    ccc::wait_exit(1, 0),  // wait rank 1 step 0 (exit: rank 1 reads input chunk 0 of this rank at step 0 (direct) (schedules/oneshot.sched:9))
-    ccc::wait_exit(3, 0),  // wait rank 3 step 0 (exit: rank 3 reads input chunk 0 of this rank at step 0 (direct) (schedules/oneshot.sched:9))
-    ccc::wait_exit(4, 0),  // wait rank 4 step 0 (exit: rank 4 reads input chunk 0 of this rank at step 0 (direct) (schedules/oneshot.sched:9))
-    ccc::wait_exit(5, 0),  // wait rank 5 step 0 (exit: rank 5 reads input chunk 0 of this rank at step 0 (direct) (schedules/oneshot.sched:9))
-    ccc::wait_exit(6, 0),  // wait rank 6 step 0 (exit: rank 6 reads input chunk 0 of this rank at step 0 (direct) (schedules/oneshot.sched:9))
-    ccc::wait_exit(7, 0),  // wait rank 7 step 0 (exit: rank 7 reads input chunk 0 of this rank at step 0 (direct) (schedules/oneshot.sched:9))
-    ccc::end(),
-};
-
-// Rank 3.
-CCC_PROGRAM Instr rank_3[] = {
-    // step 0: direct (schedules/oneshot.sched:8)
-    ccc::wait(0, -1),  // wait rank 0 entered (entry: reads input chunk 0 of rank 0, ready once it has started (schedules/oneshot.sched:9))
-    ccc::wait(1, -1),  // wait rank 1 entered (entry: reads input chunk 0 of rank 1, ready once it has started (schedules/oneshot.sched:9))
-    ccc::wait(2, -1),  // wait rank 2 entered (entry: reads input chunk 0 of rank 2, ready once it has started (schedules/oneshot.sched:9))
-    ccc::wait(4, -1),  // wait rank 4 entered (entry: reads input chunk 0 of rank 4, ready once it has started (schedules/oneshot.sched:9))
-    ccc::wait(5, -1),  // wait rank 5 entered (entry: reads input chunk 0 of rank 5, ready once it has started (schedules/oneshot.sched:9))
-    ccc::wait(6, -1),  // wait rank 6 entered (entry: reads input chunk 0 of rank 6, ready once it has started (schedules/oneshot.sched:9))
-    ccc::wait(7, -1),  // wait rank 7 entered (entry: reads input chunk 0 of rank 7, ready once it has started (schedules/oneshot.sched:9))
-    // schedules/oneshot.sched:9  for p in 1 .. N-1 { reduce chunk 0 from (r + p) % N }
-    ccc::reduce_last(0, 1, ccc::out(3), ccc::in(0), ccc::in(1), ccc::in(2), ccc::in(3), ccc::in(4), ccc::in(5), ccc::in(6), ccc::in(7)),  // out[0] = sum(r0.in[0], r1.in[0], r2.in[0], in[0], r4.in[0], r5.in[0], r6.in[0], r7.in[0])
-    ccc::done(0),
-    // after the last window
-    ccc::wait_exit(0, 0),  // wait rank 0 step 0 (exit: rank 0 reads input chunk 0 of this rank at step 0 (direct) (schedules/oneshot.sched:9))
-    ccc::wait_exit(1, 0),  // wait rank 1 step 0 (exit: rank 1 reads input chunk 0 of this rank at step 0 (direct) (schedules/oneshot.sched:9))
-    ccc::wait_exit(2, 0),  // wait rank 2 step 0 (exit: rank 2 reads input chunk 0 of this rank at step 0 (direct) (schedules/oneshot.sched:9))
-    ccc::wait_exit(4, 0),  // wait rank 4 step 0 (exit: rank 4 reads input chunk 0 of this rank at step 0 (direct) (schedules/oneshot.sched:9))
-    ccc::wait_exit(5, 0),  // wait rank 5 step 0 (exit: rank 5 reads input chunk 0 of this rank at step 0 (direct) (schedules/oneshot.sched:9))
-    ccc::wait_exit(6, 0),  // wait rank 6 step 0 (exit: rank 6 reads input chunk 0 of this rank at step 0 (direct) (schedules/oneshot.sched:9))
-    ccc::wait_exit(7, 0),  // wait rank 7 step 0 (exit: rank 7 reads input chunk 0 of this rank at step 0 (direct) (schedules/oneshot.sched:9))
-    ccc::end(),
-};
-
-// Rank 4.
-CCC_PROGRAM Instr rank_4[] = {
-    // step 0: direct (schedules/oneshot.sched:8)
-    ccc::wait(0, -1),  // wait rank 0 entered (entry: reads input chunk 0 of rank 0, ready once it has started (schedules/oneshot.sched:9))
-    ccc::wait(1, -1),  // wait rank 1 entered (entry: reads input chunk 0 of rank 1, ready once it has started (schedules/oneshot.sched:9))
-    ccc::wait(2, -1),  // wait rank 2 entered (entry: reads input chunk 0 of rank 2, ready once it has started (schedules/oneshot.sched:9))
-    ccc::wait(3, -1),  // wait rank 3 entered (entry: reads input chunk 0 of rank 3, ready once it has started (schedules/oneshot.sched:9))
-    ccc::wait(5, -1),  // wait rank 5 entered (entry: reads input chunk 0 of rank 5, ready once it has started (schedules/oneshot.sched:9))
-    ccc::wait(6, -1),  // wait rank 6 entered (entry: reads input chunk 0 of rank 6, ready once it has started (schedules/oneshot.sched:9))
-    ccc::wait(7, -1),  // wait rank 7 entered (entry: reads input chunk 0 of rank 7, ready once it has started (schedules/oneshot.sched:9))
-    // schedules/oneshot.sched:9  for p in 1 .. N-1 { reduce chunk 0 from (r + p) % N }
-    ccc::reduce_last(0, 1, ccc::out(4), ccc::in(0), ccc::in(1), ccc::in(2), ccc::in(3), ccc::in(4), ccc::in(5), ccc::in(6), ccc::in(7)),  // out[0] = sum(r0.in[0], r1.in[0], r2.in[0], r3.in[0], in[0], r5.in[0], r6.in[0], r7.in[0])
-    ccc::done(0),
-    // after the last window
-    ccc::wait_exit(0, 0),  // wait rank 0 step 0 (exit: rank 0 reads input chunk 0 of this rank at step 0 (direct) (schedules/oneshot.sched:9))
-    ccc::wait_exit(1, 0),  // wait rank 1 step 0 (exit: rank 1 reads input chunk 0 of this rank at step 0 (direct) (schedules/oneshot.sched:9))
-    ccc::wait_exit(2, 0),  // wait rank 2 step 0 (exit: rank 2 reads input chunk 0 of this rank at step 0 (direct) (schedules/oneshot.sched:9))
-    ccc::wait_exit(3, 0),  // wait rank 3 step 0 (exit: rank 3 reads input chunk 0 of this rank at step 0 (direct) (schedules/oneshot.sched:9))
-    ccc::wait_exit(5, 0),  // wait rank 5 step 0 (exit: rank 5 reads input chunk 0 of this rank at step 0 (direct) (schedules/oneshot.sched:9))
-    ccc::wait_exit(6, 0),  // wait rank 6 step 0 (exit: rank 6 reads input chunk 0 of this rank at step 0 (direct) (schedules/oneshot.sched:9))
-    ccc::wait_exit(7, 0),  // wait rank 7 step 0 (exit: rank 7 reads input chunk 0 of this rank at step 0 (direct) (schedules/oneshot.sched:9))
-    ccc::end(),
-};
-
-// Rank 5.
-CCC_PROGRAM Instr rank_5[] = {
-    // step 0: direct (schedules/oneshot.sched:8)
-    ccc::wait(0, -1),  // wait rank 0 entered (entry: reads input chunk 0 of rank 0, ready once it has started (schedules/oneshot.sched:9))
-    ccc::wait(1, -1),  // wait rank 1 entered (entry: reads input chunk 0 of rank 1, ready once it has started (schedules/oneshot.sched:9))
-    ccc::wait(2, -1),  // wait rank 2 entered (entry: reads input chunk 0 of rank 2, ready once it has started (schedules/oneshot.sched:9))
-    ccc::wait(3, -1),  // wait rank 3 entered (entry: reads input chunk 0 of rank 3, ready once it has started (schedules/oneshot.sched:9))
-    ccc::wait(4, -1),  // wait rank 4 entered (entry: reads input chunk 0 of rank 4, ready once it has started (schedules/oneshot.sched:9))
-    ccc::wait(6, -1),  // wait rank 6 entered (entry: reads input chunk 0 of rank 6, ready once it has started (schedules/oneshot.sched:9))
-    ccc::wait(7, -1),  // wait rank 7 entered (entry: reads input chunk 0 of rank 7, ready once it has started (schedules/oneshot.sched:9))
-    // schedules/oneshot.sched:9  for p in 1 .. N-1 { reduce chunk 0 from (r + p) % N }
-    ccc::reduce_last(0, 1, ccc::out(5), ccc::in(0), ccc::in(1), ccc::in(2), ccc::in(3), ccc::in(4), ccc::in(5), ccc::in(6), ccc::in(7)),  // out[0] = sum(r0.in[0], r1.in[0], r2.in[0], r3.in[0], r4.in[0], in[0], r6.in[0], r7.in[0])
-    ccc::done(0),
-    // after the last window
-    ccc::wait_exit(0, 0),  // wait rank 0 step 0 (exit: rank 0 reads input chunk 0 of this rank at step 0 (direct) (schedules/oneshot.sched:9))
-    ccc::wait_exit(1, 0),  // wait rank 1 step 0 (exit: rank 1 reads input chunk 0 of this rank at step 0 (direct) (schedules/oneshot.sched:9))
-    ccc::wait_exit(2, 0),  // wait rank 2 step 0 (exit: rank 2 reads input chunk 0 of this rank at step 0 (direct) (schedules/oneshot.sched:9))
-    ccc::wait_exit(3, 0),  // wait rank 3 step 0 (exit: rank 3 reads input chunk 0 of this rank at step 0 (direct) (schedules/oneshot.sched:9))
-    ccc::wait_exit(4, 0),  // wait rank 4 step 0 (exit: rank 4 reads input chunk 0 of this rank at step 0 (direct) (schedules/oneshot.sched:9))
-    ccc::wait_exit(6, 0),  // wait rank 6 step 0 (exit: rank 6 reads input chunk 0 of this rank at step 0 (direct) (schedules/oneshot.sched:9))
-    ccc::wait_exit(7, 0),  // wait rank 7 step 0 (exit: rank 7 reads input chunk 0 of this rank at step 0 (direct) (schedules/oneshot.sched:9))
-    ccc::end(),
-};
-
-// Rank 6.
-CCC_PROGRAM Instr rank_6[] = {
-    // step 0: direct (schedules/oneshot.sched:8)
-    ccc::wait(0, -1),  // wait rank 0 entered (entry: reads input chunk 0 of rank 0, ready once it has started (schedules/oneshot.sched:9))
-    ccc::wait(1, -1),  // wait rank 1 entered (entry: reads input chunk 0 of rank 1, ready once it has started (schedules/oneshot.sched:9))
-    ccc::wait(2, -1),  // wait rank 2 entered (entry: reads input chunk 0 of rank 2, ready once it has started (schedules/oneshot.sched:9))
-    ccc::wait(3, -1),  // wait rank 3 entered (entry: reads input chunk 0 of rank 3, ready once it has started (schedules/oneshot.sched:9))
-    ccc::wait(4, -1),  // wait rank 4 entered (entry: reads input chunk 0 of rank 4, ready once it has started (schedules/oneshot.sched:9))
-    ccc::wait(5, -1),  // wait rank 5 entered (entry: reads input chunk 0 of rank 5, ready once it has started (schedules/oneshot.sched:9))
-    ccc::wait(7, -1),  // wait rank 7 entered (entry: reads input chunk 0 of rank 7, ready once it has started (schedules/oneshot.sched:9))
-    // schedules/oneshot.sched:9  for p in 1 .. N-1 { reduce chunk 0 from (r + p) % N }
-    ccc::reduce_last(0, 1, ccc::out(6), ccc::in(0), ccc::in(1), ccc::in(2), ccc::in(3), ccc::in(4), ccc::in(5), ccc::in(6), ccc::in(7)),  // out[0] = sum(r0.in[0], r1.in[0], r2.in[0], r3.in[0], r4.in[0], r5.in[0], in[0], r7.in[0])
-    ccc::done(0),
-    // after the last window
-    ccc::wait_exit(0, 0),  // wait rank 0 step 0 (exit: rank 0 reads input chunk 0 of this rank at step 0 (direct) (schedules/oneshot.sched:9))
-    ccc::wait_exit(1, 0),  // wait rank 1 step 0 (exit: rank 1 reads input chunk 0 of this rank at step 0 (direct) (schedules/oneshot.sched:9))
-    ccc::wait_exit(2, 0),  // wait rank 2 step 0 (exit: rank 2 reads input chunk 0 of this rank at step 0 (direct) (schedules/oneshot.sched:9))
-    ccc::wait_exit(3, 0),  // wait rank 3 step 0 (exit: rank 3 reads input chunk 0 of this rank at step 0 (direct) (schedules/oneshot.sched:9))
-    ccc::wait_exit(4, 0),  // wait rank 4 step 0 (exit: rank 4 reads input chunk 0 of this rank at step 0 (direct) (schedules/oneshot.sched:9))
-    ccc::wait_exit(5, 0),  // wait rank 5 step 0 (exit: rank 5 reads input chunk 0 of this rank at step 0 (direct) (schedules/oneshot.sched:9))
-    ccc::wait_exit(7, 0),  // wait rank 7 step 0 (exit: rank 7 reads input chunk 0 of this rank at step 0 (direct) (schedules/oneshot.sched:9))
-    ccc::end(),
-};
-
-// Rank 7.
-CCC_PROGRAM Instr rank_7[] = {
-    // step 0: direct (schedules/oneshot.sched:8)
-    ccc::wait(0, -1),  // wait rank 0 entered (entry: reads input chunk 0 of rank 0, ready once it has started (schedules/oneshot.sched:9))
-    ccc::wait(1, -1),  // wait rank 1 entered (entry: reads input chunk 0 of rank 1, ready once it has started (schedules/oneshot.sched:9))
-    ccc::wait(2, -1),  // wait rank 2 entered (entry: reads input chunk 0 of rank 2, ready once it has started (schedules/oneshot.sched:9))
-    ccc::wait(3, -1),  // wait rank 3 entered (entry: reads input chunk 0 of rank 3, ready once it has started (schedules/oneshot.sched:9))
-    ccc::wait(4, -1),  // wait rank 4 entered (entry: reads input chunk 0 of rank 4, ready once it has started (schedules/oneshot.sched:9))
-    ccc::wait(5, -1),  // wait rank 5 entered (entry: reads input chunk 0 of rank 5, ready once it has started (schedules/oneshot.sched:9))
-    ccc::wait(6, -1),  // wait rank 6 entered (entry: reads input chunk 0 of rank 6, ready once it has started (schedules/oneshot.sched:9))
-    // schedules/oneshot.sched:9  for p in 1 .. N-1 { reduce chunk 0 from (r + p) % N }
-    ccc::reduce_last(0, 1, ccc::out(7), ccc::in(0), ccc::in(1), ccc::in(2), ccc::in(3), ccc::in(4), ccc::in(5), ccc::in(6), ccc::in(7)),  // out[0] = sum(r0.in[0], r1.in[0], r2.in[0], r3.in[0], r4.in[0], r5.in[0], r6.in[0], in[0])
-    ccc::done(0),
-    // after the last window
-    ccc::wait_exit(0, 0),  // wait rank 0 step 0 (exit: rank 0 reads input chunk 0 of this rank at step 0 (direct) (schedules/oneshot.sched:9))
-    ccc::wait_exit(1, 0),  // wait rank 1 step 0 (exit: rank 1 reads input chunk 0 of this rank at step 0 (direct) (schedules/oneshot.sched:9))
-    ccc::wait_exit(2, 0),  // wait rank 2 step 0 (exit: rank 2 reads input chunk 0 of this rank at step 0 (direct) (schedules/oneshot.sched:9))
-    ccc::wait_exit(3, 0),  // wait rank 3 step 0 (exit: rank 3 reads input chunk 0 of this rank at step 0 (direct) (schedules/oneshot.sched:9))
-    ccc::wait_exit(4, 0),  // wait rank 4 step 0 (exit: rank 4 reads input chunk 0 of this rank at step 0 (direct) (schedules/oneshot.sched:9))
-    ccc::wait_exit(5, 0),  // wait rank 5 step 0 (exit: rank 5 reads input chunk 0 of this rank at step 0 (direct) (schedules/oneshot.sched:9))
-    ccc::wait_exit(6, 0),  // wait rank 6 step 0 (exit: rank 6 reads input chunk 0 of this rank at step 0 (direct) (schedules/oneshot.sched:9))
-    ccc::end(),
-};
-
-CCC_PROGRAM const Instr* programs[] = {rank_0, rank_1, rank_2, rank_3, rank_4, rank_5, rank_6, rank_7};
-
 }  // namespace
 
 CCC_KERNEL(ccc_oneshot_n8_f32_sum_t65536_c4_p2, 512) {
   ccc::Channel<Cfg> ch(args, CCC_BLOCK_INDEX);
-  if (ch.enter()) ch.run<Passes>(programs[ch.rank()]);
+  if (ch.enter()) ch.run<Passes>(rank_0, ccc::RankMap<Cfg::ranks, Cfg::chunks, /*stride*/ 0, /*xor*/ false>{ch.rank()});
 }

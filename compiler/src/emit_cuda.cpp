@@ -5,6 +5,8 @@
 
 #include <fmt/format.h>
 
+#include "ccc/rank_symmetry.h"
+
 namespace ccc {
 
 namespace {
@@ -205,15 +207,36 @@ EmittedKernel emit_cuda(const KernelPlan& plan, const SourceFile* source) {
   s += passes_typedef(kinds);
   s += fmt::format("typedef ccc::Instr</*max sources*/ {}> Instr;\n\n", max_sources);
   s += "// Each rank's step program: its steps run once per window (tile x pipeline of every chunk\n"
-       "// slice), then the waits that keep its buffers alive until its peers are done with them.\n\n";
-  for (int r = 0; r < plan.nranks; ++r) s += rank_program(plan, r, source);
-  std::string programs;
-  for (int r = 0; r < plan.nranks; ++r) programs += fmt::format("{}rank_{}", r == 0 ? "" : ", ", r);
-  s += fmt::format("CCC_PROGRAM const Instr* programs[] = {{{}}};\n\n", programs);
+       "// slice), then the waits that keep its buffers alive until its peers are done with them.\n";
+  const RankSymmetry sym = find_rank_symmetry(plan);
+  std::string run;
+  if (sym.kind == RankSymmetry::Kind::None) {
+    s += "\n";
+    for (int r = 0; r < plan.nranks; ++r) s += rank_program(plan, r, source);
+    std::string programs;
+    for (int r = 0; r < plan.nranks; ++r) programs += fmt::format("{}rank_{}", r == 0 ? "" : ", ", r);
+    s += fmt::format("CCC_PROGRAM const Instr* programs[] = {{{}}};\n\n", programs);
+    run = "ch.run<Passes>(programs[ch.rank()])";
+  } else {
+    const bool xored = sym.kind == RankSymmetry::Kind::Xor;
+    s += fmt::format(
+        "// Every rank runs rank 0's program below, relabelled by its rank r (the schedule is symmetric\n"
+        "// under {}, checked for every rank; ccc::RankMap):\n"
+        "//   peer p  -> rank {}\n"
+        "//   chunk c -> chunk {}\n"
+        "//   a pass's sources fold from the lowest relabelled rank\n"
+        "// The comments describe rank 0.\n\n",
+        symmetry_name(sym.kind), xored ? "p ^ r" : fmt::format("(p + r) % {}", plan.nranks),
+        xored ? fmt::format("c ^ (r * {}) (a range of 2^k chunks: its aligned block)", sym.stride)
+              : fmt::format("(c + r * {}) % {}", sym.stride, plan.nchunks));
+    s += rank_program(plan, 0, source);
+    run = fmt::format("ch.run<Passes>(rank_0, ccc::RankMap<Cfg::ranks, Cfg::chunks, /*stride*/ {}, /*xor*/ {}>{{ch.rank()}})",
+                      sym.stride, xored ? "true" : "false");
+  }
   s += "}  // namespace\n\n";
   s += fmt::format("CCC_KERNEL({}, {}) {{\n", k.kernel_name, kBlockThreads);
-  s += "  ccc::Channel<Cfg> ch(args, CCC_BLOCK_INDEX);\n"
-       "  if (ch.enter()) ch.run<Passes>(programs[ch.rank()]);\n}\n";
+  s += "  ccc::Channel<Cfg> ch(args, CCC_BLOCK_INDEX);\n";
+  s += fmt::format("  if (ch.enter()) {};\n}}\n", run);
   return k;
 }
 

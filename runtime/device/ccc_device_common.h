@@ -322,6 +322,41 @@ CCC_CONSTEXPR InstrBuilder<1> copy(int c0, int c1, Ref dst, Ref src) { return re
 
 /* A data-pass kind a kernel compiles: how many sources it folds, and whether it applies the op's
  * finish. A kernel lists the kinds its tables use in Passes; each is instantiated once. */
+/* How a rank reads its step program (compiler/include/ccc/rank_symmetry.h). Unmapped: the rank
+ * has a table of its own. RankMap: every rank runs rank 0's table relabelled by its rank r,
+ * rotated (peer p -> (p + r) % Ranks, chunks [a, b) -> [(a + r * Stride) % Chunks, + (b - a))) or
+ * xored (p -> p ^ r, [a, b) -> [(a ^ (r * Stride)) & ~(b - a - 1), + (b - a))), with a pass's
+ * sources rotated to start at the lowest rank (their fold order: fold_order.h). The compiler
+ * shares a table only after checking that this map gives every rank's own program exactly.
+ * The map is applied field by field where the interpreter reads them (no copy of the table). */
+struct Unmapped {
+  CCC_FN int peer(int p) const { return p; }
+  template <int S>
+  CCC_FN int first(const Instr<S>& i) const { return i.a; }
+  template <int S>
+  CCC_FN int lowest(const Instr<S>&) const { return 0; }
+};
+template <int Ranks, int Chunks, int Stride, bool Xor>
+struct RankMap {
+  int r;
+  CCC_FN int peer(int p) const { return Xor ? p ^ r : (p + r) % Ranks; }
+  /* The first chunk of pass i. */
+  template <int S>
+  CCC_FN int first(const Instr<S>& i) const {
+    const long long shift = static_cast<long long>(r) * Stride;
+    return Xor ? static_cast<int>((i.a ^ shift) & ~static_cast<long long>(i.b - i.a - 1))
+               : static_cast<int>((i.a + shift) % Chunks);
+  }
+  /* The source of pass i whose relabelled rank is lowest: the fold starts there. */
+  template <int S>
+  CCC_FN int lowest(const Instr<S>& i) const {
+    int best = 0;
+    for (int k = 1; k < i.sources; ++k)
+      if (peer(i.src[k].rank) < peer(i.src[best].rank)) best = k;
+    return best;
+  }
+};
+
 template <int Sources, bool Finish = false>
 struct Pass {
   static const int sources = Sources;
@@ -330,10 +365,11 @@ struct Pass {
 template <class... P>
 struct Passes {
   /* Runs instruction i with the kind it names; false if the kernel was not built with it. */
-  template <class Ch, class I>
-  static CCC_FN bool run([[maybe_unused]] Ch& ch, [[maybe_unused]] long long w, const I& i) {
+  template <class Ch, class I, class Map>
+  static CCC_FN bool run([[maybe_unused]] Ch& ch, [[maybe_unused]] long long w, const I& i,
+                         [[maybe_unused]] const Map& map) {
     [[maybe_unused]] const bool finish = i.finish != 0 && Ch::Cfg::Op::finishes;
-    return ((i.sources == P::sources && finish == P::finish ? (ch.template pass<P::finish, P::sources>(w, i), true)
+    return ((i.sources == P::sources && finish == P::finish ? (ch.template pass<P::finish, P::sources>(w, i, map), true)
                                                             : false) ||
             ...);
   }
@@ -391,14 +427,14 @@ class Channel {
   /* Runs this rank's step program: its steps once per window, then its exit waits. False if
    * a wait failed (timeout, failed peer), a peer called with other arguments, or the program
    * names a pass the kernel lacks. */
-  template <class PassList, int S>
-  CCC_NOINLINE bool run(const Instr<S>* program) {
+  template <class PassList, int S, class Map = Unmapped>
+  CCC_NOINLINE bool run(const Instr<S>* program, Map map = Map()) {
     for (long long w = 0; w < windows_; ++w) {
       for (const Instr<S>* i = program; i->code != instr_end; ++i) {
         if (i->code == instr_wait) {
           const Instr<S>* end = i + 1;  // the step's waits: every consecutive wait, polled at once
           while (end->code == instr_wait) ++end;
-          if (!wait_all(i, end, w)) return false;
+          if (!wait_all(i, end, w, map)) return false;
           i = end - 1;
         } else if (i->code == instr_done) {
           done(w, i->a);
@@ -409,8 +445,8 @@ class Channel {
 #ifdef CCC_TRACE_ENABLED
           if (trace_ != nullptr && pass_begin_ == 0) pass_begin_ = now_ns();
 #endif
-          if (!load_peers(*i)) return false;
-          if (!PassList::run(*this, w, *i)) {
+          if (!load_peers(*i, map)) return false;
+          if (!PassList::run(*this, w, *i, map)) {
             if (thread_index() == 0) record_error(state_[rank_].error, CCC_ERR_BAD_PROGRAM);
             return false;
           }
@@ -419,7 +455,7 @@ class Channel {
     }
     const Instr<S>* end = program;
     while (end->code != instr_end) ++end;
-    if (!wait_all(program, end, -1)) return false;
+    if (!wait_all(program, end, -1, map)) return false;
 #ifdef CCC_TRACE_ENABLED
     if (trace_ != nullptr) trace_->exit = now_ns();
 #endif
@@ -428,13 +464,18 @@ class Channel {
 
   /* One data pass (see Instr) over this channel's slice of window w: chunk by chunk, each its
    * own call of the data loop. Out of line, and the chunk loop kept rolled: NVRTC time. */
-  template <bool Finish, int K, int S>
-  CCC_NOINLINE void pass(long long w, const Instr<S>& i) {
-    const View dst = view(i.dst);
+  template <bool Finish, int K, int S, class Map>
+  CCC_NOINLINE void pass(long long w, const Instr<S>& i, const Map& map) {
+    const View dst = view(i.dst.buffer, map.peer(i.dst.rank));
     View src[K];
-    for (int k = 0; k < K; ++k) src[k] = view(i.src[k]);
+    const int lowest = map.lowest(i);  // the fold begins at this source (K == i.sources)
+    for (int k = 0; k < K; ++k) {
+      const Ref& ref = i.src[k + lowest < K ? k + lowest : k + lowest - K];
+      src[k] = view(ref.buffer, map.peer(ref.rank));
+    }
+    const int first = map.first(i);
     CCC_ROLLED
-    for (int c = i.a; c < i.b; ++c) {
+    for (int c = first; c < first + (i.b - i.a); ++c) {
       const Range r = window_of(w, c);
       if (r.begin >= r.end) continue;
       Sources<T, K> at;
@@ -451,20 +492,20 @@ class Channel {
     T* base;
     long long shift;
   };
-  CCC_FN View view(Ref ref) const {
-    const ccc_buffers& b = peers_[ref.rank];
-    const long long block = static_cast<long long>(ref.rank) * count_;
+  CCC_FN View view(unsigned short buffer, int rank) const {
+    const ccc_buffers& b = peers_[rank];
+    const long long block = static_cast<long long>(rank) * count_;
     View v;
     v.shift = 0;
-    if (ref.buffer == buffer_input) {
+    if (buffer == buffer_input) {
       v.base = static_cast<T*>(const_cast<void*>(b.input));
       if (Cfg::layout == layout_allgather) v.shift = block;
-    } else if (ref.buffer == buffer_output) {
+    } else if (buffer == buffer_output) {
       v.base = static_cast<T*>(b.output);
       if (Cfg::layout == layout_reduce_scatter) v.shift = block;
     } else {
       v.base = static_cast<T*>(b.scratch);
-      if (ref.buffer == buffer_staging && Cfg::staging_after_scratch) v.base += Cfg::blocks * count_;
+      if (buffer == buffer_staging && Cfg::staging_after_scratch) v.base += Cfg::blocks * count_;
     }
     return v;
   }
@@ -481,16 +522,16 @@ class Channel {
    * peer's "entered" by the sync plan's waits (directly or through a chain of waits), and the
    * mailbox was written before it, so the slot holds this launch's buffers. Uniform across the
    * block: peers_ is shared and only changes between barriers. False if a peer's call differs. */
-  template <int S>
-  CCC_FN bool load_peers(const Instr<S>& i) {
+  template <int S, class Map>
+  CCC_FN bool load_peers(const Instr<S>& i, const Map& map) {
     bool missing = false;
-    for (int k = 0; k < i.sources; ++k) missing = missing || peers_[i.src[k].rank].call == 0;
+    for (int k = 0; k < i.sources; ++k) missing = missing || peers_[map.peer(i.src[k].rank)].call == 0;
     if (!missing) return true;
     barrier();  // every thread has read the flags before thread 0 fills them in
     bool ok = true;
     if (thread_index() == 0) {
       for (int k = 0; k < i.sources && ok; ++k) {
-        const int p = i.src[k].rank;
+        const int p = map.peer(i.src[k].rank);
         if (peers_[p].call != 0) continue;
         const ccc_buffers b = *mailbox(p);
         if (b.call != own_.call) {
@@ -562,17 +603,17 @@ class Channel {
    * CTA barrier) — the pattern NCCL's primitives use with one polling thread per peer.
    * An entry wait ("the peer has entered", step -1) holds for the whole launch once it held,
    * so only window 0 polls it. False on every thread if any poll failed. */
-  template <int S>
-  CCC_FN bool wait_all(const Instr<S>* begin, const Instr<S>* end, long long w) {
+  template <int S, class Map>
+  CCC_FN bool wait_all(const Instr<S>* begin, const Instr<S>* end, long long w, const Map& map) {
     const InstrCode code = w < 0 ? instr_wait_exit : instr_wait;
     bool ok = true;
     unsigned k = 0;
     for (const Instr<S>* i = begin; i != end && ok; ++i) {
       if (i->code != code || k++ % block_threads() != thread_index()) continue;
       if (w < 0) {
-        ok = poll(i->a, windows_ == 0 ? 0 : (windows_ - 1) * Cfg::steps + i->b + 1);
+        ok = poll(map.peer(i->a), windows_ == 0 ? 0 : (windows_ - 1) * Cfg::steps + i->b + 1);
       } else if (i->b >= 0 || w == 0) {
-        ok = poll(i->a, i->b < 0 ? 0 : w * Cfg::steps + i->b + 1);
+        ok = poll(map.peer(i->a), i->b < 0 ? 0 : w * Cfg::steps + i->b + 1);
       }
     }
     return barrier_and(ok);

@@ -5,6 +5,9 @@
 #include <optional>
 #include <string>
 
+#include <stdexcept>
+
+#include "ccc/lower.h"
 #include "ccc/sync.h"
 #include "ccc/verify.h"
 #include "front_end_util.h"
@@ -28,6 +31,13 @@ inline Planned plan_shipped(const std::string& name, int nranks, bool in_place =
   if (program && verify(*program, diags)) out.planned = plan_syncs(std::move(*program), {in_place}, diags);
   out.errors = diags.render(&out.source);
   return out;
+}
+
+// A shipped schedule's kernel plan; throws when the schedule does not plan for `n` ranks.
+inline KernelPlan lower_shipped(const std::string& name, int n, KernelOptions o = {}) {
+  Planned p = plan_shipped(name, n, o.in_place);
+  if (!p.planned) throw std::runtime_error(p.errors);
+  return lower(*p.planned, o);
 }
 
 // A program with no waits at all: for tests of lowering errors, which never look at waits.

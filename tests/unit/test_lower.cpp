@@ -9,11 +9,7 @@
 namespace ccc {
 namespace {
 
-KernelPlan lower_shipped(const std::string& name, int n, KernelOptions o = {}) {
-  testing::Planned p = testing::plan_shipped(name, n, o.in_place);
-  if (!p.planned) throw std::runtime_error(p.errors);
-  return lower(*p.planned, o);
-}
+using testing::lower_shipped;
 
 TEST(Lower, RingFirstReadsComeFromTheInput) {
   KernelPlan plan = lower_shipped("ring", 4);

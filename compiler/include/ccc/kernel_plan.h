@@ -46,7 +46,7 @@ const char* storage_name(Storage s);  // "output", "input", "scratch", "staging"
 struct Operand {
   int rank = 0;
   Storage buffer = Storage::Output;
-  friend bool operator==(const Operand&, const Operand&) = default;
+  friend auto operator<=>(const Operand&, const Operand&) = default;
 };
 
 struct DataPass {

@@ -17,6 +17,12 @@ typedef ccc::Instr</*max sources*/ 4> Instr;
 
 // Each rank's step program: its steps run once per window (tile x pipeline of every chunk
 // slice), then the waits that keep its buffers alive until its peers are done with them.
+// Every rank runs rank 0's program below, relabelled by its rank r (the schedule is symmetric
+// under rotation, checked for every rank; ccc::RankMap):
+//   peer p  -> rank (p + r) % 4
+//   chunk c -> chunk (c + r * 0) % 1
+//   a pass's sources fold from the lowest relabelled rank
+// The comments describe rank 0.
 
 // Rank 0.
 CCC_PROGRAM Instr rank_0[] = {
@@ -33,56 +39,9 @@ CCC_PROGRAM Instr rank_0[] = {
     ccc::end(),
 };
 
-// Rank 1.
-CCC_PROGRAM Instr rank_1[] = {
-    // step 0: direct (schedules/oneshot.sched:8)
-    ccc::wait(0, -1),  // wait rank 0 entered (entry: reads input chunk 0 of rank 0, ready once it has started (schedules/oneshot.sched:9))
-    ccc::wait(2, -1),  // wait rank 2 entered (entry: reads input chunk 0 of rank 2, ready once it has started (schedules/oneshot.sched:9))
-    ccc::wait(3, -1),  // wait rank 3 entered (entry: reads input chunk 0 of rank 3, ready once it has started (schedules/oneshot.sched:9))
-    ccc::reduce_last(0, 1, ccc::out(1), ccc::in(0), ccc::in(1), ccc::in(2), ccc::in(3)),  // out[0] = avg(r0.in[0], in[0], r2.in[0], r3.in[0]) / N
-    ccc::done(0),
-    // after the last window
-    ccc::wait_exit(0, 0),  // wait rank 0 step 0 (exit: rank 0 reads input chunk 0 of this rank at step 0 (direct) (schedules/oneshot.sched:9))
-    ccc::wait_exit(2, 0),  // wait rank 2 step 0 (exit: rank 2 reads input chunk 0 of this rank at step 0 (direct) (schedules/oneshot.sched:9))
-    ccc::wait_exit(3, 0),  // wait rank 3 step 0 (exit: rank 3 reads input chunk 0 of this rank at step 0 (direct) (schedules/oneshot.sched:9))
-    ccc::end(),
-};
-
-// Rank 2.
-CCC_PROGRAM Instr rank_2[] = {
-    // step 0: direct (schedules/oneshot.sched:8)
-    ccc::wait(0, -1),  // wait rank 0 entered (entry: reads input chunk 0 of rank 0, ready once it has started (schedules/oneshot.sched:9))
-    ccc::wait(1, -1),  // wait rank 1 entered (entry: reads input chunk 0 of rank 1, ready once it has started (schedules/oneshot.sched:9))
-    ccc::wait(3, -1),  // wait rank 3 entered (entry: reads input chunk 0 of rank 3, ready once it has started (schedules/oneshot.sched:9))
-    ccc::reduce_last(0, 1, ccc::out(2), ccc::in(0), ccc::in(1), ccc::in(2), ccc::in(3)),  // out[0] = avg(r0.in[0], r1.in[0], in[0], r3.in[0]) / N
-    ccc::done(0),
-    // after the last window
-    ccc::wait_exit(0, 0),  // wait rank 0 step 0 (exit: rank 0 reads input chunk 0 of this rank at step 0 (direct) (schedules/oneshot.sched:9))
-    ccc::wait_exit(1, 0),  // wait rank 1 step 0 (exit: rank 1 reads input chunk 0 of this rank at step 0 (direct) (schedules/oneshot.sched:9))
-    ccc::wait_exit(3, 0),  // wait rank 3 step 0 (exit: rank 3 reads input chunk 0 of this rank at step 0 (direct) (schedules/oneshot.sched:9))
-    ccc::end(),
-};
-
-// Rank 3.
-CCC_PROGRAM Instr rank_3[] = {
-    // step 0: direct (schedules/oneshot.sched:8)
-    ccc::wait(0, -1),  // wait rank 0 entered (entry: reads input chunk 0 of rank 0, ready once it has started (schedules/oneshot.sched:9))
-    ccc::wait(1, -1),  // wait rank 1 entered (entry: reads input chunk 0 of rank 1, ready once it has started (schedules/oneshot.sched:9))
-    ccc::wait(2, -1),  // wait rank 2 entered (entry: reads input chunk 0 of rank 2, ready once it has started (schedules/oneshot.sched:9))
-    ccc::reduce_last(0, 1, ccc::out(3), ccc::in(0), ccc::in(1), ccc::in(2), ccc::in(3)),  // out[0] = avg(r0.in[0], r1.in[0], r2.in[0], in[0]) / N
-    ccc::done(0),
-    // after the last window
-    ccc::wait_exit(0, 0),  // wait rank 0 step 0 (exit: rank 0 reads input chunk 0 of this rank at step 0 (direct) (schedules/oneshot.sched:9))
-    ccc::wait_exit(1, 0),  // wait rank 1 step 0 (exit: rank 1 reads input chunk 0 of this rank at step 0 (direct) (schedules/oneshot.sched:9))
-    ccc::wait_exit(2, 0),  // wait rank 2 step 0 (exit: rank 2 reads input chunk 0 of this rank at step 0 (direct) (schedules/oneshot.sched:9))
-    ccc::end(),
-};
-
-CCC_PROGRAM const Instr* programs[] = {rank_0, rank_1, rank_2, rank_3};
-
 }  // namespace
 
 CCC_KERNEL(ccc_oneshot_n4_bf16_avg_t4096_c2_p1, 512) {
   ccc::Channel<Cfg> ch(args, CCC_BLOCK_INDEX);
-  if (ch.enter()) ch.run<Passes>(programs[ch.rank()]);
+  if (ch.enter()) ch.run<Passes>(rank_0, ccc::RankMap<Cfg::ranks, Cfg::chunks, /*stride*/ 0, /*xor*/ false>{ch.rank()});
 }

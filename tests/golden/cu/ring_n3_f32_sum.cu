@@ -17,6 +17,12 @@ typedef ccc::Instr</*max sources*/ 2> Instr;
 
 // Each rank's step program: its steps run once per window (tile x pipeline of every chunk
 // slice), then the waits that keep its buffers alive until its peers are done with them.
+// Every rank runs rank 0's program below, relabelled by its rank r (the schedule is symmetric
+// under rotation, checked for every rank; ccc::RankMap):
+//   peer p  -> rank (p + r) % 3
+//   chunk c -> chunk (c + r * 1) % 3
+//   a pass's sources fold from the lowest relabelled rank
+// The comments describe rank 0.
 
 // Rank 0.
 CCC_PROGRAM Instr rank_0[] = {
@@ -45,65 +51,9 @@ CCC_PROGRAM Instr rank_0[] = {
     ccc::end(),
 };
 
-// Rank 1.
-CCC_PROGRAM Instr rank_1[] = {
-    // step 0: reduce_scatter s=0 (schedules/ring.sched:13)
-    ccc::wait(0, -1),  // wait rank 0 entered (entry: reads input chunk 0 of rank 0, ready once it has started (schedules/ring.sched:14))
-    // schedules/ring.sched:14  reduce chunk (r - s - 1) % N from prev
-    ccc::reduce(0, 1, ccc::out(1), ccc::in(0), ccc::in(1)),  // out[0] = sum(r0.in[0], in[0])
-    ccc::done(0),
-    // step 1: reduce_scatter s=1 (schedules/ring.sched:13)
-    ccc::wait(0, 0),  // wait rank 0 step 0 (RAW: reads output chunk 2 of rank 0, written at step 0 (reduce_scatter s=0) (schedules/ring.sched:14))
-    // schedules/ring.sched:14  reduce chunk (r - s - 1) % N from prev
-    ccc::reduce_last(2, 3, ccc::out(1), ccc::out(0), ccc::in(1)),  // out[2] = sum(r0.out[2], in[2])
-    ccc::done(1),
-    // step 2: all_gather s=0 (schedules/ring.sched:18)
-    ccc::wait(0, 1),  // wait rank 0 step 1 (RAW: reads output chunk 1 of rank 0, written at step 1 (reduce_scatter s=1) (schedules/ring.sched:18))
-    // schedules/ring.sched:18  step s in 0 .. N-2 { copy chunk (r - s) % N from prev }
-    ccc::copy(1, 2, ccc::out(1), ccc::out(0)),  // out[1] = r0.out[1]
-    ccc::done(2),
-    // step 3: all_gather s=1 (schedules/ring.sched:18)
-    ccc::wait(0, 2),  // wait rank 0 step 2 (RAW: reads output chunk 0 of rank 0, written at step 2 (all_gather s=0) (schedules/ring.sched:18))
-    // schedules/ring.sched:18  step s in 0 .. N-2 { copy chunk (r - s) % N from prev }
-    ccc::copy(0, 1, ccc::out(1), ccc::out(0)),  // out[0] = r0.out[0]
-    ccc::done(3),
-    // after the last window
-    ccc::wait_exit(2, 3),  // wait rank 2 step 3 (exit: rank 2 reads output chunk 1 of this rank at step 3 (all_gather s=1) (schedules/ring.sched:18))
-    ccc::end(),
-};
-
-// Rank 2.
-CCC_PROGRAM Instr rank_2[] = {
-    // step 0: reduce_scatter s=0 (schedules/ring.sched:13)
-    ccc::wait(1, -1),  // wait rank 1 entered (entry: reads input chunk 1 of rank 1, ready once it has started (schedules/ring.sched:14))
-    // schedules/ring.sched:14  reduce chunk (r - s - 1) % N from prev
-    ccc::reduce(1, 2, ccc::out(2), ccc::in(1), ccc::in(2)),  // out[1] = sum(r1.in[1], in[1])
-    ccc::done(0),
-    // step 1: reduce_scatter s=1 (schedules/ring.sched:13)
-    ccc::wait(1, 0),  // wait rank 1 step 0 (RAW: reads output chunk 0 of rank 1, written at step 0 (reduce_scatter s=0) (schedules/ring.sched:14))
-    // schedules/ring.sched:14  reduce chunk (r - s - 1) % N from prev
-    ccc::reduce_last(0, 1, ccc::out(2), ccc::out(1), ccc::in(2)),  // out[0] = sum(r1.out[0], in[0])
-    ccc::done(1),
-    // step 2: all_gather s=0 (schedules/ring.sched:18)
-    ccc::wait(1, 1),  // wait rank 1 step 1 (RAW: reads output chunk 2 of rank 1, written at step 1 (reduce_scatter s=1) (schedules/ring.sched:18))
-    // schedules/ring.sched:18  step s in 0 .. N-2 { copy chunk (r - s) % N from prev }
-    ccc::copy(2, 3, ccc::out(2), ccc::out(1)),  // out[2] = r1.out[2]
-    ccc::done(2),
-    // step 3: all_gather s=1 (schedules/ring.sched:18)
-    ccc::wait(1, 2),  // wait rank 1 step 2 (RAW: reads output chunk 1 of rank 1, written at step 2 (all_gather s=0) (schedules/ring.sched:18))
-    // schedules/ring.sched:18  step s in 0 .. N-2 { copy chunk (r - s) % N from prev }
-    ccc::copy(1, 2, ccc::out(2), ccc::out(1)),  // out[1] = r1.out[1]
-    ccc::done(3),
-    // after the last window
-    ccc::wait_exit(0, 3),  // wait rank 0 step 3 (exit: rank 0 reads output chunk 2 of this rank at step 3 (all_gather s=1) (schedules/ring.sched:18))
-    ccc::end(),
-};
-
-CCC_PROGRAM const Instr* programs[] = {rank_0, rank_1, rank_2};
-
 }  // namespace
 
 CCC_KERNEL(ccc_ring_n3_f32_sum_t65536_c4_p2, 512) {
   ccc::Channel<Cfg> ch(args, CCC_BLOCK_INDEX);
-  if (ch.enter()) ch.run<Passes>(programs[ch.rank()]);
+  if (ch.enter()) ch.run<Passes>(rank_0, ccc::RankMap<Cfg::ranks, Cfg::chunks, /*stride*/ 1, /*xor*/ false>{ch.rank()});
 }

@@ -1,0 +1,139 @@
+#include "ccc/rank_symmetry.h"
+
+#include <algorithm>
+#include <tuple>
+#include <vector>
+
+namespace ccc {
+
+const char* symmetry_name(RankSymmetry::Kind k) {
+  switch (k) {
+    case RankSymmetry::Kind::None: return "none";
+    case RankSymmetry::Kind::Rotation: return "rotation";
+    case RankSymmetry::Kind::Xor: return "xor";
+  }
+  return "?";
+}
+
+int map_peer(const RankSymmetry& s, int nranks, int rank, int peer) {
+  return s.kind == RankSymmetry::Kind::Xor ? peer ^ rank : (peer + rank) % nranks;
+}
+
+ChunkRange map_chunks(const RankSymmetry& s, int64_t nchunks, int rank, ChunkRange chunks) {
+  const int64_t shift = rank * s.stride;
+  const int64_t begin = s.kind == RankSymmetry::Kind::Xor ? (chunks.begin ^ shift) & ~(chunks.count - 1)
+                                                          : (chunks.begin + shift) % nchunks;
+  return {begin, chunks.count};
+}
+
+std::vector<Operand> map_operands(const RankSymmetry& s, int nranks, int rank, std::vector<Operand> operands) {
+  for (Operand& o : operands) o.rank = map_peer(s, nranks, rank, o.rank);
+  auto lowest = std::min_element(operands.begin(), operands.end(),
+                                 [](const Operand& a, const Operand& b) { return a.rank < b.rank; });
+  std::rotate(operands.begin(), lowest, operands.end());
+  return operands;
+}
+
+namespace {
+
+// Whether rank r's passes of one step touch disjoint data: none writes what another reads or
+// writes on the rank itself (peers' data is not written in the step). Then their order does
+// not matter.
+bool independent(const std::vector<DataPass>& passes, int r) {
+  for (size_t i = 0; i < passes.size(); ++i)
+    for (size_t j = 0; j < passes.size(); ++j) {
+      if (i == j || !passes[i].chunks.overlaps(passes[j].chunks)) continue;
+      if (passes[i].dst == passes[j].dst) return false;
+      for (const Operand& o : passes[j].operands)
+        if (o.rank == r && o.buffer == passes[i].dst) return false;
+    }
+  return true;
+}
+
+using PassKey = std::tuple<OpKind, Storage, int64_t, int64_t, bool, std::vector<Operand>>;
+
+PassKey key(const DataPass& p) {
+  return {p.kind, p.dst, p.chunks.begin, p.chunks.count, p.completes, p.operands};
+}
+
+// Rank r's passes of a step are rank 0's mapped: in the same order, or in any order when they
+// are independent.
+bool same_passes(const RankSymmetry& s, const KernelPlan& plan, int r, const std::vector<DataPass>& base,
+                 const std::vector<DataPass>& mine) {
+  if (base.size() != mine.size()) return false;
+  std::vector<PassKey> want, have;
+  for (const DataPass& a : base) {
+    DataPass m = a;
+    m.chunks = map_chunks(s, plan.nchunks, r, a.chunks);
+    if (m.chunks.end() > plan.nchunks) return false;
+    m.operands = map_operands(s, plan.nranks, r, a.operands);
+    want.push_back(key(m));
+  }
+  for (const DataPass& b : mine) have.push_back(key(b));
+  if (want == have) return true;
+  if (!independent(mine, r)) return false;
+  std::sort(want.begin(), want.end());
+  std::sort(have.begin(), have.end());
+  return want == have;
+}
+
+// The waits as (peer, step) sets: their order within a step does not matter (they are polled
+// together).
+bool same_waits(const RankSymmetry& s, const KernelPlan& plan, int r, const std::vector<Wait>& base,
+                const std::vector<Wait>& mine) {
+  if (base.size() != mine.size()) return false;
+  std::vector<std::pair<int, int>> want, have;
+  for (const Wait& w : base) want.emplace_back(map_peer(s, plan.nranks, r, w.peer), w.step);
+  for (const Wait& w : mine) have.emplace_back(w.peer, w.step);
+  std::sort(want.begin(), want.end());
+  std::sort(have.begin(), have.end());
+  return want == have;
+}
+
+bool maps_every_rank(const RankSymmetry& s, const KernelPlan& plan) {
+  const RankPlan& base = plan.ranks[0];
+  for (int r = 1; r < plan.nranks; ++r) {
+    const RankPlan& mine = plan.ranks[r];
+    for (int k = 0; k < plan.nsteps(); ++k)
+      if (!same_waits(s, plan, r, base.steps[k].waits, mine.steps[k].waits) ||
+          !same_passes(s, plan, r, base.steps[k].passes, mine.steps[k].passes))
+        return false;
+    if (!same_passes(s, plan, r, base.passthrough, mine.passthrough) ||
+        !same_waits(s, plan, r, base.exit_waits, mine.exit_waits))
+      return false;
+  }
+  return true;
+}
+
+// The chunk strides that would send rank 0's first pass of a step to rank 1's, step by step: the
+// only candidates worth checking (a range can hide low bits of an xor stride, so several). At
+// most kMaxCandidates; none when no step has a pass on both ranks.
+std::vector<int64_t> stride_candidates(const KernelPlan& plan, RankSymmetry::Kind kind) {
+  constexpr size_t kMaxCandidates = 4;
+  std::vector<int64_t> out;
+  for (int k = 0; k < plan.nsteps() && out.size() < kMaxCandidates; ++k) {
+    const auto& a = plan.ranks[0].steps[k].passes;
+    const auto& b = plan.ranks[1].steps[k].passes;
+    if (a.empty() || b.empty()) continue;
+    const int64_t x = a[0].chunks.begin, y = b[0].chunks.begin;
+    const int64_t stride = kind == RankSymmetry::Kind::Xor ? x ^ y : ((y - x) % plan.nchunks + plan.nchunks) % plan.nchunks;
+    if (std::find(out.begin(), out.end(), stride) == out.end()) out.push_back(stride);
+  }
+  if (out.empty()) out.push_back(0);
+  return out;
+}
+
+}  // namespace
+
+RankSymmetry find_rank_symmetry(const KernelPlan& plan) {
+  if (plan.nranks < 2 || static_cast<int>(plan.ranks.size()) != plan.nranks) return {};
+  const bool pow2 = (plan.nranks & (plan.nranks - 1)) == 0;
+  for (RankSymmetry::Kind kind : {RankSymmetry::Kind::Rotation, RankSymmetry::Kind::Xor}) {
+    if (kind == RankSymmetry::Kind::Xor && !pow2) continue;  // p ^ r must stay a rank
+    for (int64_t stride : stride_candidates(plan, kind))
+      if (const RankSymmetry s{kind, stride}; maps_every_rank(s, plan)) return s;
+  }
+  return {};
+}
+
+}  // namespace ccc
