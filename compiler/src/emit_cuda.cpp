@@ -177,6 +177,23 @@ std::string passes_typedef(const std::vector<PassKind>& kinds) {
                      "typedef ccc::Passes<{}> Passes;\n", list);
 }
 
+// Where each rank pushes its step progress: the ranks whose programs wait on it (a count, then
+// the ranks), so a wait polls its own memory (ccc_device_common.h, "Push the signal").
+std::string consumer_tables(const KernelPlan& plan) {
+  std::string s =
+      "// Where each rank pushes its progress after a step: the ranks whose programs above wait on it\n"
+      "// (a count, then the ranks). \"Entered\" goes to every peer.\n";
+  std::string names;
+  for (int r = 0; r < plan.nranks; ++r) {
+    const std::vector<int>& to = plan.ranks[r].consumers;
+    std::string list = std::to_string(to.size());
+    for (size_t i = 0; i < to.size(); ++i) list += fmt::format("{}{}", i == 0 ? ", /*ranks*/ " : ", ", to[i]);
+    s += fmt::format("CCC_PROGRAM int consumers_{}[] = {{{}}};\n", r, list);
+    names += fmt::format("{}consumers_{}", r == 0 ? "" : ", ", r);
+  }
+  return s + fmt::format("CCC_PROGRAM const int* consumers[] = {{{}}};\n\n", names);
+}
+
 }  // namespace
 
 EmittedKernel emit_cuda(const KernelPlan& plan, const SourceFile* source) {
@@ -210,10 +227,11 @@ EmittedKernel emit_cuda(const KernelPlan& plan, const SourceFile* source) {
   std::string programs;
   for (int r = 0; r < plan.nranks; ++r) programs += fmt::format("{}rank_{}", r == 0 ? "" : ", ", r);
   s += fmt::format("CCC_PROGRAM const Instr* programs[] = {{{}}};\n\n", programs);
+  s += consumer_tables(plan);
   s += "}  // namespace\n\n";
   s += fmt::format("CCC_KERNEL({}, {}) {{\n", k.kernel_name, kBlockThreads);
   s += "  ccc::Channel<Cfg> ch(args, CCC_BLOCK_INDEX);\n"
-       "  if (ch.enter()) ch.run<Passes>(programs[ch.rank()]);\n}\n";
+       "  if (ch.enter(consumers)) ch.run<Passes>(programs[ch.rank()]);\n}\n";
   return k;
 }
 
