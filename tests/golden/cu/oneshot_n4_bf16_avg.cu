@@ -80,9 +80,17 @@ CCC_PROGRAM Instr rank_3[] = {
 
 CCC_PROGRAM const Instr* programs[] = {rank_0, rank_1, rank_2, rank_3};
 
+// Where each rank pushes its progress after a step: the ranks whose programs above wait on it
+// (a count, then the ranks). "Entered" goes to every peer.
+CCC_PROGRAM int consumers_0[] = {3, /*ranks*/ 1, 2, 3};
+CCC_PROGRAM int consumers_1[] = {3, /*ranks*/ 0, 2, 3};
+CCC_PROGRAM int consumers_2[] = {3, /*ranks*/ 0, 1, 3};
+CCC_PROGRAM int consumers_3[] = {3, /*ranks*/ 0, 1, 2};
+CCC_PROGRAM const int* consumers[] = {consumers_0, consumers_1, consumers_2, consumers_3};
+
 }  // namespace
 
 CCC_KERNEL(ccc_oneshot_n4_bf16_avg_t4096_c2_p1, 512) {
   ccc::Channel<Cfg> ch(args, CCC_BLOCK_INDEX);
-  if (ch.enter()) ch.run<Passes>(programs[ch.rank()]);
+  if (ch.enter(consumers)) ch.run<Passes>(programs[ch.rank()]);
 }

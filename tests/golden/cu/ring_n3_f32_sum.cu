@@ -101,9 +101,16 @@ CCC_PROGRAM Instr rank_2[] = {
 
 CCC_PROGRAM const Instr* programs[] = {rank_0, rank_1, rank_2};
 
+// Where each rank pushes its progress after a step: the ranks whose programs above wait on it
+// (a count, then the ranks). "Entered" goes to every peer.
+CCC_PROGRAM int consumers_0[] = {2, /*ranks*/ 1, 2};
+CCC_PROGRAM int consumers_1[] = {2, /*ranks*/ 0, 2};
+CCC_PROGRAM int consumers_2[] = {2, /*ranks*/ 0, 1};
+CCC_PROGRAM const int* consumers[] = {consumers_0, consumers_1, consumers_2};
+
 }  // namespace
 
 CCC_KERNEL(ccc_ring_n3_f32_sum_t65536_c4_p2, 512) {
   ccc::Channel<Cfg> ch(args, CCC_BLOCK_INDEX);
-  if (ch.enter()) ch.run<Passes>(programs[ch.rank()]);
+  if (ch.enter(consumers)) ch.run<Passes>(programs[ch.rank()]);
 }
