@@ -596,9 +596,9 @@ class Channel {
 
   /* Waits for every wait instruction in [begin, end): the step waits of window w (w >= 0), or
    * the exit waits (w < 0). The k-th wait is polled by thread k % block_threads(), so the waits
-   * for several peers' pushes overlap instead of adding up; then one barrier. Correct because an acquire that
-   * reads a peer's release, followed by bar.sync, orders the peer's writes before every thread
-   * of the block's later reads (PTX memory model: causality order is transitive through the
+   * for several peers' pushes overlap instead of adding up; then one barrier. Correct because an
+   * acquire that reads a peer's release, followed by bar.sync, orders the peer's writes before
+   * every thread of the block's later reads (PTX memory model: causality order is transitive through the
    * CTA barrier) — the pattern NCCL's primitives use with one polling thread per peer.
    * An entry wait ("the peer has entered", step -1) holds for the whole launch once it held,
    * so only window 0 polls it. False on every thread if any poll failed. */
