@@ -203,9 +203,21 @@ CCC_PROGRAM Instr rank_7[] = {
 
 CCC_PROGRAM const Instr* programs[] = {rank_0, rank_1, rank_2, rank_3, rank_4, rank_5, rank_6, rank_7};
 
+// Where each rank pushes its progress after a step: the ranks whose programs above wait on it
+// (a count, then the ranks). "Entered" goes to every peer.
+CCC_PROGRAM int consumers_0[] = {2, /*ranks*/ 1, 2};
+CCC_PROGRAM int consumers_1[] = {3, /*ranks*/ 0, 3, 4};
+CCC_PROGRAM int consumers_2[] = {3, /*ranks*/ 0, 5, 6};
+CCC_PROGRAM int consumers_3[] = {2, /*ranks*/ 1, 7};
+CCC_PROGRAM int consumers_4[] = {1, /*ranks*/ 1};
+CCC_PROGRAM int consumers_5[] = {1, /*ranks*/ 2};
+CCC_PROGRAM int consumers_6[] = {1, /*ranks*/ 2};
+CCC_PROGRAM int consumers_7[] = {1, /*ranks*/ 3};
+CCC_PROGRAM const int* consumers[] = {consumers_0, consumers_1, consumers_2, consumers_3, consumers_4, consumers_5, consumers_6, consumers_7};
+
 }  // namespace
 
 CCC_KERNEL(ccc_tree_n8_f32_sum_t65536_c4_p2, 512) {
   ccc::Channel<Cfg> ch(args, CCC_BLOCK_INDEX);
-  if (ch.enter()) ch.run<Passes>(programs[ch.rank()]);
+  if (ch.enter(consumers)) ch.run<Passes>(programs[ch.rank()]);
 }

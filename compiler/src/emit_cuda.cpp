@@ -179,6 +179,24 @@ std::string passes_typedef(const std::vector<PassKind>& kinds) {
                      "typedef ccc::Passes<{}> Passes;\n", list);
 }
 
+// Where each of the first `ranks` ranks pushes its step progress: the ranks whose programs wait
+// on it (a count, then the ranks), so a wait polls its own memory (ccc_device_common.h, "Push
+// the signal"). A shared program has rank 0's list alone, relabelled like the program.
+std::string consumer_tables(const KernelPlan& plan, int ranks) {
+  std::string s =
+      "// Where each rank pushes its progress after a step: the ranks whose programs above wait on it\n"
+      "// (a count, then the ranks). \"Entered\" goes to every peer.\n";
+  std::string names;
+  for (int r = 0; r < ranks; ++r) {
+    const std::vector<int>& to = plan.ranks[r].consumers;
+    std::string list = std::to_string(to.size());
+    for (size_t i = 0; i < to.size(); ++i) list += fmt::format("{}{}", i == 0 ? ", /*ranks*/ " : ", ", to[i]);
+    s += fmt::format("CCC_PROGRAM int consumers_{}[] = {{{}}};\n", r, list);
+    names += fmt::format("{}consumers_{}", r == 0 ? "" : ", ", r);
+  }
+  return s + fmt::format("CCC_PROGRAM const int* consumers[] = {{{}}};\n\n", names);
+}
+
 }  // namespace
 
 EmittedKernel emit_cuda(const KernelPlan& plan, const SourceFile* source) {
@@ -209,14 +227,15 @@ EmittedKernel emit_cuda(const KernelPlan& plan, const SourceFile* source) {
   s += "// Each rank's step program: its steps run once per window (tile x pipeline of every chunk\n"
        "// slice), then the waits that keep its buffers alive until its peers are done with them.\n";
   const RankSymmetry sym = find_rank_symmetry(plan);
-  std::string run;
+  std::string launch;
   if (sym.kind == RankSymmetry::Kind::None) {
     s += "\n";
     for (int r = 0; r < plan.nranks; ++r) s += rank_program(plan, r, source);
     std::string programs;
     for (int r = 0; r < plan.nranks; ++r) programs += fmt::format("{}rank_{}", r == 0 ? "" : ", ", r);
     s += fmt::format("CCC_PROGRAM const Instr* programs[] = {{{}}};\n\n", programs);
-    run = "ch.run<Passes>(programs[ch.rank()])";
+    s += consumer_tables(plan, plan.nranks);
+    launch = "  if (ch.enter(consumers)) ch.run<Passes>(programs[ch.rank()]);\n";
   } else {
     const bool xored = sym.kind == RankSymmetry::Kind::Xor;
     s += fmt::format(
@@ -230,13 +249,14 @@ EmittedKernel emit_cuda(const KernelPlan& plan, const SourceFile* source) {
         xored ? fmt::format("c ^ (r * {}) (a range of 2^k chunks: its aligned block)", sym.stride)
               : fmt::format("(c + r * {}) % {}", sym.stride, plan.nchunks));
     s += rank_program(plan, 0, source);
-    run = fmt::format("ch.run<Passes>(rank_0, ccc::RankMap<Cfg::ranks, Cfg::chunks, /*stride*/ {}, /*xor*/ {}>{{ch.rank()}})",
-                      sym.stride, xored ? "true" : "false");
+    s += consumer_tables(plan, 1);
+    launch = fmt::format("  const ccc::RankMap<Cfg::ranks, Cfg::chunks, /*stride*/ {}, /*xor*/ {}> map{{ch.rank()}};\n"
+                         "  if (ch.enter(consumers, map)) ch.run<Passes>(rank_0, map);\n",
+                         sym.stride, xored ? "true" : "false");
   }
   s += "}  // namespace\n\n";
   s += fmt::format("CCC_KERNEL({}, {}) {{\n", k.kernel_name, kBlockThreads);
-  s += "  ccc::Channel<Cfg> ch(args, CCC_BLOCK_INDEX);\n";
-  s += fmt::format("  if (ch.enter()) {};\n}}\n", run);
+  s += "  ccc::Channel<Cfg> ch(args, CCC_BLOCK_INDEX);\n" + launch + "}\n";
   return k;
 }
 

@@ -334,6 +334,15 @@ KernelPlan lower(const PlannedProgram& pp, const KernelOptions& options) {
       }
     }
   }
+  for (int r = 0; r < p.nranks; ++r) {
+    auto add = [&](const Wait& w) {
+      std::vector<int>& to = plan.ranks[w.peer].consumers;
+      if (to.empty() || to.back() != r) to.push_back(r);  // ranks visited in order: stays sorted
+    };
+    for (const StepPlan& step : plan.ranks[r].steps)
+      for (const Wait& w : step.waits) add(w);
+    for (const Wait& w : plan.ranks[r].exit_waits) add(w);
+  }
   verify_same_bits(plan);
   return plan;
 }

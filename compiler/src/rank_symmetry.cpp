@@ -101,6 +101,12 @@ bool maps_every_rank(const RankSymmetry& s, const KernelPlan& plan) {
     if (!same_passes(s, plan, r, base.passthrough, mine.passthrough) ||
         !same_waits(s, plan, r, base.exit_waits, mine.exit_waits))
       return false;
+    // Where the rank pushes its progress (a set: the pushes are independent stores).
+    std::vector<int> want, have = mine.consumers;
+    for (int q : base.consumers) want.push_back(map_peer(s, plan.nranks, r, q));
+    std::sort(want.begin(), want.end());
+    std::sort(have.begin(), have.end());
+    if (want != have) return false;
   }
   return true;
 }

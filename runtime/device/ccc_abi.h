@@ -2,18 +2,18 @@
  * Plain C so it reads the same under NVRTC, nvcc and a host C++ compiler.
  *
  * A launch carries only its own rank's buffers, by value. Peers learn them inside the kernel:
- * at entry each (rank, channel) writes its buffers into its mailbox, then publishes "entered"
- * with a release store of its progress counter; a peer reads the mailbox only after its acquire
- * of that counter (directly or through a chain of waits) has shown the launch entered. So a rank
+ * at entry each (rank, channel) writes its buffers into its mailbox, then pushes "entered" with
+ * release stores into its peers' inboxes; a peer reads the mailbox only after its acquire of that
+ * inbox slot (directly or through a chain of waits) has shown the launch entered. So a rank
  * can be enqueued the moment it calls, with nothing shared and mutable on the host or device
  * side of the call path, and a captured CUDA graph replays with the buffers it captured. */
 #ifndef CCC_ABI_H
 #define CCC_ABI_H
 
-#define CCC_ABI_VERSION 3
+#define CCC_ABI_VERSION 4
 
 /* The most channels (thread blocks per rank) a kernel may have: the size of the per-rank
- * progress and mailbox arrays. */
+ * progress and mailbox arrays, and of each peer's row of the inbox. */
 #define CCC_MAX_CHANNELS 64
 
 /* One rank's buffers for one launch, valid in every peer's address space (NVLink peer mappings
@@ -29,9 +29,13 @@ typedef struct ccc_buffers {
 /* Where a rank's peers find its state: fixed for the communicator's life, written once before
  * the first launch and never changed (so every launch, eager or replayed, reads the same). */
 typedef struct ccc_rank_state {
-  unsigned long long* progress; /* [CCC_MAX_CHANNELS] the rank's progress counters */
+  unsigned long long* progress; /* [CCC_MAX_CHANNELS] the epoch each channel last entered, read
+                                   only by the rank itself (its next launch's epoch) */
   ccc_buffers* mailbox;         /* [CCC_MAX_CHANNELS][2] its buffers, per channel, by launch parity */
   unsigned int* error;          /* its error word: CCC_OK or a CCC_ERR_* code, written only by it */
+  unsigned long long* inbox;    /* [CCC_MAX_CHANNELS][N] in the rank's own memory: slot
+                                   [c * N + p] holds the progress rank p's channel c pushed here,
+                                   written only by p, polled by this rank's waits */
 } ccc_rank_state;
 
 /* Tracing (docs/tracing.md). A kernel built with CCC_TRACE_ENABLED defined writes, per (rank,

@@ -13,11 +13,12 @@
  *     CUDA grid would give blockIdx.x (channel index, or rank * channels + channel when
  *     args.rank == -1). All blocks of a launch must run concurrently: they wait on each other.
  *
- * Both: every (rank, channel) counter in ccc_rank_state::progress and every error word must be
- * zero before the first launch and then never reset (values carry the launch epoch; see
- * ccc_device_common.h). After a launch reports an error the counters are inconsistent: once no
- * launch of any rank is running, zero them and the error words, on every rank, before launching
- * again (a launch whose rank's error word is set returns at once, so its peers fail too).
+ * Both: every (rank, channel) word in ccc_rank_state::progress, every inbox slot and every
+ * error word must be zero before the first launch and then never reset (values carry the launch
+ * epoch; see ccc_device_common.h). After a launch reports an error the counters are
+ * inconsistent: once no launch of any rank is running, zero the progress words, the inboxes and
+ * the error words, on every rank, before launching again (a launch whose rank's error word is
+ * set returns at once, so its peers fail too).
  *
  * Files: ccc_abi.h, ccc_device.h, ccc_device_cuda.h, ccc_device_host.h, ccc_device_common.h. The
  * CUDA side includes nothing else, so the set can be embedded as strings and handed to NVRTC. */

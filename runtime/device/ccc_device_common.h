@@ -23,17 +23,29 @@
  * as code (ring at N = 8: 0.8 s as code, 0.23 s as tables; docs/performance.md). The data
  * passes stay compiled code: one instantiation per kind (sources, finish) the kernel lists.
  *
- * Progress. Each (rank, channel) publishes one 64-bit counter, written only by itself:
+ * Progress. Each (rank, channel) publishes one 64-bit value:
  *     value = epoch << 40 | (window * steps + step + 1)
  * after finishing `step` of `window` (windows run in order, steps in order within a window), and
  * epoch << 40 on entering a launch. The epoch is the launch number (mod 2^24), taken from the
- * channel's own counter at entry, so nothing is reset between launches and a captured graph
- * replays unchanged. Counters are compared with serial-number arithmetic (signed difference), so
- * the epoch may wrap: peers are never more than one launch apart.
+ * channel's own progress word at entry (which keeps the epoch it last entered), so nothing is
+ * reset between launches and a captured graph replays unchanged. Values are compared with
+ * serial-number arithmetic (signed difference), so the epoch may wrap: peers are never more
+ * than one launch apart.
+ *
+ * Push the signal, poll locally. A producer writes each value into its slot of the inbox that
+ * every consumer has in its own memory (ccc_abi.h), and a wait polls its own inbox: a dependency
+ * costs the one-way flight of one store, where polling the producer's memory cost a round trip
+ * per poll. Thread q of the block pushes to the q-th receiver, so the stores fly together. Step
+ * values go to the rank's consumers only, the ranks whose programs wait on it (the generated
+ * kernel lists them: a ring rank has two, so a step costs two stores, not N - 1); "entered" goes
+ * to every peer, so every slot is refreshed at every launch and never lags more than one launch
+ * behind, which the serial arithmetic on the 24-bit epoch needs (a slot left alone for 2^23
+ * launches by a kernel that did not wait on it would read as ahead). The peers' error words stay
+ * in their own memory: a wait reads them once per 64 polls only (see poll).
  *
  * Buffers of peers. A launch knows only its own buffers (ccc_abi.h). On entering, thread 0 of
- * each (rank, channel) writes them into the channel's mailbox slot for this launch, then stores
- * "entered" with release; a peer reads the slot the first time a pass of its program reads that
+ * each (rank, channel) writes them into the channel's mailbox slot for this launch, then the
+ * channel pushes "entered"; a peer reads the slot the first time a pass of its program reads that
  * rank, which the sync plan orders after the rank's "entered" (every read of a peer's buffer
  * waits, directly or through other ranks' waits, for the peer to have entered or written it).
  * The slot's call signature must equal the reader's: a rank whose peer called with another
@@ -330,6 +342,7 @@ CCC_CONSTEXPR InstrBuilder<1> copy(int c0, int c1, Ref dst, Ref src) { return re
  * shares a table only after checking that this map gives every rank's own program exactly.
  * The map is applied field by field where the interpreter reads them (no copy of the table). */
 struct Unmapped {
+  static constexpr bool shared = false;  // each rank has tables of its own
   CCC_FN int peer(int p) const { return p; }
   template <int S>
   CCC_FN int first(const Instr<S>& i) const { return i.a; }
@@ -338,6 +351,7 @@ struct Unmapped {
 };
 template <int Ranks, int Chunks, int Stride, bool Xor>
 struct RankMap {
+  static constexpr bool shared = true;  // rank 0's tables, for every rank
   int r;
   CCC_FN int peer(int p) const { return Xor ? p ^ r : (p + r) % Ranks; }
   /* The first chunk of pass i. */
@@ -398,23 +412,32 @@ class Channel {
   CCC_FN int rank() const { return rank_; }
 
   /* Starts this launch: takes the epoch, publishes this launch's buffers in the mailbox and
-   * announces "entered" (step -1) to the peers. False (and nothing announced) when the rank's
-   * error word still holds an earlier failure: the counters are inconsistent until the runtime
-   * resets them, and the peers see the error word and fail instead of waiting. */
-  CCC_FN bool enter() {
+   * pushes "entered" (step -1) to every peer. `consumers[r]` lists where rank r pushes its step
+   * progress: a count, then the ranks (the generated kernel's table; a shared program has rank
+   * 0's alone, which `map` relabels, see RankMap). False (and nothing
+   * announced) when the rank's error word still holds an earlier failure: the counters are
+   * inconsistent until the runtime resets them, and the peers see the error word and fail
+   * instead of waiting. */
+  template <class Map = Unmapped>
+  CCC_FN bool enter(const int* const* consumers, Map = Map()) {
     if (rank_ >= Cfg::ranks || channel_ >= Cfg::channels) return false;
+    consumers_ = consumers[Map::shared ? 0 : rank_];  // a shared list is relabelled in done()
     for (int p = static_cast<int>(thread_index()); p < Cfg::ranks; p += static_cast<int>(block_threads())) {
       peers_[p] = own_;
       if (p != rank_) peers_[p].call = 0;  // not loaded yet in this launch
     }
     unsigned long long* mine = state_[rank_].progress + channel_;
     base_ = ((load_acquire(mine) >> 40) + 1) << 40;
-    // Every thread has read the old counter (and filled its peers_ entries) before it changes.
+    // Every thread has read the old epoch (and filled its peers_ entries) before it changes.
     if (!barrier_and(load_relaxed(state_[rank_].error) == CCC_OK)) return false;
     if (thread_index() == 0) {
       *mailbox(rank_) = own_;
-      store_release(mine, base_);  // orders the mailbox write before "entered" (release)
+      store_relaxed(mine, base_);  // read by this channel only, at its next launch
     }
+    // The mailbox write precedes every thread's push (see push: the barrier, then a release).
+    barrier();
+    for (int p = static_cast<int>(thread_index()); p < Cfg::ranks; p += static_cast<int>(block_threads()))
+      if (p != rank_) push(p, base_);
 #ifdef CCC_TRACE_ENABLED
     if (trace_ != nullptr) {
       trace_->enter = step_begin_ = now_ns();
@@ -437,7 +460,7 @@ class Channel {
           if (!wait_all(i, end, w, map)) return false;
           i = end - 1;
         } else if (i->code == instr_done) {
-          done(w, i->a);
+          done(w, i->a, map);
 #ifdef CCC_TRACE_ENABLED
           trace_step(w, i->a);
 #endif
@@ -545,12 +568,34 @@ class Channel {
     return barrier_and(ok);
   }
 
-  /* Publishes "finished `step` of window w" once every thread's writes are done. */
-  CCC_FN void done(long long w, int step) {
+  /* Publishes "finished `step` of window w" to the consumers once every thread's writes are
+   * done: thread k pushes to the k-th consumer. */
+  template <class Map>
+  CCC_FN void done(long long w, int step, const Map& map) {
     barrier();
-    if (thread_index() == 0)
-      store_release(state_[rank_].progress + channel_, base_ + w * Cfg::steps + step + 1);
+    const unsigned long long value = base_ + static_cast<unsigned long long>(w * Cfg::steps + step + 1);
+    for (int k = static_cast<int>(thread_index()); k < consumers_[0]; k += static_cast<int>(block_threads()))
+      push(map.peer(consumers_[1 + k]), value);
   }
+
+  /* This (rank, channel)'s inbox slot in `peer`'s memory. */
+  CCC_FN unsigned long long* inbox_slot(int peer, int from) const {
+    return state_[peer].inbox + channel_ * Cfg::ranks + from;
+  }
+
+  /* Stores `value` into this channel's slot of `peer`'s inbox. Every thread calls it after a
+   * barrier that follows every thread's writes (data, mailbox), and each pushing thread's store
+   * carries all of them, not only its own: bar.sync makes each thread's earlier writes precede
+   * the pushing thread's release in causality order (PTX ISA, memory consistency model:
+   * barrier operations on one barrier synchronize with each other, and base causality order is
+   * transitive through them), and a consumer's ld.acquire that reads the release's value
+   * synchronizes with it (a release and an acquire pattern on one location, both morally strong:
+   * the same .sys scope covers both GPUs). The consumer's bar.sync after its acquire carries the
+   * order on to its whole block, so by the causality axiom every read it then makes of this
+   * rank's buffers or mailbox sees the writes. A slot has one writer, this (rank, channel), and
+   * its pushes are ordered by those barriers (and by launch order across launches), so its
+   * values only grow. */
+  CCC_FN void push(int peer, unsigned long long value) const { store_release(inbox_slot(peer, rank_), value); }
 
 #ifdef CCC_TRACE_ENABLED
   /* Records step `step` of window w, just published: its waits ran from step_begin_ until its
@@ -596,10 +641,10 @@ class Channel {
   }
 
   /* Waits for every wait instruction in [begin, end): the step waits of window w (w >= 0), or
-   * the exit waits (w < 0). The k-th wait is polled by thread k % block_threads(), so the peers'
-   * round trips overlap instead of adding up; then one barrier. Correct because an acquire that
-   * reads a peer's release, followed by bar.sync, orders the peer's writes before every thread
-   * of the block's later reads (PTX memory model: causality order is transitive through the
+   * the exit waits (w < 0). The k-th wait is polled by thread k % block_threads(), so the waits
+   * for several peers' pushes overlap instead of adding up; then one barrier. Correct because an
+   * acquire that reads a peer's release, followed by bar.sync, orders the peer's writes before
+   * every thread of the block's later reads (PTX memory model: causality order is transitive through the
    * CTA barrier) — the pattern NCCL's primitives use with one polling thread per peer.
    * An entry wait ("the peer has entered", step -1) holds for the whole launch once it held,
    * so only window 0 polls it. False on every thread if any poll failed. */
@@ -619,10 +664,13 @@ class Channel {
     return barrier_and(ok);
   }
 
-  /* Polls until `peer`'s counter reaches `progress` (one thread); a timeout or a failed peer
-   * records the error and returns false. */
+  /* Polls until `peer`'s progress, as it pushed it into this rank's inbox, reaches `progress`
+   * (one thread); a timeout or a failed peer records the error and returns false. Each poll reads
+   * local memory; the checks for a failure (the peer's error word, in its memory: a round trip),
+   * this rank's error word and the clock run once per 64 polls, so a long wait notices a dead
+   * peer within 64 polls while a short one costs no remote read at all. */
   CCC_NOINLINE bool poll(int peer, long long progress) {
-    const unsigned long long* counter = state_[peer].progress + channel_;
+    const unsigned long long* counter = inbox_slot(rank_, peer);
     unsigned* mine = state_[rank_].error;
     const unsigned long long target = base_ + static_cast<unsigned long long>(progress);
     unsigned long long start = 0;
@@ -650,6 +698,7 @@ class Channel {
   unsigned long long timeout_ns_;
   ccc_buffers* peers_;  // [ranks] in block-shared memory: the buffers of each rank this launch reads
   ccc_buffers own_;
+  const int* consumers_ = nullptr;  // where this rank pushes step progress: count, then ranks
   int rank_ = 0;
   int channel_ = 0;
   long long windows_ = 0;

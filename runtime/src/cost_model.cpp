@@ -68,9 +68,9 @@ void check_inputs(const StepProgram& p, const SyncPlan* sync, const Topology& t)
 
 // What rank r does in step k, in units of one window of one chunk (size-independent).
 struct RankStep {
-  // One thread per peer polls the waits together, a round trip over the slowest route, then the
-  // reads take one more: alpha = the slowest wait's + the slowest read's. Entry waits (the peer
-  // has started) are polled in the first window only: later windows pay period_alpha.
+  // One thread per peer polls the waits together, then the reads take one latency more: alpha =
+  // the slowest wait's + the slowest read's. Entry waits (the peer has started) are polled in the
+  // first window only: later windows pay period_alpha.
   double alpha = 0;
   double period_alpha = 0;
   int latencies = 0;           // cross-GPU latencies alpha adds up, one after another
@@ -117,8 +117,12 @@ CostModel::CostModel(const StepProgram& p, const SyncPlan* sync, const Topology&
     if (it == routes.end()) it = routes.emplace(std::make_pair(src, dst), checked_route(t, src, dst)).first;
     return it->second;
   };
-  // Latency of waits polled together: the slowest remote poll's round trip (nothing for peers on
-  // the same GPU). Entry waits count in the first window only (with_entry).
+  // Latency of waits polled together: the slowest route's one-way latency, because a producer
+  // pushes its progress into the waiting rank's own memory and the wait polls that locally
+  // (ccc_device_common.h, "Push the signal, poll locally"): what is on the critical path is the
+  // flight of one release store. (Polling the producer's memory would cost a round trip, two
+  // latencies.) Nothing for peers on the same GPU. Entry waits count in the first window only
+  // (with_entry).
   auto slowest_wait = [&](const std::vector<Wait>& waits, int r, bool with_entry) {
     double latency = 0;
     for (const Wait& w : waits)

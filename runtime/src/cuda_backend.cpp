@@ -14,10 +14,12 @@ namespace {
   throw Error(ErrorKind::InvalidArgument, message);
 }
 
-// One rank's synchronisation state in one allocation of its device.
+// One rank's synchronisation state in one allocation of its device: progress, mailbox, the
+// error word, and at kInboxOffset (8-byte aligned) the inbox of N * CCC_MAX_CHANNELS slots.
 constexpr uint64_t kProgressBytes = sizeof(unsigned long long) * CCC_MAX_CHANNELS;
 constexpr uint64_t kMailboxBytes = sizeof(ccc_buffers) * 2 * CCC_MAX_CHANNELS;
-constexpr uint64_t kSyncBytes = kProgressBytes + kMailboxBytes + sizeof(unsigned);
+constexpr uint64_t kInboxOffset = kProgressBytes + kMailboxBytes + sizeof(unsigned long long);
+uint64_t inbox_bytes(int nranks) { return sizeof(unsigned long long) * CCC_MAX_CHANNELS * static_cast<uint64_t>(nranks); }
 
 }  // namespace
 
@@ -97,18 +99,20 @@ CudaRanks::CudaRanks(std::vector<int> devices, int virtual_ranks)
       if (r != CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED) driver_.check(r, "cuCtxEnablePeerAccess");
     }
   }
-  // Counters and error words are written by their own rank only and read by peers with plain
-  // (relaxed or acquire) loads, so no peer atomics are needed across devices.
+  // Error words are written by their own rank only, inbox slots by one peer each (release
+  // stores into the owner's memory), and both are read with plain (relaxed or acquire) loads, so
+  // no peer atomics are needed across devices.
   const int n = virtual_ranks_ ? virtual_ranks : static_cast<int>(devices_.size());
   for (int r = 0; r < n; ++r) {
     Rank rank;
     rank.device = virtual_ranks_ ? 0 : r;
     use(devices_[rank.device]);
-    rank.sync = alloc_zeroed(kSyncBytes);
+    rank.sync = alloc_zeroed(kInboxOffset + inbox_bytes(n));
     ranks_.push_back(rank);
     table_.push_back({reinterpret_cast<unsigned long long*>(rank.sync),
                       reinterpret_cast<ccc_buffers*>(rank.sync + kProgressBytes),
-                      reinterpret_cast<unsigned*>(rank.sync + kProgressBytes + kMailboxBytes)});
+                      reinterpret_cast<unsigned*>(rank.sync + kProgressBytes + kMailboxBytes),
+                      reinterpret_cast<unsigned long long*>(rank.sync + kInboxOffset)});
   }
   for (Device& d : devices_) {
     use(d);
@@ -326,6 +330,7 @@ void CudaRanks::read_failures() {
     use(devices_[r.device]);
     driver_.check(driver_.cuMemsetD8(r.sync, 0, kProgressBytes), "cuMemsetD8");
     driver_.check(driver_.cuMemsetD8(r.sync + kProgressBytes + kMailboxBytes, 0, sizeof(unsigned)), "cuMemsetD8");
+    driver_.check(driver_.cuMemsetD8(r.sync + kInboxOffset, 0, inbox_bytes(nranks())), "cuMemsetD8");
     driver_.check(driver_.cuCtxSynchronize(), "cuCtxSynchronize");
   }
 }

@@ -127,7 +127,8 @@ HostRanks::HostRanks(int nranks) {
   for (int r = 0; r < nranks; ++r) {
     ranks_.push_back(std::make_unique<Rank>());
     Rank& rank = *ranks_.back();
-    table_.push_back({rank.progress, rank.mailbox, &rank.error});
+    rank.inbox.assign(static_cast<size_t>(CCC_MAX_CHANNELS) * nranks, 0);
+    table_.push_back({rank.progress, rank.mailbox, &rank.error, rank.inbox.data()});
   }
 }
 
@@ -175,6 +176,7 @@ void HostRanks::reset_if_idle() {
   // Every stream is idle: no kernel reads the state while it is zeroed.
   for (auto& r : ranks_) {
     std::fill(std::begin(r->progress), std::end(r->progress), 0);
+    std::fill(r->inbox.begin(), r->inbox.end(), 0);
     r->error = CCC_OK;
   }
 }

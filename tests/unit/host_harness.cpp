@@ -43,7 +43,10 @@ HostEntry HostLibrary::entry(const std::string& kernel_name) const {
 
 HostBuffers::HostBuffers(int nranks, uint64_t bytes, uint64_t scratch_bytes, uint64_t offset, bool in_place)
     : in_alloc(nranks), out_alloc(nranks), scratch_alloc(nranks), sync(nranks), own(nranks) {
-  for (Sync& s : sync) state.push_back({s.progress, s.mailbox, &s.error});
+  for (Sync& s : sync) {
+    s.inbox.assign(static_cast<size_t>(CCC_MAX_CHANNELS) * nranks, 0);
+    state.push_back({s.progress, s.mailbox, &s.error, s.inbox.data()});
+  }
   for (int r = 0; r < nranks; ++r) {
     in_alloc[r].resize(bytes + offset + 64);
     scratch_alloc[r].resize(scratch_bytes + offset + 64);

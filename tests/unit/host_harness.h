@@ -41,6 +41,7 @@ struct HostBuffers {
     unsigned long long progress[CCC_MAX_CHANNELS] = {};
     ccc_buffers mailbox[2 * CCC_MAX_CHANNELS] = {};
     unsigned error = CCC_OK;
+    std::vector<unsigned long long> inbox;  // [CCC_MAX_CHANNELS][N]
   };
   std::vector<std::vector<unsigned char>> in_alloc, out_alloc, scratch_alloc;
   std::vector<Sync> sync;

@@ -147,8 +147,9 @@ TEST(CostModel, TilesPipelineTheTreeButOnlyAddLatencyToTheRing) {
 }
 
 // The planner's ring waits chain each rank to its predecessor, so the longest path is the
-// lock-step sum, plus each step's wait (a remote poll's round trip before the read's) and the
-// exit wait (no rank returns while a peer still reads it): 2 x 14 + 1 latencies in a row.
+// lock-step sum, plus each step's wait (the one-way flight of the predecessor's pushed flag,
+// before the read's latency) and the exit wait (no rank returns while a peer still reads it):
+// 2 x 14 + 1 latencies in a row.
 TEST(CostModel, SyncPlanLongestPathIsLockStepPlusEachWait) {
   Topology sw = uniform_switch(8, kBand, kAlpha, kReduce);
   PlannedProgram ring = shipped_planned("ring", 8);

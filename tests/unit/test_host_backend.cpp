@@ -12,7 +12,8 @@ using namespace ccc;
 namespace {
 
 // Each block writes its rank's buffers and, in output[block], the rank's progress counter as the
-// launch found it, then bumps it; rank 1 records a timeout when count == 99. Channel 0 of each
+// launch found it, then bumps it; likewise its inbox slot 0 of channel `block` in
+// output[CCC_MAX_CHANNELS + block]. Rank 1 records a timeout when count == 99. Channel 0 of each
 // rank sleeps a little first, so the launch order of a stream shows in the counters.
 const char* kCounterKernel = R"(#include "ccc_abi.h"
 #include <chrono>
@@ -21,6 +22,8 @@ extern "C" void counters(ccc_launch_args args, int block) {
   unsigned long long* progress = args.ranks[args.rank].progress;
   if (block == 0) std::this_thread::sleep_for(std::chrono::milliseconds(2));
   static_cast<unsigned long long*>(args.own.output)[block] = progress[block]++;
+  unsigned long long* inbox = args.ranks[args.rank].inbox + block * 2;  // 2 ranks
+  static_cast<unsigned long long*>(args.own.output)[CCC_MAX_CHANNELS + block] = (*inbox)++;
   if (args.count == 99 && args.rank == 1 && block == 0) *args.ranks[1].error = CCC_ERR_TIMEOUT;
 }
 )";
@@ -32,11 +35,14 @@ JitCache& memory_cache() {
 
 ccc_buffers buffers_of(void* output) { return {nullptr, output, nullptr, 1}; }
 
+// What kCounterKernel writes per rank.
+constexpr size_t kOutWords = 2 * CCC_MAX_CHANNELS;
+
 }  // namespace
 
 TEST(HostBackend, StreamsRunTheirLaunchesInOrderWithEveryChannel) {
   const int n = 2, channels = 3;
-  std::vector<std::vector<unsigned long long>> out(n, std::vector<unsigned long long>(channels, 77));
+  std::vector<std::vector<unsigned long long>> out(n, std::vector<unsigned long long>(kOutWords, 77));
   HostRanks ranks(n);
   const HostKernel k = load_host_kernel(memory_cache(), kCounterKernel, "counters");
   for (int launch = 0; launch < 3; ++launch)
@@ -53,7 +59,7 @@ TEST(HostBackend, StreamsRunTheirLaunchesInOrderWithEveryChannel) {
 
 TEST(HostBackend, ReportsPeerErrorsToEveryFailedRankAndResetsCounters) {
   const int n = 2, channels = 3;
-  std::vector<std::vector<unsigned long long>> out(n, std::vector<unsigned long long>(channels));
+  std::vector<std::vector<unsigned long long>> out(n, std::vector<unsigned long long>(kOutWords));
   HostRanks ranks(n);
   const HostKernel k = load_host_kernel(memory_cache(), kCounterKernel, "counters");
   for (int r = 0; r < n; ++r) ranks.launch(r, k, channels, buffers_of(out[r].data()), 99, 0);
@@ -69,7 +75,10 @@ TEST(HostBackend, ReportsPeerErrorsToEveryFailedRankAndResetsCounters) {
   for (int r = 0; r < n; ++r) ranks.launch(r, k, channels, buffers_of(out[r].data()), 1, 0);
   ranks.synchronize();
   for (int r = 0; r < n; ++r)
-    for (int c = 0; c < channels; ++c) EXPECT_EQ(out[r][c], 0u) << "counters zeroed after the failure";
+    for (int c = 0; c < channels; ++c) {
+      EXPECT_EQ(out[r][c], 0u) << "counters zeroed after the failure";
+      EXPECT_EQ(out[r][CCC_MAX_CHANNELS + c], 0u) << "inboxes zeroed after the failure";
+    }
   EXPECT_THROW(ranks.launch(0, k, CCC_MAX_CHANNELS + 1, buffers_of(out[0].data()), 1, 0), Error);
 }
 

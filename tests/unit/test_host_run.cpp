@@ -298,6 +298,40 @@ TEST(HostRunFailure, PassMissingFromTheKernelIsAnError) {
     EXPECT_TRUE(b.error(r) == CCC_ERR_BAD_PROGRAM || b.error(r) == CCC_ERR_PEER_FAILED) << "rank " << r << ": " << b.error(r);
 }
 
+// Waits poll the waiting rank's own inbox, never the peer's memory: rank 2 of a one-shot never
+// runs, but its input and mailbox are in place and the others' inboxes say it finished every
+// step, so ranks 0 and 1 complete with the right sums (a kernel that polled rank 2's own
+// progress, which stays 0, would time out). And they pushed their progress into rank 2's inbox.
+TEST(HostRunPush, WaitsReadTheirOwnInboxNotThePeersProgress) {
+  const int n = 3;
+  testing::Planned p = testing::plan_shipped("oneshot", n);
+  ASSERT_TRUE(p.planned) << p.errors;
+  EmittedKernel k = emit_cuda(lower(*p.planned, options(DataType::I32, ReduceOp::Sum, false)));
+  testing::HostLibrary lib({k}, "push");
+  ASSERT_EQ(lib.error(), "");
+  const uint64_t count = 5000;
+  testing::HostBuffers b(n, count * 4, 0, 0, false);
+  for (int r = 0; r < n; ++r)
+    for (uint64_t i = 0; i < count; ++i) reinterpret_cast<int*>(b.input(r))[i] = static_cast<int>(i) * (r + 1);
+  const unsigned long long first_epoch = 1ull << 40, finished = first_epoch + (1ull << 30);
+  for (int c = 0; c < k.channels; ++c) {
+    b.sync[2].mailbox[2 * c + 1] = b.own[2];  // the first launch's slot (epoch 1: parity 1)
+    for (int r : {0, 1}) b.sync[r].inbox[c * n + 2] = finished;
+  }
+  testing::launch_host(lib.entry(k.kernel_name), b, k.channels, count, 2'000'000'000ull, {2});
+  for (int r : {0, 1}) {
+    EXPECT_EQ(b.error(r), unsigned{CCC_OK}) << "rank " << r;
+    for (uint64_t i = 0; i < count; ++i)
+      ASSERT_EQ(reinterpret_cast<int*>(b.output(r))[i], static_cast<int>(i) * 6) << "rank " << r << " element " << i;
+    for (int c = 0; c < k.channels; ++c) {
+      const unsigned long long pushed = b.sync[2].inbox[c * n + r];
+      EXPECT_EQ(pushed >> 40, 1u) << "rank " << r << " channel " << c << " pushed its first launch's progress";
+      EXPECT_GT(pushed, first_epoch) << "rank " << r << " channel " << c << " pushed past \"entered\"";
+    }
+  }
+  EXPECT_EQ(b.sync[2].progress[0], 0u);
+}
+
 // args.rank == -1: one "grid" of N * channels blocks runs every rank (block b is rank b / C,
 // channel b % C), as a single GPU hosting virtual ranks would.
 TEST(HostRunVirtualRanks, OneGridRunsEveryRank) {

@@ -1,5 +1,7 @@
 #include <gtest/gtest.h>
 
+#include <set>
+
 #include "ccc/lower.h"
 #include "ccc/pipeline.h"
 #include "ccc/verify_bits.h"
@@ -24,6 +26,28 @@ TEST(Lower, RingFirstReadsComeFromTheInput) {
   // Step 1 reads the chunk rank 0 reduced at step 0 (ranks 3 and 0): its output.
   EXPECT_EQ(plan.ranks[1].steps[1].passes.at(0).operands[0], (Operand{0, Storage::Output}));
   EXPECT_TRUE(plan.ranks[1].passthrough.empty());
+}
+
+// A rank pushes its step progress to exactly the ranks whose waits name it: every wait's
+// producer lists the waiter, and every listed rank waits on it somewhere (ring: the successor
+// reads from it, the predecessor's exit waits on it; one-shot: every peer).
+TEST(Lower, ConsumersAreTheRanksThatWaitOnARank) {
+  KernelPlan ring = lower_shipped("ring", 4);
+  EXPECT_EQ(ring.ranks[0].consumers, (std::vector<int>{1, 3}));
+  EXPECT_EQ(ring.ranks[2].consumers, (std::vector<int>{1, 3}));
+  KernelPlan oneshot = lower_shipped("oneshot", 4);
+  EXPECT_EQ(oneshot.ranks[1].consumers, (std::vector<int>{0, 2, 3}));
+  for (const char* name : {"ring", "tree", "dbtree", "butterfly", "twoshot"}) {
+    KernelPlan plan = lower_shipped(name, 6 + (std::string(name) == "butterfly" ? 2 : 0));
+    std::vector<std::set<int>> waited(plan.nranks);
+    for (int r = 0; r < plan.nranks; ++r) {
+      for (const StepPlan& step : plan.ranks[r].steps)
+        for (const Wait& w : step.waits) waited[w.peer].insert(r);
+      for (const Wait& w : plan.ranks[r].exit_waits) waited[w.peer].insert(r);
+    }
+    for (int r = 0; r < plan.nranks; ++r)
+      EXPECT_EQ(plan.ranks[r].consumers, std::vector<int>(waited[r].begin(), waited[r].end())) << name << " rank " << r;
+  }
 }
 
 TEST(Lower, InPlaceReadsTheOutput) {

@@ -68,6 +68,8 @@ struct RankPlan {
   std::vector<StepPlan> steps;       // one per program step
   std::vector<DataPass> passthrough;     // input -> output for chunks no step writes
   std::vector<Wait> exit_waits;
+  std::vector<int> consumers;        // the ranks whose waits name this rank, ascending: where the
+                                     // kernel pushes its step progress (ccc_device_common.h)
 };
 
 // Chunks moved by one rank: bytes = chunks * count * dtype size / nchunks.

@@ -9,8 +9,8 @@
 // operands in a fixed order (fold_order.h) so that every rank ends with the same bits, and for
 // the shipped schedules that order is ascending rank, which relabelling turns into a rotation of
 // rank 0's list. A symmetry is reported only when mapping rank 0's plan gives every rank's plan
-// exactly (the same passes with the same operands in the same order, the same waits in any
-// order), so the shared table runs what the per-rank tables would, bit for bit.
+// exactly (the same passes with the same operands in the same order, the same waits and
+// consumers in any order), so the shared table runs what the per-rank tables would, bit for bit.
 #pragma once
 
 #include <cstdint>

@@ -47,8 +47,8 @@ struct Estimate {
   double fill = 0;      // s: the first window through every step
   double period = 0;    // s: each further window
   double launch = 0;    // s: the kernel launch, part of time
-  // Cross-GPU latencies one after another on the critical path: each wait (a remote poll's
-  // round trip) and each step's reads; the floor a small message cannot beat.
+  // Cross-GPU latencies one after another on the critical path: each wait (the flight of the
+  // producer's pushed flag) and each step's reads; the floor a small message cannot beat.
   int64_t serial_latencies = 0;
 };
 

@@ -105,7 +105,8 @@ class CudaRanks {
   };
   struct Rank {
     int device = 0;           // index into devices_
-    CUdeviceptr sync = 0;     // progress[CCC_MAX_CHANNELS], mailbox[2 * CCC_MAX_CHANNELS], error
+    CUdeviceptr sync = 0;     // progress[CCC_MAX_CHANNELS], mailbox[2 * CCC_MAX_CHANNELS], error,
+                              // inbox[CCC_MAX_CHANNELS * N] (sync_bytes)
     std::vector<CUdeviceptr> scratch;  // back(): the current one
     uint64_t scratch_bytes = 0;
     std::string failure;      // a failure found by a synchronize, until this rank's reports it

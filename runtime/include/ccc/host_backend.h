@@ -105,6 +105,7 @@ class HostRanks {
     unsigned long long progress[CCC_MAX_CHANNELS] = {};
     ccc_buffers mailbox[2 * CCC_MAX_CHANNELS] = {};
     unsigned error = CCC_OK;
+    std::vector<unsigned long long> inbox;  // [CCC_MAX_CHANNELS][N], as ccc_rank_state::inbox
     std::vector<std::unique_ptr<std::byte[]>> scratch;  // back(): the current one
     uint64_t scratch_bytes = 0;
     std::string failure;  // why its last failed launch failed, until a synchronize reports it

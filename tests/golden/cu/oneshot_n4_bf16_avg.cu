@@ -39,9 +39,15 @@ CCC_PROGRAM Instr rank_0[] = {
     ccc::end(),
 };
 
+// Where each rank pushes its progress after a step: the ranks whose programs above wait on it
+// (a count, then the ranks). "Entered" goes to every peer.
+CCC_PROGRAM int consumers_0[] = {3, /*ranks*/ 1, 2, 3};
+CCC_PROGRAM const int* consumers[] = {consumers_0};
+
 }  // namespace
 
 CCC_KERNEL(ccc_oneshot_n4_bf16_avg_t4096_c2_p1, 512) {
   ccc::Channel<Cfg> ch(args, CCC_BLOCK_INDEX);
-  if (ch.enter()) ch.run<Passes>(rank_0, ccc::RankMap<Cfg::ranks, Cfg::chunks, /*stride*/ 0, /*xor*/ false>{ch.rank()});
+  const ccc::RankMap<Cfg::ranks, Cfg::chunks, /*stride*/ 0, /*xor*/ false> map{ch.rank()};
+  if (ch.enter(consumers, map)) ch.run<Passes>(rank_0, map);
 }

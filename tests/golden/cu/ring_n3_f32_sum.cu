@@ -51,9 +51,15 @@ CCC_PROGRAM Instr rank_0[] = {
     ccc::end(),
 };
 
+// Where each rank pushes its progress after a step: the ranks whose programs above wait on it
+// (a count, then the ranks). "Entered" goes to every peer.
+CCC_PROGRAM int consumers_0[] = {2, /*ranks*/ 1, 2};
+CCC_PROGRAM const int* consumers[] = {consumers_0};
+
 }  // namespace
 
 CCC_KERNEL(ccc_ring_n3_f32_sum_t65536_c4_p2, 512) {
   ccc::Channel<Cfg> ch(args, CCC_BLOCK_INDEX);
-  if (ch.enter()) ch.run<Passes>(rank_0, ccc::RankMap<Cfg::ranks, Cfg::chunks, /*stride*/ 1, /*xor*/ false>{ch.rank()});
+  const ccc::RankMap<Cfg::ranks, Cfg::chunks, /*stride*/ 1, /*xor*/ false> map{ch.rank()};
+  if (ch.enter(consumers, map)) ch.run<Passes>(rank_0, map);
 }
