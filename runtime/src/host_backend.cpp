@@ -237,6 +237,11 @@ void* HostRanks::scratch(int rank, uint64_t bytes) {
     // exact fit first: its heap is fixed, and a doubled block might not fit where this one does.
     uint64_t size = std::max(bytes, 2 * r.scratch_bytes);
     if (arena_ != nullptr) {
+      // Blocks no queued launch uses any more go back to the heap.
+      if (r.stream.idle()) {
+        for (void* p : r.arena_scratch) arena_->free(p);
+        r.arena_scratch.clear();
+      }
       size = bytes;
       r.arena_scratch.push_back(arena_->allocate(size, "scratch and staging"));
     } else {

@@ -32,4 +32,7 @@ inline std::vector<Case> cases(int nranks) {
   };
 }
 
+// The small-arena scenario's allreduce: 40000 bytes, in place.
+inline Case small_arena_case() { return {Collective::AllReduce, DataType::I32, ReduceOp::Sum, -1, 10000, true}; }
+
 }  // namespace ccc::mp

@@ -8,6 +8,10 @@
 //   init          joins, reports, leaves (exit 10 + the cccResult_t of a failed init)
 //   mismatch      rank 0 passes another count: every rank must fail, and again afterwards (a
 //                 failed multi-process communicator stays failed)
+//   small-arena   (run with a small CCC_ARENA_BYTES) an allreduce on cccCommMemAlloc memory that
+//                 fills most of the heap runs in place; the same on malloc'd memory, which needs
+//                 a staging copy, is refused with cccSystemError on every rank, and the
+//                 communicator still works after that
 //   kill K        rank K queues an allreduce and SIGKILLs itself: the others must fail
 //   abort K       rank K aborts instead of calling: the others must fail well within the timeout
 #include <signal.h>
@@ -163,6 +167,17 @@ int main(int argc, char** argv) {
   } else if (scenario == "mismatch") {
     status = expect_failure(comm, rank == 0 ? 5 : 7, "counts that differ");
     if (status == 0) status = expect_failure(comm, 7, "a call after a failure");
+  } else if (scenario == "small-arena") {
+    const Case c = ccc::mp::small_arena_case();
+    status |= run_case(comm, n, rank, c, true, 1);
+    std::vector<int> data(c.count, 1);
+    void* filler = nullptr;  // the arena buffer run_case had, still taken
+    if (cccCommMemAlloc(comm, &filler, c.count * sizeof(int)) != cccSuccess) return fail("cccCommMemAlloc");
+    const cccResult_t r = cccAllReduce(data.data(), data.data(), c.count, cccInt32, cccSum, comm, nullptr);
+    if (r != cccSystemError || std::string(cccGetLastError(comm)).find("no room") == std::string::npos)
+      status |= fail("staging that does not fit: expected cccSystemError, got " + said(comm, r));
+    cccCommMemFree(comm, filler);
+    status |= run_case(comm, n, rank, c, true, 2);
   } else if (scenario == "kill" || scenario == "abort") {
     std::vector<int> data(1000, 1);
     cccResult_t r = cccAllReduce(data.data(), data.data(), data.size(), cccInt32, cccSum, comm, nullptr);

@@ -155,11 +155,11 @@ void expect_no_leftovers(const std::set<std::string>& shm_before) {
 
 // The kernels the collectives scenario runs, compiled here into the JIT cache the ranks share,
 // so that n processes do not compile each at once.
-void warm_up(int n) {
+void warm_up(int n, const std::vector<ccc::mp::Case>& cases) {
   ccc::Communicator comm = ccc::Communicator::host(n);
   for (bool in_place : {false, true}) {
     std::vector<ccc::CollectiveCall> shapes;
-    for (const ccc::mp::Case& c : ccc::mp::cases(n))
+    for (const ccc::mp::Case& c : cases)
       if (c.in_place == in_place) shapes.push_back({c.collective, c.count, c.dtype, c.op, c.root, {}, {}});
     comm.warm_up(shapes, in_place, ccc::Communicator::WarmUp::Wait);
   }
@@ -168,11 +168,20 @@ void warm_up(int n) {
 TEST(MultiProcess, EveryCollectiveOn2And3And4Ranks) {
   const std::set<std::string> shm_before = shm_entries();
   for (int n : {2, 3, 4}) {
-    warm_up(n);
+    warm_up(n, ccc::mp::cases(n));
     const auto runs = run_ranks(new_id(), ranks(n, "collectives"), {"CCC_TIMEOUT=10"}, std::chrono::seconds(60));
     for (const RankRun& run : runs) EXPECT_EQ(run.status, 0) << n << " ranks:\n" << report(runs);
   }
   expect_no_leftovers(shm_before);
+}
+
+// 64 KiB per rank: a 40000-byte arena buffer runs in place; a malloc'd one, which would need
+// 40000 more for its staging copy, is refused, saying so.
+TEST(MultiProcess, ArenaBuffersNeedNoStagingAndACallThatDoesNotFitIsRefused) {
+  warm_up(2, {ccc::mp::small_arena_case()});
+  const auto runs = run_ranks(new_id(), ranks(2, "small-arena"), {"CCC_TIMEOUT=5", "CCC_ARENA_BYTES=65536"},
+                              std::chrono::seconds(30));
+  for (const RankRun& run : runs) EXPECT_EQ(run.status, 0) << report(runs);
 }
 
 TEST(MultiProcess, ABadUniqueIdIsRefused) {
