@@ -187,7 +187,12 @@ class Root {
   }
   ~Root() {
     stop_ = true;
-    thread_.join();
+    // A child forked after the root started has a copy of this object but not its thread: only
+    // the process that started it joins it.
+    if (::getpid() == pid_)
+      thread_.join();
+    else
+      thread_.detach();
   }
   Root(const Root&) = delete;
   Root& operator=(const Root&) = delete;
@@ -335,6 +340,7 @@ class Root {
   }
 
   uint64_t tag_;
+  pid_t pid_ = ::getpid();
   std::atomic<bool> stop_ = false;
   Waiter waiter_;
   tcp::acceptor tcp_;
