@@ -185,8 +185,9 @@ void* HostArena::allocate(uint64_t bytes, const char* what) {
 
 void HostArena::free(void* p) {
   std::lock_guard lock(mutex_);
-  const auto offset = static_cast<uint64_t>(static_cast<std::byte*>(p) - heap_);
-  const auto it = p >= heap_ ? used_.find(offset) : used_.end();
+  // As integers: p may point anywhere, and pointers into different objects do not subtract.
+  const auto offset = static_cast<uint64_t>(reinterpret_cast<uintptr_t>(p) - reinterpret_cast<uintptr_t>(heap_));
+  const auto it = used_.find(offset);  // an address below the heap wraps to an offset never used
   if (it == used_.end())
     throw Error(ErrorKind::InvalidArgument, "pointer was not allocated from this communicator's arena (or was freed)");
   uint64_t at = it->first, size = it->second;
@@ -203,8 +204,8 @@ void HostArena::free(void* p) {
 }
 
 bool HostArena::contains(const void* p, uint64_t bytes) const {
-  const auto* b = static_cast<const std::byte*>(p);
-  return b >= base_ && b <= base_ + bytes_ && bytes <= static_cast<uint64_t>(base_ + bytes_ - b);
+  const auto at = reinterpret_cast<uintptr_t>(p), base = reinterpret_cast<uintptr_t>(base_);
+  return at >= base && at - base <= bytes_ && bytes <= bytes_ - (at - base);
 }
 
 HostRanks::HostRanks(int nranks) : owned_sync_(std::make_unique<HostRankSync[]>(nranks)) {
