@@ -282,14 +282,18 @@ class Root {
     accepted.kind = Kind::Accepted;
     accepted.bytes = bytes;
     for (tcp::socket* s : ranks_) waiter_.write(*s, accepted, deadline, "bootstrap: answering a rank");
-    for (int i = 0; i < first_.nranks; ++i) {
+    std::vector<bool> served(first_.nranks, false);
+    for (int left = first_.nranks; left > 0;) {
       local::socket s(waiter_.io);
       waiter_.run(deadline, "bootstrap: waiting for the ranks to fetch the arena",
                   [&](ErrorCode& ec) { unix_.cancel(ec); }, [&](auto handler) { unix_.async_accept(s, handler); });
       FdRequest request{};
       waiter_.read(s, request, deadline, "bootstrap: reading an arena request");
-      if (request.tag != tag_) continue;
+      if (request.tag != tag_ || request.rank < 0 || request.rank >= first_.nranks || served[request.rank])
+        continue;  // not one of this communicator's ranks asking for the first time
       send_fd(s.native_handle(), fd.get());
+      served[request.rank] = true;
+      --left;
     }
     // Earlier proposals stay reserved here, so the next one lands elsewhere.
     std::vector<void*> tried;
