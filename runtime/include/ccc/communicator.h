@@ -1,6 +1,8 @@
 // ccc::Communicator: collectives over N ranks, compiled for the machine they run on.
 //
-// One Communicator drives every rank of a single process (like ncclCommInitAll). A collective is
+// One Communicator drives every rank of a single process (like ncclCommInitAll), or, made by
+// host_rank, one rank of a communicator whose other ranks are other processes (like
+// ncclCommInitRank; host backend, docs/runtime.md "Multi-process communicators"). A collective is
 // issued either for every rank at once (all_reduce(...) and friends: one send and one recv buffer
 // per rank) or one rank at a time (run_rank: what the C API does when rank i calls): rank i's
 // kernel is queued on rank i's stream the moment it is issued, and the ranks meet inside the
