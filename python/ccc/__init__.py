@@ -39,7 +39,7 @@ from ._errors import (
 )
 
 __all__ = [
-    "CheckResult", "Communicator", "check", "compile", "Error", "DiagnosticError", "InvalidArgumentError",
+    "CheckResult", "Communicator", "check", "compile", "get_unique_id", "Error", "DiagnosticError", "InvalidArgumentError",
     "InvalidUsageError", "NoDeviceError", "CudaError", "CompileError", "RemoteError", "SystemResourceError",
     "InternalError",
 ]
@@ -151,8 +151,18 @@ def _current_stream(array: Any) -> int:
     return 0
 
 
+def get_unique_id() -> bytes:
+    """A new multi-process communicator's id (128 bytes; ``cccGetUniqueId``).
+
+    Starts the communicator's bootstrap root on a thread of this process, which must live until
+    every rank has joined. Send the bytes to every rank's process, each of which passes them to
+    ``Communicator(rank=..., nranks=..., uid=...)``."""
+    return _ccc.get_unique_id()
+
+
 class Communicator:
-    """Collectives over N ranks, all driven by this process (``ccc::Communicator``).
+    """Collectives over N ranks, all driven by this process (``ccc::Communicator``), or one rank
+    per process (``rank``, ``nranks``, ``uid``: host backend).
 
     Each collective takes one array per rank: on the "host" backend host memory (NumPy arrays,
     or anything with DLPack or the buffer protocol), on "cuda" device memory of the rank's
@@ -178,6 +188,12 @@ class Communicator:
         topology_file: the topology selection uses (host backend); default $CCC_TOPO.
         timeout: seconds a rank waits for a peer before the collective fails (default
             $CCC_TIMEOUT, else 30).
+        rank, nranks, uid: one rank per process (host backend; docs/runtime.md,
+            "Multi-process communicators"): this process is rank ``rank`` of ``nranks``, joined
+            through ``uid`` from ``get_unique_id()``. The constructor returns once every rank
+            has joined. Each collective then takes this rank's array alone (not a list) and
+            returns when done; a failed collective leaves the communicator failed (every later
+            call raises RemoteError).
 
     Raises:
         InvalidArgumentError: bad ranks, devices, options or timeout.
@@ -185,15 +201,28 @@ class Communicator:
             compile fails the first collective that runs it, with InvalidArgumentError and the
             rendered diagnostics.)
         NoDeviceError: "cuda" without a driver or device.
+        RemoteError: (uid) a rank did not join within the timeout.
+        InvalidUsageError: (uid) the ranks disagree, or backend "cuda" (not built across
+            processes yet).
     """
 
     def __init__(self, ranks: Optional[int] = None, *, backend: Literal["host", "cuda"] = "host",
                  devices: Optional[Sequence[int]] = None, algo: str = "", schedule: Optional[Source] = None,
                  channels: int = 0, tile_bytes: int = 0, topology_file: str = "",
-                 timeout: Optional[float] = None) -> None:
+                 timeout: Optional[float] = None, rank: Optional[int] = None, nranks: Optional[int] = None,
+                 uid: Optional[bytes] = None) -> None:
         sched_name, sched_text = _source(schedule, None) if schedule is not None else (None, None)
         options = (algo, sched_name, sched_text, channels, tile_bytes, topology_file, timeout)
-        if backend == "host":
+        self._rank = rank
+        if uid is not None or rank is not None or nranks is not None:
+            if uid is None or rank is None or nranks is None:
+                raise InvalidArgumentError("rank, nranks and uid: one rank per process needs all three")
+            if backend != "host":
+                raise InvalidUsageError("one rank per process on the cuda backend is not built yet; use backend='host'")
+            if ranks is not None or devices is not None:
+                raise InvalidArgumentError("ranks, devices: not with rank, nranks and uid")
+            self._comm = _ccc.Communicator.host_rank(bytes(uid), nranks, rank, *options)
+        elif backend == "host":
             if ranks is None:
                 raise InvalidArgumentError("ranks: the host backend needs the number of ranks")
             if devices is not None:
@@ -230,6 +259,10 @@ class Communicator:
                 raise InvalidArgumentError(f"{'send' if recv is None else 'recv'}[{r}]: the array is read-only")
         return out
 
+    def _ranks(self, arrays: Any) -> Any:
+        """The per-rank arrays of a call: as given, or this process's rank's array as a list."""
+        return arrays if self._rank is None or arrays is None else [arrays]
+
     def _streams(self, send: Sequence[Any], streams: Optional[Sequence[int]]) -> list[int]:
         if streams is not None:
             return list(streams)
@@ -240,16 +273,19 @@ class Communicator:
     def all_reduce(self, send: Sequence[Any], recv: Optional[Sequence[Any]] = None, *, op: str = "sum",
                    streams: Optional[Sequence[int]] = None) -> None:
         """Every rank's recv gets the element-wise reduction of all sends; recv None: in place."""
+        send, recv = self._ranks(send), self._ranks(recv)
         self._comm.all_reduce(list(send), self._recv(send, recv), op, self._streams(send, streams))
 
     def reduce(self, send: Sequence[Any], recv: Optional[Sequence[Any]] = None, *, root: int = 0,
                op: str = "sum", streams: Optional[Sequence[int]] = None) -> None:
         """The root's recv gets the reduction of all sends (other ranks' recv are untouched)."""
+        send, recv = self._ranks(send), self._ranks(recv)
         self._comm.reduce(list(send), self._recv(send, recv), root, op, self._streams(send, streams))
 
     def broadcast(self, send: Sequence[Any], recv: Optional[Sequence[Any]] = None, *, root: int = 0,
                   streams: Optional[Sequence[int]] = None) -> None:
         """Every rank's recv gets the root's send; recv None: in place."""
+        send, recv = self._ranks(send), self._ranks(recv)
         self._comm.broadcast(list(send), self._recv(send, recv), root, self._streams(send, streams))
 
     def all_gather(self, send: Sequence[Any], recv: Sequence[Any], *,
@@ -257,6 +293,7 @@ class Communicator:
         """recv[r] (ranks x count elements) gets every rank's send (count elements), in rank order.
 
         In place when each send[r] is recv[r]'s block r (``recv[r][r*count:(r+1)*count]``)."""
+        send, recv = self._ranks(send), self._ranks(recv)
         self._comm.all_gather(list(send), self._recv(send, recv), self._streams(send, streams))
 
     def reduce_scatter(self, send: Sequence[Any], recv: Sequence[Any], *, op: str = "sum",
@@ -264,6 +301,7 @@ class Communicator:
         """recv[r] (count elements) gets block r of the reduction of all sends (ranks x count).
 
         In place when each recv[r] is send[r]'s block r."""
+        send, recv = self._ranks(send), self._ranks(recv)
         self._comm.reduce_scatter(list(send), self._recv(send, recv), op, self._streams(send, streams))
 
     def synchronize(self) -> None:

@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include <cstdint>
+#include <cstring>
 #include <optional>
 #include <string>
 #include <vector>
@@ -243,16 +244,17 @@ struct Buffers {
 
 class PyCommunicator {
  public:
-  explicit PyCommunicator(ccc::Communicator comm) : comm_(std::move(comm)) {}
+  // `rank`: the one rank this process holds of a multi-process communicator; -1: every rank.
+  explicit PyCommunicator(ccc::Communicator comm, int rank = -1) : comm_(std::move(comm)), rank_(rank) {}
 
   int size() const { return comm_.size(); }
   std::string backend() const { return comm_.backend() == ccc::BackendKind::Host ? "host" : "cuda"; }
 
-  // Per-rank send and recv arrays: one per rank, one device type (CPU for host, CUDA for cuda),
+  // Per-rank send and recv arrays: one per rank here (one of a multi-process rank), one device type (CPU for host, CUDA for cuda),
   // one element type, each C-contiguous with the same size on every rank. (In place, the Python
   // side passes the send arrays as recv too; nanobind has made sure recv arrays are writable.)
   Buffers buffers(const std::vector<Array>& send, const std::vector<WritableArray>& recv) const {
-    const size_t n = static_cast<size_t>(comm_.size());
+    const size_t n = rank_ >= 0 ? 1 : static_cast<size_t>(comm_.size());
     auto invalid = [](const std::string& m) { throw ccc::Error(ccc::ErrorKind::InvalidArgument, m); };
     if (send.size() != n) invalid(fmt::format("send: expected one array per rank ({}), got {}", n, send.size()));
     if (recv.size() != n) invalid(fmt::format("recv: expected one array per rank ({}), got {}", n, recv.size()));
@@ -305,38 +307,53 @@ class PyCommunicator {
     f();
   }
 
+  // Every rank's part here, or this process's rank's, which returns when done as the host
+  // backend's all-ranks calls do.
+  void launch(ccc::Collective collective, const Buffers& b, uint64_t count, ccc::ReduceOp op, int root,
+              const std::vector<uintptr_t>& streams) {
+    const ccc::CollectiveCall call{collective, count, b.dtype, op, root, b.send, b.recv};
+    run([&] {
+      if (rank_ < 0) {
+        comm_.run(call, stream_span(streams));
+        return;
+      }
+      comm_.run_rank(call, rank_, b.send[0], b.recv[0]);
+      comm_.synchronize();
+    });
+  }
+
   void all_reduce(const std::vector<Array>& send, const std::vector<WritableArray>& recv, const std::string& op,
                   const std::vector<uintptr_t>& streams) {
     Buffers b = buffers(send, recv);
     same_counts("all_reduce", b);
     const ccc::ReduceOp o = parse_named<ccc::ReduceOp>("op", op, &ccc::parse_reduce_op);
-    run([&] { comm_.all_reduce(b.send, b.recv, b.send_count, b.dtype, o, stream_span(streams)); });
+    launch(ccc::Collective::AllReduce, b, b.send_count, o, -1, streams);
   }
   void reduce(const std::vector<Array>& send, const std::vector<WritableArray>& recv, int root, const std::string& op,
               const std::vector<uintptr_t>& streams) {
     Buffers b = buffers(send, recv);
     same_counts("reduce", b);
     const ccc::ReduceOp o = parse_named<ccc::ReduceOp>("op", op, &ccc::parse_reduce_op);
-    run([&] { comm_.reduce(b.send, b.recv, b.send_count, b.dtype, o, root, stream_span(streams)); });
+    launch(ccc::Collective::Reduce, b, b.send_count, o, root, streams);
   }
   void broadcast(const std::vector<Array>& send, const std::vector<WritableArray>& recv, int root,
                  const std::vector<uintptr_t>& streams) {
     Buffers b = buffers(send, recv);
     same_counts("broadcast", b);
-    run([&] { comm_.broadcast(b.send, b.recv, b.send_count, b.dtype, root, stream_span(streams)); });
+    launch(ccc::Collective::Broadcast, b, b.send_count, ccc::ReduceOp::Sum, root, streams);
   }
   void all_gather(const std::vector<Array>& send, const std::vector<WritableArray>& recv,
                   const std::vector<uintptr_t>& streams) {
     Buffers b = buffers(send, recv);
     blocks("all_gather", b.send_count, b.recv_count, "send", "recv");
-    run([&] { comm_.all_gather(b.send, b.recv, b.send_count, b.dtype, stream_span(streams)); });
+    launch(ccc::Collective::AllGather, b, b.send_count, ccc::ReduceOp::Sum, -1, streams);
   }
   void reduce_scatter(const std::vector<Array>& send, const std::vector<WritableArray>& recv, const std::string& op,
                       const std::vector<uintptr_t>& streams) {
     Buffers b = buffers(send, recv);
     blocks("reduce_scatter", b.recv_count, b.send_count, "recv", "send");
     const ccc::ReduceOp o = parse_named<ccc::ReduceOp>("op", op, &ccc::parse_reduce_op);
-    run([&] { comm_.reduce_scatter(b.send, b.recv, b.recv_count, b.dtype, o, stream_span(streams)); });
+    launch(ccc::Collective::ReduceScatter, b, b.recv_count, o, -1, streams);
   }
 
   void synchronize() {
@@ -357,6 +374,7 @@ class PyCommunicator {
   }
 
   ccc::Communicator comm_;
+  int rank_;
   std::vector<void*> streams_;
 };
 
@@ -411,6 +429,10 @@ NB_MODULE(_ccc, m) {
         nb::arg("channels").none(), nb::arg("pipeline").none(), nb::arg("arch"), nb::arg("show_syncs"),
         nb::arg("topology").none());
   m.def("emit_targets", [] { return ccc::cli::emit_target_names(); });
+  m.def("get_unique_id", [] {
+    const ccc::UniqueId id = ccc::Communicator::unique_id();
+    return nb::bytes(id.bytes.data(), id.bytes.size());
+  });
 
   nb::class_<PyCommunicator>(m, "Communicator")
       .def_static(
@@ -434,6 +456,25 @@ NB_MODULE(_ccc, m) {
           },
           nb::arg("devices"), nb::arg("algo"), nb::arg("schedule_name").none(), nb::arg("schedule_text").none(),
           nb::arg("channels"), nb::arg("tile_bytes"), nb::arg("topology_file"), nb::arg("timeout").none())
+      .def_static(
+          "host_rank",
+          [](nb::bytes uid, int nranks, int rank, const std::string& algo,
+             const std::optional<std::string>& schedule_name, const std::optional<std::string>& schedule_text,
+             int channels, int64_t tile_bytes, const std::string& topology_file, std::optional<double> timeout) {
+            ccc::UniqueId id;
+            if (uid.size() != id.bytes.size())
+              throw ccc::Error(ccc::ErrorKind::InvalidArgument,
+                               fmt::format("uid: expected the {} bytes of ccc.get_unique_id(), got {}",
+                                           id.bytes.size(), uid.size()));
+            std::memcpy(id.bytes.data(), uid.c_str(), id.bytes.size());
+            ccc::CommOptions options =
+                comm_options(algo, schedule_name, schedule_text, channels, tile_bytes, topology_file, timeout);
+            nb::gil_scoped_release release;  // the bootstrap waits for the other processes
+            return PyCommunicator(ccc::Communicator::host_rank(id, nranks, rank, std::move(options)), rank);
+          },
+          nb::arg("uid"), nb::arg("nranks"), nb::arg("rank"), nb::arg("algo"), nb::arg("schedule_name").none(),
+          nb::arg("schedule_text").none(), nb::arg("channels"), nb::arg("tile_bytes"), nb::arg("topology_file"),
+          nb::arg("timeout").none())
       .def_prop_ro("size", &PyCommunicator::size)
       .def_prop_ro("backend", &PyCommunicator::backend)
       .def("all_reduce", &PyCommunicator::all_reduce, nb::arg("send"), nb::arg("recv"), nb::arg("op"),

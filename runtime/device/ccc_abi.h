@@ -86,7 +86,8 @@ enum {
   CCC_ERR_TIMEOUT = 1,     /* a peer did not make progress in time (dead or not launched) */
   CCC_ERR_PEER_FAILED = 2, /* a peer recorded an error; this rank stopped waiting for it */
   CCC_ERR_BAD_PROGRAM = 3, /* a step program names a data pass its kernel was not built with */
-  CCC_ERR_MISMATCH = 4     /* a peer called with another collective, count, type, op or root */
+  CCC_ERR_MISMATCH = 4,    /* a peer called with another collective, count, type, op or root */
+  CCC_ERR_ABORTED = 5      /* the runtime aborted the rank (cccCommAbort); kernels never record it */
 };
 
 #endif /* CCC_ABI_H */

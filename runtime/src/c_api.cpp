@@ -3,6 +3,7 @@
 #include "ccc/ccc.h"
 
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <iterator>
@@ -98,6 +99,25 @@ ccc::CommOptions options_from(const cccConfig_t* config) {
   return options;
 }
 
+// cccCommInitRank's backend: the config's, else $CCC_BACKEND, else host.
+void check_rank_backend(const cccConfig_t* config) {
+  std::string backend = config != nullptr && config->backend != nullptr ? config->backend : "";
+  if (const char* env = std::getenv("CCC_BACKEND"); backend.empty() && env != nullptr) backend = env;
+  if (backend.empty() || backend == "host") return;
+  if (backend == "cuda")
+    throw Error(ErrorKind::InvalidUsage, "cccCommInitRank: multi-process communicators on the CUDA backend are not "
+                                         "built yet; use the host backend (backend \"host\", CCC_BACKEND=host) or "
+                                         "cccCommInitAll");
+  throw Error(ErrorKind::InvalidArgument, fmt::format("backend \"{}\": expected \"host\" or \"cuda\"", backend));
+}
+
+ccc::UniqueId unique_id_of(const cccUniqueId& id) {
+  static_assert(sizeof id.internal == sizeof(ccc::UniqueId::bytes));
+  ccc::UniqueId u;
+  std::memcpy(u.bytes.data(), id.internal, sizeof id.internal);
+  return u;
+}
+
 template <typename Make>
 cccResult_t init_all(cccComm_t* comms, int n, Make&& make) {
   return guarded([&] {
@@ -185,6 +205,70 @@ cccResult_t cccCommInitAllHostConfig(cccComm_t* comms, int nranks, const cccConf
 
 cccResult_t cccCommInitAllHost(cccComm_t* comms, int nranks) {
   return cccCommInitAllHostConfig(comms, nranks, nullptr);
+}
+
+cccResult_t cccGetUniqueId(cccUniqueId* uniqueId) {
+  return guarded([&] {
+    if (uniqueId == nullptr) throw Error(ErrorKind::InvalidArgument, "uniqueId is null");
+    const ccc::UniqueId id = ccc::Communicator::unique_id();
+    std::memcpy(uniqueId->internal, id.bytes.data(), sizeof uniqueId->internal);
+    return cccSuccess;
+  });
+}
+
+cccResult_t cccCommInitRankConfig(cccComm_t* comm, int nranks, cccUniqueId commId, int rank,
+                                  const cccConfig_t* config) {
+  return guarded([&] {
+    if (comm == nullptr) throw Error(ErrorKind::InvalidArgument, "comm is null");
+    ccc::CommOptions options = options_from(config);  // checks the config first
+    check_rank_backend(config);
+    ccc::RankOptions rank_options;
+    if (config != nullptr) rank_options.arena_bytes = config->arenaBytes;
+    auto clique = std::make_shared<Clique>(
+        ccc::Communicator::host_rank(unique_id_of(commId), nranks, rank, std::move(options), rank_options));
+    std::lock_guard lock(registry_mutex);
+    *comm = new cccComm{clique, rank};
+    live_handles.insert(*comm);
+    return cccSuccess;
+  });
+}
+
+cccResult_t cccCommInitRank(cccComm_t* comm, int nranks, cccUniqueId commId, int rank) {
+  return cccCommInitRankConfig(comm, nranks, commId, rank, nullptr);
+}
+
+cccResult_t cccCommMemAlloc(cccComm_t comm, void** ptr, size_t size) {
+  return guarded([&] {
+    if (ptr == nullptr) throw Error(ErrorKind::InvalidArgument, "ptr is null");
+    *ptr = clique_of(comm)->comm.mem_alloc(size);
+    return cccSuccess;
+  });
+}
+
+cccResult_t cccCommMemFree(cccComm_t comm, void* ptr) {
+  return guarded([&] {
+    clique_of(comm)->comm.mem_free(ptr);
+    return cccSuccess;
+  });
+}
+
+cccResult_t cccCommGetAsyncError(cccComm_t comm, cccResult_t* asyncError) {
+  return guarded([&] {
+    if (asyncError == nullptr) throw Error(ErrorKind::InvalidArgument, "asyncError is null");
+    int rank = 0;
+    const std::string failure = clique_of(comm, &rank)->comm.async_error(rank);
+    *asyncError = failure.empty() ? cccSuccess : cccRemoteError;
+    if (!failure.empty()) last_error = "collective failed: " + failure;
+    return cccSuccess;
+  });
+}
+
+cccResult_t cccCommAbort(cccComm_t comm) {
+  return guarded([&] {
+    int rank = 0;
+    clique_of(comm, &rank)->comm.abort_rank(rank);
+    return cccCommDestroy(comm);
+  });
 }
 
 cccResult_t cccCommDestroy(cccComm_t comm) {

@@ -4,6 +4,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -13,6 +15,7 @@
 
 #include <fmt/format.h>
 
+#include "bootstrap.h"
 #include "ccc/content_hash.h"
 #include "ccc/cuda_backend.h"
 #include "ccc/cuda_topology.h"
@@ -101,6 +104,8 @@ struct Communicator::Impl {
   CommOptions options;
   uint64_t timeout_ns = 0;
   std::mutex mutex;  // one call at a time (communicator.h)
+  // Multi-process (host_rank): the shared arena, before `host`, which uses it until it goes.
+  std::unique_ptr<HostArena> arena;
   std::optional<HostRanks> host;
   std::unique_ptr<CudaRanks> cuda;
   std::optional<Topology> topology;  // none: no cost model, ring unless forced
@@ -386,26 +391,70 @@ struct Communicator::Impl {
     return p;
   }
 
+  // Host tasks around a multi-process rank's kernel: its buffers outside the arena copied in
+  // before and out after (peers can read only the arena).
+  struct Staging {
+    std::function<void()> before, after;
+  };
+
   // Rank `rank`'s buffers for the kernel, its scratch included. A buffer the rank omitted (NULL
   // where NCCL allows it) gets a stand-in, as if the rank had passed one of its own: in place the
   // other buffer (an in-place kernel reads and writes one), else room after the scratch. The
-  // kernel may stage through either buffer, so NULL is never passed on.
+  // kernel may stage through either buffer, so NULL is never passed on. Across processes, a
+  // buffer outside the arena is replaced by room after the scratch too, with `staging` copying
+  // it (an in-place pair as one region: the kernel sees the same overlap).
   ccc_buffers own_buffers(const Prepared& p, const CollectiveCall& call, int rank, const void* send, void* recv,
-                          void* stream) {
+                          void* stream, Staging* staging = nullptr) {
+    const int n = nranks();
     const bool omitted = omits_unused_buffer(call, rank, send, recv);
     if (omitted && p.in_place) {
       if (send == nullptr) send = recv;
       else recv = const_cast<void*>(send);  // unused by this rank, so not written as a result
     }
+    uint64_t end = p.scratch_bytes;
+    auto room = [&end](uint64_t bytes) {
+      const uint64_t at = round_up(end, 256);
+      end = at + bytes;
+      return at;
+    };
     const bool stand_in = omitted && !p.in_place;
-    const uint64_t stand_in_at = stand_in ? round_up(p.scratch_bytes, 256) : p.scratch_bytes;
-    const uint64_t stand_in_bytes = !stand_in ? 0 : send == nullptr ? send_bytes(call, nranks()) : recv_bytes(call, nranks());
-    void* scratch = host ? host->scratch(rank, stand_in_at + stand_in_bytes)
-                         : cuda->scratch(rank, stand_in_at + stand_in_bytes, stream);
+    const uint64_t stand_in_at = !stand_in ? 0 : room(send == nullptr ? send_bytes(call, n) : recv_bytes(call, n));
+    // What to stage: [from, from + bytes) of the user's memory at `at` after the scratch.
+    struct Staged {
+      const std::byte* from = nullptr;
+      uint64_t bytes = 0, at = 0;
+    } in, out;
+    const auto* s = static_cast<const std::byte*>(send);
+    const auto* r = static_cast<const std::byte*>(recv);
+    const uint64_t sb = send_bytes(call, n), rb = recv_bytes(call, n);
+    if (arena) {
+      if (p.in_place) {
+        const std::byte* lo = std::min(s, r);
+        const uint64_t bytes = static_cast<uint64_t>(std::max(s + sb, r + rb) - lo);
+        if (!arena->contains(lo, bytes)) in = out = {lo, bytes, room(bytes)};
+      } else {
+        if (!(stand_in && send == nullptr) && !arena->contains(s, sb)) in = {s, sb, room(sb)};
+        if (!(stand_in && recv == nullptr) && !arena->contains(r, rb)) out = {r, rb, room(rb)};
+      }
+    }
+    void* scratch = host ? host->scratch(rank, end) : cuda->scratch(rank, end, stream);
+    std::byte* base = static_cast<std::byte*>(scratch);
     if (stand_in) {
-      void* room = static_cast<std::byte*>(scratch) + stand_in_at;
-      if (send == nullptr) send = room;
-      else recv = room;
+      if (send == nullptr) send = base + stand_in_at;
+      else recv = base + stand_in_at;
+    }
+    // The kernel's pointer for user pointer `u` inside a staged region.
+    auto moved = [base](const Staged& st, const std::byte* u) { return base + st.at + (u - st.from); };
+    if (in.bytes > 0) {
+      staging->before = [to = base + in.at, in] { std::memcpy(to, in.from, in.bytes); };
+      send = moved(in, s);
+      if (p.in_place) recv = moved(in, r);
+    }
+    if (out.bytes > 0) {
+      staging->after = [from = base + out.at, to = const_cast<std::byte*>(out.from), bytes = out.bytes] {
+        std::memcpy(to, from, bytes);
+      };
+      if (!p.in_place) recv = moved(out, r);
     }
     return {send, recv, scratch, p.signature};
   }
@@ -413,9 +462,11 @@ struct Communicator::Impl {
   void launch_rank(const Prepared& p, const CollectiveCall& call, int rank, const void* send, void* recv,
                    void* stream) {
     const EmittedKernel& k = p.loaded->kernel;
-    const ccc_buffers own = own_buffers(p, call, rank, send, recv, stream);
+    Staging staging;
+    const ccc_buffers own = own_buffers(p, call, rank, send, recv, stream, &staging);
     if (host)
-      host->launch(rank, p.loaded->host, k.channels, own, call.count, timeout_ns, trace_records(p, call, rank, nullptr));
+      host->launch(rank, p.loaded->host, k.channels, own, call.count, timeout_ns, trace_records(p, call, rank, nullptr),
+                   std::move(staging.before), std::move(staging.after));
     else
       cuda->launch(rank, p.loaded->cuda_index, k.channels, k.block_threads, own, call.count, timeout_ns, stream,
                    trace_records(p, call, rank, stream));
@@ -428,8 +479,15 @@ struct Communicator::Impl {
     if (recv != nullptr) cuda->check_buffer(rank, recv, recv_bytes(call, n), "recv");
   }
 
+  // A multi-process communicator's rank here (-1: every rank is).
+  int local_rank() const { return arena ? arena->rank() : -1; }
+
   void run(const CollectiveCall& call, Streams streams) {
     const int n = nranks();
+    if (arena)
+      throw Error(ErrorKind::InvalidUsage, fmt::format("{}: this process holds rank {} of {} only: issue its part "
+                                                       "with run_rank", collective_name(call.collective),
+                                                       arena->rank(), n));
     validate_call(call, n);
     if (!streams.empty() && streams.size() != static_cast<size_t>(n))
       invalid(fmt::format("{}: expected {} streams (one per rank), got {}",
@@ -458,6 +516,9 @@ struct Communicator::Impl {
     if (rank < 0 || rank >= n)
       invalid(fmt::format("{}: rank {} is not a rank of this communicator (0..{})",
                           collective_name(call.collective), rank, n - 1));
+    if (arena && rank != arena->rank())
+      invalid(fmt::format("{}: rank {} is in another process; this one holds rank {}",
+                          collective_name(call.collective), rank, arena->rank()));
     validate_rank_call(call, n, rank, send, recv);
     if (call.count == 0) return;
     if (cuda) {
@@ -486,6 +547,35 @@ Communicator Communicator::host(int nranks, CommOptions options) {
   impl->start_trace();
   impl->host.emplace(nranks);
   impl->load_topology_file();
+  return Communicator(std::move(impl));
+}
+
+UniqueId Communicator::unique_id() { return bootstrap_unique_id(); }
+
+namespace {
+
+uint64_t arena_heap_bytes(uint64_t asked) {
+  if (asked > 0) return asked;
+  const char* env = std::getenv("CCC_ARENA_BYTES");
+  if (env == nullptr || *env == '\0') return uint64_t{64} << 20;
+  char* end = nullptr;
+  const unsigned long long v = std::strtoull(env, &end, 10);
+  if (*end != '\0' || v == 0) invalid(fmt::format("CCC_ARENA_BYTES={} is not a positive number of bytes", env));
+  return v;
+}
+
+}  // namespace
+
+Communicator Communicator::host_rank(const UniqueId& id, int nranks, int rank, CommOptions options,
+                                     RankOptions rank_options) {
+  check_rank_count(nranks);
+  auto impl = std::make_unique<Impl>();
+  impl->options = std::move(options);
+  impl->timeout_ns = timeout_ns(impl->options.timeout_seconds);
+  impl->start_trace();
+  impl->load_topology_file();
+  impl->arena = bootstrap_join(id, {nranks, rank, arena_heap_bytes(rank_options.arena_bytes), impl->timeout_ns});
+  impl->host.emplace(*impl->arena);
   return Communicator(std::move(impl));
 }
 
@@ -608,6 +698,7 @@ void Communicator::reduce(Sends send, Recvs recv, uint64_t count, DataType dtype
 // the collective it waits for.
 void Communicator::synchronize() {
   Impl& impl = live();
+  if (impl.arena) return synchronize_rank(impl.local_rank());
   translating([&] { impl.synchronized(-1, [&] { impl.host ? impl.host->synchronize() : impl.cuda->synchronize(); }); });
 }
 
@@ -630,6 +721,37 @@ std::string Communicator::algorithm_for(const CollectiveCall& call) const {
   Impl& impl = live();
   std::lock_guard lock(impl.mutex);
   return impl.choose(call).algo;
+}
+
+void* Communicator::mem_alloc(uint64_t bytes) {
+  Impl& impl = live();
+  if (!impl.arena)
+    throw Error(ErrorKind::InvalidUsage, "mem_alloc: only a multi-process host communicator (host_rank) has an arena");
+  if (bytes == 0) invalid("mem_alloc: 0 bytes");
+  return impl.arena->allocate(bytes, "mem_alloc");
+}
+
+void Communicator::mem_free(void* p) {
+  Impl& impl = live();
+  if (!impl.arena)
+    throw Error(ErrorKind::InvalidUsage, "mem_free: only a multi-process host communicator (host_rank) has an arena");
+  impl.arena->free(p);
+}
+
+std::string Communicator::async_error(int rank) {
+  Impl& impl = live();
+  if (rank < 0 || rank >= impl.nranks())
+    invalid(fmt::format("rank {} is not a rank of this communicator (0..{})", rank, impl.nranks() - 1));
+  if (!impl.host)
+    throw Error(ErrorKind::InvalidUsage, "async_error: the CUDA backend reports failures at synchronize only");
+  return impl.host->async_error(rank);
+}
+
+void Communicator::abort_rank(int rank) {
+  Impl& impl = live();
+  if (rank < 0 || rank >= impl.nranks())
+    invalid(fmt::format("rank {} is not a rank of this communicator (0..{})", rank, impl.nranks() - 1));
+  if (impl.host) impl.host->abort(rank);
 }
 
 void Communicator::destroy() {

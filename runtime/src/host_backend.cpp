@@ -5,6 +5,8 @@
 #include <system_error>
 #include <thread>
 
+#include <sys/mman.h>
+
 #include <fmt/format.h>
 
 #include "ccc/collective_types.h"
@@ -16,6 +18,20 @@ namespace {
 // cost of the context switch a sleep and wake take, so spinning never costs much more than the
 // sleep it may save. Each poll yields, so ranks outnumbering cores still get theirs.
 constexpr std::chrono::microseconds kSpinBeforeSleep{50};
+
+constexpr uint64_t kPage = 4096;  // each rank's sync state on pages of its own: no false sharing
+constexpr uint64_t kAlign = 256;  // arena blocks: more than the kernels' 16-byte vectors need
+
+uint64_t round_up(uint64_t bytes, uint64_t to) { return (bytes + to - 1) / to * to; }
+
+// Inbox slots of one rank: one per (channel, peer).
+uint64_t inbox_slots(int nranks) { return static_cast<uint64_t>(CCC_MAX_CHANNELS) * static_cast<uint64_t>(nranks); }
+
+// A rank's sync state and inbox in the arena, on pages of their own.
+uint64_t sync_stride(int nranks) {
+  static_assert(sizeof(HostRankSync) % alignof(unsigned long long) == 0, "the inbox follows the sync state");
+  return round_up(sizeof(HostRankSync) + inbox_slots(nranks) * sizeof(unsigned long long), kPage);
+}
 
 template <typename Pred>
 bool spin_until(Pred pred) {
@@ -55,9 +71,8 @@ HostStream::~HostStream() {
   for (std::thread& t : workers_) t.join();
 }
 
-void HostStream::enqueue(const HostKernel& kernel, const ccc_launch_args& args, int channels) {
-  std::lock_guard lock(mutex_);
-  while (static_cast<int>(workers_.size()) < channels) {
+void HostStream::start_workers(int count) {
+  while (static_cast<int>(workers_.size()) < count) {
     try {
       workers_.emplace_back(&HostStream::work, this, static_cast<int>(workers_.size()));
     } catch (const std::system_error& e) {
@@ -65,9 +80,23 @@ void HostStream::enqueue(const HostKernel& kernel, const ccc_launch_args& args, 
                                                  workers_.size(), e.what()));
     }
   }
-  queue_.push_back({kernel, args, channels});
+}
+
+void HostStream::push(Launch launch) {
+  start_workers(launch.channels);
+  queue_.push_back(std::move(launch));
   ++enqueued_;
   if (queue_.size() == 1) start_front();
+}
+
+void HostStream::enqueue(const HostKernel& kernel, const ccc_launch_args& args, int channels) {
+  std::lock_guard lock(mutex_);
+  push({kernel, args, channels, {}});
+}
+
+void HostStream::enqueue(std::function<void()> task) {
+  std::lock_guard lock(mutex_);
+  push({{}, {}, 1, std::move(task)});
 }
 
 void HostStream::start_front() {
@@ -94,8 +123,14 @@ void HostStream::work(int block) {
     if (block >= launch.channels) continue;
     const HostKernel::Entry entry = launch.kernel.entry;
     const ccc_launch_args args = launch.args;
+    // The front launch stays queued until its last block is done, and a deque keeps references
+    // to its elements across push_back: the task outlives this call.
+    const std::function<void()>* task = launch.task ? &launch.task : nullptr;
     lock.unlock();
-    entry(args, block);
+    if (task != nullptr)
+      (*task)();
+    else
+      entry(args, block);
     lock.lock();
     if (--running_ > 0) continue;
     queue_.pop_front();
@@ -123,13 +158,89 @@ bool HostStream::idle() {
   return queue_.empty();
 }
 
-HostRanks::HostRanks(int nranks) {
+uint64_t HostArena::total_bytes(int nranks, uint64_t heap_bytes) {
+  return static_cast<uint64_t>(nranks) * (sync_stride(nranks) + round_up(heap_bytes, kPage));
+}
+
+HostArena::HostArena(void* mapping, int nranks, int rank, uint64_t heap_bytes)
+    : base_(static_cast<std::byte*>(mapping)), bytes_(total_bytes(nranks, heap_bytes)), nranks_(nranks),
+      rank_(rank), heap_bytes_(round_up(heap_bytes, kPage)) {
+  heap_ = base_ + static_cast<uint64_t>(nranks) * sync_stride(nranks) +
+          static_cast<uint64_t>(rank) * heap_bytes_;
+  if (heap_bytes_ > 0) free_[0] = heap_bytes_;
+}
+
+HostArena::~HostArena() { munmap(base_, bytes_); }
+
+HostRankSync* HostArena::sync(int rank) const {
+  return reinterpret_cast<HostRankSync*>(base_ + static_cast<uint64_t>(rank) * sync_stride(nranks_));
+}
+
+unsigned long long* HostArena::inbox(int rank) const {
+  return reinterpret_cast<unsigned long long*>(reinterpret_cast<std::byte*>(sync(rank)) + sizeof(HostRankSync));
+}
+
+void* HostArena::allocate(uint64_t bytes, const char* what) {
+  const uint64_t size = round_up(std::max<uint64_t>(bytes, 1), kAlign);
+  std::lock_guard lock(mutex_);
+  for (auto it = free_.begin(); it != free_.end(); ++it) {  // first fit
+    if (it->second < size) continue;
+    const auto [at, room] = *it;
+    free_.erase(it);
+    if (room > size) free_[at + size] = room - size;
+    used_[at] = size;
+    return heap_ + at;
+  }
+  throw Error(ErrorKind::System,
+              fmt::format("the multi-process arena has no room for {} bytes of {} (each rank's heap holds {} bytes: "
+                          "raise cccConfig_t.arenaBytes or $CCC_ARENA_BYTES)", bytes, what, heap_bytes_));
+}
+
+void HostArena::free(void* p) {
+  std::lock_guard lock(mutex_);
+  // As integers: p may point anywhere, and pointers into different objects do not subtract.
+  const auto offset = static_cast<uint64_t>(reinterpret_cast<uintptr_t>(p) - reinterpret_cast<uintptr_t>(heap_));
+  const auto it = used_.find(offset);  // an address below the heap wraps to an offset never used
+  if (it == used_.end())
+    throw Error(ErrorKind::InvalidArgument, "pointer was not allocated from this communicator's arena (or was freed)");
+  uint64_t at = it->first, size = it->second;
+  used_.erase(it);
+  if (auto next = free_.find(at + size); next != free_.end()) {  // merge with the block after
+    size += next->second;
+    free_.erase(next);
+  }
+  if (auto prev = free_.lower_bound(at); prev != free_.begin() && std::prev(prev)->first + std::prev(prev)->second == at) {
+    std::prev(prev)->second += size;  // and with the one before
+    return;
+  }
+  free_[at] = size;
+}
+
+bool HostArena::contains(const void* p, uint64_t bytes) const {
+  const auto at = reinterpret_cast<uintptr_t>(p), base = reinterpret_cast<uintptr_t>(base_);
+  return at >= base && at - base <= bytes_ && bytes <= bytes_ - (at - base);
+}
+
+HostRanks::HostRanks(int nranks) : owned_sync_(std::make_unique<HostRankSync[]>(nranks)) {
   for (int r = 0; r < nranks; ++r) {
     ranks_.push_back(std::make_unique<Rank>());
     Rank& rank = *ranks_.back();
-    rank.inbox.assign(static_cast<size_t>(CCC_MAX_CHANNELS) * nranks, 0);
-    table_.push_back({rank.progress, rank.mailbox, &rank.error, rank.inbox.data()});
+    rank.sync = &owned_sync_[r];
+    rank.owned_inbox.assign(inbox_slots(nranks), 0);
+    rank.inbox = rank.owned_inbox.data();
   }
+  for (auto& r : ranks_) table_.push_back({r->sync->progress, r->sync->mailbox, &r->sync->error, r->inbox});
+}
+
+// Every process builds the same table (the arena lies at one address in all of them), so it
+// needs no place in the arena itself.
+HostRanks::HostRanks(HostArena& arena) : arena_(&arena) {
+  for (int r = 0; r < arena.nranks(); ++r) {
+    ranks_.push_back(std::make_unique<Rank>());
+    ranks_.back()->sync = arena.sync(r);
+    ranks_.back()->inbox = arena.inbox(r);
+  }
+  for (auto& r : ranks_) table_.push_back({r->sync->progress, r->sync->mailbox, &r->sync->error, r->inbox});
 }
 
 HostRanks::~HostRanks() {
@@ -140,16 +251,29 @@ void* HostRanks::scratch(int rank, uint64_t bytes) {
   std::lock_guard lock(mutex_);
   Rank& r = *ranks_.at(rank);
   if (bytes > r.scratch_bytes) {
-    // Doubling bounds what the kept allocations add up to at twice the largest.
-    const uint64_t size = std::max(bytes, 2 * r.scratch_bytes);
-    r.scratch.push_back(std::make_unique<std::byte[]>(size));
+    // Doubling bounds what the kept allocations add up to at twice the largest. In the arena, an
+    // exact fit first: its heap is fixed, and a doubled block might not fit where this one does.
+    uint64_t size = std::max(bytes, 2 * r.scratch_bytes);
+    if (arena_ != nullptr) {
+      // Blocks no queued launch uses any more go back to the heap.
+      if (r.stream.idle()) {
+        for (void* p : r.arena_scratch) arena_->free(p);
+        r.arena_scratch.clear();
+      }
+      size = bytes;
+      r.arena_scratch.push_back(arena_->allocate(size, "scratch and staging"));
+    } else {
+      r.scratch.push_back(std::make_unique<std::byte[]>(size));
+    }
     r.scratch_bytes = size;
   }
+  if (arena_ != nullptr) return r.arena_scratch.empty() ? nullptr : r.arena_scratch.back();
   return r.scratch.empty() ? nullptr : r.scratch.back().get();
 }
 
 void HostRanks::launch(int rank, const HostKernel& kernel, int channels, const ccc_buffers& own,
-                       uint64_t count, uint64_t timeout_ns, ccc_trace_channel* trace) {
+                       uint64_t count, uint64_t timeout_ns, ccc_trace_channel* trace,
+                       std::function<void()> before, std::function<void()> after) {
   if (channels < 1 || channels > CCC_MAX_CHANNELS)
     throw Error(ErrorKind::Internal, fmt::format("a kernel with {} channels; the launch ABI allows "
                                                  "at most {}", channels, CCC_MAX_CHANNELS));
@@ -157,14 +281,40 @@ void HostRanks::launch(int rank, const HostKernel& kernel, int channels, const c
   std::lock_guard lock(mutex_);  // not while a reset zeroes the counters
   Rank& r = *ranks_.at(rank);
   r.reported_early = false;  // if the error word is still set, this launch fails too: report it
+  if (before) r.stream.enqueue(std::move(before));
   r.stream.enqueue(kernel, args, channels);
+  if (after) r.stream.enqueue(std::move(after));
+}
+
+std::vector<unsigned> HostRanks::error_words() const {
+  std::vector<unsigned> words;
+  for (const auto& r : ranks_) words.push_back(std::atomic_ref<unsigned>(r->sync->error).load());
+  return words;
+}
+
+std::string HostRanks::async_error(int rank) {
+  std::lock_guard lock(mutex_);
+  std::vector<unsigned> words = error_words();
+  if (words.at(rank) == CCC_OK) return {};
+  // The peers' words too, where they are this rank's peers in other processes: they name who
+  // failed first. In one process they are reported by their own ranks.
+  if (arena_ == nullptr)
+    for (size_t i = 0; i < words.size(); ++i)
+      if (static_cast<int>(i) != rank) words[i] = CCC_OK;
+  return launch_failures(words.data(), static_cast<int>(words.size()));
+}
+
+void HostRanks::abort(int rank) {
+  std::lock_guard lock(mutex_);
+  unsigned expected = CCC_OK;
+  std::atomic_ref<unsigned>(ranks_.at(rank)->sync->error).compare_exchange_strong(expected, CCC_ERR_ABORTED);
 }
 
 void HostRanks::reset_if_idle() {
+  if (arena_ != nullptr) return;  // across processes a failure is final (host_backend.h)
   for (auto& r : ranks_)
     if (!r->stream.idle()) return;
-  std::vector<unsigned> words;
-  for (auto& r : ranks_) words.push_back(r->error);
+  const std::vector<unsigned> words = error_words();
   bool any = false;
   for (unsigned w : words) any = any || w != CCC_OK;
   if (!any) return;
@@ -175,22 +325,28 @@ void HostRanks::reset_if_idle() {
   }
   // Every stream is idle: no kernel reads the state while it is zeroed.
   for (auto& r : ranks_) {
-    std::fill(std::begin(r->progress), std::end(r->progress), 0);
-    std::fill(r->inbox.begin(), r->inbox.end(), 0);
-    r->error = CCC_OK;
+    std::fill(std::begin(r->sync->progress), std::end(r->sync->progress), 0);
+    std::fill(r->inbox, r->inbox + inbox_slots(nranks()), 0);
+    r->sync->error = CCC_OK;
   }
 }
 
 void HostRanks::synchronize(int rank) {
   ranks_.at(rank)->stream.wait_idle();
+  if (arena_ != nullptr) {
+    if (std::string failure = async_error(rank); !failure.empty())
+      throw Error(ErrorKind::Remote, "collective failed: " + failure +
+                                         " (a multi-process communicator stays failed: abort or destroy it)");
+    return;
+  }
   std::lock_guard lock(mutex_);
   reset_if_idle();
   Rank& r = *ranks_[rank];
   // Failed, but a peer is still running: the failure stays in the error word (later launches of
   // this rank return at once) until the streams are idle and a synchronize resets it.
-  if (r.failure.empty() && std::atomic_ref<unsigned>(r.error).load() != CCC_OK) {
+  if (r.failure.empty() && std::atomic_ref<unsigned>(r.sync->error).load() != CCC_OK) {
     std::vector<unsigned> words(ranks_.size(), CCC_OK);
-    words[rank] = std::atomic_ref<unsigned>(r.error).load();
+    words[rank] = std::atomic_ref<unsigned>(r.sync->error).load();
     r.reported_early = true;
     throw Error(ErrorKind::Remote, "collective failed (peers still running): " +
                                        launch_failures(words.data(), static_cast<int>(words.size())));

@@ -14,6 +14,7 @@ const char* launch_error_text(unsigned code) {
     case CCC_ERR_BAD_PROGRAM: return "its step program names a data pass the kernel lacks (a ccc bug)";
     case CCC_ERR_MISMATCH:
       return "a peer called with another collective, count, type, op or root (every rank must pass the same)";
+    case CCC_ERR_ABORTED: return "aborted (cccCommAbort)";
   }
   return nullptr;
 }

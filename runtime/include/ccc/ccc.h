@@ -10,7 +10,10 @@
  * Host backend (cccCommInitAllHost): buffers are host memory, streams are ignored and each rank
  * runs on worker threads of its own; cccCommSynchronize(comm) waits for that rank's work and
  * reports its failure. CUDA backend: device memory, asynchronous on each rank's stream;
- * cccCommSynchronize waits for the rank's device and reports a collective that failed. */
+ * cccCommSynchronize waits for the rank's device and reports a collective that failed.
+ *
+ * One process per rank (cccGetUniqueId, cccCommInitRank), as NCCL: host backend only so far
+ * (docs/runtime.md, "Multi-process"). */
 #ifndef CCC_CCC_H
 #define CCC_CCC_H
 
@@ -21,6 +24,13 @@ extern "C" {
 #endif
 
 typedef struct cccComm* cccComm_t;
+
+/* Names one multi-process communicator: its bootstrap root's address and a random session tag.
+ * Opaque, 128 bytes like ncclUniqueId; copy it to every rank's process as bytes. */
+#define CCC_UNIQUE_ID_BYTES 128
+typedef struct {
+  char internal[CCC_UNIQUE_ID_BYTES];
+} cccUniqueId;
 typedef struct CUstream_st* cccStream_t; /* the same type as cudaStream_t and CUstream */
 
 /* Every value below equals NCCL's for the same name (cccFloat32 == ncclFloat32, cccMax ==
@@ -61,13 +71,22 @@ typedef struct cccConfig_t {
   /* Write a Chrome trace-event timeline of every collective to this file when the communicators
    * are destroyed (docs/tracing.md); NULL: $CCC_TRACE, else no tracing. */
   const char* traceFile;
+  /* cccCommInitRank's backend, "host" or "cuda"; NULL: $CCC_BACKEND, else "host" (the only one
+   * built across processes so far: "cuda" is refused with cccInvalidUsage). The cccCommInitAll*
+   * calls choose theirs by name and ignore it. */
+  const char* backend;
+  /* cccCommInitRank on the host: bytes of each rank's heap in the shared arena, which holds its
+   * scratch, the staging copies of buffers outside the arena and cccCommMemAlloc's buffers. 0:
+   * $CCC_ARENA_BYTES, else 64 MiB (pages are only used once touched). Every rank must pass the
+   * same. A call that does not fit fails with cccSystemError saying so. */
+  size_t arenaBytes;
 } cccConfig_t;
 
 #define CCC_CONFIG_MAGIC 0xcc0c0f19u
-#define CCC_CONFIG_VERSION 2u
+#define CCC_CONFIG_VERSION 3u
 #define CCC_CONFIG_DEFAULT_TIMEOUT (-1.0)
 #define CCC_CONFIG_INITIALIZER \
-  { sizeof(cccConfig_t), CCC_CONFIG_MAGIC, CCC_CONFIG_VERSION, CCC_CONFIG_DEFAULT_TIMEOUT, NULL, NULL }
+  { sizeof(cccConfig_t), CCC_CONFIG_MAGIC, CCC_CONFIG_VERSION, CCC_CONFIG_DEFAULT_TIMEOUT, NULL, NULL, NULL, 0 }
 
 /* ndev ranks, rank i on CUDA device devlist[i] (devlist NULL: devices 0..ndev-1). */
 cccResult_t cccCommInitAll(cccComm_t* comms, int ndev, const int* devlist);
@@ -75,8 +94,36 @@ cccResult_t cccCommInitAllConfig(cccComm_t* comms, int ndev, const int* devlist,
 /* nranks ranks on host threads. */
 cccResult_t cccCommInitAllHost(cccComm_t* comms, int nranks);
 cccResult_t cccCommInitAllHostConfig(cccComm_t* comms, int nranks, const cccConfig_t* config);
+/* One process per rank. cccGetUniqueId starts the bootstrap root on a thread of the calling
+ * process (which must live until every rank has joined) and fills *uniqueId; pass it to every
+ * rank's process. cccCommInitRank joins as `rank` of `nranks` and returns once every rank has
+ * joined and mapped the shared arena; a rank that never joins makes the others fail with
+ * cccRemoteError within 1.5 x the timeout, ranks that disagree (nranks, arena size, one rank
+ * twice) fail with cccInvalidUsage, an id that is not one cccInvalidArgument. Buffers: any host
+ * memory; those outside the arena are copied into it before and out of it after each call (one
+ * copy each way), those from cccCommMemAlloc are used in place. After a failed collective the
+ * communicator stays failed (as NCCL's after an asynchronous error): every later
+ * cccCommSynchronize reports it; abort or destroy it. */
+cccResult_t cccGetUniqueId(cccUniqueId* uniqueId);
+cccResult_t cccCommInitRank(cccComm_t* comm, int nranks, cccUniqueId commId, int rank);
+cccResult_t cccCommInitRankConfig(cccComm_t* comm, int nranks, cccUniqueId commId, int rank,
+                                  const cccConfig_t* config);
+/* Memory in the arena of multi-process host communicator `comm`, which peers read in place (no
+ * staging copy). Unlike ncclMemAlloc it takes the communicator: on the host each communicator
+ * has its own arena, and the memory serves that communicator only. 256-byte aligned; free it
+ * with cccCommMemFree before the communicator goes (its arena goes with it). */
+cccResult_t cccCommMemAlloc(cccComm_t comm, void** ptr, size_t size);
+cccResult_t cccCommMemFree(cccComm_t comm, void* ptr);
 /* Destroys one rank's handle; the clique's resources go with its last handle. */
 cccResult_t cccCommDestroy(cccComm_t comm);
+/* Marks the rank failed, so that its peers stop waiting for it and fail at once instead of
+ * after the timeout (host backend; on CUDA only the destroy happens), then destroys the handle
+ * as cccCommDestroy does (waiting for the rank's own work, which then fails within the
+ * timeout). */
+cccResult_t cccCommAbort(cccComm_t comm);
+/* *asyncError: cccRemoteError if the rank's collectives have failed so far, else cccSuccess;
+ * does not wait (cccGetLastError says why). Host backend only: cccInvalidUsage on CUDA. */
+cccResult_t cccCommGetAsyncError(cccComm_t comm, cccResult_t* asyncError);
 cccResult_t cccCommCount(const cccComm_t comm, int* count);
 cccResult_t cccCommUserRank(const cccComm_t comm, int* rank);
 /* Waits for this rank's outstanding collectives; cccRemoteError if one of them failed (a peer

@@ -1,6 +1,8 @@
 // ccc::Communicator: collectives over N ranks, compiled for the machine they run on.
 //
-// One Communicator drives every rank of a single process (like ncclCommInitAll). A collective is
+// One Communicator drives every rank of a single process (like ncclCommInitAll), or, made by
+// host_rank, one rank of a communicator whose other ranks are other processes (like
+// ncclCommInitRank; host backend, docs/runtime.md "Multi-process communicators"). A collective is
 // issued either for every rank at once (all_reduce(...) and friends: one send and one recv buffer
 // per rank) or one rank at a time (run_rank: what the C API does when rank i calls): rank i's
 // kernel is queued on rank i's stream the moment it is issued, and the ranks meet inside the
@@ -29,6 +31,7 @@
 // rank is running) reports it and resets the ranks' synchronisation state.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -67,6 +70,19 @@ struct CommOptions {
 
 enum class BackendKind { Host, Cuda };
 
+// Names one multi-process communicator: where its bootstrap root listens and a random session
+// tag (docs/runtime.md). 128 opaque bytes, as ncclUniqueId, so it travels like one.
+struct UniqueId {
+  std::array<char, 128> bytes{};
+};
+
+// The multi-process options beyond CommOptions.
+struct RankOptions {
+  // Bytes of each rank's heap in the shared arena (scratch, staging of buffers that are not in
+  // the arena, mem_alloc). 0: $CCC_ARENA_BYTES, else 64 MiB. Every rank must pass the same.
+  uint64_t arena_bytes = 0;
+};
+
 class Communicator {
  public:
   static constexpr int kMaxChannels = 64;  // lowering's limit
@@ -81,6 +97,18 @@ class Communicator {
   static Communicator cuda(std::vector<int> devices, CommOptions options = {});
   // `nranks` virtual ranks on one CUDA device, launched together as one grid (for testing).
   static Communicator cuda_virtual(int device, int nranks, CommOptions options = {});
+
+  // Multi-process (host backend): starts the bootstrap root of a new communicator in this
+  // process and returns its id, which every rank's process passes to host_rank (like
+  // ncclGetUniqueId). The root serves one communicator; it runs on a thread of its own.
+  static UniqueId unique_id();
+  // Rank `rank` of the `nranks`-rank communicator `id`, one rank per process: returns when every
+  // rank has joined and mapped the shared arena. Throws Error(Remote) when a rank does not join
+  // within the timeout, Error(InvalidArgument/InvalidUsage) for a bad id or ranks that disagree.
+  // Only `rank` is local: issue collectives with run_rank(call, rank, ...), wait with
+  // synchronize().
+  static Communicator host_rank(const UniqueId& id, int nranks, int rank, CommOptions options = {},
+                                RankOptions rank_options = {});
 
   Communicator(Communicator&&) noexcept;
   Communicator& operator=(Communicator&&) noexcept;
@@ -131,6 +159,19 @@ class Communicator {
   // Wait: compiles on the calling thread and throws Error(Compile) if one fails.
   enum class WarmUp { Background, Wait };
   void warm_up(const std::vector<CollectiveCall>& shapes, bool in_place = false, WarmUp mode = WarmUp::Background);
+
+  // Memory in the multi-process arena (host_rank communicators only): buffers peers read in
+  // place, with no staging copy. Error(System) when the rank's heap has no room.
+  void* mem_alloc(uint64_t bytes);
+  void mem_free(void* p);
+
+  // Rank `rank`'s failure so far, without waiting ("" if none). Host backend only (the CUDA
+  // backend's error words are device memory): Error(InvalidUsage) on CUDA.
+  std::string async_error(int rank);
+  // Marks rank `rank` failed (host backend), so its peers stop waiting for it and fail at once
+  // instead of after the timeout, and its own later calls fail; the CUDA backend has no such
+  // hook and does nothing. Destroying follows (cccCommAbort).
+  void abort_rank(int rank);
 
   // Releases everything (after writing the trace, if tracing); any later call throws
   // Error(InvalidUsage).

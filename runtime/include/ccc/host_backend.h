@@ -13,6 +13,8 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -50,6 +52,9 @@ class HostStream {
   // Queues `channels` blocks of `kernel` with `args`. Throws Error(System) when a worker thread
   // cannot be started (nothing is queued then).
   void enqueue(const HostKernel& kernel, const ccc_launch_args& args, int channels);
+  // Queues `task`, run on one worker in queue order like a launch (a staging copy before or
+  // after a kernel). Throws Error(System) as enqueue does.
+  void enqueue(std::function<void()> task);
   // Blocks until every launch queued before the call has finished.
   void wait_idle();
   bool idle();
@@ -59,7 +64,10 @@ class HostStream {
     HostKernel kernel;
     ccc_launch_args args;
     int channels;
+    std::function<void()> task;  // set: a host task (one block) instead of the kernel
   };
+  void start_workers(int count);  // with mutex_ held
+  void push(Launch launch);       // with mutex_ held
   void work(int block);
   void start_front();  // with mutex_ held
 
@@ -76,37 +84,100 @@ class HostStream {
   std::vector<std::thread> workers_;  // worker b runs block b of every launch with > b blocks
 };
 
+// One rank's state that its peers' kernels read (the targets of its ccc_rank_state), as laid out
+// in memory: in the process for HostRanks(n), in the shared arena across processes.
+struct HostRankSync {
+  unsigned long long progress[CCC_MAX_CHANNELS];
+  ccc_buffers mailbox[2 * CCC_MAX_CHANNELS];
+  unsigned error;
+};
+
+// The shared memory of a multi-process host communicator (docs/runtime.md): every rank's
+// HostRankSync and inbox, then one heap per rank (its scratch, staging and cccCommMemAlloc buffers). Each
+// process maps it at the same virtual address, so the raw pointers of the launch ABI (the
+// ccc_rank_state table, the buffers in a mailbox) mean the same in every process and the
+// generated kernels run unchanged. Only the owning process allocates from a rank's heap.
+class HostArena {
+ public:
+  // The bytes a mapping for `nranks` ranks with `heap_bytes` of heap each needs.
+  static uint64_t total_bytes(int nranks, uint64_t heap_bytes);
+  // Takes over `mapping` (total_bytes(nranks, heap_bytes) long; unmapped by the destructor).
+  HostArena(void* mapping, int nranks, int rank, uint64_t heap_bytes);
+  ~HostArena();
+  HostArena(const HostArena&) = delete;
+  HostArena& operator=(const HostArena&) = delete;
+
+  int nranks() const { return nranks_; }
+  int rank() const { return rank_; }
+  HostRankSync* sync(int rank) const;
+  // Rank `rank`'s inbox (ccc_rank_state::inbox: [CCC_MAX_CHANNELS][N]), right after its sync.
+  unsigned long long* inbox(int rank) const;
+  // `bytes` (> 0) of this rank's heap, 256-byte aligned. Throws Error(System) naming `what`
+  // when the heap has no room.
+  void* allocate(uint64_t bytes, const char* what);
+  // Returns a block allocate() gave; Error(InvalidArgument) for any other pointer.
+  void free(void* p);
+  // [p, p + bytes) lies inside the arena (any rank's part): peers can read it.
+  bool contains(const void* p, uint64_t bytes) const;
+
+ private:
+  std::byte* base_;
+  uint64_t bytes_;
+  int nranks_, rank_;
+  uint64_t heap_bytes_;
+  std::byte* heap_;  // this rank's
+  std::mutex mutex_;
+  std::map<uint64_t, uint64_t> free_;  // offset in heap_ -> bytes, coalesced
+  std::map<uint64_t, uint64_t> used_;  // offset in heap_ -> bytes
+};
+
 // Every rank's state beyond the user's buffers: the fixed table of progress counters, mailboxes
 // and error words that kernels read (ccc_abi.h), scratch, and the rank's stream. Counters start
 // at zero and are never reset between launches (their values carry the epoch), except after a
 // failure, once every stream is idle, as the prelude requires.
+//
+// Across processes (HostRanks(arena)), one rank is local; its peers run in other processes and
+// share the sync state through the arena. Resetting that state after a failure would need every
+// process idle at once, so, as NCCL does after an asynchronous error, a failed multi-process
+// communicator stays broken: every later synchronize reports the failure again (the caller
+// aborts or destroys it).
 class HostRanks {
  public:
   explicit HostRanks(int nranks);
+  // Rank arena.rank() of arena.nranks(); `arena` outlives this.
+  explicit HostRanks(HostArena& arena);
   ~HostRanks();  // waits for every stream
 
   int nranks() const { return static_cast<int>(ranks_.size()); }
+  HostArena* arena() const { return arena_; }
 
   // Rank `rank`'s scratch of at least `bytes` for a launch queued next. A larger size gets a new
   // allocation; the old one stays alive for launches still queued (until the communicator goes).
   void* scratch(int rank, uint64_t bytes);
   // Queues rank `rank`'s part of a collective on its stream and returns. `trace`: [channels]
   // records a traced kernel fills in (ccc_abi.h), or null.
+  // `before`/`after`: host tasks queued just before and after the kernel (staging copies).
   void launch(int rank, const HostKernel& kernel, int channels, const ccc_buffers& own,
-              uint64_t count, uint64_t timeout_ns, ccc_trace_channel* trace = nullptr);
+              uint64_t count, uint64_t timeout_ns, ccc_trace_channel* trace = nullptr,
+              std::function<void()> before = {}, std::function<void()> after = {});
   // Waits for rank `rank`'s stream. Throws Error(Remote) if the rank failed; the sync state is
   // reset once every stream is idle.
   void synchronize(int rank);
   // Waits for every stream; throws Error(Remote) naming each failed rank, after the reset.
   void synchronize();
+  // Rank `rank`'s failure so far, without waiting ("" if none): what its error words say now.
+  std::string async_error(int rank);
+  // Marks rank `rank` failed (its error word), so its peers stop waiting for it and fail at
+  // once, and its own later launches return at once.
+  void abort(int rank);
 
  private:
   struct Rank {
-    unsigned long long progress[CCC_MAX_CHANNELS] = {};
-    ccc_buffers mailbox[2 * CCC_MAX_CHANNELS] = {};
-    unsigned error = CCC_OK;
-    std::vector<unsigned long long> inbox;  // [CCC_MAX_CHANNELS][N], as ccc_rank_state::inbox
-    std::vector<std::unique_ptr<std::byte[]>> scratch;  // back(): the current one
+    HostRankSync* sync = nullptr;
+    unsigned long long* inbox = nullptr;                // [CCC_MAX_CHANNELS][N]: ccc_rank_state::inbox
+    std::vector<unsigned long long> owned_inbox;        // in-process: where `inbox` points
+    std::vector<std::unique_ptr<std::byte[]>> scratch;  // in-process: back() is the current one
+    std::vector<void*> arena_scratch;                   // across processes: in the arena
     uint64_t scratch_bytes = 0;
     std::string failure;  // why its last failed launch failed, until a synchronize reports it
     // A synchronize reported this rank's failure while peers still ran, and the rank has launched
@@ -117,7 +188,11 @@ class HostRanks {
   // Moves every set error word into its rank's `failure` and zeroes the sync state, once no
   // stream has work; with mutex_ held.
   void reset_if_idle();
+  // Every rank's error word, read now.
+  std::vector<unsigned> error_words() const;
 
+  HostArena* arena_ = nullptr;
+  std::unique_ptr<HostRankSync[]> owned_sync_;  // in-process: every rank's
   std::mutex mutex_;  // the table's sync state across streams (reset), scratch
   std::vector<std::unique_ptr<Rank>> ranks_;
   std::vector<ccc_rank_state> table_;  // [N], fixed after construction

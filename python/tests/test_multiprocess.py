@@ -1,0 +1,134 @@
+"""ccc.Communicator(rank=, nranks=, uid=): one rank per process on the host backend, NumPy
+arrays, every collective; a rank that never joins; a killed rank."""
+import multiprocessing
+import os
+import signal
+
+import numpy as np
+import pytest
+
+import ccc
+
+COUNT = 1001  # odd: partial last tiles
+DTYPES = [np.float32, np.int32]  # every dtype runs in test_communicator.py; here the transport
+# Spawned, not forked: a forked child would inherit the test process's threads' state.
+CTX = multiprocessing.get_context("spawn")
+
+
+def data(rank, dtype, count=COUNT):
+    return ((np.arange(count) + rank) % 3 + 1).astype(dtype)
+
+
+def collectives(uid, nranks, rank, results):
+    try:
+        comm = ccc.Communicator(rank=rank, nranks=nranks, uid=uid, timeout=10)
+        assert comm.size == nranks
+        everyone = lambda dtype, count=COUNT: [data(r, dtype, count) for r in range(nranks)]
+        for dtype in DTYPES:
+            x = data(rank, dtype)
+            out = np.zeros_like(x)
+            comm.all_reduce(x, out)
+            np.testing.assert_array_equal(out, sum(everyone(dtype)).astype(dtype))
+            comm.all_reduce(x, op="max")  # in place
+            np.testing.assert_array_equal(x, np.max(everyone(dtype), axis=0))
+            gathered = np.zeros(nranks * COUNT, dtype)
+            comm.all_gather(data(rank, dtype), gathered)
+            np.testing.assert_array_equal(gathered, np.concatenate(everyone(dtype)))
+            block = np.zeros(COUNT, dtype)
+            comm.reduce_scatter(np.concatenate([data(rank, dtype)] * nranks), block)
+            np.testing.assert_array_equal(block, sum(everyone(dtype)).astype(dtype))
+            b = data(rank, dtype) if rank == nranks - 1 else np.zeros(COUNT, dtype)
+            comm.broadcast(b, root=nranks - 1)
+            np.testing.assert_array_equal(b, data(nranks - 1, dtype))
+            r = np.zeros(COUNT, dtype)
+            comm.reduce(data(rank, dtype), r, root=0, op="min")
+            if rank == 0:
+                np.testing.assert_array_equal(r, np.min(everyone(dtype), axis=0))
+        comm.destroy()
+        results.put((rank, "ok"))
+    except BaseException as e:  # reported to the test, which names the rank
+        results.put((rank, f"{type(e).__name__}: {e}"))
+
+
+def join_only(uid, nranks, rank, results):
+    try:
+        ccc.Communicator(rank=rank, nranks=nranks, uid=uid, timeout=1)
+        results.put((rank, "ok"))
+    except ccc.Error as e:
+        results.put((rank, f"{type(e).__name__}: {e}"))
+
+
+def killed(uid, nranks, rank, results):
+    comm = ccc.Communicator(rank=rank, nranks=nranks, uid=uid, timeout=1)
+    x = np.ones(1000, np.int32)
+    comm.all_reduce(x)
+    if rank == 1:
+        os.kill(os.getpid(), signal.SIGKILL)
+    try:
+        comm.all_reduce(x)
+        results.put((rank, "no error"))
+    except ccc.RemoteError as e:
+        results.put((rank, f"RemoteError: {e}"))
+
+
+def warm_up(nranks):
+    """Compiles the kernels the ranks run, once, into the JIT cache they share (the same calls on
+    an in-process communicator), instead of every rank process compiling each at once."""
+    with ccc.Communicator(nranks, backend="host") as c:
+        for dtype in DTYPES:
+            xs = [data(r, dtype) for r in range(nranks)]
+            c.all_reduce(xs, [np.zeros_like(x) for x in xs])
+            c.all_reduce(xs, op="max")
+            c.all_gather(xs, [np.zeros(nranks * COUNT, dtype) for _ in xs])
+            c.reduce_scatter([np.concatenate([x] * nranks) for x in xs], [np.zeros_like(x) for x in xs])
+            c.broadcast(xs, root=nranks - 1)
+            c.reduce(xs, [np.zeros_like(x) for x in xs], root=0, op="min")
+
+
+def run(target, nranks, started=None, timeout=60):
+    uid = ccc.get_unique_id()
+    results = CTX.Queue()
+    procs = [CTX.Process(target=target, args=(uid, nranks, r, results)) for r in range(started or nranks)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(timeout)
+    for p in procs:
+        if p.is_alive():
+            p.kill()
+    got = {}
+    for _ in range(sum(p.exitcode == 0 for p in procs)):  # each rank that exited put its result
+        rank, what = results.get(timeout=10)
+        got[rank] = what
+    return got, [p.exitcode for p in procs]
+
+
+@pytest.mark.parametrize("nranks", [2, 3])
+def test_every_collective_across_processes(nranks):
+    warm_up(nranks)
+    got, codes = run(collectives, nranks)
+    assert got == {r: "ok" for r in range(nranks)}, got
+    assert codes == [0] * nranks
+
+
+def test_a_rank_that_never_joins_fails_the_others():
+    got, _ = run(join_only, 3, started=2)
+    assert len(got) == 2, got
+    for what in got.values():
+        assert what.startswith("RemoteError") and "did not join" in what, got
+
+
+def test_a_killed_rank_fails_the_others():
+    got, codes = run(killed, 3)
+    assert codes[1] == -signal.SIGKILL
+    for r in (0, 2):
+        assert got[r].startswith("RemoteError") and "timed out" in got[r], got
+
+
+def test_the_arguments_go_together():
+    with pytest.raises(ccc.InvalidArgumentError, match="needs all three"):
+        ccc.Communicator(rank=0, nranks=2)
+    with pytest.raises(ccc.InvalidUsageError, match="not built yet"):
+        ccc.Communicator(rank=0, nranks=2, uid=b"x" * 128, backend="cuda")
+    with pytest.raises(ccc.InvalidArgumentError, match="128 bytes"):
+        ccc.Communicator(rank=0, nranks=2, uid=b"short")

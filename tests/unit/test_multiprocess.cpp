@@ -1,0 +1,305 @@
+// Multi-process host communicators (docs/runtime.md, "Multi-process"): real processes, one per
+// rank, each running tests/multiprocess/rank_driver.cpp; the root of their bootstrap runs here.
+#include <gtest/gtest.h>
+
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <set>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "ccc/ccc.h"
+#include "ccc/communicator.h"
+#include "ccc/host_backend.h"
+#include "mp_cases.h"
+
+extern char** environ;
+
+namespace {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+struct RankRun {
+  int status = 0;  // the exit code; -signal if killed by one; kTimedOut if still running at the limit
+  std::string stderr_text;
+};
+constexpr int kTimedOut = -1000;
+
+std::string hex(const cccUniqueId& id) {
+  std::string s;
+  for (char c : id.internal) s += fmt::format("{:02x}", static_cast<unsigned char>(c));
+  return s;
+}
+
+std::set<std::string> shm_entries() {
+  std::set<std::string> names;
+  for (const auto& e : fs::directory_iterator("/dev/shm")) names.insert(e.path().filename().string());
+  return names;
+}
+
+// Lines of /proc/net/unix that name a ccc bootstrap socket (abstract: "@ccc-bootstrap-...").
+std::string bootstrap_sockets() {
+  std::ifstream in("/proc/net/unix");
+  std::string line, found;
+  while (std::getline(in, line))
+    if (line.find("@ccc-bootstrap-") != std::string::npos) found += line + "\n";
+  return found;
+}
+
+// Starts one rank driver per `args` entry (its arguments after the id) with `env` added to this
+// process's environment, and waits for all of them, at most `limit`.
+std::vector<RankRun> run_ranks(const std::string& id, const std::vector<std::vector<std::string>>& args,
+                               const std::vector<std::string>& env, std::chrono::seconds limit) {
+  const fs::path dir = fs::path(testing::TempDir()) / fmt::format("ccc_mp_{}", ::getpid());
+  fs::create_directories(dir);
+  std::vector<std::string> env_strings = env;
+  for (char** e = environ; *e != nullptr; ++e) env_strings.emplace_back(*e);  // earlier entries win
+  std::vector<char*> envp;
+  for (std::string& s : env_strings) envp.push_back(s.data());
+  envp.push_back(nullptr);
+
+  std::vector<pid_t> pids;
+  std::vector<fs::path> logs;
+  for (size_t i = 0; i < args.size(); ++i) {
+    std::vector<std::string> argv_strings{CCC_MP_RANK, id};
+    argv_strings.insert(argv_strings.end(), args[i].begin(), args[i].end());
+    std::vector<char*> argv;
+    for (std::string& s : argv_strings) argv.push_back(s.data());
+    argv.push_back(nullptr);
+    logs.push_back(dir / fmt::format("rank{}.log", i));
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_addopen(&actions, 2, logs.back().c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    pid_t pid = -1;
+    const int rc = posix_spawn(&pid, CCC_MP_RANK, &actions, nullptr, argv.data(), envp.data());
+    posix_spawn_file_actions_destroy(&actions);
+    EXPECT_EQ(rc, 0) << "posix_spawn: " << std::strerror(rc);
+    pids.push_back(pid);
+  }
+  std::vector<RankRun> runs(args.size());
+  std::vector<bool> done(args.size(), false);
+  const auto deadline = Clock::now() + limit;
+  for (size_t left = args.size(); left > 0;) {
+    for (size_t i = 0; i < pids.size(); ++i) {
+      int status = 0;
+      if (done[i] || ::waitpid(pids[i], &status, WNOHANG) != pids[i]) continue;
+      runs[i].status = WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status);
+      done[i] = true;
+      --left;
+    }
+    if (left == 0) break;
+    if (Clock::now() > deadline) {
+      for (size_t i = 0; i < pids.size(); ++i) {
+        if (done[i]) continue;
+        ::kill(pids[i], SIGKILL);
+        ::waitpid(pids[i], nullptr, 0);
+        runs[i].status = kTimedOut;
+      }
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  for (size_t i = 0; i < runs.size(); ++i) {
+    std::ifstream in(logs[i]);
+    runs[i].stderr_text.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  fs::remove_all(dir);
+  return runs;
+}
+
+std::string new_id() {
+  cccUniqueId id{};
+  EXPECT_EQ(cccGetUniqueId(&id), cccSuccess) << cccGetLastError(nullptr);
+  return hex(id);
+}
+
+// Ranks 0..n-1 of one communicator, each with `scenario` (and `arg`).
+std::vector<std::vector<std::string>> ranks(int n, const std::string& scenario, const std::string& arg = "") {
+  std::vector<std::vector<std::string>> args;
+  for (int r = 0; r < n; ++r) {
+    args.push_back({std::to_string(n), std::to_string(r), scenario});
+    if (!arg.empty()) args.back().push_back(arg);
+  }
+  return args;
+}
+
+std::string report(const std::vector<RankRun>& runs) {
+  std::string s;
+  for (size_t i = 0; i < runs.size(); ++i) s += fmt::format("rank {}: status {}\n{}", i, runs[i].status, runs[i].stderr_text);
+  return s;
+}
+
+// Nothing of a communicator is left once its processes are gone: no file in /dev/shm (the arena
+// is a memfd), no bootstrap socket (the root closes its own when it is done).
+void expect_no_leftovers(const std::set<std::string>& shm_before) {
+  EXPECT_EQ(shm_entries(), shm_before);
+  const auto deadline = Clock::now() + std::chrono::seconds(2);
+  while (!bootstrap_sockets().empty() && Clock::now() < deadline) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  EXPECT_EQ(bootstrap_sockets(), "");
+}
+
+// The kernels the collectives scenario runs, compiled here into the JIT cache the ranks share,
+// so that n processes do not compile each at once.
+void warm_up(int n, const std::vector<ccc::mp::Case>& cases) {
+  ccc::Communicator comm = ccc::Communicator::host(n);
+  for (bool in_place : {false, true}) {
+    std::vector<ccc::CollectiveCall> shapes;
+    for (const ccc::mp::Case& c : cases)
+      if (c.in_place == in_place) shapes.push_back({c.collective, c.count, c.dtype, c.op, c.root, {}, {}});
+    comm.warm_up(shapes, in_place, ccc::Communicator::WarmUp::Wait);
+  }
+}
+
+TEST(MultiProcess, EveryCollectiveOn2And3And4Ranks) {
+  const std::set<std::string> shm_before = shm_entries();
+  for (int n : {2, 3, 4}) {
+    warm_up(n, ccc::mp::cases(n));
+    const auto runs = run_ranks(new_id(), ranks(n, "collectives"), {"CCC_TIMEOUT=10"}, std::chrono::seconds(60));
+    for (const RankRun& run : runs) EXPECT_EQ(run.status, 0) << n << " ranks:\n" << report(runs);
+  }
+  expect_no_leftovers(shm_before);
+}
+
+// 64 KiB per rank: a 40000-byte arena buffer runs in place; a malloc'd one, which would need
+// 40000 more for its staging copy, is refused, saying so.
+TEST(MultiProcess, ArenaBuffersNeedNoStagingAndACallThatDoesNotFitIsRefused) {
+  warm_up(2, {ccc::mp::small_arena_case()});
+  const auto runs = run_ranks(new_id(), ranks(2, "small-arena"), {"CCC_TIMEOUT=5", "CCC_ARENA_BYTES=65536"},
+                              std::chrono::seconds(30));
+  for (const RankRun& run : runs) EXPECT_EQ(run.status, 0) << report(runs);
+}
+
+TEST(MultiProcess, ABadUniqueIdIsRefused) {
+  const auto runs = run_ranks(std::string(2 * CCC_UNIQUE_ID_BYTES, '0'), ranks(1, "init"), {}, std::chrono::seconds(20));
+  EXPECT_EQ(runs[0].status, 10 + cccInvalidArgument) << report(runs);
+  EXPECT_NE(runs[0].stderr_text.find("not a unique id"), std::string::npos) << report(runs);
+}
+
+TEST(MultiProcess, RanksThatDisagreeOnTheRankCountAllFail) {
+  auto args = ranks(2, "init");
+  args[1][0] = "3";
+  const auto runs = run_ranks(new_id(), args, {"CCC_TIMEOUT=5"}, std::chrono::seconds(20));
+  for (const RankRun& run : runs) {
+    EXPECT_EQ(run.status, 10 + cccInvalidUsage) << report(runs);
+    EXPECT_NE(run.stderr_text.find("ranks"), std::string::npos) << report(runs);
+  }
+}
+
+TEST(MultiProcess, TwoProcessesAsOneRankBothFail) {
+  auto args = ranks(2, "init");
+  args[1][1] = "0";
+  const auto runs = run_ranks(new_id(), args, {"CCC_TIMEOUT=5"}, std::chrono::seconds(20));
+  for (const RankRun& run : runs) {
+    EXPECT_EQ(run.status, 10 + cccInvalidUsage) << report(runs);
+    EXPECT_NE(run.stderr_text.find("two processes joined as rank 0"), std::string::npos) << report(runs);
+  }
+}
+
+TEST(MultiProcess, ARankThatNeverJoinsFailsTheOthersWithinTheTimeout) {
+  const std::set<std::string> shm_before = shm_entries();
+  auto args = ranks(3, "init");
+  args.pop_back();  // rank 2 never starts
+  const auto start = Clock::now();
+  const auto runs = run_ranks(new_id(), args, {"CCC_TIMEOUT=1"}, std::chrono::seconds(20));
+  EXPECT_LT(Clock::now() - start, std::chrono::seconds(5));
+  for (const RankRun& run : runs) {
+    EXPECT_EQ(run.status, 10 + cccRemoteError) << report(runs);
+    EXPECT_NE(run.stderr_text.find("rank(s) 2 of 3 did not join"), std::string::npos) << report(runs);
+  }
+  expect_no_leftovers(shm_before);
+}
+
+TEST(MultiProcess, MismatchedCallsFailEveryRankAndTheCommunicatorStaysFailed) {
+  const auto runs = run_ranks(new_id(), ranks(3, "mismatch"), {"CCC_TIMEOUT=2"}, std::chrono::seconds(30));
+  for (const RankRun& run : runs) EXPECT_EQ(run.status, 0) << report(runs);
+}
+
+TEST(MultiProcess, ARankKilledMidCollectiveFailsTheOthersWithinTheTimeout) {
+  const std::set<std::string> shm_before = shm_entries();
+  const auto start = Clock::now();
+  const auto runs = run_ranks(new_id(), ranks(3, "kill", "1"), {"CCC_TIMEOUT=1"}, std::chrono::seconds(30));
+  EXPECT_LT(Clock::now() - start, std::chrono::seconds(10));
+  EXPECT_EQ(runs[1].status, -SIGKILL) << report(runs);
+  for (int r : {0, 2}) {
+    EXPECT_EQ(runs[r].status, 0) << report(runs);
+    EXPECT_NE(runs[r].stderr_text.find("timed out waiting for a peer"), std::string::npos) << report(runs);
+  }
+  expect_no_leftovers(shm_before);
+}
+
+TEST(MultiProcess, AnAbortedRankFailsTheOthersWithoutWaitingForTheTimeout) {
+  const auto start = Clock::now();
+  const auto runs = run_ranks(new_id(), ranks(3, "abort", "2"), {"CCC_TIMEOUT=30"}, std::chrono::seconds(60));
+  EXPECT_LT(Clock::now() - start, std::chrono::seconds(15));
+  for (const RankRun& run : runs) EXPECT_EQ(run.status, 0) << report(runs);
+  for (int r : {0, 1}) EXPECT_NE(runs[r].stderr_text.find("aborted"), std::string::npos) << report(runs);
+}
+
+TEST(MultiProcess, TheCudaBackendIsNotBuiltAcrossProcessesYet) {
+  cccUniqueId id{};
+  ASSERT_EQ(cccGetUniqueId(&id), cccSuccess);
+  cccConfig_t config = CCC_CONFIG_INITIALIZER;
+  config.backend = "cuda";
+  cccComm_t comm = nullptr;
+  EXPECT_EQ(cccCommInitRankConfig(&comm, 2, id, 0, &config), cccInvalidUsage);
+  EXPECT_NE(std::string(cccGetLastError(nullptr)).find("CUDA backend are not built yet"), std::string::npos);
+  config.backend = "tpu";
+  EXPECT_EQ(cccCommInitRankConfig(&comm, 2, id, 0, &config), cccInvalidArgument);
+  EXPECT_EQ(cccGetUniqueId(nullptr), cccInvalidArgument);
+}
+
+TEST(MultiProcess, InProcessCommunicatorsHaveNoArenaButReportAsyncErrors) {
+  cccComm_t comms[2];
+  ASSERT_EQ(cccCommInitAllHost(comms, 2), cccSuccess);
+  void* p = nullptr;
+  EXPECT_EQ(cccCommMemAlloc(comms[0], &p, 64), cccInvalidUsage);
+  cccResult_t async = cccInternalError;
+  EXPECT_EQ(cccCommGetAsyncError(comms[0], &async), cccSuccess);
+  EXPECT_EQ(async, cccSuccess);
+  EXPECT_EQ(cccCommAbort(comms[0]), cccSuccess);
+  EXPECT_EQ(cccCommDestroy(comms[1]), cccSuccess);
+}
+
+TEST(HostArena, AllocatesFirstFitCoalescesAndSaysWhenFull) {
+  const uint64_t heap = 4096;
+  const uint64_t bytes = ccc::HostArena::total_bytes(2, heap);
+  void* map = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(map, MAP_FAILED);
+  ccc::HostArena arena(map, 2, 1, heap);
+  void* a = arena.allocate(1000, "a");
+  void* b = arena.allocate(1000, "b");
+  void* c = arena.allocate(2000, "c");
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(a) % 256, 0u);
+  EXPECT_TRUE(arena.contains(a, 1000));
+  EXPECT_FALSE(arena.contains(static_cast<char*>(map) + bytes, 1));
+  EXPECT_GT(static_cast<void*>(arena.sync(1)), map) << "rank 1's sync state after rank 0's";
+  try {
+    arena.allocate(1, "more");
+    ADD_FAILURE() << "the heap is full";
+  } catch (const ccc::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("no room for 1 bytes of more"), std::string::npos) << e.what();
+  }
+  arena.free(a);
+  arena.free(b);  // merges with a's block: 2048 bytes in one piece again
+  EXPECT_EQ(arena.allocate(2048, "a and b"), a);
+  EXPECT_THROW(arena.free(static_cast<char*>(c) + 1), ccc::Error);
+  arena.free(c);
+  EXPECT_THROW(arena.free(c), ccc::Error) << "freed twice";
+}
+
+}  // namespace
