@@ -595,6 +595,10 @@ void Communicator::reduce(Sends send, Recvs recv, uint64_t count, DataType dtype
   run({Collective::Reduce, count, dtype, op, root, send, recv}, streams);
 }
 
+void Communicator::all_to_all(Sends send, Recvs recv, uint64_t count, DataType dtype, Streams streams) {
+  run({Collective::AllToAll, count, dtype, ReduceOp::Sum, -1, send, recv}, streams);
+}
+
 // Without the communicator's mutex: a rank waiting here must not keep the others from issuing
 // the collective it waits for.
 void Communicator::synchronize() {

@@ -56,6 +56,7 @@ uint64_t check(Communicator& comm, const CollectiveCall& shape, bool in_place) {
     case Collective::AllGather: comm.all_gather(c.send, c.recv, c.count, c.dtype); break;
     case Collective::Broadcast: comm.broadcast(c.send, c.recv, c.count, c.dtype, c.root); break;
     case Collective::Reduce: comm.reduce(c.send, c.recv, c.count, c.dtype, c.op, c.root); break;
+    case Collective::AllToAll: comm.all_to_all(c.send, c.recv, c.count, c.dtype); break;
   }
   return buffers.wrong_elements();
 }

@@ -73,7 +73,7 @@ TEST(Verify, StructuralErrors) {
   add(p, 2, 1, OpKind::Copy, 0, 0);  // rank 2 step 1 already reduces chunk 0
   EXPECT_EQ(errors_of(p),
             "<input>:14:7: error: rank 0 step 0 (reduce_scatter s=0) reads from rank 7, which does not exist (N = 3)\n"
-            "<input>:14:7: error: rank 1 step 0 (reduce_scatter s=0) names chunks 2..6, outside 0..2\n"
+            "<input>:14:7: error: rank 1 step 0 (reduce_scatter s=0) names output chunks 2..6, outside 0..2\n"
             "<input>:14:7: error: rank 2 step 0 (reduce_scatter s=0) writes the input buffer, which is read-only\n"
             "<input>:3:5: error: rank 2 step 1 (reduce_scatter s=1) writes output chunk 0 with a copy and another op in the same step\n"
             "<input>:14:7: note: the other write: reduce output chunk 0 from rank 1's output\n");
