@@ -21,6 +21,7 @@
 // e.g. one-shot) or exactly one copy.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -30,6 +31,9 @@
 namespace ccc {
 
 enum class Collective { AllReduce, ReduceScatter, AllGather, Broadcast, Reduce, AllToAll };
+inline constexpr std::array<Collective, 6> kAllCollectives{Collective::AllReduce, Collective::ReduceScatter,
+                                                           Collective::AllGather, Collective::Broadcast,
+                                                           Collective::Reduce,    Collective::AllToAll};
 enum class OpKind { Reduce, Copy };
 enum class Buffer { Output, Input, Scratch };
 
