@@ -342,22 +342,22 @@ class Parser {
 
   // [as chunk F | as chunks F .. G]: the chunks written, when they differ from the chunks read.
   // `as` is a word, not a keyword (like `to`); the form must match the op's (`chunk` or `chunks`).
+  // The wrong form is reported and then parsed as written, so the rest of the op does not
+  // cascade into further errors.
   void parse_remap(ast::OpStmt& op) {
     if (!at_word("as")) return;
     advance();
-    if (op.last) {
-      if (!accept(Tok::KwChunks))
-        fail(peek().loc, fmt::format("expected 'chunks' after 'as' (the op moves a range: 'as chunks F .. G'), found {}",
-                                     describe(peek())));
-      op.as_first = parse_expr();
-      expect(Tok::DotDot, "in the chunk range (ranges read FIRST .. LAST)");
-      op.as_last = parse_expr();
-    } else {
-      if (!accept(Tok::KwChunk))
-        fail(peek().loc, fmt::format("expected 'chunk' after 'as' (the op moves one chunk: 'as chunk F'), found {}",
-                                     describe(peek())));
-      op.as_first = parse_expr();
-    }
+    const bool range = at(Tok::KwChunks);
+    if (!range && !at(Tok::KwChunk))
+      fail(peek().loc, fmt::format("expected 'chunk' or 'chunks' after 'as', found {}", describe(peek())));
+    if (range != op.last.has_value())
+      error(peek().loc, op.last ? "expected 'chunks' after 'as': the op moves a range ('as chunks F .. G')"
+                                : "expected 'chunk' after 'as': the op moves one chunk ('as chunk F')");
+    advance();
+    op.as_first = parse_expr();
+    if (!range) return;
+    expect(Tok::DotDot, "in the chunk range (ranges read FIRST .. LAST)");
+    op.as_last = parse_expr();
   }
 
   // After `to`: [BUF of] PEER, the rank whose BUF (default output) the op writes.

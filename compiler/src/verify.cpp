@@ -366,7 +366,8 @@ std::string what_is_wrong(const StepProgram& p, Expect want, int rank, int64_t c
   std::vector<std::string> parts;
   if (!missing.empty()) {
     parts.push_back("missing " + contributions(missing));
-    if (sole && sole->second != chunk) parts.back() += fmt::format("'s chunk {}", sole->second);
+    // Where data moves between chunks (alltoall), say which chunk of the rank is missing.
+    if (sole && (want == Expect::Transpose || sole->second != chunk)) parts.back() += fmt::format("'s chunk {}", sole->second);
   }
   if (doubled.size() == 1)
     parts.push_back(fmt::format("holding the contribution of rank {} {} times", doubled[0],

@@ -59,13 +59,14 @@ bool call_is_in_place(const CollectiveCall& call, int nranks) {
 
 uint64_t round_up(uint64_t bytes, uint64_t to) { return (bytes + to - 1) / to * to; }
 
-// Without a topology to model: the collective's ring schedule (the first shipped one whose name
-// starts with "ring"), else its first shipped schedule.
+// Without a topology to model: the collective's bandwidth-optimal schedule, its ring (the first
+// shipped one whose name starts with "ring") or for alltoall the direct exchange, else its first
+// shipped schedule.
 std::string default_schedule(Collective collective) {
   std::string first;
   for (const ShippedSchedule& s : shipped_schedules()) {
     if (s.collective != collective) continue;
-    if (s.name.rfind("ring", 0) == 0) return s.name;
+    if (s.name.rfind("ring", 0) == 0 || s.name == "alltoall_direct") return s.name;
     if (first.empty()) first = s.name;
   }
   if (first.empty())

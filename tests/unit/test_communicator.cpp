@@ -301,6 +301,8 @@ TEST(Communicator, DefaultsToTheRingWithoutATopology) {
   CollectiveCall call;
   call.count = 1 << 20;
   EXPECT_EQ(comm.algorithm_for(call), "ring");
+  call.collective = Collective::AllToAll;  // no ring: the direct exchange, not Bruck
+  EXPECT_EQ(comm.algorithm_for(call), "alltoall_direct");
 }
 
 TEST(CApi, AllReduceThroughTheCApi) {
