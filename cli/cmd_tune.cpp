@@ -14,8 +14,6 @@
 namespace ccc::cli {
 namespace {
 
-constexpr std::array<Collective, 5> kCollectives{Collective::AllReduce, Collective::ReduceScatter,
-                                                 Collective::AllGather, Collective::Broadcast, Collective::Reduce};
 
 // Every *.sched in dir, by name; unreadable ones are reported and left out.
 std::vector<SourceFile> read_schedules(const std::string& dir, std::ostream& err) {
@@ -41,9 +39,9 @@ int run_tune(const ParsedArgs& args, std::ostream& out, std::ostream& err) {
   if (!topo_path) return usage_error(cmd, "--topo F is required", err);
 
   std::string collective_text = args.get("--collective").value_or("allreduce");
-  auto collective = std::find_if(kCollectives.begin(), kCollectives.end(),
+  auto collective = std::find_if(kAllCollectives.begin(), kAllCollectives.end(),
                                  [&](Collective c) { return collective_text == collective_name(c); });
-  if (collective == kCollectives.end())
+  if (collective == kAllCollectives.end())
     return usage_error(cmd, fmt::format("unknown --collective '{}'", collective_text), err);
   std::string dtype_text = args.get("--dtype").value_or("f32");
   std::optional<DataType> dtype = parse_data_type(dtype_text);
@@ -98,7 +96,7 @@ const Command& tune_command() {
       "predict every schedule's time per message size on a topology, and the choice",
       "ccc tune --topo F [--collective C] [--ranks N] [--dtype D] [--schedules DIR] [--algo NAME] [--format tsv]",
       {{"--topo", "F", "topology file (see docs/topology.md; topologies/ has examples)"},
-       {"--collective", "C", "allreduce (default), reduce_scatter, allgather, broadcast or reduce"},
+       {"--collective", "C", "allreduce (default), reduce_scatter, allgather, broadcast, reduce or alltoall"},
        {"--ranks", "N", "ranks, at most the topology's GPUs (default: all of them)"},
        {"--dtype", "D", "element type: f64 f32 (default) f16 bf16 i64 u64 i32 u32 i8 u8"},
        {"--schedules", "DIR", "take the candidates from DIR/*.sched (default: the shipped schedules)"},

@@ -107,7 +107,7 @@ done
 bench=("$bin/ccc-bench" --backend cuda --ranks "$ranks")
 part "check:allreduce ring, every type and op" 120 bench_detail \
   "${bench[@]}" --algo ring -d all -o all -b 8 -e 1M -f 64 -n 1 -w 0 -c 1
-for coll in reduce_scatter allgather broadcast reduce; do
+for coll in reduce_scatter allgather broadcast reduce alltoall; do
   part "check:$coll ring" 60 bench_detail "${bench[@]}" --collective "$coll" -b 8 -e 64M -f 16 -n 2 -w 1 -c 1
 done
 # One traced run (1 MiB) of each shipped schedule: $OUT/trace-<schedule>.json (else beside the
@@ -115,7 +115,7 @@ done
 traces=${OUT:-$logs}
 for entry in allreduce:ring allreduce:twoshot allreduce:oneshot allreduce:butterfly allreduce:tree \
              allreduce:dbtree reduce_scatter:ring_reduce_scatter allgather:ring_allgather \
-             broadcast:ring_broadcast reduce:ring_reduce; do
+             broadcast:ring_broadcast reduce:ring_reduce alltoall:alltoall_direct alltoall:alltoall_bruck; do
   part "trace:${entry#*:}" 60 - "${bench[@]}" --collective "${entry%%:*}" --algo "${entry#*:}" \
     -b 1M -e 1M -n 1 -w 0 -c 1 --trace "$traces/trace-${entry#*:}.json"
 done

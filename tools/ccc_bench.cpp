@@ -4,9 +4,10 @@
 // -d float|half|bfloat16|...|all, -o sum|...|all, -G/--cudagraph, -c/--check, --opt=value).
 //
 // Sizes take K, M and G suffixes. size is the bytes of a rank's largest buffer (N blocks for
-// reduce_scatter's send and allgather's recv), count the per-rank ABI count; algbw = size / time
-// and busbw = algbw times nccl-tests' factor (allreduce 2(N-1)/N, reduce_scatter and allgather
-// (N-1)/N, broadcast and reduce 1). On one CUDA device (virtual ranks) the calls are timed with
+// reduce_scatter's send, allgather's recv and both of alltoall's), count the per-rank ABI count;
+// algbw = size / time and busbw = algbw times nccl-tests' factor (allreduce 2(N-1)/N,
+// reduce_scatter, allgather and alltoall (N-1)/N, broadcast and reduce 1). Alltoall runs out of
+// place only. On one CUDA device (virtual ranks) the calls are timed with
 // CUDA events on the ranks' stream; with -G N, as in nccl-tests, `iters` calls are captured in a
 // CUDA graph that is launched N times, and `time` is the replayed time (the eager time follows
 // in its own column). --baseline times a device-to-device copy (memcpy on the host) of the
@@ -116,8 +117,7 @@ std::vector<ReduceOp> parse_ops(const std::string& name) {
 }
 
 Collective parse_collective(const std::string& name) {
-  for (Collective c : {Collective::AllReduce, Collective::ReduceScatter, Collective::AllGather,
-                       Collective::Broadcast, Collective::Reduce})
+  for (Collective c : kAllCollectives)
     if (name == collective_name(c)) return c;
   usage(fmt::format("unknown collective '{}'", name));
 }
@@ -178,7 +178,7 @@ const std::vector<Option>& options() {
        [](Config& c, const std::string& v) { c.devices = parse_devices(v); }},
       {"", "--algo", "NAME", "schedule (default: the cost model's choice per size)",
        [](Config& c, const std::string& v) { c.comm.algo = v; }},
-      {"", "--collective", "C", "allreduce, reduce_scatter, allgather, broadcast, reduce",
+      {"", "--collective", "C", "allreduce, reduce_scatter, allgather, broadcast, reduce, alltoall",
        [](Config& c, const std::string& v) { c.collective = parse_collective(v); }},
       {"", "--channels", "C", "channels per rank", [](Config& c, const std::string& v) { c.comm.channels = parse_int_arg(v, "channel count"); }},
       {"", "--tile-bytes", "B", "tile size", [](Config& c, const std::string& v) { c.comm.tile_bytes = static_cast<int64_t>(parse_size(v)); }},
@@ -413,6 +413,10 @@ void run_size(Bench& b, CollectiveCall call, Totals& totals) {
                                 reduce_op_name(call.op), call.root);
   double out_of_place = 0, eager_out_of_place = 0;
   for (bool in_place : {false, true}) {
+    if (in_place && call.collective == Collective::AllToAll) {  // refused: alltoall runs out of place only
+      row += fmt::format("   {:>9} {:>7} {:>7} {:>6}", "N/A", "N/A", "N/A", "N/A");
+      continue;
+    }
     const Placement p = place(b.region_a, b.region_b, call, b.n, in_place);
     call.send = p.send;
     call.recv = p.recv;
@@ -454,7 +458,8 @@ int run_bandwidth(const Config& cfg) {
   const std::vector<uint64_t> size_list = sizes(cfg);
   Bench b(cfg);
   open_ranks(b);
-  const bool blocks = cfg.collective == Collective::ReduceScatter || cfg.collective == Collective::AllGather;
+  const bool blocks = cfg.collective == Collective::ReduceScatter || cfg.collective == Collective::AllGather ||
+                      cfg.collective == Collective::AllToAll;
   const uint64_t unit_max = 8 * (blocks ? b.n : 1);  // one element of the widest type, per block
   b.region_bytes = cfg.max_bytes + unit_max;
   for (int r = 0; r < b.n; ++r) {
@@ -463,7 +468,8 @@ int run_bandwidth(const Config& cfg) {
   }
   print_header(b);
   const bool rooted = cfg.collective == Collective::Broadcast || cfg.collective == Collective::Reduce;
-  const bool reduces = cfg.collective != Collective::Broadcast && cfg.collective != Collective::AllGather;
+  const bool reduces = cfg.collective != Collective::Broadcast && cfg.collective != Collective::AllGather &&
+                       cfg.collective != Collective::AllToAll;
   const std::vector<ReduceOp> ops = reduces ? cfg.ops : std::vector<ReduceOp>{cfg.ops.front()};
   Totals totals;
   for (DataType dtype : cfg.dtypes) {

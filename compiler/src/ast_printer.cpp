@@ -68,6 +68,7 @@ class Printer {
   }
 
   void stmt(const ChunksStmt& n, int) { out += "chunks " + print_expr(n.count); }
+  void stmt(const ScratchStmt& n, int) { out += "scratch " + print_expr(n.count); }
   void stmt(const RequiresStmt& n, int) { out += "requires " + print_expr(n.cond); }
   void stmt(const LetStmt& n, int) {
     out += (n.is_param ? "param " : "let ") + n.name;
@@ -111,6 +112,10 @@ class Printer {
       if (n.src != Buffer::Output) out += fmt::format("{} of ", buffer_name(n.src));
     }
     out += print_expr(n.peer);
+    if (n.as_last)
+      out += " as chunks " + print_expr(*n.as_first) + " .. " + print_expr(*n.as_last);
+    else if (n.as_first)
+      out += " as chunk " + print_expr(*n.as_first);
   }
 };
 

@@ -252,6 +252,13 @@ class Checker {
     seen_chunks_ = true;
     check_expr(n.count);
   }
+  void check_node(ast::ScratchStmt& n, SourceLoc loc, Context ctx) {
+    if (ctx != Context::Top) return misplaced(loc, "scratch", "at the top of the schedule");
+    if (seen_scratch_) diags_.error(loc, "'scratch' is given more than once");
+    if (seen_phase_) diags_.error(loc, "'scratch' must come before the first phase");
+    seen_scratch_ = true;
+    check_expr(n.count);
+  }
   void check_node(ast::RequiresStmt& n, SourceLoc loc, Context ctx) {
     if (ctx != Context::Top) return misplaced(loc, "requires", "at the top of the schedule");
     check_expr(n.cond);
@@ -304,6 +311,8 @@ class Checker {
     check_expr(n.first);
     if (n.last) check_expr(*n.last);
     check_expr(n.peer);
+    if (n.as_first) check_expr(*n.as_first);
+    if (n.as_last) check_expr(*n.as_last);
   }
 
   ast::Schedule& s_;
@@ -312,6 +321,7 @@ class Checker {
   std::vector<bool> rank_dependent_;           // per slot
   std::vector<bool> function_rank_dependent_;  // per function: its body reads r
   bool seen_chunks_ = false;
+  bool seen_scratch_ = false;
   bool seen_phase_ = false;
   int phase_loops_ = 0;  // `for`s around phases the statement is in
   std::map<std::string, SourceLoc> phase_names_;

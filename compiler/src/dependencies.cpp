@@ -1,5 +1,6 @@
 #include "ccc/dependencies.h"
 
+#include <algorithm>
 #include <vector>
 
 namespace ccc {
@@ -29,13 +30,14 @@ class Analysis {
  public:
   Analysis(const StepProgram& p, bool in_place, const std::function<void(const Dependency&)>& visit)
       : p_(p), in_place_(in_place), visit_(visit),
-        writers_(static_cast<size_t>(p.nranks) * 3 * static_cast<size_t>(p.nchunks)) {}
+        stride_(static_cast<size_t>(std::max(p.nchunks, p.nscratch))),
+        writers_(static_cast<size_t>(p.nranks) * 3 * stride_) {}
 
   void forward() {
     for (int k = 0; k < p_.nsteps(); ++k) {
       for (int r = 0; r < p_.nranks; ++r)
-        for_each_read(r, k, [&](const Op& op, int i, int owner, Buffer buf, bool) {
-          runs(owner, buf, op.chunks, [&](Writer w, ChunkRange range) {
+        for_each_read(r, k, [&](int i, int owner, Buffer buf, ChunkRange read, bool) {
+          runs(owner, buf, read, [&](Writer w, ChunkRange range) {
             if (w.step < 0)
               visit_({{owner, -1, -1}, {r, k, i}, DepKind::Entry, owner, buf, range});
             else
@@ -66,8 +68,8 @@ class Analysis {
         for (int i = static_cast<int>(ops.size()) - 1; i >= 0; --i) assign(r, ops[i].dst, ops[i].chunks, {k, i});
       }
       for (int r = 0; r < p_.nranks; ++r)
-        for_each_read(r, k, [&](const Op& op, int i, int owner, Buffer buf, bool is_dst) {
-          runs(owner, buf, op.chunks, [&](Writer w, ChunkRange range) {
+        for_each_read(r, k, [&](int i, int owner, Buffer buf, ChunkRange read, bool is_dst) {
+          runs(owner, buf, read, [&](Writer w, ChunkRange range) {
             if (w.step < 0) {
               visit_({{r, k, i}, {owner, p_.nsteps(), -1}, DepKind::Exit, owner, buf, range});
             } else if (!(is_dst && w.step == k)) {  // a reduce's own update is not a hazard
@@ -81,19 +83,18 @@ class Analysis {
  private:
   Buffer memory(Buffer b) const { return in_place_ && b == Buffer::Input ? Buffer::Output : b; }
   size_t index(int owner, Buffer b, int64_t c) const {
-    return (static_cast<size_t>(owner) * 3 + static_cast<size_t>(memory(b))) * static_cast<size_t>(p_.nchunks) +
-           static_cast<size_t>(c);
+    return (static_cast<size_t>(owner) * 3 + static_cast<size_t>(memory(b))) * stride_ + static_cast<size_t>(c);
   }
 
-  // Calls f(op, op index, owner, buffer, is_dst) for every read of step k on rank r: the source,
-  // and a reduce's destination (its old value).
+  // Calls f(op index, owner, buffer, chunks, is_dst) for every read of step k on rank r: the
+  // source (remapped chunks included), and a reduce's destination (its old value).
   template <class F>
   void for_each_read(int r, int k, F&& f) {
     const auto& ops = p_.ops[r][k];
     for (int i = 0; i < static_cast<int>(ops.size()); ++i) {
       const Op& op = ops[i];
-      f(op, i, op.peer, op.src, false);
-      if (op.kind == OpKind::Reduce) f(op, i, r, op.dst, true);
+      f(i, op.peer, op.src, op.read_chunks(), false);
+      if (op.kind == OpKind::Reduce) f(i, r, op.dst, op.chunks, true);
     }
   }
 
@@ -118,6 +119,7 @@ class Analysis {
   const StepProgram& p_;
   bool in_place_;
   const std::function<void(const Dependency&)>& visit_;
+  size_t stride_;                // chunks per (rank, buffer) slot: the larger of output and scratch
   std::vector<Writer> writers_;  // last writer (forward pass) or next writer (backward pass)
 };
 

@@ -4,14 +4,20 @@
 
 namespace ccc {
 
-std::string describe_chunks(Buffer b, ChunkRange chunks) {
-  if (chunks.count == 1) return fmt::format("{} chunk {}", buffer_name(b), chunks.begin);
-  return fmt::format("{} chunks {}..{}", buffer_name(b), chunks.begin, chunks.end() - 1);
+namespace {
+// "chunk 3", "chunks 3..5".
+std::string chunks_text(ChunkRange chunks) {
+  if (chunks.count == 1) return fmt::format("chunk {}", chunks.begin);
+  return fmt::format("chunks {}..{}", chunks.begin, chunks.end() - 1);
 }
+}  // namespace
+
+std::string describe_chunks(Buffer b, ChunkRange chunks) { return fmt::format("{} {}", buffer_name(b), chunks_text(chunks)); }
 
 std::string describe_op(const Op& op, int rank) {
   std::string from = op.peer == rank ? fmt::format("its own {}", buffer_name(op.src))
                                      : fmt::format("rank {}'s {}", op.peer, buffer_name(op.src));
+  if (op.shift != 0) from += " " + chunks_text(op.read_chunks());  // a remap: say where it reads
   return fmt::format("{} {} from {}", op_kind_name(op.kind), describe_chunks(op.dst, op.chunks), from);
 }
 

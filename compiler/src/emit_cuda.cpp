@@ -24,7 +24,8 @@ const char* op_struct(ReduceOp op) {
   return "?";
 }
 
-std::string buffer_expr(const Operand& o) {
+// "ccc::out(2)"; a remapped operand adds its shift in blocks: "ccc::in(2, -1)".
+std::string buffer_expr(const Operand& o, int64_t chunks_per_block) {
   const char* accessor = "?";
   switch (o.buffer) {
     case Storage::Output: accessor = "out"; break;
@@ -32,6 +33,7 @@ std::string buffer_expr(const Operand& o) {
     case Storage::Scratch: accessor = "scratch"; break;
     case Storage::Staging: accessor = "staging"; break;
   }
+  if (o.shift != 0) return fmt::format("ccc::{}({}, {})", accessor, o.rank, o.shift / chunks_per_block);
   return fmt::format("ccc::{}({})", accessor, o.rank);
 }
 
@@ -47,16 +49,19 @@ std::string buffers_text(const KernelPlan& plan) {
       return fmt::format("Buffers: count elements; only root {}'s input is read.", plan.root);
     case Collective::Reduce:
       return fmt::format("Buffers: count elements; only root {}'s output is written.", plan.root);
+    case Collective::AllToAll:
+      return fmt::format("Buffers: input and output {} * count elements; block p of the output is block r of rank p's "
+                         "input.", plan.blocks);
   }
   return "";
 }
 
 std::string scratch_text(const KernelPlan& plan) {
-  const std::string vector = plan.blocks == 1 ? "count" : fmt::format("{} * count", plan.blocks);
+  const std::string vector = blocks_text(plan.blocks), scratch = blocks_text(plan.scratch_blocks);
   const char* staging = "staging: output chunks outside the result";
-  if (plan.uses_scratch && plan.uses_staging) return fmt::format("{} elements per rank, then {} more ({})", vector, vector, staging);
+  if (plan.uses_scratch && plan.uses_staging) return fmt::format("{} elements per rank, then {} more ({})", scratch, vector, staging);
   if (plan.uses_staging) return fmt::format("{} elements per rank ({})", vector, staging);
-  if (plan.uses_scratch) return vector + " elements per rank";
+  if (plan.uses_scratch) return scratch + " elements per rank";
   return "none";
 }
 
@@ -103,10 +108,12 @@ std::string header(const KernelPlan& plan, const std::string& name) {
 std::string layout_args(const KernelPlan& plan) {
   const char* layout = plan.collective == Collective::ReduceScatter ? "ccc::layout_reduce_scatter"
                        : plan.collective == Collective::AllGather   ? "ccc::layout_allgather"
+                       : plan.collective == Collective::AllToAll    ? "ccc::layout_alltoall"
                                                                     : "ccc::layout_full";
   const bool staging_after_scratch = plan.uses_scratch && plan.uses_staging;
   if (plan.blocks == 1 && !staging_after_scratch) return "";
-  return fmt::format(",\n                    {}{}", layout, staging_after_scratch ? ", /*staging after scratch*/ true" : "");
+  return fmt::format(",\n                    {}{}", layout,
+                     staging_after_scratch ? fmt::format(", /*staging after scratch blocks*/ {}", plan.scratch_blocks) : "");
 }
 
 std::string pass_instr(const KernelPlan& plan, const DataPass& pass, int rank, const SourceFile* source) {
@@ -115,9 +122,10 @@ std::string pass_instr(const KernelPlan& plan, const DataPass& pass, int rank, c
     if (std::string line = dsl_line(source, loc); !line.empty()) out += fmt::format("    // {}  {}\n", location(plan, loc), line);
   const char* fn = pass.kind == OpKind::Copy ? "copy" : pass.completes ? "reduce_last" : "reduce";
   std::string args;
-  for (const Operand& o : pass.operands) args += ", " + buffer_expr(o);
+  const int64_t per_block = plan.nchunks / plan.blocks;
+  for (const Operand& o : pass.operands) args += ", " + buffer_expr(o, per_block);
   return out + fmt::format("    ccc::{}({}, {}, {}{}),  // {}\n", fn, pass.chunks.begin, pass.chunks.end(),
-                           buffer_expr({rank, pass.dst}), args, pass_text(pass, rank, plan.options.op));
+                           buffer_expr({rank, pass.dst}, per_block), args, pass_text(pass, rank, plan.options.op));
 }
 
 std::string wait_instr(const Wait& w, bool at_exit) {
@@ -208,7 +216,7 @@ EmittedKernel emit_cuda(const KernelPlan& plan, const SourceFile* source) {
   k.tile_bytes = o.tile_bytes;
   k.pipeline = o.pipeline;
   k.block_threads = kBlockThreads;
-  k.scratch_vectors = int{plan.uses_scratch} + int{plan.uses_staging};
+  k.scratch_blocks = (plan.uses_scratch ? plan.scratch_blocks : 0) + (plan.uses_staging ? plan.blocks : 0);
   k.blocks = plan.blocks;
   k.dtype_bytes = data_type_size(o.dtype);
 

@@ -292,13 +292,23 @@ class Instantiator {
     if (chunks < 1 || chunks > kMaxChunks)
       fail(loc, fmt::format("chunks = {} is out of range: it must be 1 .. {}", chunks, count(kMaxChunks)));
     if (rank_ == 0) {
-      bool blocked = s_.collective == Collective::ReduceScatter || s_.collective == Collective::AllGather;
-      if (blocked && chunks % opts_.nranks != 0)
+      prog_.nchunks = chunks;
+      if (blocks(prog_) > 1 && chunks % opts_.nranks != 0)
         fail(loc, fmt::format("{} needs chunks to be a multiple of N (every rank owns chunks/N of them), "
                               "but chunks = {}", collective_name(s_.collective), chunks));
-      prog_.nchunks = chunks;
     } else if (chunks != prog_.nchunks) {
       fail(loc, fmt::format("'chunks' depends on r: it is {} on rank 0 but {} on rank {}", prog_.nchunks, chunks, rank_));
+    }
+  }
+
+  void run(const ast::ScratchStmt& n, SourceLoc loc) {
+    int64_t slots = eval(n.count);
+    if (slots < 1 || slots > kMaxChunks)
+      fail(loc, fmt::format("scratch = {} is out of range: it must be 1 .. {}", slots, count(kMaxChunks)));
+    if (rank_ == 0) {
+      prog_.nscratch = slots;
+    } else if (slots != prog_.nscratch) {
+      fail(loc, fmt::format("'scratch' depends on r: it is {} on rank 0 but {} on rank {}", prog_.nscratch, slots, rank_));
     }
   }
 
@@ -372,16 +382,28 @@ class Instantiator {
     int64_t first = eval(n.first);
     int64_t last = n.last ? eval(*n.last) : first;
     int64_t peer = eval(n.peer);
-    int64_t nchunks = prog_.nchunks;
-    if (last < first) fail(n.first.loc, fmt::format("empty chunk range {} .. {}", first, last));
-    for (int64_t c : {first, last})
-      if (c < 0 || c >= nchunks)
-        fail(c == first ? n.first.loc : n.last->loc,
-             fmt::format("chunk {} is out of range: the schedule has {} chunk{} (0 .. {})", c, nchunks,
-                         nchunks == 1 ? "" : "s", nchunks - 1));
+    check_chunk_range(first, last, n.first, n.last, n.src);
+    // A remap names the chunks written; by default they are the chunks read.
+    int64_t to = n.as_first ? eval(*n.as_first) : first;
+    if (n.as_last) {
+      const int64_t to_last = eval(*n.as_last);
+      check_chunk_range(to, to_last, *n.as_first, n.as_last, n.dst);
+      if (to_last - to != last - first)
+        fail(n.as_first->loc, fmt::format("the op reads {} chunks ({} .. {}) but writes {} ({} .. {}); a remap moves "
+                                          "as many chunks as it reads", last - first + 1, first, last,
+                                          to_last - to + 1, to, to_last));
+    } else {
+      check_chunk_range(to, to, n.as_first ? *n.as_first : n.first, std::nullopt, n.dst);
+    }
+    if (chunk_position(prog_, first) != chunk_position(prog_, to))
+      fail(n.as_first->loc,
+           fmt::format("cannot remap chunk {} onto chunk {}: the buffers are {} block{} of {} chunks, and a chunk moves "
+                       "only to the same position in a block, where chunks have the same size (chunk {} is at "
+                       "position {}, chunk {} at {})", first, to, blocks(prog_), blocks(prog_) == 1 ? "" : "s",
+                       prog_.nchunks / blocks(prog_), first, chunk_position(prog_, first), to, chunk_position(prog_, to)));
     if (peer < 0 || peer >= opts_.nranks)
       fail(n.peer.loc, fmt::format("peer {} is out of range: ranks are 0 .. {}", peer, opts_.nranks - 1));
-    if (peer == rank_ && n.src == n.dst)
+    if (peer == rank_ && n.src == n.dst && first == to)
       fail(loc, n.push ? fmt::format("{} to itself: rank {} would read and write its own {} (a local op must write "
                                      "another buffer, e.g. 'to scratch of r')", op_kind_name(n.kind), rank_,
                                      buffer_name(n.dst))
@@ -390,7 +412,11 @@ class Instantiator {
                                      buffer_name(n.dst)));
     // A push is the peer's pull from this rank: the step program has only pulls.
     const int reader = n.push ? static_cast<int>(peer) : rank_;
-    Op op{n.kind, {first, last - first + 1}, n.push ? rank_ : static_cast<int>(peer), n.src, n.dst, loc};
+    Op op{n.kind, {to, last - first + 1}, n.push ? rank_ : static_cast<int>(peer), n.src, n.dst, loc, first - to};
+    if (peer == rank_ && n.src == n.dst && op.chunks.overlaps(op.read_chunks()))
+      fail(loc, fmt::format("{} reads chunks {} .. {} of rank {}'s own {} and writes the overlapping chunks {} .. {}; "
+                            "a local remap must move chunks to where none is read", op_kind_name(n.kind), first, last,
+                            rank_, buffer_name(n.dst), to, to + last - first));
     auto& steps = prog_.ops[static_cast<size_t>(reader)];
     if (steps.size() <= static_cast<size_t>(step_)) steps.resize(static_cast<size_t>(step_) + 1);  // a rank not run yet
     auto& ops = steps[static_cast<size_t>(step_)];
@@ -398,12 +424,26 @@ class Instantiator {
     if (!ops.empty()) {
       Op& prev = ops.back();
       if (prev.kind == op.kind && prev.peer == op.peer && prev.src == op.src && prev.dst == op.dst &&
-          prev.loc == op.loc && prev.chunks.end() == op.chunks.begin) {
+          prev.loc == op.loc && prev.shift == op.shift && prev.chunks.end() == op.chunks.begin) {
         prev.chunks.count += op.chunks.count;
         return;
       }
     }
     ops.push_back(op);
+  }
+
+  // first .. last must be a non-empty range of buffer b's chunks.
+  void check_chunk_range(int64_t first, int64_t last, const Expr& first_expr, const std::optional<Expr>& last_expr,
+                         Buffer b) const {
+    if (last < first) fail(first_expr.loc, fmt::format("empty chunk range {} .. {}", first, last));
+    const int64_t nchunks = buffer_chunks(prog_, b);
+    // Scratch declared with `scratch K` has its own count; say so, since it differs from `chunks`.
+    const std::string what = b == Buffer::Scratch && prog_.nscratch > 0 ? "scratch has" : "the schedule has";
+    for (int64_t c : {first, last})
+      if (c < 0 || c >= nchunks)
+        fail(c == first ? first_expr.loc : last_expr->loc,
+             fmt::format("chunk {} is out of range: {} {} chunk{} (0 .. {})", c, what, nchunks, nchunks == 1 ? "" : "s",
+                         nchunks - 1));
   }
 
   template <class F>

@@ -23,7 +23,10 @@ Value plus(Value a, Value b) {
 class Memory {
  public:
   Memory(const StepProgram& p, bool in_place)
-      : in_place_(in_place), bufs_(static_cast<size_t>(p.nranks) * 3, std::vector<Value>(p.nchunks)) {}
+      : in_place_(in_place), bufs_(static_cast<size_t>(p.nranks) * 3, std::vector<Value>(p.nchunks)) {
+    for (int r = 0; r < p.nranks; ++r)
+      bufs_[slot(r, Buffer::Scratch)].resize(static_cast<size_t>(buffer_chunks(p, Buffer::Scratch)));
+  }
 
   Value& at(int rank, Buffer b, int64_t c) { return bufs_[slot(rank, b)][c]; }
   void load(int rank, const std::vector<Value>& input) {
@@ -51,7 +54,12 @@ struct Update {
   Buffer dst = Buffer::Output;
   int64_t chunk = 0;
   bool copy = false;
-  std::vector<std::pair<int, Buffer>> sources;  // (peer, buffer)
+  struct Source {
+    int peer;
+    Buffer buffer;
+    int64_t chunk;  // differs from the update's chunk where the op remaps
+  };
+  std::vector<Source> sources;
   Value staged;                                 // computed by the read, stored by the write
 };
 
@@ -63,15 +71,15 @@ std::vector<Update> updates_of(const std::vector<Op>& ops) {
       for (Update& e : out)
         if (e.dst == op.dst && e.chunk == c) u = &e;
       if (!u) u = &out.emplace_back(Update{op.dst, c, op.kind == OpKind::Copy, {}, std::nullopt});
-      u->sources.emplace_back(op.peer, op.src);
+      u->sources.push_back({op.peer, op.src, c + op.shift});
     }
   return out;
 }
 
 Value read_update(Memory& mem, int rank, const Update& u) {
-  Value v = u.copy ? mem.at(u.sources[0].first, u.sources[0].second, u.chunk) : mem.at(rank, u.dst, u.chunk);
-  for (size_t i = u.copy ? 1 : 0; i < u.sources.size(); ++i)
-    v = plus(v, mem.at(u.sources[i].first, u.sources[i].second, u.chunk));
+  auto source = [&](const Update::Source& s) { return mem.at(s.peer, s.buffer, s.chunk); };
+  Value v = u.copy ? source(u.sources[0]) : mem.at(rank, u.dst, u.chunk);
+  for (size_t i = u.copy ? 1 : 0; i < u.sources.size(); ++i) v = plus(v, source(u.sources[i]));
   return v;
 }
 
@@ -257,6 +265,7 @@ ChunkValues reference_output(const StepProgram& p, uint64_t seed) {
         case Collective::AllGather: out[r][c] = in[c / per][c]; break;
         case Collective::Broadcast: out[r][c] = in[p.root][c]; break;
         case Collective::Reduce: if (r == p.root) out[r][c] = total[c]; break;
+        case Collective::AllToAll: out[r][c] = in[c / per][r * per + c % per]; break;
       }
   return out;
 }

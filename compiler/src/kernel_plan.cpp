@@ -31,7 +31,8 @@ std::string chunk_text(ChunkRange c) {
 }
 
 std::string operand_text(const Operand& o, int rank, ChunkRange c) {
-  return fmt::format("{}{}{}", o.rank == rank ? "" : fmt::format("r{}.", o.rank), short_name(o.buffer), chunk_text(c));
+  return fmt::format("{}{}{}", o.rank == rank ? "" : fmt::format("r{}.", o.rank), short_name(o.buffer),
+                     chunk_text({c.begin + o.shift, c.count}));
 }
 
 }  // namespace
@@ -45,6 +46,8 @@ std::string wait_text(const Wait& w) {
 std::string traffic_text(const Traffic& t) {
   return fmt::format("reads {} ({} remote), writes {}", t.read, t.read_remote, t.written);
 }
+
+std::string blocks_text(int64_t blocks) { return blocks == 1 ? "count" : fmt::format("{} * count", blocks); }
 
 std::string pass_text(const DataPass& pass, int rank, ReduceOp op) {
   std::string operands;
@@ -85,9 +88,9 @@ std::string print_kernel_plan(const KernelPlan& plan) {
                                 plan.schedule, plan.file, plan.nranks, plan.nchunks, plan.nsteps());
   out += fmt::format("  dtype {}, op {}, tile {} B, {} channels, pipeline {}, {}\n", data_type_name(o.dtype), reduce_op_name(o.op),
                      o.tile_bytes, o.channels, o.pipeline, o.in_place ? "in place" : "out of place");
-  const std::string vector = plan.blocks == 1 ? "count" : fmt::format("{} * count", plan.blocks);
+  const std::string vector = blocks_text(plan.blocks);
   std::string space;
-  if (plan.uses_scratch) space += fmt::format(", scratch {} elements per rank", vector);
+  if (plan.uses_scratch) space += fmt::format(", scratch {} elements per rank", blocks_text(plan.scratch_blocks));
   if (plan.uses_staging) space += fmt::format(", staging {} elements per rank", vector);
   out += fmt::format("  waits {} (sync plan: {} cross-rank edges){}\n", plan.waits, plan.cross_rank_edges,
                      space.empty() ? ", scratch none" : space);

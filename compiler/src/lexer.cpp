@@ -8,9 +8,10 @@
 namespace ccc {
 namespace {
 
-constexpr std::array<std::pair<std::string_view, Tok>, 24> kKeywords{{
+constexpr std::array<std::pair<std::string_view, Tok>, 25> kKeywords{{
     {"allreduce", Tok::KwAllreduce}, {"reduce_scatter", Tok::KwReduceScatter},
     {"allgather", Tok::KwAllgather}, {"broadcast", Tok::KwBroadcast}, {"reduce", Tok::KwReduce},
+    {"alltoall", Tok::KwAlltoall},
     {"copy", Tok::KwCopy}, {"chunk", Tok::KwChunk}, {"chunks", Tok::KwChunks},
     {"let", Tok::KwLet}, {"requires", Tok::KwRequires}, {"is", Tok::KwIs},
     {"phase", Tok::KwPhase}, {"step", Tok::KwStep}, {"in", Tok::KwIn}, {"for", Tok::KwFor},

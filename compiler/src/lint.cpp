@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <map>
 #include <vector>
 
@@ -22,7 +23,8 @@ struct Slot {
 class DeadWrites {
  public:
   explicit DeadWrites(const StepProgram& p)
-      : p_(p), slots_(static_cast<size_t>(p.nranks) * 3 * static_cast<size_t>(p.nchunks)) {}
+      : p_(p), stride_(static_cast<size_t>(std::max(p.nchunks, p.nscratch))),
+        slots_(static_cast<size_t>(p.nranks) * 3 * stride_) {}
 
   // Lock-step: every read of step k sees the values from before it, so reads go first.
   void run() {
@@ -30,7 +32,7 @@ class DeadWrites {
       for (int r = 0; r < p_.nranks; ++r)
         for (const Op& op : p_.ops[r][k])
           for (int64_t c = op.chunks.begin; c < op.chunks.end(); ++c) {
-            slot(op.peer, op.src, c).read = true;
+            slot(op.peer, op.src, c + op.shift).read = true;
             if (op.kind == OpKind::Reduce) slot(r, op.dst, c).read = true;
           }
       for (int r = 0; r < p_.nranks; ++r)
@@ -47,7 +49,7 @@ class DeadWrites {
     // What the user sees at the end counts as read; scratch and working space do not.
     for (int r = 0; r < p_.nranks; ++r)
       for (int b = 0; b < 3; ++b)
-        for (int64_t c = 0; c < p_.nchunks; ++c) {
+        for (int64_t c = 0; c < buffer_chunks(p_, static_cast<Buffer>(b)); ++c) {
           const Slot& s = slot(r, static_cast<Buffer>(b), c);
           const bool result = static_cast<Buffer>(b) == Buffer::Output && output_holds_result(p_, r, c);
           if (!s.read && !result) dead(r, s, "the end");
@@ -67,8 +69,7 @@ class DeadWrites {
 
  private:
   Slot& slot(int r, Buffer b, int64_t c) {
-    return slots_[(static_cast<size_t>(r) * 3 + static_cast<size_t>(b)) * static_cast<size_t>(p_.nchunks) +
-                  static_cast<size_t>(c)];
+    return slots_[(static_cast<size_t>(r) * 3 + static_cast<size_t>(b)) * stride_ + static_cast<size_t>(c)];
   }
   const Slot& slot(int r, Buffer b, int64_t c) const { return const_cast<DeadWrites*>(this)->slot(r, b, c); }
 
@@ -92,6 +93,7 @@ class DeadWrites {
     int64_t more = 0;
   };
   const StepProgram& p_;
+  size_t stride_;  // chunks per (rank, buffer): the larger of output and scratch
   std::vector<Slot> slots_;
   std::map<std::pair<int, int>, Found> by_op_;  // by the op's line and column
 };

@@ -40,12 +40,13 @@ struct State {
   std::vector<std::vector<std::vector<bool>>> written;  // [rank][buffer][chunk]
   std::vector<std::vector<std::vector<Held>>> held;     // [rank][buffer][chunk]
 
-  State(int nranks, int64_t nchunks)
-      : written(nranks, std::vector<std::vector<bool>>(kBuffers, std::vector<bool>(nchunks))), held(nranks) {
-    for (int r = 0; r < nranks; ++r) {
-      held[r].assign(kBuffers, std::vector<Held>(nchunks, Held{1, r}));
-      std::fill(held[r][index(Buffer::Scratch)].begin(), held[r][index(Buffer::Scratch)].end(), kUndefined);
-    }
+  explicit State(const StepProgram& p) : written(p.nranks), held(p.nranks) {
+    for (int r = 0; r < p.nranks; ++r)
+      for (Buffer b : {Buffer::Output, Buffer::Input, Buffer::Scratch}) {
+        const size_t n = static_cast<size_t>(buffer_chunks(p, b));
+        written[r].emplace_back(n, false);
+        held[r].emplace_back(n, b == Buffer::Scratch ? kUndefined : Held{1, r});
+      }
   }
 };
 
@@ -56,11 +57,6 @@ void check_options(const KernelOptions& o) {
     throw LowerError({}, fmt::format("{} channels: must be between 1 and 64", o.channels));
   if (o.pipeline < 1 || o.pipeline > 64)
     throw LowerError({}, fmt::format("pipeline depth {}: must be between 1 and 64", o.pipeline));
-}
-
-// Reduce_scatter's input and allgather's output hold every rank's block of `count` elements.
-int blocks(const StepProgram& p) {
-  return p.collective == Collective::ReduceScatter || p.collective == Collective::AllGather ? p.nranks : 1;
 }
 
 void check_program(const PlannedProgram& pp) {
@@ -76,10 +72,18 @@ void check_program(const PlannedProgram& pp) {
     if (static_cast<int>(p.ops[r].size()) != p.nsteps() || static_cast<int>(pp.sync.waits[r].size()) != p.nsteps() + 1)
       throw LowerError({}, fmt::format("malformed plan: rank {} has the wrong number of steps", r));
     for (const auto& step : p.ops[r])
-      for (const Op& op : step)
-        if (op.peer < 0 || op.peer >= p.nranks || op.chunks.begin < 0 || op.chunks.count < 1 || op.chunks.end() > p.nchunks)
+      for (const Op& op : step) {
+        const ChunkRange read = op.read_chunks();
+        if (op.peer < 0 || op.peer >= p.nranks || read.begin < 0 || read.count < 1 || read.end() > buffer_chunks(p, op.src))
           throw LowerError(op.loc, fmt::format("rank {}: op reads rank {} chunks [{}, {}) outside 0..{} x {} chunks", r, op.peer,
-                                               op.chunks.begin, op.chunks.end(), p.nranks - 1, p.nchunks));
+                                               read.begin, read.end(), p.nranks - 1, buffer_chunks(p, op.src)));
+        if (op.chunks.begin < 0 || op.chunks.end() > buffer_chunks(p, op.dst) || op.dst == Buffer::Input)
+          throw LowerError(op.loc, fmt::format("rank {}: op writes {} chunks [{}, {}), which it cannot", r, buffer_name(op.dst),
+                                               op.chunks.begin, op.chunks.end()));
+        if (chunk_position(p, op.chunks.begin) != chunk_position(p, read.begin))
+          throw LowerError(op.loc, fmt::format("rank {}: op moves chunk {} onto chunk {}, another position in a block (the "
+                                               "chunks' sizes may differ)", r, read.begin, op.chunks.begin));
+      }
   }
 }
 
@@ -98,7 +102,7 @@ std::vector<Wait> merge_waits(const std::vector<Wait>& waits, int rank) {
 
 class Lowerer {
  public:
-  Lowerer(const PlannedProgram& pp, const KernelOptions& o) : p_(pp.program), opt_(o), state_(p_.nranks, p_.nchunks) {}
+  Lowerer(const PlannedProgram& pp, const KernelOptions& o) : p_(pp.program), opt_(o), state_(p_) {}
 
   std::vector<DataPass> step_passes(int rank, int step) {
     const std::vector<Op>& ops = p_.ops[rank][step];
@@ -151,7 +155,7 @@ class Lowerer {
 
  private:
   Held held(const Operand& o, int64_t c) const {
-    return o.buffer == Storage::Input ? Held{1, o.rank} : state_.held[o.rank][index(o.buffer)][c];
+    return o.buffer == Storage::Input ? Held{1, o.rank} : state_.held[o.rank][index(o.buffer)][c + o.shift];
   }
   Held fold(const std::vector<Operand>& operands, int64_t c) const {
     Held total;
@@ -171,10 +175,18 @@ class Lowerer {
     return output_holds_result(p_, rank, chunk) ? Storage::Output : Storage::Staging;
   }
 
+  // The physical buffer a pass writing `chunk` reads for `op` (at chunk + op.shift).
+  Operand resolve(int rank, int step, const Op& op, int64_t chunk) const {
+    Operand o = resolve(rank, step, op.peer, op.src, chunk + op.shift, op.loc);
+    o.shift = op.shift;
+    return o;
+  }
+
   // The physical buffer a read of (peer, buffer, chunk) at the current step touches.
   Operand resolve(int rank, int step, int peer, Buffer buffer, int64_t chunk, SourceLoc loc) const {
     const auto& written = state_.written[peer];
-    const bool output_written = written[index(Buffer::Output)][chunk];
+    // Scratch chunks may lie past the output's (`scratch K`).
+    const bool output_written = buffer != Buffer::Scratch && written[index(Buffer::Output)][chunk];
     switch (buffer) {
       case Buffer::Output:
         if (output_written) return {peer, output_storage(peer, chunk)};
@@ -208,7 +220,7 @@ class Lowerer {
     if (first.kind == OpKind::Copy) {
       if (writers.size() != 1)
         throw LowerError(writers[1]->loc, fmt::format("{}: a copy and another write land on {} in one step", where(rank, step, chunk), buffer_name(dst)));
-      pass.operands.push_back(resolve(rank, step, first.peer, first.src, chunk, first.loc));
+      pass.operands.push_back(resolve(rank, step, first, chunk));
       pass.locs.push_back(first.loc);
       return pass;
     }
@@ -216,7 +228,7 @@ class Lowerer {
     for (const Op* op : writers) {
       if (op->kind != OpKind::Reduce)
         throw LowerError(op->loc, fmt::format("{}: a copy and a reduce land on {} in one step", where(rank, step, chunk), buffer_name(dst)));
-      pass.operands.push_back(resolve(rank, step, op->peer, op->src, chunk, op->loc));
+      pass.operands.push_back(resolve(rank, step, *op, chunk));
       if (std::find(pass.locs.begin(), pass.locs.end(), op->loc) == pass.locs.end()) pass.locs.push_back(op->loc);
     }
     sort_into_fold_order(pass.operands, [&](const Operand& o) { return held(o, chunk).lowest_rank; });
@@ -230,7 +242,8 @@ class Lowerer {
       for (const DataPass& reader : passes) {
         if (&writer == &reader) continue;
         for (const Operand& o : reader.operands)
-          if (o.rank == rank && o.buffer == writer.dst && reader.chunks.overlaps(writer.chunks))
+          if (o.rank == rank && o.buffer == writer.dst &&
+              ChunkRange{reader.chunks.begin + o.shift, reader.chunks.count}.overlaps(writer.chunks))
             throw LowerError(reader.locs.front(), fmt::format("{}: the step reads its own {} chunk {} that it also writes; stage it through scratch",
                                                               where(rank, step, writer.chunks.begin), storage_name(o.buffer), writer.chunks.begin));
       }
@@ -274,6 +287,7 @@ uint64_t hash_program(const StepProgram& p) {
   mix(static_cast<int>(p.collective));
   mix(p.nranks);
   mix(p.nchunks);
+  if (p.nscratch != 0) mix(p.nscratch);
   for (const auto& rank : p.ops)
     for (const auto& step : rank) {
       mix(-1);
@@ -281,6 +295,7 @@ uint64_t hash_program(const StepProgram& p) {
         mix(static_cast<int>(op.kind));
         mix(op.chunks.begin);
         mix(op.chunks.count);
+        if (op.shift != 0) mix(op.shift);  // programs without remaps keep the hash they had
         mix(op.peer);
         mix(static_cast<int>(op.src));
         mix(static_cast<int>(op.dst));
@@ -304,6 +319,8 @@ KernelPlan lower(const PlannedProgram& pp, const KernelOptions& options) {
   plan.nranks = p.nranks;
   plan.nchunks = p.nchunks;
   plan.blocks = blocks(p);
+  const int64_t per_block = p.nchunks / plan.blocks;
+  plan.scratch_blocks = (buffer_chunks(p, Buffer::Scratch) + per_block - 1) / per_block;
   plan.phases = p.phases;
   plan.steps = p.steps;
   plan.cross_rank_edges = pp.sync.cross_rank_edges;

@@ -105,12 +105,13 @@ class Parser {
       case Tok::KwAllgather: s.collective = Collective::AllGather; break;
       case Tok::KwBroadcast: s.collective = Collective::Broadcast; break;
       case Tok::KwReduce: s.collective = Collective::Reduce; break;
+      case Tok::KwAlltoall: s.collective = Collective::AllToAll; break;
       case Tok::End:
         error({1, 1}, "empty schedule: expected a collective header such as 'allreduce NAME {'");
         return std::nullopt;
       default:
         error(head.loc, fmt::format("expected a collective (allreduce, reduce_scatter, allgather, "
-                                    "broadcast or reduce), found {}", describe(head)));
+                                    "broadcast, reduce or alltoall), found {}", describe(head)));
         return std::nullopt;
     }
     s.loc = advance().loc;
@@ -177,6 +178,10 @@ class Parser {
         advance();
         st.node = ast::ChunksStmt{parse_expr()};
         return st;
+      case Tok::KwScratch:
+        advance();
+        st.node = ast::ScratchStmt{parse_expr()};
+        return st;
       case Tok::KwRequires:
         advance();
         st.node = ast::RequiresStmt{parse_expr()};
@@ -216,8 +221,8 @@ class Parser {
           st.node = parse_param();
           return st;
         }
-        fail(kw.loc, fmt::format("expected a statement (chunks, requires, param, let, phase, step, for, if, "
-                                 "reduce or copy), found {}", describe(kw)));
+        fail(kw.loc, fmt::format("expected a statement (chunks, scratch, requires, param, let, phase, step, for, "
+                                 "if, reduce or copy), found {}", describe(kw)));
     }
   }
 
@@ -331,7 +336,28 @@ class Parser {
       expect(Tok::KwOf, into ? "after the source buffer" : "after the source buffer (or 'to PEER' to push from it)");
     }
     op.peer = parse_expr();
+    parse_remap(op);
     return op;
+  }
+
+  // [as chunk F | as chunks F .. G]: the chunks written, when they differ from the chunks read.
+  // `as` is a word, not a keyword (like `to`); the form must match the op's (`chunk` or `chunks`).
+  // The wrong form is reported and then parsed as written, so the rest of the op does not
+  // cascade into further errors.
+  void parse_remap(ast::OpStmt& op) {
+    if (!at_word("as")) return;
+    advance();
+    const bool range = at(Tok::KwChunks);
+    if (!range && !at(Tok::KwChunk))
+      fail(peek().loc, fmt::format("expected 'chunk' or 'chunks' after 'as', found {}", describe(peek())));
+    if (range != op.last.has_value())
+      error(peek().loc, op.last ? "expected 'chunks' after 'as': the op moves a range ('as chunks F .. G')"
+                                : "expected 'chunk' after 'as': the op moves one chunk ('as chunk F')");
+    advance();
+    op.as_first = parse_expr();
+    if (!range) return;
+    expect(Tok::DotDot, "in the chunk range (ranges read FIRST .. LAST)");
+    op.as_last = parse_expr();
   }
 
   // After `to`: [BUF of] PEER, the rank whose BUF (default output) the op writes.
@@ -343,6 +369,7 @@ class Parser {
       expect(Tok::KwOf, "after the destination buffer");
     }
     op.peer = parse_expr();
+    parse_remap(op);
     return op;
   }
 

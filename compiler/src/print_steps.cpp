@@ -4,23 +4,30 @@
 
 namespace ccc {
 
+namespace {
+// " chunk 3", " chunks 3..5".
+std::string chunks_text(const char* one, const char* many, ChunkRange chunks) {
+  if (chunks.count == 1) return fmt::format(" {} {}", one, chunks.begin);
+  return fmt::format(" {} {}..{}", many, chunks.begin, chunks.end() - 1);
+}
+}  // namespace
+
 std::string print_op(const Op& op) {
-  std::string s = op_kind_name(op.kind);
-  if (op.chunks.count == 1)
-    s += fmt::format(" chunk {}", op.chunks.begin);
-  else
-    s += fmt::format(" chunks {}..{}", op.chunks.begin, op.chunks.end() - 1);
+  std::string s = op_kind_name(op.kind) + chunks_text("chunk", "chunks", op.read_chunks());
   if (op.dst != Buffer::Output) s += fmt::format(" into {}", buffer_name(op.dst));
   s += " from ";
   if (op.src != Buffer::Output) s += fmt::format("{} of ", buffer_name(op.src));
   s += std::to_string(op.peer);
+  if (op.shift != 0) s += " as" + chunks_text("chunk", "chunks", op.chunks);
   return s;
 }
 
 std::string print_steps(const StepProgram& p) {
   std::string out = fmt::format("# {} {} ({}): N = {}", collective_name(p.collective), p.schedule, p.file, p.nranks);
   if (p.root >= 0) out += fmt::format(", root = {}", p.root);
-  out += fmt::format(", chunks = {}, steps = {}, ops = {}\n", p.nchunks, p.nsteps(), p.num_ops());
+  out += fmt::format(", chunks = {}", p.nchunks);
+  if (p.nscratch != 0) out += fmt::format(", scratch = {}", p.nscratch);
+  out += fmt::format(", steps = {}, ops = {}\n", p.nsteps(), p.num_ops());
   int width = static_cast<int>(std::to_string(p.nranks - 1).size());
   int phase = -1;
   for (int k = 0; k < p.nsteps(); ++k) {

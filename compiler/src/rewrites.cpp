@@ -12,14 +12,15 @@ StepProgram resolve_first_reads(StepProgram p) {
   std::vector<std::vector<char>> written(p.nranks, std::vector<char>(p.nchunks, 0));
   auto uniform = [&](const Op& op) {  // the op's source chunks are all written or all unwritten
     const auto& w = written[op.peer];
-    return std::all_of(w.begin() + op.chunks.begin, w.begin() + op.chunks.end(), [&](char x) { return x == w[op.chunks.begin]; });
+    const ChunkRange read = op.read_chunks();
+    return std::all_of(w.begin() + read.begin, w.begin() + read.end(), [&](char x) { return x == w[read.begin]; });
   };
   for (int k = 0; k < p.nsteps(); ++k) {
     for (int r = 0; r < p.nranks; ++r) {
       std::vector<Op>& ops = p.ops[r][k];
       if (std::all_of(ops.begin(), ops.end(), [&](const Op& op) { return op.src != Buffer::Output || uniform(op); })) {
         for (Op& op : ops)  // the common case: no op needs splitting
-          if (op.src == Buffer::Output && !written[op.peer][op.chunks.begin]) op.src = Buffer::Input;
+          if (op.src == Buffer::Output && !written[op.peer][op.read_chunks().begin]) op.src = Buffer::Input;
         continue;
       }
       std::vector<Op> resolved;
@@ -29,11 +30,12 @@ StepProgram resolve_first_reads(StepProgram p) {
           continue;
         }
         const auto& w = written[op.peer];
-        int64_t start = op.chunks.begin;
-        for (int64_t c = start + 1; c <= op.chunks.end(); ++c) {
-          if (c < op.chunks.end() && w[c] == w[start]) continue;
+        const ChunkRange read = op.read_chunks();
+        int64_t start = read.begin;
+        for (int64_t c = start + 1; c <= read.end(); ++c) {
+          if (c < read.end() && w[c] == w[start]) continue;
           Op part = op;
-          part.chunks = {start, c - start};
+          part.chunks = {start - op.shift, c - start};
           if (!w[start]) part.src = Buffer::Input;
           resolved.push_back(part);
           start = c;
@@ -62,13 +64,13 @@ std::vector<ChunkRange> runs_of(const std::vector<char>& mark) {
 
 // scratch_used[r][c]: some op writes or reads rank r's scratch chunk c.
 std::vector<std::vector<char>> scratch_use(const StepProgram& p) {
-  std::vector<std::vector<char>> used(p.nranks, std::vector<char>(p.nchunks, 0));
+  std::vector<std::vector<char>> used(p.nranks, std::vector<char>(buffer_chunks(p, Buffer::Scratch), 0));
   auto mark = [&](int r, ChunkRange ch) { std::fill(used[r].begin() + ch.begin, used[r].begin() + ch.end(), 1); };
   for (int r = 0; r < p.nranks; ++r)
     for (const auto& step : p.ops[r])
       for (const Op& op : step) {
         if (op.dst == Buffer::Scratch) mark(r, op.chunks);
-        if (op.src == Buffer::Scratch) mark(op.peer, op.chunks);
+        if (op.src == Buffer::Scratch) mark(op.peer, op.read_chunks());
       }
   return used;
 }
@@ -91,6 +93,11 @@ bool stage_through_scratch(StepProgram& p, const std::vector<std::pair<int, int>
       for (Op& op : p.ops[r][k]) {
         if (op.dst != Buffer::Output) continue;
         for (int64_t c = op.chunks.begin; c < op.chunks.end(); ++c) {
+          if (c >= buffer_chunks(p, Buffer::Scratch)) {
+            why_not = fmt::format("rank {} needs scratch chunk {} to stage step {}, but scratch has {} chunks", r, c, k,
+                                  p.nscratch);
+            return false;
+          }
           if (used[r][c]) {
             why_not = fmt::format("rank {} needs scratch chunk {} to stage step {}, but the schedule uses it", r, c, k);
             return false;

@@ -229,12 +229,13 @@ text{{font-family:sans-serif;font-size:11px;fill:#222}}
       }
   }
 
-  // One plain cell, coloured by the first op's chunk: solid for reduce, pale for copy.
+  // One plain cell, coloured by the chunk the first op reads (the data that moves, wherever a
+  // remap puts it): solid for reduce, pale for copy.
   void compact_cell(int r, size_t col, const Op& op) {
     const int w = L_.x[col + 1] - L_.x[col], h = L_.lane_h;
     put("<rect{} x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"{}\"/>\n",
         op.kind == OpKind::Reduce ? "" : " class=\"p\"", L_.x[col], L_.lane_y(L_.lane_of[r]), w > 3 ? w - 1 : w,
-        h > 3 ? h - 1 : h, chunk_colour(op.chunks.begin, p_.nchunks));
+        h > 3 ? h - 1 : h, chunk_colour(op.read_chunks().begin, p_.nchunks));
   }
 
   // One box per op with its chunk number, and where it reads a peer, an arrow from that peer's
@@ -247,7 +248,7 @@ text{{font-family:sans-serif;font-size:11px;fill:#222}}
     for (int i = 0; i < shown; ++i) {
       const Op& op = cell[i];
       const int x = L_.x[col] + 5 + i * kBoxPitch;
-      const std::string colour = chunk_colour(op.chunks.begin, p_.nchunks);
+      const std::string colour = chunk_colour(op.read_chunks().begin, p_.nchunks);
       const std::string line = describe_line(p_, op.loc);
       put("<g><title>r{} {}: {}{}</title>", r, xml_escape(describe_step(p_, L_.steps[col])),
           xml_escape(describe_op(op, r)), line.empty() ? "" : " (" + xml_escape(line) + ")");

@@ -9,6 +9,7 @@ const char* collective_name(Collective c) {
     case Collective::AllGather: return "allgather";
     case Collective::Broadcast: return "broadcast";
     case Collective::Reduce: return "reduce";
+    case Collective::AllToAll: return "alltoall";
   }
   return "?";
 }
@@ -30,6 +31,21 @@ int64_t StepProgram::num_ops() const {
     for (const auto& step : rank) n += static_cast<int64_t>(step.size());
   return n;
 }
+
+int64_t buffer_chunks(const StepProgram& p, Buffer b) {
+  return b == Buffer::Scratch && p.nscratch > 0 ? p.nscratch : p.nchunks;
+}
+
+int blocks(const StepProgram& p) {
+  switch (p.collective) {
+    case Collective::ReduceScatter:
+    case Collective::AllGather:
+    case Collective::AllToAll: return p.nranks;
+    default: return 1;
+  }
+}
+
+int64_t chunk_position(const StepProgram& p, int64_t chunk) { return chunk % (p.nchunks / blocks(p)); }
 
 ChunkRange owned_chunks(const StepProgram& p, int rank) {
   int64_t per = p.nchunks / p.nranks;

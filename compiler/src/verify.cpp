@@ -26,8 +26,9 @@ constexpr int kMaxReported = 8;
 bool check_structure(const StepProgram& p, Diagnostics& d) {
   const int N = p.nranks;
   const int64_t C = p.nchunks;
-  if (N < 1 || C < 1) {
-    d.error(p.loc, fmt::format("a step program needs at least one rank and one chunk (N = {}, {} chunks)", N, C));
+  if (N < 1 || C < 1 || p.nscratch < 0) {
+    d.error(p.loc, fmt::format("a step program needs at least one rank and one chunk (N = {}, {} chunks, {} scratch)",
+                               N, C, p.nscratch));
     return false;
   }
   if (static_cast<int>(p.ops.size()) != N) {
@@ -46,10 +47,10 @@ bool check_structure(const StepProgram& p, Diagnostics& d) {
     return false;
   }
   bool ok = true;
-  if ((p.collective == Collective::ReduceScatter || p.collective == Collective::AllGather) && C % N != 0) {
+  if (blocks(p) > 1 && C % N != 0) {
     d.error(p.loc, fmt::format("{} needs a chunk count that is a multiple of N: {} chunks for {} ranks",
                                collective_name(p.collective), C, N));
-    ok = false;
+    return false;  // chunk positions (remaps) are undefined
   }
   if ((p.collective == Collective::Broadcast || p.collective == Collective::Reduce) &&
       (p.root < 0 || p.root >= N)) {
@@ -62,8 +63,9 @@ bool check_structure(const StepProgram& p, Diagnostics& d) {
     if (reported++ < kMaxReported) d.error(loc, std::move(msg));
   };
   // Destination chunks written in the current step: which op wrote them first, and how.
-  std::vector<int> seen_step(static_cast<size_t>(2 * C), -1);
-  std::vector<int> seen_op(static_cast<size_t>(2 * C), 0);
+  const int64_t S = buffer_chunks(p, Buffer::Scratch);
+  std::vector<int> seen_step(static_cast<size_t>(C + S), -1);
+  std::vector<int> seen_op(static_cast<size_t>(C + S), 0);
   for (int r = 0; r < N; ++r) {
     std::fill(seen_step.begin(), seen_step.end(), -1);
     for (int k = 0; k < p.nsteps(); ++k) {
@@ -75,16 +77,27 @@ bool check_structure(const StepProgram& p, Diagnostics& d) {
           error(op.loc, fmt::format("{} reads from rank {}, which does not exist (N = {})", where, op.peer, N));
           continue;
         }
-        if (op.chunks.count < 1 || op.chunks.begin < 0 || op.chunks.end() > C) {
-          error(op.loc, fmt::format("{} names chunks {}..{}, outside 0..{}", where, op.chunks.begin,
-                                    op.chunks.end() - 1, C - 1));
+        bool in_range = true;
+        for (auto [b, range] : {std::pair(op.dst, op.chunks), std::pair(op.src, op.read_chunks())}) {
+          const int64_t n = buffer_chunks(p, b);
+          if (range.count < 1 || range.begin < 0 || range.end() > n) {
+            error(op.loc, fmt::format("{} names {} chunks {}..{}, outside 0..{}", where, buffer_name(b), range.begin,
+                                      range.end() - 1, n - 1));
+            in_range = false;
+            break;
+          }
+        }
+        if (!in_range) continue;
+        if (chunk_position(p, op.chunks.begin) != chunk_position(p, op.read_chunks().begin)) {
+          error(op.loc, fmt::format("{} moves chunk {} onto chunk {}, another position in a block of {} chunks (their "
+                                    "sizes may differ)", where, op.read_chunks().begin, op.chunks.begin, C / blocks(p)));
           continue;
         }
         if (op.dst == Buffer::Input) {
           error(op.loc, fmt::format("{} writes the input buffer, which is read-only", where));
           continue;
         }
-        const size_t base = (op.dst == Buffer::Scratch ? 1 : 0) * static_cast<size_t>(C);
+        const size_t base = op.dst == Buffer::Scratch ? static_cast<size_t>(C) : 0;
         for (int64_t c = op.chunks.begin; c < op.chunks.end(); ++c) {
           if (seen_step[base + c] != k) {
             seen_step[base + c] = k;
@@ -131,18 +144,50 @@ uint64_t mix64(uint64_t x) {  // splitmix64 finaliser
 }
 
 // Which ranks must contribute to rank r's final chunk c, or nothing when the chunk is don't-care.
-enum class Expect { DontCare, All, Owner, Root };
+// Transpose (alltoall): exactly the chunk transposed(r, c) of rank chunk_owner(c).
+enum class Expect { DontCare, All, Owner, Root, Transpose };
 Expect expected(const StepProgram& p, int rank, int64_t chunk) {
   if (!output_holds_result(p, rank, chunk)) return Expect::DontCare;
   switch (p.collective) {
     case Collective::AllGather: return Expect::Owner;
     case Collective::Broadcast: return Expect::Root;
+    case Collective::AllToAll: return Expect::Transpose;
     default: return Expect::All;
   }
 }
 
 int chunk_owner(const StepProgram& p, int64_t chunk) {
   return static_cast<int>(chunk / (p.nchunks / p.nranks));
+}
+
+// Alltoall: rank r's chunk c (block p, position j) is chunk j of block r of rank p's input.
+int64_t transposed(const StepProgram& p, int rank, int64_t chunk) {
+  const int64_t per = p.nchunks / p.nranks;
+  return rank * per + chunk % per;
+}
+
+// The contribution (rank, chunk) that a chunk of the result must hold alone, for the collectives
+// whose result is one rank's data; nullopt for reductions.
+std::optional<std::pair<int, int64_t>> sole_contribution(const StepProgram& p, Expect want, int rank, int64_t chunk) {
+  switch (want) {
+    case Expect::Owner: return std::pair(chunk_owner(p, chunk), chunk);
+    case Expect::Root: return std::pair(p.root, chunk);
+    case Expect::Transpose: return std::pair(chunk_owner(p, chunk), transposed(p, rank, chunk));
+    default: return std::nullopt;
+  }
+}
+
+// Chunks of the widest buffer: symbolic execution's window over all of them.
+int64_t chunk_space(const StepProgram& p) { return std::max(p.nchunks, p.nscratch); }
+
+// True when some op moves a chunk to another index: chunks then mix, and symbolic execution
+// must run over all of them at once instead of one chunk at a time.
+bool remaps(const StepProgram& p) {
+  for (const auto& rank : p.ops)
+    for (const auto& step : rank)
+      for (const Op& op : step)
+        if (op.shift != 0) return true;
+  return false;
 }
 
 // Hashed multiset: sum of per-(q, c) keys and the number of contributions.
@@ -168,10 +213,11 @@ struct HashDomain {
 
 constexpr OpRef kNoOp{};  // step -1
 
-// Exact multiset of one chunk: how many times each rank contributes, and where the value came
-// from, so an error can point at the op that went wrong rather than the last one to write.
+// Exact multiset of one chunk: how many times each contribution (rank, chunk) is in it, and where
+// the value came from, so an error can point at the op that went wrong rather than the last one
+// to write.
 struct ExactValue {
-  std::vector<uint64_t> count;
+  std::map<std::pair<int, int64_t>, uint64_t> count;
   int32_t undef = kDefined;
   OpRef made = kNoOp;          // the reduce that computed this value (copies pass it on)
   OpRef first_double = kNoOp;  // the earliest reduce in its making that counted a rank twice
@@ -186,8 +232,9 @@ OpRef earlier(const OpRef& a, const OpRef& b) {
 
 struct ExactDomain {
   using Value = ExactValue;
-  int nranks;
-  std::vector<uint64_t> complete;  // the value the collective wants in this chunk
+  // The value the collective wants in the chunk being run; empty when not tracked (a program
+  // that remaps runs every chunk at once).
+  std::map<std::pair<int, int64_t>, uint64_t> complete;
   // The fullest value written anywhere that is part of the complete one (no contribution twice,
   // none foreign): its number of contributions, and the last reduce that made such a value and
   // the last copy that passed one on.
@@ -195,15 +242,13 @@ struct ExactDomain {
   OpRef fullest_made = kNoOp;
   OpRef fullest_passed = kNoOp;
 
-  Value initial(int rank, int64_t) const {
-    Value v{std::vector<uint64_t>(nranks, 0), kDefined};
-    v.count[rank] = 1;
-    return v;
-  }
-  Value undefined() const { return {std::vector<uint64_t>(nranks, 0), kNeverWritten}; }
+  static Value initial(int rank, int64_t c) { return {{{{rank, c}, 1}}, kDefined}; }
+  static Value undefined() { return {{}, kNeverWritten}; }
   static void add(Value& acc, const Value& v) {
-    for (size_t q = 0; q < acc.count.size(); ++q)
-      acc.count[q] = v.count[q] > UINT64_MAX - acc.count[q] ? UINT64_MAX : acc.count[q] + v.count[q];
+    for (const auto& [key, n] : v.count) {
+      uint64_t& a = acc.count[key];
+      a = n > UINT64_MAX - a ? UINT64_MAX : a + n;
+    }
     if (acc.undef == kDefined) acc.undef = v.undef;
     acc.first_double = earlier(acc.first_double, v.first_double);
   }
@@ -211,14 +256,16 @@ struct ExactDomain {
   void wrote(Value& v, const OpRef& ref, OpKind kind) {
     if (kind == OpKind::Reduce) {
       v.made = ref;
-      if (v.first_double.step < 0 && std::any_of(v.count.begin(), v.count.end(), [](uint64_t n) { return n > 1; }))
+      if (v.first_double.step < 0 &&
+          std::any_of(v.count.begin(), v.count.end(), [](const auto& kv) { return kv.second > 1; }))
         v.first_double = ref;
     }
-    if (v.undef != kDefined) return;
+    if (v.undef != kDefined || complete.empty()) return;
     uint64_t n = 0;
-    for (size_t q = 0; q < complete.size(); ++q) {
-      if (v.count[q] > complete[q]) return;
-      n += v.count[q];
+    for (const auto& [key, count] : v.count) {
+      const auto want = complete.find(key);
+      if (count > (want == complete.end() ? 0 : want->second)) return;
+      n += count;
     }
     if (n < fullest) return;
     if (n > fullest) {
@@ -248,8 +295,9 @@ class Executor {
     for (int r = 0; r < p.nranks; ++r)
       for (int b = 0; b < 3; ++b)
         for (int64_t c = lo; c < hi; ++c)
-          cur_.push_back(b != static_cast<int>(Buffer::Scratch) && input_holds(p, r, c) ? dom_.initial(r, c)
-                                                                                              : dom_.undefined());
+          cur_.push_back(b != static_cast<int>(Buffer::Scratch) && c < p.nchunks && input_holds(p, r, c)
+                             ? dom_.initial(r, c)
+                             : dom_.undefined());
     last_.assign(n, LastWriter{});
     pend_step_.assign(n, -1);
     pend_index_.assign(n, 0);
@@ -290,11 +338,12 @@ class Executor {
     return v;
   }
 
+  // A remapping program runs over every chunk at once (remaps()), so c + shift is in the window.
   void execute(const Op& op, const OpRef& ref) {
     const int64_t begin = std::max(op.chunks.begin, lo_);
     const int64_t end = std::min(op.chunks.end(), lo_ + width_);
     for (int64_t c = begin; c < end; ++c) {
-      Value src = read(op.peer, op.src, c, ref);
+      Value src = read(op.peer, op.src, c + op.shift, ref);
       const size_t dst = index(ref.rank, op.dst, c);
       if (pend_step_[dst] == ref.step) {  // a further reduce into the same chunk this step
         Value& v = pending_[pend_index_[dst]].second;
@@ -345,22 +394,40 @@ std::string contributions(const std::vector<int>& ranks) {
                            : fmt::format("the contributions of ranks {}", rank_list(ranks));
 }
 
-// What is wrong with an exact final value, e.g. "missing the contribution of rank 1".
-std::string what_is_wrong(const StepProgram& p, Expect want, int64_t chunk, const ExactValue& v) {
-  std::vector<int> missing, doubled;  // nothing foreign: only a chunk's owner (root) starts defined
+// What is wrong with an exact final value, e.g. "missing the contribution of rank 1". A
+// contribution names its rank, and its chunk where that is not the chunk checked (a remap moved
+// it: "holding rank 2's chunk 5, which belongs elsewhere").
+std::string what_is_wrong(const StepProgram& p, Expect want, int rank, int64_t chunk, const ExactValue& v) {
+  std::vector<int> missing, doubled;
+  std::vector<std::pair<int, int64_t>> foreign;
+  const auto sole = sole_contribution(p, want, rank, chunk);
+  auto count = [&](std::pair<int, int64_t> key) {
+    auto it = v.count.find(key);
+    return it == v.count.end() ? uint64_t{0} : it->second;
+  };
   for (int q = 0; q < p.nranks; ++q) {
-    bool belongs = want == Expect::All || (want == Expect::Owner && q == chunk_owner(p, chunk)) ||
-                   (want == Expect::Root && q == p.root);
-    uint64_t n = v.count[q];
-    if (belongs && n == 0) missing.push_back(q);
-    if (belongs && n > 1) doubled.push_back(q);
+    const std::pair<int, int64_t> key = sole ? *sole : std::pair(q, chunk);
+    if (key.first != q) continue;
+    uint64_t n = count(key);
+    if (n == 0) missing.push_back(q);
+    if (n > 1) doubled.push_back(q);
   }
+  for (const auto& [key, n] : v.count)
+    if (n > 0 && (sole ? key != *sole : key.second != chunk)) foreign.push_back(key);
   std::vector<std::string> parts;
-  if (!missing.empty()) parts.push_back("missing " + contributions(missing));
+  if (!missing.empty()) {
+    parts.push_back("missing " + contributions(missing));
+    // Where data moves between chunks (alltoall), say which chunk of the rank is missing.
+    if (sole && (want == Expect::Transpose || sole->second != chunk)) parts.back() += fmt::format("'s chunk {}", sole->second);
+  }
   if (doubled.size() == 1)
-    parts.push_back(fmt::format("holding the contribution of rank {} {} times", doubled[0], v.count[doubled[0]]));
+    parts.push_back(fmt::format("holding the contribution of rank {} {} times", doubled[0],
+                                count(sole ? *sole : std::pair(doubled[0], chunk))));
   else if (!doubled.empty())
     parts.push_back("holding " + contributions(doubled) + " more than once");
+  for (size_t i = 0; i < foreign.size() && i < 4; ++i)
+    parts.push_back(fmt::format("holding rank {}'s chunk {}, which belongs elsewhere", foreign[i].first, foreign[i].second));
+  if (foreign.size() > 4) parts.push_back(fmt::format("and {} more contributions that belong elsewhere", foreign.size() - 4));
   std::string out;
   for (size_t i = 0; i < parts.size(); ++i) out += (i ? "; " : "") + parts[i];
   return out;
@@ -382,36 +449,33 @@ struct EarlyRead {
 // (rank, buffer, step) once, and at most kMaxVisited of them: bounded on any program.
 class EarlyReadSearch {
  public:
-  EarlyReadSearch(const StepProgram& p, int64_t chunk) : p_(p), chunk_(chunk) {
-    writes_.resize(static_cast<size_t>(p.nranks) * 3);
-    for (int r = 0; r < p.nranks; ++r)
-      for (int k = 0; k < p.nsteps(); ++k)
-        for (int i = 0; i < static_cast<int>(p.ops[r][k].size()); ++i) {
-          const Op& op = p.ops[r][k][i];
-          if (op.chunks.begin <= chunk && chunk < op.chunks.end()) writes_[slot(r, op.dst)].push_back({r, k, i});
-        }
-  }
+  explicit EarlyReadSearch(const StepProgram& p) : p_(p) {}
 
-  std::optional<EarlyRead> from(int rank, Buffer buffer) {
+  // A location (rank, buffer, chunk): remaps make a value's history cross chunks.
+  using Loc = std::tuple<int, Buffer, int64_t>;
+
+  std::optional<EarlyRead> from(int rank, Buffer buffer, int64_t chunk) {
     std::optional<EarlyRead> earliest;
-    std::vector<std::tuple<int, Buffer, int>> todo{{rank, buffer, p_.nsteps()}};
-    std::set<std::tuple<int, Buffer, int>> seen;
+    std::vector<std::pair<Loc, int>> todo{{{rank, buffer, chunk}, p_.nsteps()}};
+    std::set<std::pair<Loc, int>> seen;
     while (!todo.empty() && seen.size() < kMaxVisited) {
-      auto [r, b, time] = todo.back();
+      auto [at, time] = todo.back();
       todo.pop_back();
-      if (!seen.insert({r, b, time}).second) continue;
-      // The ops of the last step before `time` that wrote (r, b): several reduces may share it.
-      const std::vector<OpRef>& w = writes_[slot(r, b)];
+      if (!seen.insert({at, time}).second) continue;
+      const auto [r, b, c] = at;
+      // The ops of the last step before `time` that wrote (r, b, c): several reduces may share it.
+      const std::vector<OpRef>& w = writes(at);
       auto end = std::lower_bound(w.begin(), w.end(), time, [](const OpRef& o, int t) { return o.step < t; });
       if (end == w.begin()) continue;  // never written before: the rank's input, or undefined
       const int step = std::prev(end)->step;
       for (auto it = std::prev(end); it->step == step; --it) {
         const Op& op = p_.ops[r][step][it->op];
-        if (std::optional<OpRef> writer = writer_in(op.peer, op.src, step); writer && op.peer != r) {
-          if (!earliest || step < earliest->reader.step) earliest = EarlyRead{*it, *writer, op.src, chunk_};
+        const Loc source{op.peer, op.src, c + op.shift};
+        if (std::optional<OpRef> writer = writer_in(source, step); writer && op.peer != r) {
+          if (!earliest || step < earliest->reader.step) earliest = EarlyRead{*it, *writer, op.src, c + op.shift};
         }
-        todo.emplace_back(op.peer, op.src, step);
-        if (op.kind == OpKind::Reduce) todo.emplace_back(r, op.dst, step);
+        todo.emplace_back(source, step);
+        if (op.kind == OpKind::Reduce) todo.emplace_back(at, step);
         if (it == w.begin()) break;
       }
     }
@@ -420,19 +484,30 @@ class EarlyReadSearch {
 
  private:
   static constexpr size_t kMaxVisited = size_t{1} << 20;
-  size_t slot(int r, Buffer b) const { return static_cast<size_t>(r) * 3 + static_cast<size_t>(b); }
 
-  // The op of rank `r` that writes (b, chunk) at `step`, if any.
-  std::optional<OpRef> writer_in(int r, Buffer b, int step) const {
-    const std::vector<OpRef>& w = writes_[slot(r, b)];
+  // The ops writing a location, by step; found once per location by a scan of its rank's ops.
+  const std::vector<OpRef>& writes(const Loc& at) {
+    auto [it, fresh] = writes_.try_emplace(at);
+    if (!fresh) return it->second;
+    const auto [r, b, c] = at;
+    for (int k = 0; k < p_.nsteps(); ++k)
+      for (int i = 0; i < static_cast<int>(p_.ops[r][k].size()); ++i) {
+        const Op& op = p_.ops[r][k][i];
+        if (op.dst == b && op.chunks.begin <= c && c < op.chunks.end()) it->second.push_back({r, k, i});
+      }
+    return it->second;
+  }
+
+  // The op that writes `at` at `step`, if any.
+  std::optional<OpRef> writer_in(const Loc& at, int step) {
+    const std::vector<OpRef>& w = writes(at);
     auto it = std::lower_bound(w.begin(), w.end(), step, [](const OpRef& o, int t) { return o.step < t; });
     if (it == w.end() || it->step != step) return std::nullopt;
     return *it;
   }
 
   const StepProgram& p_;
-  int64_t chunk_;
-  std::vector<std::vector<OpRef>> writes_;  // [rank * 3 + buffer]: the ops writing chunk_, by step
+  std::map<Loc, std::vector<OpRef>> writes_;
 };
 
 class PostconditionCheck {
@@ -472,8 +547,12 @@ class PostconditionCheck {
     if (v.undef != kDefined) return false;
     switch (want) {
       case Expect::All: return v.count == static_cast<uint64_t>(p_.nranks) && v.sum == all_sum_[c];
-      case Expect::Owner: return v.count == 1 && v.sum == keys_.key(chunk_owner(p_, c), c);
-      case Expect::Root: return v.count == 1 && v.sum == keys_.key(p_.root, c);
+      case Expect::Owner:
+      case Expect::Root:
+      case Expect::Transpose: {
+        const auto [q, qc] = *sole_contribution(p_, want, r, c);
+        return v.count == 1 && v.sum == keys_.key(q, qc);
+      }
       case Expect::DontCare: return true;
     }
     return true;
@@ -486,8 +565,8 @@ class PostconditionCheck {
     SourceLoc at = writer ? writer->loc : p_.loc;  // no op wrote it: the schedule as a whole is wrong
     std::string head = fmt::format("rank {} ends with chunk {}", r, c);
     if (v.undef != kNeverWritten) {
-      if (std::optional<EarlyRead> early = EarlyReadSearch(p_, c).from(r, Buffer::Output)) {
-        report_early_read(*early, head + " " + (v.undef == kDefined ? what_is_wrong(p_, want, c, exact(c, want).final[r])
+      if (std::optional<EarlyRead> early = EarlyReadSearch(p_).from(r, Buffer::Output, c)) {
+        report_early_read(*early, head + " " + (v.undef == kDefined ? what_is_wrong(p_, want, r, c, exact(c, want).final[r])
                                                                     : "undefined"));
         note_writer(r, w, writer);
         return;
@@ -509,7 +588,7 @@ class PostconditionCheck {
       return;
     }
     const ExactChunk& x = exact(c, want);
-    const std::string wrong = head + " " + what_is_wrong(p_, want, c, x.final[r]);
+    const std::string wrong = head + " " + what_is_wrong(p_, want, r, c, x.final[r]);
     if (std::optional<std::pair<OpRef, std::string>> b = blame(x, r, c, w)) {
       d_.error(op_at(b->first).loc, wrong + "; " + b->second);
     } else {
@@ -577,19 +656,29 @@ class PostconditionCheck {
             fmt::format("last written at {} by rank {}: {}", describe_step(p_, w.step), r, describe_op(*writer, r)));
   }
 
+  // Chunk c run exactly: every rank's final value and, for a program that keeps chunks in
+  // place, where the complete value was last left. A program that remaps runs every chunk at
+  // once, and once, without that.
   const ExactChunk& exact(int64_t c, Expect want) {
     auto it = exact_.find(c);
     if (it == exact_.end()) {
-      ExactDomain domain{p_.nranks, std::vector<uint64_t>(static_cast<size_t>(p_.nranks), want == Expect::All)};
-      if (want == Expect::Owner) domain.complete[chunk_owner(p_, c)] = 1;
-      if (want == Expect::Root) domain.complete[p_.root] = 1;
-      Executor<ExactDomain> run(p_, std::move(domain), c, c + 1);
+      const bool all = remaps(p_);
+      ExactDomain domain;
+      if (!all && want == Expect::All)
+        for (int q = 0; q < p_.nranks; ++q) domain.complete[{q, c}] = 1;
+      if (!all && (want == Expect::Owner || want == Expect::Root))  // the same on every rank
+        domain.complete[*sole_contribution(p_, want, 0, c)] = 1;
+      uint64_t complete = 0;
+      for (const auto& kv : domain.complete) complete += kv.second;
+      Executor<ExactDomain> run(p_, std::move(domain), all ? 0 : c, all ? chunk_space(p_) : c + 1);
       run.run();
       const ExactDomain& d = run.domain();
-      ExactChunk x{{}, static_cast<uint64_t>(std::count(d.complete.begin(), d.complete.end(), 1)), d.fullest,
-                   d.fullest_made, d.fullest_passed};
-      for (int q = 0; q < p_.nranks; ++q) x.final.push_back(run.value(q, Buffer::Output, c));
-      it = exact_.emplace(c, std::move(x)).first;
+      for (int64_t chunk = all ? 0 : c; chunk < (all ? p_.nchunks : c + 1); ++chunk) {
+        ExactChunk x{{}, complete, d.fullest, d.fullest_made, d.fullest_passed};
+        for (int q = 0; q < p_.nranks; ++q) x.final.push_back(run.value(q, Buffer::Output, chunk));
+        exact_.emplace(chunk, std::move(x));
+      }
+      it = exact_.find(c);
     }
     return it->second;
   }
@@ -606,7 +695,7 @@ class PostconditionCheck {
 
 bool verify(const StepProgram& p, Diagnostics& diags) {
   if (!check_structure(p, diags)) return false;
-  Executor<HashDomain> run(p, HashDomain{p}, 0, p.nchunks);
+  Executor<HashDomain> run(p, HashDomain{p}, 0, chunk_space(p));
   run.run();
   return PostconditionCheck(p, run, diags).check();
 }

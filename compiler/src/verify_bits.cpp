@@ -1,5 +1,6 @@
 #include "ccc/verify_bits.h"
 
+#include <algorithm>
 #include <map>
 #include <tuple>
 
@@ -83,7 +84,9 @@ class Evaluator {
  public:
   explicit Evaluator(const KernelPlan& plan) : plan_(plan), exprs_(plan), values_(plan.nranks) {
     for (int r = 0; r < plan.nranks; ++r) {
-      values_[r].assign(kStorages, std::vector<int64_t>(plan.nchunks, Expressions::kUndefined));
+      // Scratch may have more chunks than the output (`scratch K`): every storage gets the larger.
+      const int64_t scratch_chunks = plan.scratch_blocks * (plan.nchunks / plan.blocks);
+      values_[r].assign(kStorages, std::vector<int64_t>(std::max(plan.nchunks, scratch_chunks), Expressions::kUndefined));
       // The output starts as the input: in place it is the input, out of place lowering never
       // reads an output chunk before a pass wrote it.
       for (Storage s : {Storage::Output, Storage::Input})
@@ -115,7 +118,7 @@ class Evaluator {
   void evaluate(const DataPass& pass, const Origin& origin) {
     for (int64_t c = pass.chunks.begin; c < pass.chunks.end(); ++c) {
       std::vector<int64_t> operands;
-      for (const Operand& o : pass.operands) operands.push_back(values_[o.rank][index(o.buffer)][c]);
+      for (const Operand& o : pass.operands) operands.push_back(values_[o.rank][index(o.buffer)][c + o.shift]);
       const int64_t value = pass.kind == OpKind::Copy ? operands.front() : exprs_.node(std::move(operands), origin);
       pending_.emplace_back(origin.rank, index(pass.dst), c, value);
     }

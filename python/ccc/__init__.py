@@ -304,6 +304,14 @@ class Communicator:
         send, recv = self._ranks(send), self._ranks(recv)
         self._comm.reduce_scatter(list(send), self._recv(send, recv), op, self._streams(send, streams))
 
+    def all_to_all(self, send: Sequence[Any], recv: Sequence[Any], *,
+                   streams: Optional[Sequence[int]] = None) -> None:
+        """Block p of recv[r] gets block r of send[p]: send and recv hold ranks blocks of equal size.
+
+        Out of place only (recv may not overlap send)."""
+        send, recv = self._ranks(send), self._ranks(recv)
+        self._comm.all_to_all(list(send), self._recv(send, recv), self._streams(send, streams))
+
     def synchronize(self) -> None:
         """Waits for every rank's outstanding work; raises RemoteError if a collective failed."""
         self._comm.synchronize()

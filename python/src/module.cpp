@@ -356,6 +356,18 @@ class PyCommunicator {
     launch(ccc::Collective::ReduceScatter, b, b.recv_count, o, -1, streams);
   }
 
+  void all_to_all(const std::vector<Array>& send, const std::vector<WritableArray>& recv,
+                  const std::vector<uintptr_t>& streams) {
+    Buffers b = buffers(send, recv);
+    same_counts("all_to_all", b);
+    const uint64_t n = static_cast<uint64_t>(comm_.size());
+    if (b.send_count % n != 0)
+      throw ccc::Error(ccc::ErrorKind::InvalidArgument,
+                       fmt::format("all_to_all: send and recv hold {} elements per rank, not ranks ({}) x a block",
+                                   b.send_count, n));
+    launch(ccc::Collective::AllToAll, b, b.send_count / n, ccc::ReduceOp::Sum, -1, streams);
+  }
+
   void synchronize() {
     run([&] { comm_.synchronize(); });
   }
@@ -486,6 +498,7 @@ NB_MODULE(_ccc, m) {
       .def("all_gather", &PyCommunicator::all_gather, nb::arg("send"), nb::arg("recv"), nb::arg("streams"))
       .def("reduce_scatter", &PyCommunicator::reduce_scatter, nb::arg("send"), nb::arg("recv"), nb::arg("op"),
            nb::arg("streams"))
+      .def("all_to_all", &PyCommunicator::all_to_all, nb::arg("send"), nb::arg("recv"), nb::arg("streams"))
       .def("synchronize", &PyCommunicator::synchronize)
       .def("destroy", &PyCommunicator::destroy);
 }

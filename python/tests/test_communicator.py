@@ -94,6 +94,22 @@ def test_reduce_scatter(comm, dtype, in_place):
         np.testing.assert_array_equal(o.astype(np.float64), want[r * COUNT:(r + 1) * COUNT])
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_all_to_all(comm, dtype):
+    xs = inputs(dtype, RANKS * COUNT)
+    out = [np.zeros(RANKS * COUNT, dtype=dtype) for _ in range(RANKS)]
+    comm.all_to_all(xs, out)
+    for r in range(RANKS):
+        want = np.concatenate([xs[p][r * COUNT:(r + 1) * COUNT] for p in range(RANKS)])
+        np.testing.assert_array_equal(out[r], want)
+
+
+def test_all_to_all_refuses_a_count_that_is_not_ranks_blocks(comm):
+    xs = [np.zeros(RANKS * COUNT + 1, dtype=np.float32) for _ in range(RANKS)]
+    with pytest.raises(ccc.InvalidArgumentError, match="not ranks"):
+        comm.all_to_all(xs, [np.zeros_like(x) for x in xs])
+
+
 def test_2d_arrays_and_read_only_sends(comm):
     xs = [np.full((7, 11), r + 1, dtype=np.float32) for r in range(RANKS)]
     for x in xs:

@@ -246,13 +246,15 @@ CCC_NOINLINE void combine(T* dst, Sources<T, K> s, long long n) {
 enum Layout {
   layout_full = 0,            /* input and output hold the whole vector of `count` elements */
   layout_reduce_scatter = 1,  /* input: N blocks of `count`; output: the rank's own block */
-  layout_allgather = 2        /* input: the rank's own block; output: N blocks of `count` */
+  layout_allgather = 2,       /* input: the rank's own block; output: N blocks of `count` */
+  layout_alltoall = 3         /* input and output: N blocks of `count` */
 };
 
 /* Compile-time shape of a generated kernel. Staging (output chunks outside the rank's result)
- * starts the scratch allocation, or follows the schedule's own scratch when it has one. */
+ * starts the scratch allocation, or follows the schedule's own scratch when it has one: then
+ * StagingAfter_ is the blocks of `count` elements that scratch spans. */
 template <class T_, class Op_, int Ranks_, int Chunks_, int Steps_, int Channels_, long long TileBytes_,
-          int Pipeline_, int Layout_ = layout_full, bool StagingAfterScratch_ = false>
+          int Pipeline_, int Layout_ = layout_full, int StagingAfter_ = 0>
 struct Config {
   typedef T_ T;
   typedef Op_ Op;
@@ -260,21 +262,24 @@ struct Config {
   static const int pipeline = Pipeline_;
   static const int layout = Layout_;
   static const int blocks = Layout_ == layout_full ? 1 : Ranks_;
-  static const bool staging_after_scratch = StagingAfterScratch_;
+  static const int staging_after = StagingAfter_;
   static const long long unit = 64 / sizeof(T_);  // elements per 64 bytes: every cut falls on one
   static const long long window = TileBytes_ / static_cast<long long>(sizeof(T_)) * Pipeline_;
 };
 
-/* Which buffer of which rank an instruction reads or writes. */
+/* Which buffer of which rank an instruction reads or writes; a remapped source is read `block`
+ * blocks of `count` elements away from the chunk the pass writes (a remap keeps the chunk's
+ * position within its block). */
 enum BufferKind { buffer_input = 0, buffer_output = 1, buffer_scratch = 2, buffer_staging = 3 };
 struct Ref {
   unsigned short buffer;
   unsigned short rank;
+  int block;
 };
-CCC_CONSTEXPR Ref in(int r) { return Ref{buffer_input, static_cast<unsigned short>(r)}; }
-CCC_CONSTEXPR Ref out(int r) { return Ref{buffer_output, static_cast<unsigned short>(r)}; }
-CCC_CONSTEXPR Ref scratch(int r) { return Ref{buffer_scratch, static_cast<unsigned short>(r)}; }
-CCC_CONSTEXPR Ref staging(int r) { return Ref{buffer_staging, static_cast<unsigned short>(r)}; }
+CCC_CONSTEXPR Ref in(int r, int block = 0) { return Ref{buffer_input, static_cast<unsigned short>(r), block}; }
+CCC_CONSTEXPR Ref out(int r, int block = 0) { return Ref{buffer_output, static_cast<unsigned short>(r), block}; }
+CCC_CONSTEXPR Ref scratch(int r, int block = 0) { return Ref{buffer_scratch, static_cast<unsigned short>(r), block}; }
+CCC_CONSTEXPR Ref staging(int r, int block = 0) { return Ref{buffer_staging, static_cast<unsigned short>(r), block}; }
 
 enum InstrCode { instr_end = 0, instr_wait = 1, instr_pass = 2, instr_done = 3, instr_wait_exit = 4 };
 
@@ -310,7 +315,7 @@ struct InstrBuilder {
   }
 };
 CCC_CONSTEXPR InstrBuilder<0> control(InstrCode code, int a, int b) {
-  return InstrBuilder<0>{static_cast<unsigned char>(code), 0, a, b, Ref{0, 0}, {}};
+  return InstrBuilder<0>{static_cast<unsigned char>(code), 0, a, b, Ref{0, 0, 0}, {}};
 }
 /* Waits until `peer` has finished `step` of this window (step -1: the peer has entered). */
 CCC_CONSTEXPR InstrBuilder<0> wait(int peer, int step) { return control(instr_wait, peer, step); }
@@ -489,12 +494,12 @@ class Channel {
    * own call of the data loop. Out of line, and the chunk loop kept rolled: NVRTC time. */
   template <bool Finish, int K, int S, class Map>
   CCC_NOINLINE void pass(long long w, const Instr<S>& i, const Map& map) {
-    const View dst = view(i.dst.buffer, map.peer(i.dst.rank));
+    const View dst = view(i.dst, map.peer(i.dst.rank));
     View src[K];
     const int lowest = map.lowest(i);  // the fold begins at this source (K == i.sources)
     for (int k = 0; k < K; ++k) {
       const Ref& ref = i.src[k + lowest < K ? k + lowest : k + lowest - K];
-      src[k] = view(ref.buffer, map.peer(ref.rank));
+      src[k] = view(ref, map.peer(ref.rank));
     }
     const int first = map.first(i);
     CCC_ROLLED
@@ -508,27 +513,29 @@ class Channel {
   }
 
  private:
-  /* A rank's buffer seen from the vector: element i lives at base[i - shift]. Only the blocked
-   * layouts shift (a reduce_scatter's output, an allgather's input): zero at compile time for
-   * the others. */
+  /* A rank's buffer seen from the vector: element i lives at base[i - shift]. The blocked
+   * layouts shift a buffer that holds one block (a reduce_scatter's output, an allgather's
+   * input); a remapped source shifts by its block offset (Ref::block, zero unless the schedule
+   * remaps). */
   struct View {
     T* base;
     long long shift;
   };
-  CCC_FN View view(unsigned short buffer, int rank) const {
+  /* Ref's buffer and block shift, on rank `rank` (the ref's rank, relabelled by the rank map). */
+  CCC_FN View view(const Ref& ref, int rank) const {
     const ccc_buffers& b = peers_[rank];
     const long long block = static_cast<long long>(rank) * count_;
     View v;
-    v.shift = 0;
-    if (buffer == buffer_input) {
+    v.shift = -static_cast<long long>(ref.block) * count_;
+    if (ref.buffer == buffer_input) {
       v.base = static_cast<T*>(const_cast<void*>(b.input));
-      if (Cfg::layout == layout_allgather) v.shift = block;
-    } else if (buffer == buffer_output) {
+      if (Cfg::layout == layout_allgather) v.shift += block;
+    } else if (ref.buffer == buffer_output) {
       v.base = static_cast<T*>(b.output);
-      if (Cfg::layout == layout_reduce_scatter) v.shift = block;
+      if (Cfg::layout == layout_reduce_scatter) v.shift += block;
     } else {
       v.base = static_cast<T*>(b.scratch);
-      if (buffer == buffer_staging && Cfg::staging_after_scratch) v.base += Cfg::blocks * count_;
+      if (ref.buffer == buffer_staging) v.base += Cfg::staging_after * count_;
     }
     return v;
   }

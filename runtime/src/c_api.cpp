@@ -375,6 +375,14 @@ cccResult_t cccReduce(const void* sendbuff, void* recvbuff, size_t count, cccDat
   });
 }
 
+cccResult_t cccAllToAll(const void* sendbuff, void* recvbuff, size_t count, cccDataType_t datatype, cccComm_t comm,
+                        cccStream_t stream) {
+  return guarded([&] {
+    return submit(comm, {Collective::AllToAll, count, data_type(datatype), ccc::ReduceOp::Sum, -1, {}, {}}, sendbuff,
+                  recvbuff, stream);
+  });
+}
+
 const char* cccGetErrorString(cccResult_t result) {
   switch (enum_value(result)) {
     case cccSuccess: return "no error";

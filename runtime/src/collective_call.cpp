@@ -28,11 +28,13 @@ std::optional<uint64_t> checked_bytes(uint64_t count, uint64_t blocks, uint64_t 
 }
 
 uint64_t send_blocks(const CollectiveCall& call, int nranks) {
-  return call.collective == Collective::ReduceScatter ? static_cast<uint64_t>(nranks) : 1;
+  const bool blocked = call.collective == Collective::ReduceScatter || call.collective == Collective::AllToAll;
+  return blocked ? static_cast<uint64_t>(nranks) : 1;
 }
 
 uint64_t recv_blocks(const CollectiveCall& call, int nranks) {
-  return call.collective == Collective::AllGather ? static_cast<uint64_t>(nranks) : 1;
+  const bool blocked = call.collective == Collective::AllGather || call.collective == Collective::AllToAll;
+  return blocked ? static_cast<uint64_t>(nranks) : 1;
 }
 
 uintptr_t address(const void* p) { return reinterpret_cast<uintptr_t>(p); }
@@ -59,6 +61,11 @@ void validate_buffers(const CollectiveCall& call, int nranks, int rank, size_t i
       invalid(fmt::format("{}: rank {}: {} buffer {} is not aligned to {} bytes ({})", what, rank,
                           name, p, elem, data_type_name(call.dtype)));
   }
+  // In place, every rank would overwrite blocks of its send buffer that peers have yet to read
+  // (block p goes out to rank p and comes in from it): no schedule can order that without a copy.
+  if (call.collective == Collective::AllToAll && send == recv)
+    invalid(fmt::format("alltoall: rank {}: in-place alltoall (send == recv) is not supported; use separate send and "
+                        "recv buffers", rank));
   if (send != nullptr && recv != nullptr && overlap(address(send), in_bytes, address(recv), out_bytes) &&
       !is_in_place(call, rank, send, recv))
     invalid(fmt::format("{}: rank {}: send and recv buffers overlap without being in place", what, rank));

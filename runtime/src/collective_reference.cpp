@@ -212,6 +212,11 @@ uint64_t count_wrong(const CollectiveCall& call, int nranks, int rank,
       for (uint64_t i = 0; i < n; ++i)
         wrong += !same_element(t, load(t, inputs[call.root], i), load(t, output, i));
       break;
+    case Collective::AllToAll:  // block p of the output is block `rank` of rank p's input
+      for (int p = 0; p < nranks; ++p)
+        for (uint64_t i = 0; i < n; ++i)
+          wrong += !same_element(t, load(t, inputs[p], rank * n + i), load(t, output, p * n + i));
+      break;
   }
   return wrong;
 }

@@ -63,13 +63,14 @@ bool call_is_in_place(const CollectiveCall& call, int nranks) {
 
 uint64_t round_up(uint64_t bytes, uint64_t to) { return (bytes + to - 1) / to * to; }
 
-// Without a topology to model: the collective's ring schedule (the first shipped one whose name
-// starts with "ring"), else its first shipped schedule.
+// Without a topology to model: the collective's bandwidth-optimal schedule, its ring (the first
+// shipped one whose name starts with "ring") or for alltoall the direct exchange, else its first
+// shipped schedule.
 std::string default_schedule(Collective collective) {
   std::string first;
   for (const ShippedSchedule& s : shipped_schedules()) {
     if (s.collective != collective) continue;
-    if (s.name.rfind("ring", 0) == 0) return s.name;
+    if (s.name.rfind("ring", 0) == 0 || s.name == "alltoall_direct") return s.name;
     if (first.empty()) first = s.name;
   }
   if (first.empty())
@@ -692,6 +693,10 @@ void Communicator::broadcast(Sends send, Recvs recv, uint64_t count, DataType dt
 void Communicator::reduce(Sends send, Recvs recv, uint64_t count, DataType dtype, ReduceOp op,
                           int root, Streams streams) {
   run({Collective::Reduce, count, dtype, op, root, send, recv}, streams);
+}
+
+void Communicator::all_to_all(Sends send, Recvs recv, uint64_t count, DataType dtype, Streams streams) {
+  run({Collective::AllToAll, count, dtype, ReduceOp::Sum, -1, send, recv}, streams);
 }
 
 // Without the communicator's mutex: a rank waiting here must not keep the others from issuing

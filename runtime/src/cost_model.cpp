@@ -172,7 +172,8 @@ double bus_factor(Collective c, int n) {
   switch (c) {
     case Collective::AllReduce: return 2.0 * (n - 1) / n;
     case Collective::ReduceScatter:
-    case Collective::AllGather: return static_cast<double>(n - 1) / n;
+    case Collective::AllGather:
+    case Collective::AllToAll: return static_cast<double>(n - 1) / n;  // as nccl-tests count it
     case Collective::Broadcast:
     case Collective::Reduce: return 1.0;
   }

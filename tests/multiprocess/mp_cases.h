@@ -18,7 +18,7 @@ struct Case {
   bool in_place;
 };
 
-// Every collective, a few types and ops, in and out of place.
+// Every collective, a few types and ops, in and out of place (alltoall: out of place only).
 inline std::vector<Case> cases(int nranks) {
   const int last = nranks - 1;
   return {
@@ -29,6 +29,7 @@ inline std::vector<Case> cases(int nranks) {
       {Collective::AllGather, DataType::BF16, ReduceOp::Sum, -1, 211, false},
       {Collective::Broadcast, DataType::F64, ReduceOp::Sum, last, 77, false},
       {Collective::Reduce, DataType::U32, ReduceOp::Sum, last, 4099, false},
+      {Collective::AllToAll, DataType::I32, ReduceOp::Sum, -1, 517, false},
   };
 }
 

@@ -76,6 +76,7 @@ cccResult_t issue(const Case& c, const void* send, void* recv, cccComm_t comm) {
     case ccc::Collective::AllGather: return cccAllGather(send, recv, c.count, t, comm, nullptr);
     case ccc::Collective::Broadcast: return cccBroadcast(send, recv, c.count, t, c.root, comm, nullptr);
     case ccc::Collective::Reduce: return cccReduce(send, recv, c.count, t, c_op(c.op), c.root, comm, nullptr);
+    case ccc::Collective::AllToAll: return cccAllToAll(send, recv, c.count, t, comm, nullptr);
   }
   return cccInternalError;
 }

@@ -151,9 +151,11 @@ TEST(CudaCommunicator, EveryShippedScheduleInPlaceAndNot) {
   CCC_REQUIRE_GPU(d);
   for (const ShippedSchedule& s : shipped_schedules()) {
     Communicator comm = virtual_ranks(s.name);
-    for (bool in_place : {false, true})
+    for (bool in_place : {false, true}) {
+      if (in_place && s.collective == Collective::AllToAll) continue;  // refused (Communicator.AllToAllRefusesInPlace)
       EXPECT_EQ(check_once(*d, comm, shape_of(s.collective, 100003, DataType::F32, ReduceOp::Sum), in_place), 0u)
           << collective_name(s.collective) << " " << s.name << (in_place ? " in place" : "");
+    }
   }
 }
 

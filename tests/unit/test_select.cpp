@@ -57,6 +57,17 @@ TEST(Select, NvlinkRingKeepsLargeMessagesOnTheRing) {
   EXPECT_TRUE(kLatencyBound.count(chosen(t, m, 64)));
 }
 
+// Alltoall picks among its own schedules: Bruck's ceil(log2 N) steps win small messages, the
+// direct exchange (every block moved once) large ones, on the model alone.
+TEST(Select, AllToAllSwitchesFromBruckToDirectWithSize) {
+  Topology t = shipped_topology("dgx-h100");
+  ScheduleMenu menu(Collective::AllToAll, 8, shipped_schedule_sources());
+  const std::vector<CandidateSchedule> candidates = menu.candidates();
+  ASSERT_EQ(candidates.size(), 2u);
+  EXPECT_EQ(select_schedule(Collective::AllToAll, 1024, 4, t, candidates).name(), "alltoall_bruck");
+  EXPECT_EQ(select_schedule(Collective::AllToAll, 256 << 20, 4, t, candidates).name(), "alltoall_direct");
+}
+
 TEST(Select, PcieBoxAlsoSwitchesWithSize) {
   Topology t = shipped_topology("pcie-4gpu");
   Menu m(4);

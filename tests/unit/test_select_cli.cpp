@@ -59,7 +59,7 @@ TEST(TuneCommand, UsageErrors) {
   EXPECT_EQ(run_cli({"tune"}).code, cli::kExitUsage);
   EXPECT_EQ(run_cli({"tune", "--topo", topo, "--ranks", "5"}).code, cli::kExitUsage);  // 4 GPUs
   EXPECT_EQ(run_cli({"tune", "--topo", topo, "--dtype", "f128"}).code, cli::kExitUsage);
-  EXPECT_EQ(run_cli({"tune", "--topo", topo, "--collective", "alltoall"}).code, cli::kExitUsage);
+  EXPECT_EQ(run_cli({"tune", "--topo", topo, "--collective", "alltoallv"}).code, cli::kExitUsage);
   std::string empty = std::string(CCC_BINARY_DIR) + "/no_schedules";
   std::filesystem::create_directories(empty);
   auto none = run_cli({"tune", "--topo", topo, "--schedules", empty});

@@ -71,6 +71,42 @@ TEST(Verify, ReduceScatterAndReduceIgnoreDontCareChunks) {
   EXPECT_NE(errors_of(q).find("rank 1 ends with chunk 0 missing the contributions of ranks 0, 2"), std::string::npos);
 }
 
+// A hand-built program's remaps are checked as the front end checks them: the chunks read must
+// exist in the source buffer (scratch: nscratch of them), and a chunk moves only to the same
+// position in another block (an allreduce has one block of `chunks`).
+TEST(Verify, StructuralErrorsOfRemaps) {
+  StepProgram p = empty_program("a2a", Collective::AllToAll, 2, 4, 1);  // 2 blocks of 2 chunks
+  add(p, 0, 0, OpKind::Copy, 2, 1);
+  p.ops[0][0][0].shift = -2;  // chunk 0 of rank 1 into chunk 2: same position, fine
+  add(p, 1, 0, OpKind::Copy, 1, 0);
+  p.ops[1][0][0].shift = 2;   // chunk 3 into chunk 1: fine
+  add(p, 1, 0, OpKind::Copy, 0, 0);
+  p.ops[1][0][1].shift = 1;   // chunk 1 into chunk 0: another position
+  add(p, 0, 0, OpKind::Copy, 3, 1);
+  p.ops[0][0][1].shift = 2;   // chunk 5: past the output
+  auto structure = [](const StepProgram& prog, bool& ok) {
+    Diagnostics d;
+    ok = check_structure(prog, d);
+    return d.render(nullptr);
+  };
+  bool ok = true;
+  const std::string errors = structure(p, ok);
+  EXPECT_FALSE(ok);
+  EXPECT_NE(errors.find("rank 0 step 0 (s=0) names output chunks 5..5, outside 0..3"), std::string::npos) << errors;
+  EXPECT_NE(errors.find("rank 1 step 0 (s=0) moves chunk 1 onto chunk 0, another position in a block of 2 chunks"),
+            std::string::npos) << errors;
+  EXPECT_EQ(errors.find("chunk 2"), std::string::npos) << errors;  // the good remaps pass
+  StepProgram q = empty_program("slots", Collective::AllReduce, 2, 2, 1);
+  q.nscratch = 6;
+  add(q, 0, 0, OpKind::Copy, 5, 1);
+  q.ops[0][0][0].dst = Buffer::Scratch;
+  q.ops[0][0][0].shift = -4;  // output chunk 1 of rank 1 into scratch slot 5: position 1 both
+  EXPECT_EQ(structure(q, ok), "");
+  EXPECT_TRUE(ok);
+  q.ops[0][0][0].shift = -5;  // output chunk 0 into slot 5: another position
+  EXPECT_NE(structure(q, ok).find("moves chunk 0 onto chunk 5"), std::string::npos);
+}
+
 TEST(Verify, StructuralErrors) {
   StepProgram p = shipped("ring", 3);
   p.ops[0][0][0].peer = 7;
@@ -79,7 +115,7 @@ TEST(Verify, StructuralErrors) {
   add(p, 2, 1, OpKind::Copy, 0, 0);  // rank 2 step 1 already reduces chunk 0
   EXPECT_EQ(errors_of(p),
             "<input>:14:7: error: rank 0 step 0 (reduce_scatter s=0) reads from rank 7, which does not exist (N = 3)\n"
-            "<input>:14:7: error: rank 1 step 0 (reduce_scatter s=0) names chunks 2..6, outside 0..2\n"
+            "<input>:14:7: error: rank 1 step 0 (reduce_scatter s=0) names output chunks 2..6, outside 0..2\n"
             "<input>:14:7: error: rank 2 step 0 (reduce_scatter s=0) writes the input buffer, which is read-only\n"
             "<input>:3:5: error: rank 2 step 1 (reduce_scatter s=1) writes output chunk 0 with a copy and another op in the same step\n"
             "<input>:14:7: note: the other write: reduce output chunk 0 from rank 1's output\n");

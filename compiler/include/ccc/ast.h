@@ -51,6 +51,8 @@ struct Loop {
 };
 
 struct ChunksStmt { Expr count; };
+// `scratch K`: the scratch buffer has K chunks (of the output's chunk size) instead of `chunks`.
+struct ScratchStmt { Expr count; };
 struct RequiresStmt { Expr cond; };
 // `let NAME = E` (a constant), `let NAME(P, ...) = E` (a function), or `param NAME = E` (a
 // constant whose value InstantiateOptions::defines can replace).
@@ -66,9 +68,10 @@ struct PhaseStmt { std::string name; Block body; };
 struct StepStmt { std::optional<Loop> loop; Block body; };
 struct ForStmt { Loop loop; Block body; };
 struct IfStmt { Expr cond; Block then_body; Block else_body; };
-// `reduce|copy chunk E | chunks E .. E [into BUF] from [BUF of] PEER`
-//  or, pushed: `reduce|copy chunk E | chunks E .. E [from BUF] to [BUF of] PEER`, which is PEER's
-//  pull of the same chunks from this rank (`src` is then this rank's buffer, `dst` the peer's).
+// `reduce|copy chunk E | chunks E .. E [into BUF] from [BUF of] PEER [as chunk F | as chunks F .. G]`
+//  or, pushed: `reduce|copy chunk E | chunks E .. E [from BUF] to [BUF of] PEER [as ...]`, which is
+//  PEER's pull of the same chunks from this rank (`src` is then this rank's buffer, `dst` the
+//  peer's). `first`/`last` are the chunks read; `as` names the chunks written (default: the same).
 struct OpStmt {
   OpKind kind = OpKind::Reduce;
   Expr first;
@@ -77,11 +80,13 @@ struct OpStmt {
   Buffer src = Buffer::Output;
   Expr peer;                        // pull: the rank read from; push: the rank written to
   bool push = false;
+  std::optional<Expr> as_first;     // set for a remap: the first chunk written
+  std::optional<Expr> as_last;      // set for a remapped range (`as chunks F .. G`)
 };
 
 struct Stmt {
   SourceLoc loc;  // the statement's keyword
-  std::variant<ChunksStmt, RequiresStmt, LetStmt, PhaseStmt, StepStmt, ForStmt, IfStmt, OpStmt> node;
+  std::variant<ChunksStmt, ScratchStmt, RequiresStmt, LetStmt, PhaseStmt, StepStmt, ForStmt, IfStmt, OpStmt> node;
 };
 
 // A resolved `let` function: calls bind the arguments to the parameter slots, then evaluate body.

@@ -17,13 +17,13 @@ struct EmittedKernel {
   int64_t tile_bytes = 0;   // KernelOptions::tile_bytes
   int pipeline = 0;         // KernelOptions::pipeline
   int block_threads = 0;    // CUDA threads per block (host: one thread per block)
-  int scratch_vectors = 0;  // scratch regions (the schedule's, staging), each blocks * count elements
-  int blocks = 1;           // KernelPlan::blocks
+  int64_t scratch_blocks = 0;  // blocks of count elements of scratch: the schedule's, then staging
+  int blocks = 1;              // KernelPlan::blocks
   int dtype_bytes = 0;
 
   // Scratch each rank must provide for a collective of `count` elements (the kernel's `count`).
   uint64_t scratch_bytes(uint64_t count) const {
-    return static_cast<uint64_t>(scratch_vectors) * static_cast<uint64_t>(blocks) * count * static_cast<uint64_t>(dtype_bytes);
+    return static_cast<uint64_t>(scratch_blocks) * count * static_cast<uint64_t>(dtype_bytes);
   }
 };
 

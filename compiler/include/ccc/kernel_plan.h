@@ -42,10 +42,12 @@ struct KernelOptions {
 enum class Storage { Output, Input, Scratch, Staging };
 const char* storage_name(Storage s);  // "output", "input", "scratch", "staging"
 
-// A physical buffer of some rank.
+// A physical buffer of some rank, read at the pass's chunks + shift (a remap; a multiple of
+// the chunks per block, so the device moves it by whole blocks of `count` elements).
 struct Operand {
   int rank = 0;
   Storage buffer = Storage::Output;
+  int64_t shift = 0;
   friend auto operator<=>(const Operand&, const Operand&) = default;
 };
 
@@ -91,8 +93,10 @@ struct KernelPlan {
   std::vector<StepInfo> steps;
   std::vector<RankPlan> ranks;
   int blocks = 1;                // the chunk space is `blocks` blocks of `count` elements (N for
-                                 // reduce_scatter and allgather, else 1)
-  bool uses_scratch = false;     // the schedule's scratch: blocks * count elements per rank
+                                 // reduce_scatter, allgather and alltoall, else 1)
+  int64_t scratch_blocks = 1;    // blocks of `count` the schedule's scratch spans (`blocks` unless it
+                                 // declares `scratch K`: then K chunks, nchunks / blocks per block)
+  bool uses_scratch = false;     // the schedule's scratch: scratch_blocks * count elements per rank
   bool uses_staging = false;     // staging: blocks * count more, after the scratch
   int64_t waits = 0;             // waits in the kernel, all ranks
   int64_t cross_rank_edges = 0;  // from the sync plan
@@ -108,6 +112,8 @@ class LowerError : public std::runtime_error {
   SourceLoc loc;
 };
 
+// "count" or "4 * count": the elements of `blocks` blocks.
+std::string blocks_text(int64_t blocks);
 // "out[3] = sum(in[3], r2.out[3])": a pass of `rank`, operands named relative to it.
 std::string pass_text(const DataPass& pass, int rank, ReduceOp op);
 // "wait rank 2 step 4 (RAW: ...)".

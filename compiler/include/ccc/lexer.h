@@ -13,7 +13,7 @@ namespace ccc {
 enum class Tok {
   End, Int, Ident,
   // keywords (reserved: they cannot name a variable)
-  KwAllreduce, KwReduceScatter, KwAllgather, KwBroadcast, KwReduce, KwCopy, KwChunk, KwChunks,
+  KwAllreduce, KwReduceScatter, KwAllgather, KwBroadcast, KwReduce, KwAlltoall, KwCopy, KwChunk, KwChunks,
   KwLet, KwRequires, KwIs, KwPhase, KwStep, KwIn, KwFor, KwWhere, KwIf, KwElse, KwInto, KwFrom,
   KwOf, KwInput, KwOutput, KwScratch,
   // punctuation and operators

@@ -9,14 +9,19 @@
 //             the first read of a not-yet-written chunk come from the input buffer), and it is
 //             what the user gets back.
 //   input   - the rank's original input. Read-only: an op may name it as a source.
-//   scratch - per-rank staging space; its chunks start undefined.
+//   scratch - per-rank staging space; its chunks start undefined. It has `nchunks` chunks
+//             unless the schedule declares `scratch K` (nscratch).
 //
-// An op on rank r:  reduce: r.dst[c] = r.dst[c] (+) peer.src[c]   for c in chunks
-//                   copy:   r.dst[c] = peer.src[c]
+// An op on rank r:  reduce: r.dst[c] = r.dst[c] (+) peer.src[c + shift]   for c in chunks
+//                   copy:   r.dst[c] = peer.src[c + shift]
+// (`shift` is 0 unless the op remaps: `copy chunk 2 from p as chunk 5` has chunks {5, 1} and
+// shift -3.) A remap keeps a chunk's position within its block (chunk_position), so source and
+// destination have the same size whatever the element count.
 // Within one step a destination chunk may take any number of reduces (their sources combine,
 // e.g. one-shot) or exactly one copy.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -25,7 +30,10 @@
 
 namespace ccc {
 
-enum class Collective { AllReduce, ReduceScatter, AllGather, Broadcast, Reduce };
+enum class Collective { AllReduce, ReduceScatter, AllGather, Broadcast, Reduce, AllToAll };
+inline constexpr std::array<Collective, 6> kAllCollectives{Collective::AllReduce, Collective::ReduceScatter,
+                                                           Collective::AllGather, Collective::Broadcast,
+                                                           Collective::Reduce,    Collective::AllToAll};
 enum class OpKind { Reduce, Copy };
 enum class Buffer { Output, Input, Scratch };
 
@@ -44,11 +52,14 @@ struct ChunkRange {
 
 struct Op {
   OpKind kind = OpKind::Copy;
-  ChunkRange chunks;
+  ChunkRange chunks;             // the chunks of `dst` written
   int peer = 0;                  // the rank read from (may be the rank itself: a local op)
   Buffer src = Buffer::Output;   // peer's buffer read
   Buffer dst = Buffer::Output;   // own buffer written
   SourceLoc loc;                 // the DSL op that made it
+  int64_t shift = 0;             // source chunk = destination chunk + shift (a remap; see above)
+  // The chunks of the peer's `src` read.
+  ChunkRange read_chunks() const { return {chunks.begin + shift, chunks.count}; }
   friend bool operator==(const Op&, const Op&) = default;
 };
 
@@ -72,6 +83,8 @@ struct StepProgram {
   int root = -1;                 // broadcast / reduce root; -1 otherwise
   int nranks = 0;
   int64_t nchunks = 0;
+  int64_t nscratch = 0;          // scratch chunks from `scratch K`; 0 (no declaration): nchunks.
+                                 // Read it through buffer_chunks.
   std::vector<Phase> phases;
   std::vector<StepInfo> steps;              // size nsteps()
   std::vector<std::vector<std::vector<Op>>> ops;  // ops[rank][step]; ops.size() == nranks
@@ -80,7 +93,17 @@ struct StepProgram {
   int64_t num_ops() const;
 };
 
-// Chunk ownership for reduce_scatter and allgather: rank r owns chunks
+// How many chunks buffer b of a rank has: nchunks, or for scratch the declared nscratch.
+int64_t buffer_chunks(const StepProgram& p, Buffer b);
+
+// The user's buffers are `blocks` blocks of `count` elements each (N for reduce_scatter,
+// allgather and alltoall, else 1), and every block is cut into nchunks / blocks chunks alike; a
+// chunk's position is its index within its block, and two chunks of one position have the same
+// size. Scratch chunks continue the same numbering (scratch chunk k sits where chunk k would).
+int blocks(const StepProgram& p);
+int64_t chunk_position(const StepProgram& p, int64_t chunk);
+
+// Chunk ownership for reduce_scatter, allgather and alltoall: rank r owns chunks
 // [r * nchunks / N, (r + 1) * nchunks / N). (nchunks must be a multiple of N for these.)
 ChunkRange owned_chunks(const StepProgram& p, int rank);
 

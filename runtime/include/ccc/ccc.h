@@ -152,6 +152,11 @@ cccResult_t cccBroadcast(const void* sendbuff, void* recvbuff, size_t count, ccc
                          int root, cccComm_t comm, cccStream_t stream);
 cccResult_t cccReduce(const void* sendbuff, void* recvbuff, size_t count, cccDataType_t datatype,
                       cccRedOp_t op, int root, cccComm_t comm, cccStream_t stream);
+/* sendbuff and recvbuff hold nranks blocks of `count` elements (count per peer, as MPI_Alltoall's
+ * sendcount and NCCL's ncclAlltoAll): block p of recvbuff is block `rank` of rank p's sendbuff.
+ * In place (sendbuff == recvbuff) is refused with cccInvalidArgument. */
+cccResult_t cccAllToAll(const void* sendbuff, void* recvbuff, size_t count, cccDataType_t datatype, cccComm_t comm,
+                        cccStream_t stream);
 
 const char* cccGetErrorString(cccResult_t result);
 /* The message of the calling thread's last failed call ("" if none). */

@@ -11,9 +11,11 @@
 namespace ccc {
 
 // `count` follows the launch ABI (ccc_abi.h): elements per buffer for allreduce, broadcast and
-// reduce; per rank block for reduce_scatter (output elements) and allgather (input elements).
+// reduce; per rank block for reduce_scatter (output elements), allgather (input elements) and
+// alltoall (elements each rank sends to each peer: send and recv hold N blocks of count).
 // In place means send == recv for allreduce, broadcast and reduce; for reduce_scatter the rank's
-// recv is its block of send (send + rank * count), for allgather its send is its block of recv.
+// recv is its block of send (send + rank * count), for allgather its send is its block of recv;
+// alltoall cannot run in place (validate_call refuses send == recv).
 // As in NCCL, a rank may pass NULL for a buffer it does not use: send on a broadcast rank that is
 // not the root, recv on a reduce rank that is not the root (uses_send, uses_recv). The runtime
 // then gives the kernel a buffer of its own in that place (communicator.cpp).

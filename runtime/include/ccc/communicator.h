@@ -133,6 +133,9 @@ class Communicator {
                  Streams streams = {});
   void reduce(Sends send, Recvs recv, uint64_t count, DataType dtype, ReduceOp op, int root,
               Streams streams = {});
+  // send and recv hold size() blocks of `count` elements per rank (MPI_Alltoall's sendcount):
+  // block p of rank r's recv is block r of rank p's send. Out of place only.
+  void all_to_all(Sends send, Recvs recv, uint64_t count, DataType dtype, Streams streams = {});
   // Any of the above, spelled as a CollectiveCall.
   void run(const CollectiveCall& call, Streams streams = {});
 

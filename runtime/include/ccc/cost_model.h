@@ -52,7 +52,8 @@ struct Estimate {
   int64_t serial_latencies = 0;
 };
 
-// nccl-tests' busbw factor: allreduce 2(N-1)/N, reduce_scatter and allgather (N-1)/N, else 1.
+// nccl-tests' busbw factor: allreduce 2(N-1)/N, reduce_scatter, allgather and alltoall (N-1)/N,
+// else 1.
 double bus_factor(Collective c, int nranks);
 
 // A step program prepared for one topology: routes and per-step fabric loads are worked out
@@ -69,7 +70,7 @@ class CostModel {
 
   // `bytes` is the size of the buffer the schedule's chunks partition: the message for
   // allreduce, broadcast and reduce; the whole N-block input of reduce_scatter; the whole
-  // N-block output of allgather. Throws std::invalid_argument on bad params.
+  // N-block output of allgather; the whole N-block send buffer of alltoall. Throws std::invalid_argument on bad params.
   Estimate estimate(int64_t bytes, const CostParams& params) const;
 
  private:
