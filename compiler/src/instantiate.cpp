@@ -287,29 +287,28 @@ class Instantiator {
     for (const ast::Stmt& st : block) std::visit([&](const auto& node) { run(node, st.loc); }, st.node);
   }
 
-  void run(const ast::ChunksStmt& n, SourceLoc loc) {
-    int64_t chunks = eval(n.count);
-    if (chunks < 1 || chunks > kMaxChunks)
-      fail(loc, fmt::format("chunks = {} is out of range: it must be 1 .. {}", chunks, count(kMaxChunks)));
+  // A count statement (`chunks E`, `scratch K`): 1 .. kMaxChunks, one value on every rank.
+  // Rank 0 sets `into`; the others must agree with it. True on rank 0.
+  bool run_count(const Expr& e, SourceLoc loc, const char* what, int64_t& into) {
+    const int64_t v = eval(e);
+    if (v < 1 || v > kMaxChunks)
+      fail(loc, fmt::format("{} = {} is out of range: it must be 1 .. {}", what, v, count(kMaxChunks)));
     if (rank_ == 0) {
-      prog_.nchunks = chunks;
-      if (blocks(prog_) > 1 && chunks % opts_.nranks != 0)
-        fail(loc, fmt::format("{} needs chunks to be a multiple of N (every rank owns chunks/N of them), "
-                              "but chunks = {}", collective_name(s_.collective), chunks));
-    } else if (chunks != prog_.nchunks) {
-      fail(loc, fmt::format("'chunks' depends on r: it is {} on rank 0 but {} on rank {}", prog_.nchunks, chunks, rank_));
+      into = v;
+      return true;
     }
+    if (v != into) fail(loc, fmt::format("'{}' depends on r: it is {} on rank 0 but {} on rank {}", what, into, v, rank_));
+    return false;
+  }
+
+  void run(const ast::ChunksStmt& n, SourceLoc loc) {
+    if (run_count(n.count, loc, "chunks", prog_.nchunks) && blocks(prog_) > 1 && prog_.nchunks % opts_.nranks != 0)
+      fail(loc, fmt::format("{} needs chunks to be a multiple of N (every rank owns chunks/N of them), "
+                            "but chunks = {}", collective_name(s_.collective), prog_.nchunks));
   }
 
   void run(const ast::ScratchStmt& n, SourceLoc loc) {
-    int64_t slots = eval(n.count);
-    if (slots < 1 || slots > kMaxChunks)
-      fail(loc, fmt::format("scratch = {} is out of range: it must be 1 .. {}", slots, count(kMaxChunks)));
-    if (rank_ == 0) {
-      prog_.nscratch = slots;
-    } else if (slots != prog_.nscratch) {
-      fail(loc, fmt::format("'scratch' depends on r: it is {} on rank 0 but {} on rank {}", prog_.nscratch, slots, rank_));
-    }
+    run_count(n.count, loc, "scratch", prog_.nscratch);
   }
 
   void run(const ast::RequiresStmt& n, SourceLoc loc) {

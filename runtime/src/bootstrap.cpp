@@ -134,15 +134,26 @@ class UniqueFd {
   throw Error(ErrorKind::System, fmt::format("{}: {}", what, std::strerror(errno)));
 }
 
-void send_fd(int socket, int fd) {
+// A one-byte message with room for one file descriptor (SCM_RIGHTS). Not copyable: msg points
+// into it.
+struct FdMessage {
   char byte = 0;
   iovec iov{&byte, 1};
   alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
   msghdr msg{};
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  msg.msg_control = control;
-  msg.msg_controllen = sizeof control;
+  FdMessage() {
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control;
+    msg.msg_controllen = sizeof control;
+  }
+  FdMessage(const FdMessage&) = delete;
+  FdMessage& operator=(const FdMessage&) = delete;
+};
+
+void send_fd(int socket, int fd) {
+  FdMessage m;
+  msghdr& msg = m.msg;
   cmsghdr* c = CMSG_FIRSTHDR(&msg);
   c->cmsg_level = SOL_SOCKET;
   c->cmsg_type = SCM_RIGHTS;
@@ -152,14 +163,8 @@ void send_fd(int socket, int fd) {
 }
 
 int receive_fd(int socket) {
-  char byte = 0;
-  iovec iov{&byte, 1};
-  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
-  msghdr msg{};
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  msg.msg_control = control;
-  msg.msg_controllen = sizeof control;
+  FdMessage m;
+  msghdr& msg = m.msg;
   if (::recvmsg(socket, &msg, MSG_CMSG_CLOEXEC | MSG_DONTWAIT) != 1) system_error("bootstrap: receiving the arena");
   const cmsghdr* c = CMSG_FIRSTHDR(&msg);
   if (c == nullptr || c->cmsg_type != SCM_RIGHTS)
