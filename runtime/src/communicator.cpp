@@ -114,7 +114,7 @@ struct Communicator::Impl {
   std::map<std::string, Choice> choices;  // by call shape
   std::map<std::string, Loaded> kernels;  // by schedule and kernel shape
   // The buffers of collectives issued rank by rank that not every rank has issued yet, to refuse
-  // overlaps across ranks (rank_call_ledger.h). Made with the communicator.
+  // overlaps across ranks (rank_call_ledger.h). Made with the communicator, unless multi-process.
   std::optional<RankCallLedger> ledger;
 
   // Tracing (docs/tracing.md): each launch gets fresh records, collected once its rank's
@@ -196,7 +196,7 @@ struct Communicator::Impl {
     try {
       wait();
     } catch (...) {
-      ledger->forget();  // the failed collectives' buffers must not refuse later calls
+      if (ledger) ledger->forget();  // the failed collectives' buffers must not refuse later calls
       collect_trace(rank);
       throw;
     }
@@ -508,7 +508,7 @@ struct Communicator::Impl {
       return;
     }
     for (int r = 0; r < n; ++r) launch_rank(p, call, r, call.send[r], call.recv[r], streams.empty() ? nullptr : streams[r]);
-    ledger->record_all();
+    if (ledger) ledger->record_all();
     if (host) synchronized(-1, [&] { host->synchronize(); });  // the all-ranks host calls return when done
   }
 
@@ -528,14 +528,19 @@ struct Communicator::Impl {
                                              "every rank at once, not rank by rank");
       check_cuda_buffers(rank, send, recv, call);
     }
-    const std::vector<BufferExtent> extents = ledger->check(call, rank, send, recv);  // before any compile
+    std::vector<BufferExtent> extents;
+    if (ledger) extents = ledger->check(call, rank, send, recv);  // before any compile
     const Prepared p = prepare(call, is_in_place(call, rank, send, recv));
     launch_rank(p, call, rank, send, recv, stream);
-    ledger->record(rank, extents);
+    if (ledger) ledger->record(rank, extents);
   }
 };
 
-Communicator::Communicator(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) { impl_->ledger.emplace(impl_->nranks()); }
+// A multi-process rank has no ledger: its peers' buffers live in other address spaces, and no
+// collective of this process's would ever be issued by every rank (its entries would pile up).
+Communicator::Communicator(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {
+  if (!impl_->arena) impl_->ledger.emplace(impl_->nranks());
+}
 Communicator::Communicator(Communicator&&) noexcept = default;
 Communicator& Communicator::operator=(Communicator&&) noexcept = default;
 Communicator::~Communicator() = default;
