@@ -16,10 +16,10 @@ namespace {
 
 const char* const kSchedules[] = {"ring", "oneshot", "twoshot", "butterfly", "tree", "dbtree"};
 
-PlannedProgram planned(const char* name) {
+PlannedProgram planned(const char* name, int nranks = 8) {
   Diagnostics diags;
   std::optional<SourceFile> file = read_source(std::string(CCC_SOURCE_DIR) + "/schedules/" + name + ".sched", diags);
-  std::optional<StepProgram> program = file ? run_front_end(*file, {8, 0}, diags) : std::nullopt;
+  std::optional<StepProgram> program = file ? run_front_end(*file, {nranks, 0}, diags) : std::nullopt;
   std::optional<PlannedProgram> pp = program && verify(*program, diags) ? plan_syncs(*program, {}, diags) : std::nullopt;
   if (!pp) throw std::runtime_error(diags.render(file ? &*file : nullptr));
   return *pp;
@@ -42,6 +42,18 @@ void BM_NvrtcCubinSm90(benchmark::State& state) {
   state.SetLabel(kSchedules[state.range(0)]);
 }
 BENCHMARK(BM_NvrtcCubinSm90)->DenseRange(0, 5)->Iterations(3)->Unit(benchmark::kMillisecond);
+
+// Ring against N: with its ranks sharing one table, the source and the compile stay flat.
+void BM_NvrtcCubinSm90RingRanks(benchmark::State& state) {
+  NvrtcRequest req;
+  req.source = emit_cuda(lower(planned("ring", static_cast<int>(state.range(0))), {})).source;
+  for (auto _ : state) {
+    NvrtcOutput out = nvrtc_compile(req);
+    if (!out.ok) state.SkipWithError(out.log.c_str());
+  }
+  state.counters["source_bytes"] = static_cast<double>(req.source.size());
+}
+BENCHMARK(BM_NvrtcCubinSm90RingRanks)->Arg(8)->Arg(72)->Arg(256)->Iterations(3)->Unit(benchmark::kMillisecond);
 
 }  // namespace
 }  // namespace ccc
