@@ -2,10 +2,12 @@
 #include <fmt/format.h>
 
 #include <fcntl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <filesystem>
 
@@ -17,6 +19,32 @@
 
 namespace ccc::cli {
 namespace {
+
+// `--time-passes`: wall time of each pass and the process's peak resident memory after it, as
+// rows on standard error once the output is written. A pass's time runs from the end of the one
+// before (the graph is built only to be dumped, so it reads about 0; verify includes lint).
+class PassClock {
+ public:
+  void finished(std::string_view pass) {
+    const auto now = std::chrono::steady_clock::now();
+    rows_ += fmt::format("  {:<14} {:>10.1f} ms {:>8} MiB\n", pass,
+                         std::chrono::duration<double, std::milli>(now - last_).count(), peak_mib());
+    last_ = now;
+  }
+  std::string report() const {
+    return fmt::format("ccc: time per pass (wall, peak resident memory after it):\n{}  {:<14} {:>10.1f} ms\n", rows_,
+                       "total", std::chrono::duration<double, std::milli>(last_ - start_).count());
+  }
+
+ private:
+  static long peak_mib() {
+    rusage usage{};
+    getrusage(RUSAGE_SELF, &usage);
+    return usage.ru_maxrss / 1024;  // KiB on Linux
+  }
+  std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now(), last_ = start_;
+  std::string rows_;
+};
 
 // Writes all of `text` to fd; the reason it could not, or "".
 std::string write_all(int fd, std::string_view text) {
@@ -113,14 +141,22 @@ int run_compile(const ParsedArgs& args, std::ostream& out, std::ostream& err) {
                                           target->name, pass_name(target->last_pass), *pass), err);
     dump.write = [&err](std::string_view text) { err << text; };
   }
+  std::optional<PassClock> clock;
+  if (args.has("--time-passes")) {
+    clock.emplace();
+    dump.finished = [&clock](Pass p) { clock->finished(pass_name(p)); };
+  }
 
   const std::optional<SourceFile> source = read_schedule(*fe, err);
   if (!source) return kExitScheduleError;
   std::optional<StepProgram> program = run_front_end_on(*fe, *source, dump, err);
   if (!program) return kExitScheduleError;
   std::optional<PlannedProgram> planned;
+  // Targets past lowering read only the kernel plan, so the front end's program moves into the
+  // analysis rather than being copied (halves the programs held at large N).
+  const bool plan_only = target->last_pass >= Pass::Lower;
   if (target->last_pass >= Pass::Verify) {
-    planned = run_analysis_on(*fe, *source, *program, args.has("--in-place"), dump, err);
+    planned = run_analysis_on(*fe, *source, plan_only ? std::move(*program) : *program, args.has("--in-place"), dump, err);
     if (!planned) return kExitScheduleError;
   }
   std::optional<KernelPlan> plan;
@@ -131,7 +167,7 @@ int run_compile(const ParsedArgs& args, std::ostream& out, std::ostream& err) {
   }
   std::string text;
   try {
-    text = target->emit({*program, planned ? &*planned : nullptr, plan ? &*plan : nullptr,
+    text = target->emit({plan_only ? planned->program : *program, planned ? &*planned : nullptr, plan ? &*plan : nullptr,
                          &*source, codegen->arch, args.has("--in-place"), args.has("--show-syncs"),
                          topo ? &*topo : nullptr, static_cast<int>(data_type_size(codegen->kernel.dtype)), cost_grid});
   } catch (const std::runtime_error& e) {
@@ -142,11 +178,13 @@ int run_compile(const ParsedArgs& args, std::ostream& out, std::ostream& err) {
   std::optional<std::string> path = args.get("-o");
   if (!path || *path == "-") {
     out << text;
-    return kExitOk;
-  }
-  if (std::string why = write_output(*path, text); !why.empty()) {
+  } else if (std::string why = write_output(*path, text); !why.empty()) {
     err << fmt::format("ccc: error: cannot write '{}': {}\n", *path, why);
     return kExitScheduleError;
+  }
+  if (clock) {
+    clock->finished(fmt::format("output ({})", target->name));
+    err << clock->report();
   }
   return kExitOk;
 }
@@ -157,6 +195,7 @@ std::vector<OptionSpec> compile_options() {
   // The help column starts after "  " and a 20-wide option column and a space (format_options).
   opts.push_back({"--emit", "TARGET", "what to produce, one of:" + emit_target_help(23)});
   opts.push_back({"--show-syncs", "", "svg: also draw the waits the sync planner kept"});
+  opts.push_back({"--time-passes", "", "print each pass's wall time and the peak memory after it to standard error"});
   opts.push_back({"--topo", "F", "cost: the topology file to price the schedule on"});
   opts.push_back({"-o", "OUT", "write the result to OUT instead of standard output"});
   opts.push_back({"--dump-after", "PASS", fmt::format("also print that pass's result to standard error: {}", pass_names())});

@@ -59,7 +59,7 @@ std::optional<StepProgram> run_front_end_on(const FrontEndArgs& fe, const Source
 
 // Verifies the program and plans its syncs; diagnostics (against the schedule's text) go to err.
 std::optional<PlannedProgram> run_analysis_on(const FrontEndArgs& fe, const SourceFile& source,
-                                              const StepProgram& program, bool in_place,
+                                              StepProgram program, bool in_place,
                                               const DumpHook& dump, std::ostream& err);
 
 // --dtype, --op, --tile-bytes, --channels, --pipeline, --arch (codegen_args.cpp).

@@ -104,13 +104,13 @@ std::optional<StepProgram> run_front_end_on(const FrontEndArgs& fe, const Source
 }
 
 std::optional<PlannedProgram> run_analysis_on(const FrontEndArgs& fe, const SourceFile& source,
-                                              const StepProgram& program, bool in_place,
+                                              StepProgram program, bool in_place,
                                               const DumpHook& dump, std::ostream& err) {
   Diagnostics diags;
   diags.warnings_are_errors(fe.werror);
   SyncOptions options;
   options.in_place = in_place;
-  std::optional<PlannedProgram> planned = run_analysis(program, options, diags, dump);
+  std::optional<PlannedProgram> planned = run_analysis(std::move(program), options, diags, dump);
   err << diags.render(&source, fe.warnings);
   return planned;
 }

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include "ccc/sync_plan.h"
+
 namespace ccc {
 
 namespace {
@@ -27,16 +29,39 @@ std::string describe_ref(const OpRef& ref, int nsteps) {
   return fmt::format("r{} s{} op{}", ref.rank, ref.step, ref.op);
 }
 
-std::string describe_step(const StepProgram& p, int step) {
+std::string describe_step(const StepProgram& p, int step) { return describe_step(p.steps, step); }
+
+std::string describe_step(const std::vector<StepInfo>& steps, int step) {
   if (step < 0) return "start";
-  if (step >= p.nsteps()) return "exit";
-  const std::string& label = p.steps[step].label;
+  if (step >= static_cast<int>(steps.size())) return "exit";
+  const std::string& label = steps[step].label;
   return label.empty() ? fmt::format("step {}", step) : fmt::format("step {} ({})", step, label);
 }
 
-std::string describe_line(const StepProgram& p, SourceLoc loc) {
+std::string describe_line(const StepProgram& p, SourceLoc loc) { return describe_line(p.file, loc); }
+
+std::string describe_line(const std::string& file, SourceLoc loc) {
   if (!loc.valid()) return "";
-  return fmt::format("{}:{}", p.file.empty() ? "<input>" : p.file, loc.line);
+  return fmt::format("{}:{}", file.empty() ? "<input>" : file, loc.line);
+}
+
+std::string wait_why(const Wait& w, const std::vector<StepInfo>& steps, const std::string& file) {
+  const std::string line = describe_line(file, w.loc);
+  const std::string at_line = line.empty() ? "" : " (" + line + ")";
+  const std::string mem = w.in_place_input ? describe_chunks(Buffer::Output, w.chunks) + " (in place: its input)"
+                                           : describe_chunks(w.buffer, w.chunks);
+  switch (w.reason) {
+    case SyncReason::RAW:
+      return fmt::format("reads {} of rank {}, written at {}{}", mem, w.peer, describe_step(steps, w.step), at_line);
+    case SyncReason::Entry:
+      return fmt::format("reads {} of rank {}, ready once it has started{}", mem, w.peer, at_line);
+    case SyncReason::WAR:
+      return fmt::format("overwrites {}, which rank {} reads at {}{}", mem, w.peer, describe_step(steps, w.step), at_line);
+    case SyncReason::Exit:
+      return fmt::format("rank {} reads {} of this rank at {}{}", w.peer, mem, describe_step(steps, w.step), at_line);
+    case SyncReason::WAW: break;
+  }
+  return "";
 }
 
 }  // namespace ccc

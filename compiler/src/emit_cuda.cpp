@@ -128,8 +128,8 @@ std::string pass_instr(const KernelPlan& plan, const DataPass& pass, int rank, c
                            buffer_expr({rank, pass.dst}, per_block), args, pass_text(pass, rank, plan.options.op));
 }
 
-std::string wait_instr(const Wait& w, bool at_exit) {
-  return fmt::format("    ccc::{}({}, {}),  // {}\n", at_exit ? "wait_exit" : "wait", w.peer, w.step, wait_text(w));
+std::string wait_instr(const KernelPlan& plan, const Wait& w, bool at_exit) {
+  return fmt::format("    ccc::{}({}, {}),  // {}\n", at_exit ? "wait_exit" : "wait", w.peer, w.step, wait_text(w, plan));
 }
 
 // Rank r's step program: per step its waits, passes and done (run once per window), then the
@@ -140,14 +140,14 @@ std::string rank_program(const KernelPlan& plan, int r, const SourceFile* source
   for (int k = 0; k < plan.nsteps(); ++k) {
     const StepInfo& info = plan.steps[k];
     body += fmt::format("    // step {}: {} ({})\n", k, info.label, location(plan, info.loc));
-    for (const Wait& w : rank.steps[k].waits) body += wait_instr(w, false);
+    for (const Wait& w : rank.steps[k].waits) body += wait_instr(plan, w, false);
     for (const DataPass& pass : rank.steps[k].passes) body += pass_instr(plan, pass, r, source);
     body += fmt::format("    ccc::done({}),\n", k);
   }
   if (!rank.passthrough.empty()) body += "    // chunks no step writes: the input passes through\n";
   for (const DataPass& pass : rank.passthrough) body += pass_instr(plan, pass, r, source);
   if (!rank.exit_waits.empty()) body += "    // after the last window\n";
-  for (const Wait& w : rank.exit_waits) body += wait_instr(w, true);
+  for (const Wait& w : rank.exit_waits) body += wait_instr(plan, w, true);
   return fmt::format("// Rank {}.\nCCC_PROGRAM Instr rank_{}[] = {{\n{}    ccc::end(),\n}};\n\n", r, r, body);
 }
 

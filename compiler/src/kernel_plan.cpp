@@ -37,10 +37,11 @@ std::string operand_text(const Operand& o, int rank, ChunkRange c) {
 
 }  // namespace
 
-std::string wait_text(const Wait& w) {
+std::string wait_text(const Wait& w, const KernelPlan& plan) {
   std::string text = w.step < 0 ? fmt::format("wait rank {} entered", w.peer)
                                 : fmt::format("wait rank {} step {}", w.peer, w.step);
-  return fmt::format("{} ({}{}{})", text, sync_reason_name(w.reason), w.why.empty() ? "" : ": ", w.why);
+  const std::string why = wait_why(w, plan.steps, plan.file);
+  return fmt::format("{} ({}{}{})", text, sync_reason_name(w.reason), why.empty() ? "" : ": ", why);
 }
 
 std::string traffic_text(const Traffic& t) {
@@ -100,13 +101,13 @@ std::string print_kernel_plan(const KernelPlan& plan) {
     out += fmt::format("rank {}:\n", r);
     for (int k = 0; k < plan.nsteps(); ++k) {
       out += fmt::format("  step {} ({}):\n", k, plan.steps[k].label);
-      for (const Wait& w : rank.steps[k].waits) out += fmt::format("    {}\n", wait_text(w));
+      for (const Wait& w : rank.steps[k].waits) out += fmt::format("    {}\n", wait_text(w, plan));
       for (const DataPass& pass : rank.steps[k].passes)
         out += fmt::format("    {}  -- {}\n", pass_text(pass, r, o.op), traffic_text(pass_traffic(pass, r)));
     }
     for (const DataPass& pass : rank.passthrough)
       out += fmt::format("  passthrough: {}  -- {}\n", pass_text(pass, r, o.op), traffic_text(pass_traffic(pass, r)));
-    for (const Wait& w : rank.exit_waits) out += fmt::format("  exit: {}\n", wait_text(w));
+    for (const Wait& w : rank.exit_waits) out += fmt::format("  exit: {}\n", wait_text(w, plan));
     out += fmt::format("  total: {}\n", traffic_text(rank_traffic(rank, r)));
   }
   return out;

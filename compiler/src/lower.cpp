@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <climits>
-#include <map>
 
 #include <fmt/format.h>
 
@@ -88,15 +87,17 @@ void check_program(const PlannedProgram& pp) {
 }
 
 // At most one wait per peer (the latest step: progress is monotonic), none on the rank itself.
+// Ascending by peer. (A handful of waits per step, N x steps times: sorted in place, no map.)
 std::vector<Wait> merge_waits(const std::vector<Wait>& waits, int rank) {
-  std::map<int, Wait> by_peer;
-  for (const Wait& w : waits) {
-    if (w.peer == rank) continue;
-    auto [it, fresh] = by_peer.try_emplace(w.peer, w);
-    if (!fresh && w.step > it->second.step) it->second = w;
-  }
   std::vector<Wait> out;
-  for (auto& [peer, w] : by_peer) out.push_back(std::move(w));
+  out.reserve(waits.size());
+  for (const Wait& w : waits)
+    if (w.peer != rank) out.push_back(w);
+  // The latest step first within a peer; among equal steps the first planned, as before.
+  std::stable_sort(out.begin(), out.end(), [](const Wait& a, const Wait& b) {
+    return a.peer != b.peer ? a.peer < b.peer : a.step > b.step;
+  });
+  out.erase(std::unique(out.begin(), out.end(), [](const Wait& a, const Wait& b) { return a.peer == b.peer; }), out.end());
   return out;
 }
 
@@ -106,12 +107,29 @@ class Lowerer {
 
   std::vector<DataPass> step_passes(int rank, int step) {
     const std::vector<Op>& ops = p_.ops[rank][step];
-    // Destination (buffer, chunk) -> the ops writing it, in program order.
-    std::map<std::pair<int, int64_t>, std::vector<const Op*>> by_dst;
+    // Every (destination buffer, chunk) an op writes, then sorted: the ops writing one chunk
+    // stay in program order (a flat sort: this runs N x steps times).
+    struct Write {
+      int buffer;
+      int64_t chunk;
+      const Op* op;
+    };
+    std::vector<Write> writes;
     for (const Op& op : ops)
-      for (int64_t c = op.chunks.begin; c < op.chunks.end(); ++c) by_dst[{index(op.dst), c}].push_back(&op);
+      for (int64_t c = op.chunks.begin; c < op.chunks.end(); ++c) writes.push_back({index(op.dst), c, &op});
+    std::stable_sort(writes.begin(), writes.end(), [](const Write& a, const Write& b) {
+      return a.buffer != b.buffer ? a.buffer < b.buffer : a.chunk < b.chunk;
+    });
     std::vector<DataPass> chunk_passes;
-    for (const auto& [dst, writers] : by_dst) chunk_passes.push_back(chunk_pass(rank, step, static_cast<Buffer>(dst.first), dst.second, writers));
+    std::vector<const Op*> writers;
+    for (size_t i = 0; i < writes.size();) {
+      writers.clear();
+      size_t j = i;
+      for (; j < writes.size() && writes[j].buffer == writes[i].buffer && writes[j].chunk == writes[i].chunk; ++j)
+        writers.push_back(writes[j].op);
+      chunk_passes.push_back(chunk_pass(rank, step, static_cast<Buffer>(writes[i].buffer), writes[i].chunk, writers));
+      i = j;
+    }
     check_no_self_hazard(rank, step, chunk_passes);
     return fuse_adjacent(std::move(chunk_passes));
   }
@@ -157,7 +175,7 @@ class Lowerer {
   Held held(const Operand& o, int64_t c) const {
     return o.buffer == Storage::Input ? Held{1, o.rank} : state_.held[o.rank][index(o.buffer)][c + o.shift];
   }
-  Held fold(const std::vector<Operand>& operands, int64_t c) const {
+  Held fold(const Operands& operands, int64_t c) const {
     Held total;
     for (const Operand& o : operands) total = total + held(o, c);
     return total;

@@ -78,7 +78,7 @@ std::optional<StepProgram> run_front_end(const SourceFile& file, const Instantia
   return program;
 }
 
-std::optional<PlannedProgram> run_analysis(const StepProgram& program, const SyncOptions& options,
+std::optional<PlannedProgram> run_analysis(StepProgram program, const SyncOptions& options,
                                            Diagnostics& diags, const DumpHook& dump) {
   dump(Pass::Graph, [&] {
     const StepProgram resolved = resolve_first_reads(program);  // what verify and sync analyse
@@ -89,7 +89,7 @@ std::optional<PlannedProgram> run_analysis(const StepProgram& program, const Syn
   if (!verify(program, diags)) return std::nullopt;
   dump(Pass::Verify, [&] { return fmt::format("verified: {} ({}) for N = {}\n", program.schedule,
                                               collective_name(program.collective), program.nranks); });
-  std::optional<PlannedProgram> planned = plan_syncs(program, options, diags);
+  std::optional<PlannedProgram> planned = plan_syncs(std::move(program), options, diags);
   if (!planned) return std::nullopt;
   dump(Pass::Sync, [&] { return print_syncs(*planned); });
   return planned;

@@ -26,7 +26,7 @@ ChunkRange map_chunks(const RankSymmetry& s, int64_t nchunks, int rank, ChunkRan
   return {begin, chunks.count};
 }
 
-std::vector<Operand> map_operands(const RankSymmetry& s, int nranks, int rank, std::vector<Operand> operands) {
+Operands map_operands(const RankSymmetry& s, int nranks, int rank, Operands operands) {
   for (Operand& o : operands) o.rank = map_peer(s, nranks, rank, o.rank);
   auto lowest = std::min_element(operands.begin(), operands.end(),
                                  [](const Operand& a, const Operand& b) { return a.rank < b.rank; });
@@ -50,7 +50,7 @@ bool independent(const std::vector<DataPass>& passes, int r) {
   return true;
 }
 
-using PassKey = std::tuple<OpKind, Storage, int64_t, int64_t, bool, std::vector<Operand>>;
+using PassKey = std::tuple<OpKind, Storage, int64_t, int64_t, bool, Operands>;
 
 PassKey key(const DataPass& p) {
   return {p.kind, p.dst, p.chunks.begin, p.chunks.count, p.completes, p.operands};

@@ -287,7 +287,7 @@ text{{font-family:sans-serif;font-size:11px;fill:#222}}
           const int x1 = k < S ? L_.x[L_.column_of[k]] : L_.x.back() + 12;
           put("<line class=\"w\" x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\"><title>r{} {}: {}</title></line>\n", x0,
               L_.centre(w.peer), x1, L_.centre(r), r, xml_escape(k < S ? "before " + describe_step(p_, k) : "before exit"),
-              xml_escape(w.why));
+              xml_escape(wait_why(w, p_.steps, p_.file)));
         }
   }
 

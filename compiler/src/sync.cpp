@@ -165,7 +165,7 @@ class Planner {
     std::string chain;
     for (size_t i = static_cast<size_t>(seen[r]); i < path.size(); ++i)
       chain += fmt::format("{}rank {} waits for rank {} ({})", i == static_cast<size_t>(seen[r]) ? "" : ", ", path[i],
-                           via[i]->peer, why(path[i], k, *via[i]));
+                           via[i]->peer, wait_why(wait_for(path[i], k, *via[i]), p_.steps, p_.file));
     d_.error(p_.steps[k].loc, fmt::format("deadlock at {}: ranks overwrite in this step what a peer still reads in it: {}",
                                           describe_step(p_, k), chain));
     d_.note({}, "staging cannot break the cycle: " + why_not +
@@ -214,7 +214,7 @@ class Planner {
             implied = j != i && clocks.holds(o.step, k) && clocks.row(o.step, o.peer)[c.peer] >= c.step;
           }
           if (implied) continue;
-          plan.waits[r][k].push_back({c.peer, c.step, reason(c.kind), why(r, k, c)});
+          plan.waits[r][k].push_back(wait_for(r, k, c));
           if (clocks.holds(c.step, k)) sources.push_back(clocks.row(c.step, c.peer));
           else direct.push_back(&c);
         }
@@ -249,31 +249,12 @@ class Planner {
     }
   }
 
-  std::string at_line(SourceLoc loc) const {
-    std::string l = describe_line(p_, loc);
-    return l.empty() ? "" : " (" + l + ")";
-  }
-
-  // Why rank r must wait, before step k, for candidate c.
-  std::string why(int r, int k, const Candidate& c) const {
-    std::string mem = describe_chunks(c.buffer, c.chunks);
-    switch (c.kind) {
-      case DepKind::RAW:
-        return fmt::format("reads {} of rank {}, written at {}{}", mem, c.peer, describe_step(p_, c.step),
-                           at_line(p_.ops[r][k][c.to_op].loc));
-      case DepKind::Entry:
-        return fmt::format("reads {} of rank {}, ready once it has started{}", mem, c.peer,
-                           at_line(p_.ops[r][k][c.to_op].loc));
-      case DepKind::WAR:
-        if (opt_.in_place && c.buffer == Buffer::Input)
-          mem = describe_chunks(Buffer::Output, c.chunks) + " (in place: its input)";
-        return fmt::format("overwrites {}, which rank {} reads at {}{}", mem, c.peer, describe_step(p_, c.step),
-                           at_line(p_.ops[r][k][c.to_op].loc));
-      case DepKind::Exit:
-        return fmt::format("rank {} reads {} of this rank at {}{}", c.peer, mem, describe_step(p_, c.step),
-                           at_line(p_.ops[c.peer][c.step][c.from_op].loc));
-      default: return "";
-    }
+  // Rank r's wait, before step k, for candidate c, with the fields wait_why() explains it by.
+  Wait wait_for(int r, int k, const Candidate& c) const {
+    const bool exit = c.kind == DepKind::Exit;
+    const Op& op = exit ? p_.ops[c.peer][c.step][c.from_op] : p_.ops[r][k][c.to_op];
+    return {c.peer, c.step, reason(c.kind), c.buffer, c.kind == DepKind::WAR && opt_.in_place && c.buffer == Buffer::Input,
+            op.loc, c.chunks};
   }
 
   void report_clobbered_input(const Dependency& dep) {
@@ -358,7 +339,7 @@ std::string print_syncs(const PlannedProgram& planned) {
       for (const Wait& w : s.waits[r][k])
         out += fmt::format("  before {}: wait for rank {} {}: {} {}\n", describe_step(p, k), w.peer,
                            w.step < 0 ? "to start" : "to finish " + describe_step(p, w.step), sync_reason_name(w.reason),
-                           w.why);
+                           wait_why(w, p.steps, p.file));
   }
   for (const std::string& n : s.notes) out += "note: " + n + "\n";
   return out;

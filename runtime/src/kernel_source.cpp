@@ -28,7 +28,7 @@ EmittedKernel generate_kernel(const SourceFile& schedule, const KernelShape& sha
                                collective_name(shape.collective)));
   SyncOptions sync;
   sync.in_place = shape.in_place;
-  std::optional<PlannedProgram> planned = run_analysis(*program, sync, diags);
+  std::optional<PlannedProgram> planned = run_analysis(std::move(*program), sync, diags);
   if (!planned) throw rejected("verification or sync planning failed");
 
   KernelOptions options;

@@ -14,7 +14,7 @@ ScheduleMenu::ScheduleMenu(Collective collective, int nranks, const std::vector<
     std::optional<StepProgram> program;
     if (schedule) program = instantiate(*schedule, InstantiateOptions{nranks, root}, file, diags);
     std::optional<PlannedProgram> planned;
-    if (program) planned = run_analysis(*program, SyncOptions{}, diags);
+    if (program) planned = run_analysis(std::move(*program), SyncOptions{}, diags);
     if (!planned) {
       skipped_.push_back(file.name + ": " + (diags.all().empty() ? "not usable" : diags.all().front().message));
       continue;

@@ -1,3 +1,4 @@
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <sys/resource.h>
 
@@ -117,6 +118,26 @@ TEST(Cli, DumpAfterParseGoesToStderr) {
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_EQ(r.err.rfind("allreduce ring {\n  chunks N\n  let prev = (r - 1) % N\n", 0), 0u) << r.err;
   EXPECT_NE(r.out.find("# allreduce ring"), std::string::npos);
+}
+
+// One row per pass the target runs, in pipeline order, then the output and the total; the
+// output itself is unchanged.
+TEST(Cli, TimePassesListsEveryPassOnStderr) {
+  auto timed = run_cli({"compile", kRing, "--ranks", "4", "--emit", "cu", "--time-passes"});
+  ASSERT_EQ(timed.code, 0) << timed.err;
+  EXPECT_EQ(timed.out, run_cli({"compile", kRing, "--ranks", "4", "--emit", "cu"}).out);
+  size_t at = timed.err.find("ccc: time per pass (wall, peak resident memory after it):\n");
+  ASSERT_NE(at, std::string::npos) << timed.err;
+  for (const char* pass : {"parse", "instantiate", "graph", "verify", "sync", "lower", "emit", "output (cu)", "total"}) {
+    const size_t row = timed.err.find(fmt::format("\n  {} ", pass), at);
+    ASSERT_NE(row, std::string::npos) << pass << " missing or out of order in:\n" << timed.err;
+    at = row + 1;
+  }
+  // A target that stops after instantiation times only the passes it runs.
+  auto steps = run_cli({"compile", kRing, "--ranks", "4", "--emit", "steps", "--time-passes"});
+  ASSERT_EQ(steps.code, 0) << steps.err;
+  EXPECT_NE(steps.err.find("\n  instantiate "), std::string::npos) << steps.err;
+  EXPECT_EQ(steps.err.find("\n  verify "), std::string::npos) << steps.err;
 }
 
 TEST(Cli, CheckVerifiesAndPlans) {

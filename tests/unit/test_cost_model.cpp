@@ -193,7 +193,10 @@ TEST(CostModel, SyncPlanLetsIndependentRanksRunAhead) {
   for (Gpu& g : sw.gpus) g.memory_bandwidth = kBand / 10;  // the local copy is 10x slower
   SyncPlan plan;
   plan.waits.assign(3, std::vector<std::vector<Wait>>(3));
-  plan.waits[1][0] = {Wait{2, -1, SyncReason::Entry, ""}};
+  Wait entry;
+  entry.peer = 2;
+  entry.reason = SyncReason::Entry;
+  plan.waits[1][0] = {entry};
   double lock = estimate_cost(p, nullptr, sw, kBytes, {}).time;
   double flow = estimate_cost(p, &plan, sw, kBytes, {}).time;
   EXPECT_NEAR(lock, 10 * kBytes / kBand + kAlpha + kBytes / kBand + kBytes / kReduce, 1e-12);

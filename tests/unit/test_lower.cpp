@@ -125,7 +125,7 @@ TEST(VerifySameBits, AcceptsEveryShippedAllreduce) {
 // error (an empty one, and a test failure, if it accepts the plan).
 LowerError reversed_fold_error(int n, int rank) {
   KernelPlan plan = lower_shipped("oneshot", n);
-  std::vector<Operand>& operands = plan.ranks[rank].steps[0].passes.at(0).operands;
+  Operands& operands = plan.ranks[rank].steps[0].passes.at(0).operands;
   std::reverse(operands.begin(), operands.end());
   try {
     verify_same_bits(plan);

@@ -65,8 +65,8 @@ TEST(RankSymmetry, MapsRelabelPeersChunksAndTheFoldStart) {
   EXPECT_EQ(map_chunks(x, 8, 5, {0, 4}), (ChunkRange{4, 4}));  // the aligned block holding 0 ^ 5
   EXPECT_EQ(map_chunks(x, 8, 5, {2, 1}), (ChunkRange{7, 1}));
   // Rank 0 folds [0, 3] (ascending); rank 2 sees [2, 1] and folds [1, 2].
-  const std::vector<Operand> ops{{0, Storage::Input}, {3, Storage::Output}};
-  EXPECT_EQ(map_operands(rot, 4, 2, ops), (std::vector<Operand>{{1, Storage::Output}, {2, Storage::Input}}));
+  const Operands ops{{0, Storage::Input}, {3, Storage::Output}};
+  EXPECT_EQ(map_operands(rot, 4, 2, ops), (Operands{{1, Storage::Output}, {2, Storage::Input}}));
 }
 
 }  // namespace

@@ -19,8 +19,10 @@ std::string describe_ref(const OpRef& ref, int nsteps);
 
 // "step 4 (all_gather s=1)"; "start" for -1 and "exit" for nsteps.
 std::string describe_step(const StepProgram& p, int step);
+std::string describe_step(const std::vector<StepInfo>& steps, int step);
 
 // "ring.sched:9" or "" when the location is unknown.
 std::string describe_line(const StepProgram& p, SourceLoc loc);
+std::string describe_line(const std::string& file, SourceLoc loc);
 
 }  // namespace ccc

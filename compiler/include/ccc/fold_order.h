@@ -23,8 +23,9 @@
 namespace ccc {
 
 // Sorts operands into fold order; lowest_rank(o) is the lowest rank contributing to o's value.
-template <class Operand, class LowestRank>
-void sort_into_fold_order(std::vector<Operand>& operands, LowestRank lowest_rank) {
+template <class Operands, class LowestRank>
+void sort_into_fold_order(Operands& operands, LowestRank lowest_rank) {
+  using Operand = typename Operands::value_type;
   std::stable_sort(operands.begin(), operands.end(),
                    [&](const Operand& a, const Operand& b) { return lowest_rank(a) < lowest_rank(b); });
 }

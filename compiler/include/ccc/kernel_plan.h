@@ -18,6 +18,7 @@
 // passes and waits apply to every (channel, window) alike.
 #pragma once
 
+#include <boost/container/small_vector.hpp>
 #include <cstdint>
 #include <stdexcept>
 #include <string>
@@ -51,14 +52,19 @@ struct Operand {
   friend auto operator<=>(const Operand&, const Operand&) = default;
 };
 
+// Most passes have one or two operands and one DSL op: inline, not on the heap (a plan holds
+// N x steps passes).
+using Operands = boost::container::small_vector<Operand, 2>;
+using SourceLocs = boost::container::small_vector<SourceLoc, 1>;
+
 struct DataPass {
   OpKind kind = OpKind::Copy;    // Copy: one operand. Reduce: operands fold left to right, in
                                  // fold order (fold_order.h)
   Storage dst = Storage::Output; // the rank's own buffer
   ChunkRange chunks;
-  std::vector<Operand> operands;
+  Operands operands;
   bool completes = false;        // this write completes the value: the op's finish (avg) goes here
-  std::vector<SourceLoc> locs;   // the DSL ops fused into it
+  SourceLocs locs;               // the DSL ops fused into it
 };
 
 struct StepPlan {
@@ -116,8 +122,8 @@ class LowerError : public std::runtime_error {
 std::string blocks_text(int64_t blocks);
 // "out[3] = sum(in[3], r2.out[3])": a pass of `rank`, operands named relative to it.
 std::string pass_text(const DataPass& pass, int rank, ReduceOp op);
-// "wait rank 2 step 4 (RAW: ...)".
-std::string wait_text(const Wait& wait);
+// "wait rank 2 step 4 (RAW: ...)", the wait of a rank of `plan`.
+std::string wait_text(const Wait& wait, const KernelPlan& plan);
 std::string traffic_text(const Traffic& t);
 
 Traffic pass_traffic(const DataPass& pass, int rank);

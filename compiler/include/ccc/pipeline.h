@@ -19,11 +19,14 @@ const char* pass_name(Pass p);                      // "parse", "instantiate", .
 std::optional<Pass> pass_from_name(std::string_view name);
 std::string pass_names();                           // "parse, instantiate, ..." for help texts
 
-// Where the result of one pass goes as text (the pipeline continues after dumping).
+// Where the result of one pass goes as text (the pipeline continues after dumping), and who
+// hears that a pass has finished (`--time-passes`), before any text is made.
 struct DumpHook {
   std::optional<Pass> after;                      // none: dump nothing
   std::function<void(std::string_view text)> write;
+  std::function<void(Pass)> finished;             // none: nobody listens
   void operator()(Pass p, const std::function<std::string()>& text) const {
+    if (finished) finished(p);
     if (after == p && write) write(text());
   }
 };
@@ -35,9 +38,11 @@ std::optional<SourceFile> read_source(const std::string& path, Diagnostics& diag
 std::optional<StepProgram> run_front_end(const SourceFile& file, const InstantiateOptions& options,
                                          Diagnostics& diags, const DumpHook& dump = {});
 
-// graph -> verify -> plan syncs, on the front end's step program. (The dependency graph is built
-// here only to be dumped: verification and planning work on the program directly.)
-std::optional<PlannedProgram> run_analysis(const StepProgram& program, const SyncOptions& options,
+// graph -> verify -> plan syncs, on the front end's step program, which becomes the planned one
+// (move it in when it is not needed after: at N = 1024 a ring's program is ~150 MiB). (The
+// dependency graph is built here only to be dumped: verification and planning work on the
+// program directly.)
+std::optional<PlannedProgram> run_analysis(StepProgram program, const SyncOptions& options,
                                            Diagnostics& diags, const DumpHook& dump = {});
 
 }  // namespace ccc

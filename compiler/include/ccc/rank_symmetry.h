@@ -33,6 +33,6 @@ RankSymmetry find_rank_symmetry(const KernelPlan& plan);
 // The maps themselves (the prelude applies the same formulas on the device).
 int map_peer(const RankSymmetry& s, int nranks, int rank, int peer);
 ChunkRange map_chunks(const RankSymmetry& s, int64_t nchunks, int rank, ChunkRange chunks);
-std::vector<Operand> map_operands(const RankSymmetry& s, int nranks, int rank, std::vector<Operand> operands);
+Operands map_operands(const RankSymmetry& s, int nranks, int rank, Operands operands);
 
 }  // namespace ccc

@@ -35,7 +35,7 @@ inline constexpr std::array<Collective, 6> kAllCollectives{Collective::AllReduce
                                                            Collective::AllGather, Collective::Broadcast,
                                                            Collective::Reduce,    Collective::AllToAll};
 enum class OpKind { Reduce, Copy };
-enum class Buffer { Output, Input, Scratch };
+enum class Buffer : uint8_t { Output, Input, Scratch };  // one byte: N x steps waits name one
 
 const char* collective_name(Collective c);  // "allreduce", "reduce_scatter", ...
 const char* op_kind_name(OpKind k);         // "reduce", "copy"

@@ -11,6 +11,7 @@
 // slice.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -18,15 +19,25 @@
 
 namespace ccc {
 
-enum class SyncReason { RAW, WAR, WAW, Entry, Exit };
+enum class SyncReason : uint8_t { RAW, WAR, WAW, Entry, Exit };
 const char* sync_reason_name(SyncReason r);  // "RAW", "WAR", ...
 
 struct Wait {
   int peer = 0;
   int step = -1;        // wait until `peer` has completed this step; -1 = peer has started
   SyncReason reason = SyncReason::RAW;
-  std::string why;      // human text: "reads output chunk 3 written by rank 2 at step 4 (ring.sched:9)"
+  // Why, as fields (wait_why() spells it out; a text per wait cost N x steps strings at large N):
+  // the memory the dependency is on, and the DSL op behind it (the waiting rank's op, or at exit
+  // the peer's op that still reads this rank). Ordered to pack into 40 bytes.
+  Buffer buffer = Buffer::Output;
+  bool in_place_input = false;  // a WAR on the input of an in-place run: that memory is the output
+  SourceLoc loc;
+  ChunkRange chunks;
 };
+
+// "reads output chunk 3 of rank 2, written at step 4 (ring s=1) (ring.sched:9)": `steps` and
+// `file` of the program the wait was planned for.
+std::string wait_why(const Wait& w, const std::vector<StepInfo>& steps, const std::string& file);
 
 struct SyncPlan {
   // waits[r][k] for k in [0, nsteps]; k == nsteps are the exit waits.
