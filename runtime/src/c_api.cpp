@@ -167,6 +167,18 @@ ccc::ReduceOp reduce_op(const cccRedOp_t& reduction) {
   return kCReduceOps[op];
 }
 
+Collective collective_of(const cccFunc_t& func) {
+  switch (enum_value(func)) {
+    case cccFuncBroadcast: return Collective::Broadcast;
+    case cccFuncReduce: return Collective::Reduce;
+    case cccFuncAllGather: return Collective::AllGather;
+    case cccFuncReduceScatter: return Collective::ReduceScatter;
+    case cccFuncAllReduce: return Collective::AllReduce;
+    case cccFuncAllToAll: return Collective::AllToAll;
+  }
+  throw Error(ErrorKind::InvalidArgument, fmt::format("unknown collective {}", enum_value(func)));
+}
+
 // Checks rank handle's part of `call` and queues it, or records it in the thread's open group.
 cccResult_t submit(cccComm_t handle, const ccc::CollectiveCall& call, const void* send, void* recv,
                    cccStream_t stream) {
@@ -380,6 +392,27 @@ cccResult_t cccAllToAll(const void* sendbuff, void* recvbuff, size_t count, cccD
   return guarded([&] {
     return submit(comm, {Collective::AllToAll, count, data_type(datatype), ccc::ReduceOp::Sum, -1, {}, {}}, sendbuff,
                   recvbuff, stream);
+  });
+}
+
+cccResult_t cccCommWarmUp(cccComm_t comm, cccFunc_t func, const size_t* counts, int ncounts, cccDataType_t datatype,
+                          cccRedOp_t op, int root, int inPlace, int blocking) {
+  return guarded([&] {
+    std::shared_ptr<Clique> clique = clique_of(comm);
+    const Collective collective = collective_of(func);
+    if (ncounts < 0 || (ncounts > 0 && counts == nullptr))
+      throw Error(ErrorKind::InvalidArgument, fmt::format("cccCommWarmUp: {} counts at {}", ncounts,
+                                                          static_cast<const void*>(counts)));
+    const bool rooted = collective == Collective::Broadcast || collective == Collective::Reduce;
+    const bool reduces = collective != Collective::AllGather && collective != Collective::Broadcast &&
+                         collective != Collective::AllToAll;
+    std::vector<ccc::CollectiveCall> shapes;
+    for (int i = 0; i < ncounts; ++i)
+      shapes.push_back({collective, counts[i], data_type(datatype), reduces ? reduce_op(op) : ccc::ReduceOp::Sum,
+                        rooted ? root : -1, {}, {}});
+    clique->comm.warm_up(shapes, inPlace != 0,
+                         blocking != 0 ? ccc::Communicator::WarmUp::Wait : ccc::Communicator::WarmUp::Background);
+    return cccSuccess;
   });
 }
 

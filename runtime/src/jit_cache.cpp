@@ -97,6 +97,7 @@ JitCache::Entry JitCache::get(const std::string& key, std::string_view what,
     mine.set_value(entry.bytes);
     std::lock_guard lock(mutex_);
     memory_.emplace(key, entry.bytes);
+    fills_.fetch_add(1, std::memory_order_relaxed);
     building_.erase(key);
     return entry;
   } catch (...) {

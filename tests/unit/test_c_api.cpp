@@ -2,6 +2,7 @@
 // test_communicator.cpp).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <filesystem>
 #include <fstream>
@@ -14,6 +15,7 @@
 #include <vector>
 
 #include "ccc/ccc.h"
+#include "ccc/jit_cache.h"
 
 #if __has_include(<nccl.h>)
 #include <nccl.h>
@@ -199,6 +201,44 @@ TEST(CApi, EachRankIsQueuedWhenItCalls) {
   for (int r = 0; r < n; ++r)
     for (size_t i = 0; i < count; ++i) ASSERT_EQ(buf[r][i], static_cast<int32_t>(3 * i)) << r << " " << i;
   for (cccComm_t c : comms) EXPECT_EQ(cccCommDestroy(c), cccSuccess);
+}
+
+// cccCommWarmUp puts the kernels the declared calls will run into the process's JIT cache (built,
+// or read from the disk cache), so the calls themselves fill nothing.
+TEST(CApi, WarmUpLoadsWhatTheCallsRunAhead) {
+  const int n = 2;
+  std::vector<cccComm_t> comms(n);
+  ASSERT_EQ(cccCommInitAllHost(comms.data(), n), cccSuccess);
+  ccc::JitCache& cache = ccc::JitCache::process_cache();
+  const size_t counts[] = {100, 1000};  // a shape no other test in this process uses
+  const uint64_t before = cache.fills();
+  ASSERT_EQ(cccCommWarmUp(comms[1], cccFuncReduce, counts, 2, cccUint8, cccMax, 1, /*inPlace*/ 1, /*blocking*/ 1),
+            cccSuccess) << last_error();
+  const uint64_t warmed = cache.fills();
+  EXPECT_GT(warmed, before) << "the warm-up loaded nothing";
+  EXPECT_EQ(cccCommWarmUp(comms[0], cccFuncReduce, counts, 2, cccUint8, cccMax, 1, 1, /*blocking*/ 0), cccSuccess);
+  for (size_t count : counts) {
+    std::vector<std::vector<uint8_t>> buf(n, std::vector<uint8_t>(count));
+    for (int r = 0; r < n; ++r)
+      for (size_t i = 0; i < count; ++i) buf[r][i] = static_cast<uint8_t>(i * (r + 3));
+    for (int r = 0; r < n; ++r)
+      ASSERT_EQ(cccReduce(buf[r].data(), buf[r].data(), count, cccUint8, cccMax, 1, comms[r], nullptr), cccSuccess)
+          << last_error();
+    for (cccComm_t c : comms) ASSERT_EQ(cccCommSynchronize(c), cccSuccess) << last_error();
+    for (size_t i = 0; i < count; ++i)
+      ASSERT_EQ(buf[1][i], std::max(static_cast<uint8_t>(i * 3), static_cast<uint8_t>(i * 4))) << i;
+  }
+  EXPECT_EQ(cache.fills(), warmed) << "a call loaded a kernel the warm-up should have";
+
+  EXPECT_EQ(cccCommWarmUp(comms[0], static_cast<cccFunc_t>(99), counts, 2, cccFloat32, cccSum, 0, 0, 1), cccInvalidArgument);
+  EXPECT_EQ(last_error(), "unknown collective 99");
+  EXPECT_EQ(cccCommWarmUp(comms[0], cccFuncAllReduce, nullptr, 1, cccFloat32, cccSum, 0, 0, 1), cccInvalidArgument);
+  EXPECT_EQ(cccCommWarmUp(comms[0], cccFuncAllReduce, counts, -1, cccFloat32, cccSum, 0, 0, 1), cccInvalidArgument);
+  EXPECT_EQ(cccCommWarmUp(comms[0], cccFuncBroadcast, counts, 1, cccFloat32, cccSum, /*root*/ 2, 0, 1), cccInvalidArgument);
+  EXPECT_NE(last_error().find("root 2 is not a rank"), std::string::npos) << last_error();
+  EXPECT_EQ(cccCommWarmUp(comms[0], cccFuncAllReduce, nullptr, 0, cccFloat32, cccSum, 0, 0, 1), cccSuccess);
+  for (cccComm_t c : comms) EXPECT_EQ(cccCommDestroy(c), cccSuccess);
+  EXPECT_EQ(cccCommWarmUp(comms[0], cccFuncAllReduce, counts, 1, cccFloat32, cccSum, 0, 0, 1), cccInvalidUsage);
 }
 
 TEST(CApi, GroupsQueueTheirCallsAtGroupEnd) {

@@ -158,6 +158,26 @@ cccResult_t cccReduce(const void* sendbuff, void* recvbuff, size_t count, cccDat
 cccResult_t cccAllToAll(const void* sendbuff, void* recvbuff, size_t count, cccDataType_t datatype, cccComm_t comm,
                         cccStream_t stream);
 
+/* The collectives, by NCCL's internal ncclFunc_t values where NCCL has one (nccl.h has no such
+ * enum); for cccCommWarmUp. */
+typedef enum {
+  cccFuncBroadcast = 0, cccFuncReduce = 1, cccFuncAllGather = 2, cccFuncReduceScatter = 3,
+  cccFuncAllReduce = 4, cccFuncAllToAll = 8
+} cccFunc_t;
+
+/* Compiles ahead the kernels that calls of one shape will run, one per distinct kernel over the
+ * `ncounts` counts (each as the collective's own count argument), so that the first such call
+ * does not pay NVRTC or the host compiler (about 0.3 s per kernel cold; the disk cache then makes
+ * later processes start warm). `root` is for broadcast and reduce (else ignored); `inPlace`
+ * non-zero: calls whose sendbuff equals recvbuff. `blocking` 0: returns at once and compiles on
+ * a thread of the communicator's; a call whose kernel is still compiling waits for that compile,
+ * and a compile that fails is reported by the call that needs it. Non-zero: compiles before
+ * returning, cccSystemError if one fails. The ranks of one cccCommInitAll* call share their
+ * kernels, so one call on any of their handles serves all; with cccCommInitRank each process
+ * warms its own. */
+cccResult_t cccCommWarmUp(cccComm_t comm, cccFunc_t func, const size_t* counts, int ncounts, cccDataType_t datatype,
+                          cccRedOp_t op, int root, int inPlace, int blocking);
+
 const char* cccGetErrorString(cccResult_t result);
 /* The message of the calling thread's last failed call ("" if none). */
 const char* cccGetLastError(cccComm_t comm);

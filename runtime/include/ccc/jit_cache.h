@@ -50,6 +50,9 @@ class JitCache {
 
   // How many times get() has called a `build` so far (disk and memory hits do not count).
   uint64_t builds() const { return builds_.load(std::memory_order_relaxed); }
+  // How many entries get() has put in memory so far, from the disk or built: the first use of
+  // each key in the process (what a warm-up moves ahead of the calls).
+  uint64_t fills() const { return fills_.load(std::memory_order_relaxed); }
 
   // Drops the in-memory entries (the next get of a key reads the disk), for benchmarks and tests.
   void forget_memory();
@@ -68,6 +71,7 @@ class JitCache {
   std::unordered_map<std::string, std::shared_ptr<const std::string>> memory_;
   std::unordered_map<std::string, std::shared_future<std::shared_ptr<const std::string>>> building_;
   std::atomic<uint64_t> builds_{0};
+  std::atomic<uint64_t> fills_{0};
   bool disk_writable_ = true;  // false after the first failed write (and its one warning)
 };
 
