@@ -580,7 +580,17 @@ Communicator Communicator::host_rank(const UniqueId& id, int nranks, int rank, C
   impl->timeout_ns = timeout_ns(impl->options.timeout_seconds);
   impl->start_trace();
   impl->load_topology_file();
-  impl->arena = bootstrap_join(id, {nranks, rank, arena_heap_bytes(rank_options.arena_bytes), impl->timeout_ns});
+  const uint64_t heap = arena_heap_bytes(rank_options.arena_bytes);
+  JoinRequest request;
+  request.nranks = nranks;
+  request.rank = rank;
+  request.kind = ArenaKind::Host;
+  request.part_bytes = heap;
+  request.total_bytes = HostArena::total_bytes(nranks, heap);
+  request.timeout_ns = impl->timeout_ns;
+  FdMmapMapper mapper(request.total_bytes, request.total_bytes);
+  bootstrap_join(id, request, mapper);
+  impl->arena = std::make_unique<HostArena>(mapper.keep(), nranks, rank, heap);
   impl->host.emplace(*impl->arena);
   return Communicator(std::move(impl));
 }
@@ -738,14 +748,14 @@ void* Communicator::mem_alloc(uint64_t bytes) {
   if (!impl.arena)
     throw Error(ErrorKind::InvalidUsage, "mem_alloc: only a multi-process host communicator (host_rank) has an arena");
   if (bytes == 0) invalid("mem_alloc: 0 bytes");
-  return impl.arena->allocate(bytes, "mem_alloc");
+  return impl.arena->heap().allocate(bytes, "mem_alloc");
 }
 
 void Communicator::mem_free(void* p) {
   Impl& impl = live();
   if (!impl.arena)
     throw Error(ErrorKind::InvalidUsage, "mem_free: only a multi-process host communicator (host_rank) has an arena");
-  impl.arena->free(p);
+  impl.arena->heap().free(p);
 }
 
 std::string Communicator::async_error(int rank) {

@@ -281,25 +281,25 @@ TEST(HostArena, AllocatesFirstFitCoalescesAndSaysWhenFull) {
   void* map = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   ASSERT_NE(map, MAP_FAILED);
   ccc::HostArena arena(map, 2, 1, heap);
-  void* a = arena.allocate(1000, "a");
-  void* b = arena.allocate(1000, "b");
-  void* c = arena.allocate(2000, "c");
+  void* a = arena.heap().allocate(1000, "a");
+  void* b = arena.heap().allocate(1000, "b");
+  void* c = arena.heap().allocate(2000, "c");
   EXPECT_EQ(reinterpret_cast<uintptr_t>(a) % 256, 0u);
   EXPECT_TRUE(arena.contains(a, 1000));
   EXPECT_FALSE(arena.contains(static_cast<char*>(map) + bytes, 1));
   EXPECT_GT(static_cast<void*>(arena.sync(1)), map) << "rank 1's sync state after rank 0's";
   try {
-    arena.allocate(1, "more");
+    arena.heap().allocate(1, "more");
     ADD_FAILURE() << "the heap is full";
   } catch (const ccc::Error& e) {
     EXPECT_NE(std::string(e.what()).find("no room for 1 bytes of more"), std::string::npos) << e.what();
   }
-  arena.free(a);
-  arena.free(b);  // merges with a's block: 2048 bytes in one piece again
-  EXPECT_EQ(arena.allocate(2048, "a and b"), a);
-  EXPECT_THROW(arena.free(static_cast<char*>(c) + 1), ccc::Error);
-  arena.free(c);
-  EXPECT_THROW(arena.free(c), ccc::Error) << "freed twice";
+  arena.heap().free(a);
+  arena.heap().free(b);  // merges with a's block: 2048 bytes in one piece again
+  EXPECT_EQ(arena.heap().allocate(2048, "a and b"), a);
+  EXPECT_THROW(arena.heap().free(static_cast<char*>(c) + 1), ccc::Error);
+  arena.heap().free(c);
+  EXPECT_THROW(arena.heap().free(c), ccc::Error) << "freed twice";
 }
 
 }  // namespace
