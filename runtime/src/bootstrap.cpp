@@ -197,13 +197,19 @@ class Root {
     stop_ = true;
     // A child forked after the root started has a copy of this object but not its thread: only
     // the process that started it joins it.
-    if (::getpid() == pid_)
-      thread_.join();
-    else
+    if (::getpid() == pid_) {
+      if (thread_.joinable()) thread_.join();
+    } else {
       thread_.detach();
+    }
   }
   Root(const Root&) = delete;
   Root& operator=(const Root&) = delete;
+
+  // Waits until the root has served every rank (its own deadline bounds it), without stopping it.
+  void wait() {
+    if (::getpid() == pid_ && thread_.joinable()) thread_.join();
+  }
 
   tcp::endpoint endpoint() const { return tcp_.local_endpoint(); }
 
@@ -500,9 +506,12 @@ uint64_t bootstrap_join(const UniqueId& id, const JoinRequest& request, ArenaMap
   if (request.rank < 0 || request.rank >= request.nranks)
     throw Error(ErrorKind::InvalidArgument, fmt::format("rank {} is not a rank of {} (0..{})", request.rank,
                                                         request.nranks, request.nranks - 1));
-  // This process's root (if it is the one) is done once this rank is: join its thread then.
+  // This process's root (if it is the one) is done once this rank is: join its thread then. A
+  // rank that joined lets it finish telling the others to go (they may not have heard yet); one
+  // that failed stops it, so its peers learn at once.
   struct JoinRoot {
     uint64_t tag;
+    bool joined = false;
     ~JoinRoot() {
       std::unique_ptr<Root> root;
       {
@@ -512,6 +521,7 @@ uint64_t bootstrap_join(const UniqueId& id, const JoinRequest& request, ArenaMap
           roots().erase(it);
         }
       }
+      if (root && joined) root->wait();
     }
   } join_root{f.tag};
 
@@ -571,6 +581,7 @@ uint64_t bootstrap_join(const UniqueId& id, const JoinRequest& request, ArenaMap
     const Reply r = answer("the arena's address");
     if (r.kind == Kind::Go) {
       if (!mapped) throw Error(ErrorKind::Internal, "bootstrap: started without a mapped arena");
+      join_root.joined = true;
       return r.address;
     }
     if (r.kind != Kind::Map || r.bytes != request.total_bytes)

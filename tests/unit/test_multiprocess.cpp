@@ -267,6 +267,20 @@ TEST(MultiProcess, ACudaRankWithoutADriverFailsAtOnceAndABadBackendIsRefused) {
   EXPECT_EQ(cccGetUniqueId(nullptr), cccInvalidArgument);
 }
 
+// The CUDA join end to end against the fake driver (tests/fake_cuda: memfd allocations, mmap
+// reservations): each rank creates its part, the root all-gathers the descriptors, every process
+// reserves the arena at one address, maps every part and tears it all down. No kernel runs.
+TEST(MultiProcess, CudaRanksJoinTheirArenaThroughTheFakeDriver) {
+  const std::set<std::string> shm_before = shm_entries();
+  for (int n : {2, 3}) {
+    const auto runs = run_ranks(new_id(), ranks(n, "init"),
+                                {"CCC_LIBCUDA=" CCC_FAKE_LIBCUDA, "CCC_BACKEND=cuda", "CCC_TIMEOUT=5"},
+                                std::chrono::seconds(30));
+    for (const RankRun& run : runs) EXPECT_EQ(run.status, 0) << n << " ranks:\n" << report(runs);
+  }
+  expect_no_leftovers(shm_before);
+}
+
 TEST(MultiProcess, InProcessCommunicatorsHaveNoArenaButReportAsyncErrors) {
   cccComm_t comms[2];
   ASSERT_EQ(cccCommInitAllHost(comms, 2), cccSuccess);
