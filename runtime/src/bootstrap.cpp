@@ -12,6 +12,7 @@
 #include <map>
 #include <mutex>
 #include <random>
+#include <set>
 #include <thread>
 #include <vector>
 
@@ -70,6 +71,7 @@ struct FdRequest {  // a rank on the root's Unix socket: its part's descriptor f
 };
 struct Mapped {
   int32_t ok;
+  uint64_t suggestion;  // not ok: where this rank could map it (0: no idea)
 };
 
 std::string unix_name(uint64_t tag) {
@@ -335,18 +337,31 @@ class Root {
     for (void* p : tried) ::munmap(p, bytes);
   }
 
+  // Proposes first what a rank that refused suggested (the CUDA driver, refusing a hint, says
+  // where it would have reserved the range: free there, and likely in its peers, which run the
+  // same driver), else free room in this process's address space.
   void try_addresses(uint64_t bytes, Clock::time_point deadline, std::vector<void*>& tried) {
+    const uint64_t align = first_.alignment;
+    std::vector<uint64_t> suggestions;  // the next proposals, newest last
+    std::set<uint64_t> proposed;
     for (int attempt = 0; attempt < kMapTries; ++attempt) {
-      // Room for the arena at an address aligned as the ranks asked (the CUDA backend maps at
-      // its allocation granularity).
-      const uint64_t align = first_.alignment;
-      void* room = ::mmap(nullptr, bytes + align, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-      if (room == MAP_FAILED) system_error(fmt::format("bootstrap: finding {} bytes of address space", bytes));
-      ::munmap(room, bytes + align);  // free again for the ranks (this process may be one of them)
-      void* probe = reinterpret_cast<void*>((reinterpret_cast<uintptr_t>(room) + align - 1) / align * align);
+      uint64_t address = 0;
+      while (address == 0 && !suggestions.empty()) {
+        address = suggestions.back();
+        suggestions.pop_back();
+        if (address % align != 0 || proposed.contains(address)) address = 0;
+      }
+      if (address == 0) {
+        void* room = ::mmap(nullptr, bytes + align, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+        if (room == MAP_FAILED) system_error(fmt::format("bootstrap: finding {} bytes of address space", bytes));
+        ::munmap(room, bytes + align);  // free again for the ranks (this process may be one of them)
+        address = (reinterpret_cast<uintptr_t>(room) + align - 1) / align * align;
+      }
+      proposed.insert(address);
+      void* probe = reinterpret_cast<void*>(static_cast<uintptr_t>(address));
       Reply map{};
       map.kind = Kind::Map;
-      map.address = reinterpret_cast<uintptr_t>(probe);
+      map.address = address;
       map.bytes = bytes;
       for (tcp::socket* s : ranks_) waiter_.write(*s, map, deadline, "bootstrap: proposing an address");
       bool all = true;
@@ -354,6 +369,7 @@ class Root {
         Mapped m{};
         waiter_.read(*s, m, deadline, "bootstrap: waiting for a rank to map the arena");
         all = all && m.ok != 0;
+        if (m.ok == 0 && m.suggestion != 0) suggestions.insert(suggestions.begin(), m.suggestion);
       }
       if (all) {
         Reply go{};
@@ -588,7 +604,8 @@ uint64_t bootstrap_join(const UniqueId& id, const JoinRequest& request, ArenaMap
       throw Error(ErrorKind::Internal, "bootstrap: the root answered out of turn");
     if (mapped) mapper.unmap();  // a peer could not map it there
     mapped = mapper.map_at(r.address, raw);
-    w.write(s, Mapped{mapped}, deadline, "bootstrap: telling the root whether the arena mapped");
+    w.write(s, Mapped{mapped, mapped ? 0 : mapper.suggestion()}, deadline,
+            "bootstrap: telling the root whether the arena mapped");
   }
 }
 

@@ -10,8 +10,8 @@
 //   - cuda: every rank sends the descriptor of its own part (cuMemExportToShareableHandle), and
 //     the root hands every rank all of them, in rank order (an all-gather).
 // Then the root proposes an address, aligned as the ranks ask, that every rank maps the whole
-// arena at (ArenaMapper). If any rank cannot, the root proposes another, a bounded number of
-// times. Every wait has a deadline: the root waits the ranks' timeout from the first rank's
+// arena at (ArenaMapper). If any rank cannot, the root proposes another (one a refusing rank
+// suggested first), a bounded number of times. Every wait has a deadline: the root waits the ranks' timeout from the first rank's
 // arrival, a rank a half more (so that the root's message why, such as the ranks that never
 // joined, reaches it first).
 #pragma once
@@ -49,6 +49,9 @@ class ArenaMapper {
   virtual bool map_at(uint64_t address, std::span<const int> fds) = 0;
   // Undoes a map_at that returned true (a peer could not map the same address).
   virtual void unmap() = 0;
+  // After a map_at that returned false: an address (aligned as asked) where this process could
+  // map the arena, which the root proposes next; 0 for none.
+  virtual uint64_t suggestion() const { return 0; }
 };
 
 // The host's mapper, and the stand-in for the CUDA one in tests: reserves the range

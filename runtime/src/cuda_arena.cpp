@@ -90,6 +90,7 @@ class CudaArena::Mapper : public ArenaMapper {
 
   bool map_at(uint64_t address, std::span<const int> fds) override {
     if (handles_.empty()) import(fds);
+    suggestion_ = 0;
     CUdeviceptr got = 0;
     if (const CUresult r = driver_.cuMemAddressReserve(&got, layout_.total_bytes, layout_.granularity, address, 0);
         r != CUDA_SUCCESS) {
@@ -100,6 +101,7 @@ class CudaArena::Mapper : public ArenaMapper {
     }
     if (got != address) {  // the hint was taken here: the driver chose another range
       driver_.cuMemAddressFree(got, layout_.total_bytes);
+      suggestion_ = got;
       refusal_ = fmt::format("cuMemAddressReserve at {:#x}: the range is taken in this process", address);
       return false;
     }
@@ -131,6 +133,7 @@ class CudaArena::Mapper : public ArenaMapper {
     reserved_ = 0;
   }
 
+  uint64_t suggestion() const override { return suggestion_; }
   const std::string& refusal() const { return refusal_; }
 
  private:
@@ -156,6 +159,7 @@ class CudaArena::Mapper : public ArenaMapper {
   CUdeviceptr reserved_ = 0;
   size_t mapped_ = 0;  // parts mapped, from rank 0
   std::string refusal_;  // why the last proposal did not map here
+  uint64_t suggestion_ = 0;  // where the driver would have reserved it instead
 };
 
 CudaArena::CudaArena(const UniqueId& id, int nranks, int rank, int ordinal, uint64_t heap_bytes, uint64_t timeout_ns)

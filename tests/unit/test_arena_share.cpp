@@ -66,7 +66,9 @@ class FakeMapper : public ccc::ArenaMapper {
     ++unmaps;
     mapped = false;
   }
+  uint64_t suggestion() const override { return suggest; }
   std::vector<uint64_t> proposals;
+  uint64_t suggest = 0;
   bool mapped = false;
   int unmaps = 0;
   size_t fds_ = 0;
@@ -126,6 +128,22 @@ TEST(ArenaAddressAgreement, ARankThatCannotMapAProposalMakesTheRootProposeAnothe
   EXPECT_EQ(mappers[1].unmaps, 0) << "rank 1 never mapped what it refused";
   EXPECT_EQ(mappers[0].proposals, mappers[1].proposals);
   EXPECT_NE(mappers[0].proposals[0], mappers[0].proposals[1]) << "a refused address is not proposed again";
+}
+
+// What the CUDA driver does when a hint is taken: it reserves elsewhere, and the mapper passes
+// that address on; the root proposes it next.
+TEST(ArenaAddressAgreement, TheRootProposesWhereARefusingRankSuggests) {
+  const uint64_t align = 2 * kMiB, mine = uint64_t{0x7e0000000000};
+  std::vector<FakeMapper> mappers;
+  mappers.emplace_back([](int, uint64_t) { return true; });
+  mappers.emplace_back([&](int, uint64_t address) { return address == mine; });
+  mappers[1].suggest = mine;
+  const std::vector<Joined> joined = join_threads(mappers, align);
+  for (size_t r = 0; r < joined.size(); ++r) {
+    ASSERT_EQ(joined[r].error, "") << "rank " << r;
+    EXPECT_EQ(joined[r].address, mine) << "rank " << r;
+    EXPECT_EQ(mappers[r].proposals.size(), 2u) << "rank " << r;
+  }
 }
 
 TEST(ArenaAddressAgreement, AnAddressNoRankCanAgreeOnFailsEveryRankAfterBoundedTries) {
