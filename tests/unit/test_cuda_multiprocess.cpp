@@ -69,6 +69,9 @@ void run_and_check(const CudaDriver& d, cccComm_t comm, CUstream stream, const C
   poison(shape.dtype, rb / es, out.data());
   d.check(d.cuMemcpyHtoD(recv, out.data(), rb), "cuMemcpyHtoD");
   d.check(d.cuMemcpyHtoD(send, inputs[rank].data(), sb), "cuMemcpyHtoD");
+  // From pageable memory the copies may still be in flight when they return, and `stream` does
+  // not wait for the legacy default stream they run on.
+  d.check(d.cuCtxSynchronize(), "cuCtxSynchronize");
   auto* s = reinterpret_cast<const void*>(send);
   auto* r = reinterpret_cast<void*>(recv);
   cccResult_t result = shape.collective == Collective::AllReduce
