@@ -1,6 +1,7 @@
 // The CUDA backend: cubins from NVRTC loaded with the driver API (opened with dlopen); one launch
 // per rank on the rank's stream when the rank issues its part, or one cooperative grid for N
-// virtual ranks on a single device (args.rank == -1).
+// virtual ranks on a single device (args.rank == -1). Across processes, one local rank whose
+// peers' state lies in a CudaArena (cuda_arena.h), with the same kernels and launch path.
 //
 // A kernel takes one ccc_launch_args by value: its own rank's buffers and a pointer to the
 // communicator's fixed per-rank state (counters, mailboxes, error words), written once when the
