@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The GPU check, run on the GPU machine from the folder `make gpu-bundle` builds (it is copied to
 # gpu-bundle/gpu-check.sh and runs the binaries in gpu-bundle/bin/; nothing is built here):
-#   1. every test of the CUDA backend (ccc_gpu_tests), one part per test;
+#   1. every test of the CUDA backend (ccc_gpu_tests), one part per test, among them two rank
+#      processes on the one device through cccCommInitRank on backend cuda
+#      (CudaMultiProcess.TwoRanksOnOneDevice);
 #   2. ccc-bench checked: allreduce ring with every type and op, every other collective;
 #   3. a trace of one run of each shipped schedule ($OUT/trace-<schedule>.json, docs/tracing.md);
 #   4. ccc-bench timed, 8 B to 1 GiB, eager and replayed from a CUDA graph, against a

@@ -202,8 +202,8 @@ class Communicator:
             rendered diagnostics.)
         NoDeviceError: "cuda" without a driver or device.
         RemoteError: (uid) a rank did not join within the timeout.
-        InvalidUsageError: (uid) the ranks disagree, or backend "cuda" (not built across
-            processes yet).
+        InvalidUsageError: (uid) the ranks disagree, or backend "cuda" (one rank per process on
+            cuda is in the C and C++ APIs, not yet in this package).
     """
 
     def __init__(self, ranks: Optional[int] = None, *, backend: Literal["host", "cuda"] = "host",
@@ -218,7 +218,8 @@ class Communicator:
             if uid is None or rank is None or nranks is None:
                 raise InvalidArgumentError("rank, nranks and uid: one rank per process needs all three")
             if backend != "host":
-                raise InvalidUsageError("one rank per process on the cuda backend is not built yet; use backend='host'")
+                raise InvalidUsageError("one rank per process on the cuda backend is not in the Python package yet "
+                                        "(the C and C++ APIs have it); use backend='host'")
             if ranks is not None or devices is not None:
                 raise InvalidArgumentError("ranks, devices: not with rank, nranks and uid")
             self._comm = _ccc.Communicator.host_rank(bytes(uid), nranks, rank, *options)

@@ -128,7 +128,7 @@ def test_a_killed_rank_fails_the_others():
 def test_the_arguments_go_together():
     with pytest.raises(ccc.InvalidArgumentError, match="needs all three"):
         ccc.Communicator(rank=0, nranks=2)
-    with pytest.raises(ccc.InvalidUsageError, match="not built yet"):
+    with pytest.raises(ccc.InvalidUsageError, match="not in the Python package yet"):
         ccc.Communicator(rank=0, nranks=2, uid=b"x" * 128, backend="cuda")
     with pytest.raises(ccc.InvalidArgumentError, match="128 bytes"):
         ccc.Communicator(rank=0, nranks=2, uid=b"short")

@@ -12,6 +12,7 @@
 #include <map>
 #include <mutex>
 #include <random>
+#include <set>
 #include <thread>
 #include <vector>
 
@@ -30,7 +31,7 @@ using Clock = std::chrono::steady_clock;
 using ErrorCode = boost::system::error_code;
 
 constexpr uint32_t kIdMagic = 0x63636342;  // "cccB"
-constexpr uint32_t kProtocol = 1;
+constexpr uint32_t kProtocol = 2;
 constexpr int kMapTries = 8;  // addresses the root proposes before it gives up
 // A rank's hello arrives right after its connection: a connection silent for longer is not one.
 constexpr std::chrono::seconds kHelloWait{10};
@@ -53,7 +54,8 @@ struct Hello {
   uint32_t magic, protocol;
   uint64_t tag;
   int32_t nranks, rank;
-  uint64_t heap_bytes, timeout_ns;
+  ArenaKind kind;
+  uint64_t part_bytes, total_bytes, alignment, timeout_ns;
 };
 enum class Kind : uint32_t { Failed, Accepted, Map, Go };
 struct Reply {
@@ -63,12 +65,13 @@ struct Reply {
   uint64_t bytes;       // Accepted, Map: the arena's size
   char message[488];    // Failed: why
 };
-struct FdRequest {  // a rank asking the root's Unix socket for the arena's descriptor
+struct FdRequest {  // a rank on the root's Unix socket: its part's descriptor follows (cuda)
   uint64_t tag;
   int32_t rank;
 };
 struct Mapped {
   int32_t ok;
+  uint64_t suggestion;  // not ok: where this rank could map it (0: no idea)
 };
 
 std::string unix_name(uint64_t tag) {
@@ -151,7 +154,7 @@ struct FdMessage {
   FdMessage& operator=(const FdMessage&) = delete;
 };
 
-void send_fd(int socket, int fd) {
+void send_fd(int socket, int fd, const char* what) {
   FdMessage m;
   msghdr& msg = m.msg;
   cmsghdr* c = CMSG_FIRSTHDR(&msg);
@@ -159,20 +162,22 @@ void send_fd(int socket, int fd) {
   c->cmsg_type = SCM_RIGHTS;
   c->cmsg_len = CMSG_LEN(sizeof(int));
   std::memcpy(CMSG_DATA(c), &fd, sizeof fd);
-  if (::sendmsg(socket, &msg, MSG_NOSIGNAL) != 1) system_error("bootstrap: sending the arena to a rank");
+  if (::sendmsg(socket, &msg, MSG_NOSIGNAL) != 1) system_error(fmt::format("bootstrap: sending {}", what));
 }
 
-int receive_fd(int socket) {
+int receive_fd(int socket, const char* what) {
   FdMessage m;
   msghdr& msg = m.msg;
-  if (::recvmsg(socket, &msg, MSG_CMSG_CLOEXEC | MSG_DONTWAIT) != 1) system_error("bootstrap: receiving the arena");
+  if (::recvmsg(socket, &msg, MSG_CMSG_CLOEXEC | MSG_DONTWAIT) != 1) system_error(fmt::format("bootstrap: receiving {}", what));
   const cmsghdr* c = CMSG_FIRSTHDR(&msg);
   if (c == nullptr || c->cmsg_type != SCM_RIGHTS)
-    throw Error(ErrorKind::System, "bootstrap: the root's answer carried no arena descriptor");
+    throw Error(ErrorKind::System, fmt::format("bootstrap: {} came without its descriptor", what));
   int fd = -1;
   std::memcpy(&fd, CMSG_DATA(c), sizeof fd);
   return fd;
 }
+
+const char* kind_name(ArenaKind kind) { return kind == ArenaKind::Cuda ? "cuda" : "host"; }
 
 Reply failure(ErrorKind kind, const std::string& message) {
   Reply r{};
@@ -194,13 +199,19 @@ class Root {
     stop_ = true;
     // A child forked after the root started has a copy of this object but not its thread: only
     // the process that started it joins it.
-    if (::getpid() == pid_)
-      thread_.join();
-    else
+    if (::getpid() == pid_) {
+      if (thread_.joinable()) thread_.join();
+    } else {
       thread_.detach();
+    }
   }
   Root(const Root&) = delete;
   Root& operator=(const Root&) = delete;
+
+  // Waits until the root has served every rank (its own deadline bounds it), without stopping it.
+  void wait() {
+    if (::getpid() == pid_ && thread_.joinable()) thread_.join();
+  }
 
   tcp::endpoint endpoint() const { return tcp_.local_endpoint(); }
 
@@ -260,10 +271,15 @@ class Root {
         throw Error(ErrorKind::InvalidUsage, fmt::format("bootstrap: rank {} says the communicator has {} ranks, "
                                                          "rank {} said {}", hello.rank, hello.nranks, first_.rank,
                                                          first_.nranks));
-      if (hello.heap_bytes != first_.heap_bytes)
+      if (hello.kind != first_.kind)
+        throw Error(ErrorKind::InvalidUsage, fmt::format("bootstrap: rank {} uses the {} backend, rank {} the {}: "
+                                                         "every rank must use the same", hello.rank, kind_name(hello.kind),
+                                                         first_.rank, kind_name(first_.kind)));
+      if (hello.part_bytes != first_.part_bytes || hello.total_bytes != first_.total_bytes ||
+          hello.alignment != first_.alignment)
         throw Error(ErrorKind::InvalidUsage, fmt::format("bootstrap: rank {} asks for {} arena bytes per rank, "
                                                          "rank {} for {}: every rank must pass the same",
-                                                         hello.rank, hello.heap_bytes, first_.rank, first_.heap_bytes));
+                                                         hello.rank, hello.part_bytes, first_.rank, first_.part_bytes));
       if (hello.rank < 0 || hello.rank >= first_.nranks)
         throw Error(ErrorKind::InvalidArgument, fmt::format("bootstrap: rank {} is not a rank of {}", hello.rank,
                                                             first_.nranks));
@@ -274,46 +290,78 @@ class Root {
     }
   }
 
-  // Creates the arena, hands every rank its descriptor, and proposes addresses until every rank
-  // has mapped it at one.
+  // Shares the arena's descriptors (bootstrap.h), then proposes addresses until every rank has
+  // mapped it at one.
   void share_arena() {
-    const uint64_t bytes = HostArena::total_bytes(first_.nranks, first_.heap_bytes);
-    UniqueFd fd(::memfd_create("ccc-arena", MFD_CLOEXEC));
-    if (fd.get() < 0) system_error("bootstrap: memfd_create for the arena");
-    if (::ftruncate(fd.get(), static_cast<off_t>(bytes)) != 0)
-      system_error(fmt::format("bootstrap: sizing the arena to {} bytes", bytes));
+    const uint64_t bytes = first_.total_bytes;
+    const bool gather = first_.kind == ArenaKind::Cuda;  // else one memfd made here
+    std::vector<std::unique_ptr<UniqueFd>> fds;
+    if (!gather) {
+      fds.push_back(std::make_unique<UniqueFd>(::memfd_create("ccc-arena", MFD_CLOEXEC)));
+      if (fds[0]->get() < 0) system_error("bootstrap: memfd_create for the arena");
+      if (::ftruncate(fds[0]->get(), static_cast<off_t>(bytes)) != 0)
+        system_error(fmt::format("bootstrap: sizing the arena to {} bytes", bytes));
+    } else {
+      fds.resize(first_.nranks);
+    }
     const Clock::time_point deadline = deadline_after(first_.timeout_ns);
     Reply accepted{};
     accepted.kind = Kind::Accepted;
     accepted.bytes = bytes;
     for (tcp::socket* s : ranks_) waiter_.write(*s, accepted, deadline, "bootstrap: answering a rank");
-    std::vector<bool> served(first_.nranks, false);
+    // Every rank's Unix connection, kept until all have come (and sent their parts).
+    std::vector<std::unique_ptr<local::socket>> connections(first_.nranks);
     for (int left = first_.nranks; left > 0;) {
-      local::socket s(waiter_.io);
-      waiter_.run(deadline, "bootstrap: waiting for the ranks to fetch the arena",
-                  [&](ErrorCode& ec) { unix_.cancel(ec); }, [&](auto handler) { unix_.async_accept(s, handler); });
+      auto s = std::make_unique<local::socket>(waiter_.io);
+      waiter_.run(deadline, "bootstrap: waiting for the ranks to share the arena",
+                  [&](ErrorCode& ec) { unix_.cancel(ec); }, [&](auto handler) { unix_.async_accept(*s, handler); });
       FdRequest request{};
-      waiter_.read(s, request, deadline, "bootstrap: reading an arena request");
-      if (request.tag != tag_ || request.rank < 0 || request.rank >= first_.nranks || served[request.rank])
-        continue;  // not one of this communicator's ranks asking for the first time
-      send_fd(s.native_handle(), fd.get());
-      served[request.rank] = true;
+      waiter_.read(*s, request, deadline, "bootstrap: reading an arena request");
+      if (request.tag != tag_ || request.rank < 0 || request.rank >= first_.nranks || connections[request.rank])
+        continue;  // not one of this communicator's ranks coming for the first time
+      if (gather) {
+        waiter_.run(deadline, "bootstrap: waiting for a rank's part of the arena",
+                    [&](ErrorCode& ec) { s->cancel(ec); },
+                    [&](auto handler) { s->async_wait(local::socket::wait_read, handler); });
+        fds[request.rank] = std::make_unique<UniqueFd>(receive_fd(s->native_handle(), "a rank's part of the arena"));
+      }
+      connections[request.rank] = std::move(s);
       --left;
     }
+    for (auto& c : connections)
+      for (auto& fd : fds) send_fd(c->native_handle(), fd->get(), "the arena to a rank");
+    fds.clear();  // closed here: each rank holds its own copies now
     // Earlier proposals stay reserved here, so the next one lands elsewhere.
     std::vector<void*> tried;
     try_addresses(bytes, deadline, tried);
     for (void* p : tried) ::munmap(p, bytes);
   }
 
+  // Proposes first what a rank that refused suggested (the CUDA driver, refusing a hint, says
+  // where it would have reserved the range: free there, and likely in its peers, which run the
+  // same driver), else free room in this process's address space.
   void try_addresses(uint64_t bytes, Clock::time_point deadline, std::vector<void*>& tried) {
+    const uint64_t align = first_.alignment;
+    std::vector<uint64_t> suggestions;  // the next proposals, newest last
+    std::set<uint64_t> proposed;
     for (int attempt = 0; attempt < kMapTries; ++attempt) {
-      void* probe = ::mmap(nullptr, bytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-      if (probe == MAP_FAILED) system_error(fmt::format("bootstrap: finding {} bytes of address space", bytes));
-      ::munmap(probe, bytes);  // free again for the ranks (this process may be one of them)
+      uint64_t address = 0;
+      while (address == 0 && !suggestions.empty()) {
+        address = suggestions.back();
+        suggestions.pop_back();
+        if (address % align != 0 || proposed.contains(address)) address = 0;
+      }
+      if (address == 0) {
+        void* room = ::mmap(nullptr, bytes + align, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+        if (room == MAP_FAILED) system_error(fmt::format("bootstrap: finding {} bytes of address space", bytes));
+        ::munmap(room, bytes + align);  // free again for the ranks (this process may be one of them)
+        address = (reinterpret_cast<uintptr_t>(room) + align - 1) / align * align;
+      }
+      proposed.insert(address);
+      void* probe = reinterpret_cast<void*>(static_cast<uintptr_t>(address));
       Reply map{};
       map.kind = Kind::Map;
-      map.address = reinterpret_cast<uintptr_t>(probe);
+      map.address = address;
       map.bytes = bytes;
       for (tcp::socket* s : ranks_) waiter_.write(*s, map, deadline, "bootstrap: proposing an address");
       bool all = true;
@@ -321,10 +369,12 @@ class Root {
         Mapped m{};
         waiter_.read(*s, m, deadline, "bootstrap: waiting for a rank to map the arena");
         all = all && m.ok != 0;
+        if (m.ok == 0 && m.suggestion != 0) suggestions.insert(suggestions.begin(), m.suggestion);
       }
       if (all) {
         Reply go{};
         go.kind = Kind::Go;
+        go.address = map.address;
         for (tcp::socket* s : ranks_) waiter_.write(*s, go, deadline, "bootstrap: starting the ranks");
         return;
       }
@@ -388,18 +438,42 @@ tcp::endpoint root_endpoint(const IdFields& f) {
   return {asio::ip::address_v4(b), f.port};
 }
 
-void* map_at(int fd, uint64_t address, uint64_t bytes) {
+}  // namespace
+
+bool FdMmapMapper::map_at(uint64_t address, std::span<const int> fds) {
+  if (fds.size() * part_ > total_)
+    throw Error(ErrorKind::Internal, fmt::format("bootstrap: {} parts of {} bytes do not fit a {}-byte arena",
+                                                 fds.size(), part_, total_));
   void* want = reinterpret_cast<void*>(static_cast<uintptr_t>(address));
-  void* got = ::mmap(want, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED_NOREPLACE, fd, 0);
-  if (got == MAP_FAILED) return nullptr;
+  void* got = ::mmap(want, total_, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED_NOREPLACE, -1, 0);
+  if (got == MAP_FAILED) return false;
   if (got != want) {  // a kernel older than MAP_FIXED_NOREPLACE takes it as a hint
-    ::munmap(got, bytes);
-    return nullptr;
+    ::munmap(got, total_);
+    return false;
   }
-  return got;
+  at_ = got;
+  for (size_t i = 0; i < fds.size(); ++i) {  // over the reservation, which only this process sees
+    void* part = static_cast<std::byte*>(want) + i * part_;
+    if (::mmap(part, part_, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fds[i], 0) == MAP_FAILED) {
+      const int error = errno;
+      unmap();
+      errno = error;
+      system_error(fmt::format("bootstrap: mapping rank {}'s part of the arena", i));
+    }
+  }
+  return true;
 }
 
-}  // namespace
+void FdMmapMapper::unmap() {
+  if (at_ != nullptr) ::munmap(at_, total_);
+  at_ = nullptr;
+}
+
+void* FdMmapMapper::keep() {
+  void* at = at_;
+  at_ = nullptr;
+  return at;
+}
 
 UniqueId bootstrap_unique_id() {
   const char* env = std::getenv("CCC_BOOTSTRAP_ADDR");
@@ -440,7 +514,7 @@ UniqueId bootstrap_unique_id() {
   return id;
 }
 
-std::unique_ptr<HostArena> bootstrap_join(const UniqueId& id, const JoinRequest& request) {
+uint64_t bootstrap_join(const UniqueId& id, const JoinRequest& request, ArenaMapper& mapper) {
   const IdFields f = parse(id);
   if (request.nranks < 1 || request.nranks > kMaxRanks)
     throw Error(ErrorKind::InvalidArgument, fmt::format("a communicator has 1 .. {} ranks, got {}", kMaxRanks,
@@ -448,9 +522,12 @@ std::unique_ptr<HostArena> bootstrap_join(const UniqueId& id, const JoinRequest&
   if (request.rank < 0 || request.rank >= request.nranks)
     throw Error(ErrorKind::InvalidArgument, fmt::format("rank {} is not a rank of {} (0..{})", request.rank,
                                                         request.nranks, request.nranks - 1));
-  // This process's root (if it is the one) is done once this rank is: join its thread then.
+  // This process's root (if it is the one) is done once this rank is: join its thread then. A
+  // rank that joined lets it finish telling the others to go (they may not have heard yet); one
+  // that failed stops it, so its peers learn at once.
   struct JoinRoot {
     uint64_t tag;
+    bool joined = false;
     ~JoinRoot() {
       std::unique_ptr<Root> root;
       {
@@ -460,6 +537,7 @@ std::unique_ptr<HostArena> bootstrap_join(const UniqueId& id, const JoinRequest&
           roots().erase(it);
         }
       }
+      if (root && joined) root->wait();
     }
   } join_root{f.tag};
 
@@ -471,7 +549,14 @@ std::unique_ptr<HostArena> bootstrap_join(const UniqueId& id, const JoinRequest&
   tcp::socket s(w.io);
   w.run(deadline, "connecting to the " + at, [&](ErrorCode& ec) { s.close(ec); },
         [&](auto handler) { s.async_connect(root, handler); });
-  const Hello hello{kIdMagic, kProtocol, f.tag, request.nranks, request.rank, request.heap_bytes, request.timeout_ns};
+  if (request.alignment == 0 || (request.alignment & (request.alignment - 1)) != 0)
+    throw Error(ErrorKind::Internal, fmt::format("bootstrap: alignment {} is not a power of two", request.alignment));
+  if ((request.kind == ArenaKind::Cuda) != (request.part_fd >= 0))
+    throw Error(ErrorKind::Internal, "bootstrap: a CUDA rank shares its part, a host rank none");
+  const Hello hello{kIdMagic,           kProtocol,          f.tag,
+                    request.nranks,     request.rank,       request.kind,
+                    request.part_bytes, request.total_bytes, request.alignment,
+                    request.timeout_ns};
   w.write(s, hello, deadline, "bootstrap: saying hello to the " + at);
 
   auto answer = [&](const char* what) {
@@ -496,29 +581,31 @@ std::unique_ptr<HostArena> bootstrap_join(const UniqueId& id, const JoinRequest&
   w.run(deadline, "bootstrap: connecting to the root's Unix socket", [&](ErrorCode& ec) { u.close(ec); },
         [&](auto handler) { u.async_connect(local::endpoint(unix_name(f.tag)), handler); });
   w.write(u, FdRequest{f.tag, request.rank}, deadline, "bootstrap: asking for the arena");
-  w.run(deadline, "bootstrap: waiting for the arena", [&](ErrorCode& ec) { u.cancel(ec); },
-        [&](auto handler) { u.async_wait(local::socket::wait_read, handler); });
-  const UniqueFd fd(receive_fd(u.native_handle()));
+  if (request.part_fd >= 0) send_fd(u.native_handle(), request.part_fd, "this rank's part of the arena to the root");
+  std::vector<std::unique_ptr<UniqueFd>> fds;  // closed when this returns: the mapper imported them
+  const int expected = request.kind == ArenaKind::Cuda ? request.nranks : 1;
+  for (int i = 0; i < expected; ++i) {
+    w.run(deadline, "bootstrap: waiting for the arena", [&](ErrorCode& ec) { u.cancel(ec); },
+          [&](auto handler) { u.async_wait(local::socket::wait_read, handler); });
+    fds.push_back(std::make_unique<UniqueFd>(receive_fd(u.native_handle(), "the arena")));
+  }
+  std::vector<int> raw;
+  for (const auto& fd : fds) raw.push_back(fd->get());
 
-  struct Mapping {  // unmapped unless the arena takes it over
-    void* at = nullptr;
-    uint64_t bytes = 0;
-    ~Mapping() { if (at != nullptr) ::munmap(at, bytes); }
-  } mapping;
+  bool mapped = false;
   for (;;) {
     const Reply r = answer("the arena's address");
     if (r.kind == Kind::Go) {
-      if (mapping.at == nullptr) throw Error(ErrorKind::Internal, "bootstrap: started without a mapped arena");
-      auto arena = std::make_unique<HostArena>(mapping.at, request.nranks, request.rank, request.heap_bytes);
-      mapping.at = nullptr;
-      return arena;
+      if (!mapped) throw Error(ErrorKind::Internal, "bootstrap: started without a mapped arena");
+      join_root.joined = true;
+      return r.address;
     }
-    if (r.kind != Kind::Map || r.bytes != HostArena::total_bytes(request.nranks, request.heap_bytes))
+    if (r.kind != Kind::Map || r.bytes != request.total_bytes)
       throw Error(ErrorKind::Internal, "bootstrap: the root answered out of turn");
-    if (mapping.at != nullptr) ::munmap(mapping.at, mapping.bytes);  // a peer could not map it there
-    mapping.at = map_at(fd.get(), r.address, r.bytes);
-    mapping.bytes = r.bytes;
-    w.write(s, Mapped{mapping.at != nullptr}, deadline, "bootstrap: telling the root whether the arena mapped");
+    if (mapped) mapper.unmap();  // a peer could not map it there
+    mapped = mapper.map_at(r.address, raw);
+    w.write(s, Mapped{mapped, mapped ? 0 : mapper.suggestion()}, deadline,
+            "bootstrap: telling the root whether the arena mapped");
   }
 }
 

@@ -1,36 +1,78 @@
-// The bootstrap of a multi-process host communicator (docs/runtime.md, "Multi-process").
+// The bootstrap of a multi-process communicator (docs/runtime.md, "Multi-process").
 //
 // bootstrap_unique_id starts a root on a thread of the calling process: it listens on TCP (the
 // id carries its address and port, and a random session tag) and on an abstract Unix-domain
 // socket named after the tag (nothing in the file system). Every rank connects to the root over
-// TCP and says who it is; the root checks that the ranks agree (tag, rank count, arena size,
-// distinct ranks), creates the arena (a memfd, so nothing in /dev/shm either), hands each rank
-// its descriptor over the Unix socket (SCM_RIGHTS), and proposes an address that every rank then
-// maps it at (MAP_FIXED_NOREPLACE). If any rank cannot, the root proposes another, a bounded
-// number of times. Every wait has a deadline: the root waits the ranks' timeout from the first
-// rank's arrival, a rank a half more (so that the root's message why, such as the ranks that
-// never joined, reaches it first).
+// TCP and says who it is; the root checks that the ranks agree (tag, rank count, backend, arena
+// size, distinct ranks) and then shares the arena's memory over the Unix socket (SCM_RIGHTS):
+//   - host: the root creates the arena (a memfd, so nothing in /dev/shm either) and hands every
+//     rank its descriptor;
+//   - cuda: every rank sends the descriptor of its own part (cuMemExportToShareableHandle), and
+//     the root hands every rank all of them, in rank order (an all-gather).
+// Then the root proposes an address, aligned as the ranks ask, that every rank maps the whole
+// arena at (ArenaMapper). If any rank cannot, the root proposes another (one a refusing rank
+// suggested first), a bounded number of times. Every wait has a deadline: the root waits the ranks' timeout from the first rank's
+// arrival, a rank a half more (so that the root's message why, such as the ranks that never
+// joined, reaches it first).
 #pragma once
 
 #include <cstdint>
-#include <memory>
+#include <span>
 
 #include "ccc/communicator.h"
-#include "ccc/host_backend.h"
 
 namespace ccc {
 
 UniqueId bootstrap_unique_id();
 
+enum class ArenaKind : uint32_t { Host, Cuda };
+
 struct JoinRequest {
   int nranks = 0;
   int rank = 0;
-  uint64_t heap_bytes = 0;  // each rank's heap in the arena
-  uint64_t timeout_ns = 0;  // ~0: for ever
+  ArenaKind kind = ArenaKind::Host;
+  uint64_t part_bytes = 0;   // each rank's share (host: its heap); every rank must ask the same
+  uint64_t total_bytes = 0;  // the range every rank maps
+  uint64_t alignment = 4096;  // of the address the root proposes (a power of two)
+  uint64_t timeout_ns = 0;   // ~0: for ever
+  int part_fd = -1;  // cuda: this rank's part, shared with every rank; host: -1 (the root makes one)
 };
 
-// Joins the communicator `id` and returns the arena, mapped at the address every rank mapped it
-// at. Throws ccc::Error saying why it failed.
-std::unique_ptr<HostArena> bootstrap_join(const UniqueId& id, const JoinRequest& request);
+// A rank's side of the address agreement.
+class ArenaMapper {
+ public:
+  virtual ~ArenaMapper() = default;
+  // Maps the arena at exactly `address`, all or nothing: `fds` is the root's memfd (host) or
+  // every rank's part in rank order (cuda); the descriptors are closed after bootstrap_join
+  // returns, so keep what outlives them. Returns false, with nothing left mapped, if the address
+  // is taken here; throws ccc::Error for any other failure.
+  virtual bool map_at(uint64_t address, std::span<const int> fds) = 0;
+  // Undoes a map_at that returned true (a peer could not map the same address).
+  virtual void unmap() = 0;
+  // After a map_at that returned false: an address (aligned as asked) where this process could
+  // map the arena, which the root proposes next; 0 for none.
+  virtual uint64_t suggestion() const { return 0; }
+};
+
+// The host's mapper, and the stand-in for the CUDA one in tests: reserves the range
+// (MAP_FIXED_NOREPLACE), then maps fds[i] over [address + i * part_bytes, + part_bytes), shared
+// and read/write. The mapping stays when the mapper goes if keep() was called (the arena owns it
+// then), else the destructor unmaps it.
+class FdMmapMapper : public ArenaMapper {
+ public:
+  FdMmapMapper(uint64_t total_bytes, uint64_t part_bytes) : total_(total_bytes), part_(part_bytes) {}
+  ~FdMmapMapper() override { unmap(); }
+  bool map_at(uint64_t address, std::span<const int> fds) override;
+  void unmap() override;
+  void* keep();  // the mapping, now the caller's
+
+ private:
+  uint64_t total_, part_;
+  void* at_ = nullptr;
+};
+
+// Joins the communicator `id`: returns the address every rank mapped the arena at, with
+// `mapper` holding its mapping. Throws ccc::Error saying why it failed.
+uint64_t bootstrap_join(const UniqueId& id, const JoinRequest& request, ArenaMapper& mapper);
 
 }  // namespace ccc

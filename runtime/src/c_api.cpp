@@ -99,15 +99,12 @@ ccc::CommOptions options_from(const cccConfig_t* config) {
   return options;
 }
 
-// cccCommInitRank's backend: the config's, else $CCC_BACKEND, else host.
-void check_rank_backend(const cccConfig_t* config) {
+// cccCommInitRank's backend: the config's, else $CCC_BACKEND, else host. True for cuda.
+bool rank_backend_is_cuda(const cccConfig_t* config) {
   std::string backend = config != nullptr && config->backend != nullptr ? config->backend : "";
   if (const char* env = std::getenv("CCC_BACKEND"); backend.empty() && env != nullptr) backend = env;
-  if (backend.empty() || backend == "host") return;
-  if (backend == "cuda")
-    throw Error(ErrorKind::InvalidUsage, "cccCommInitRank: multi-process communicators on the CUDA backend are not "
-                                         "built yet; use the host backend (backend \"host\", CCC_BACKEND=host) or "
-                                         "cccCommInitAll");
+  if (backend.empty() || backend == "host") return false;
+  if (backend == "cuda") return true;
   throw Error(ErrorKind::InvalidArgument, fmt::format("backend \"{}\": expected \"host\" or \"cuda\"", backend));
 }
 
@@ -233,11 +230,12 @@ cccResult_t cccCommInitRankConfig(cccComm_t* comm, int nranks, cccUniqueId commI
   return guarded([&] {
     if (comm == nullptr) throw Error(ErrorKind::InvalidArgument, "comm is null");
     ccc::CommOptions options = options_from(config);  // checks the config first
-    check_rank_backend(config);
+    const bool cuda = rank_backend_is_cuda(config);
     ccc::RankOptions rank_options;
     if (config != nullptr) rank_options.arena_bytes = config->arenaBytes;
     auto clique = std::make_shared<Clique>(
-        ccc::Communicator::host_rank(unique_id_of(commId), nranks, rank, std::move(options), rank_options));
+        cuda ? ccc::Communicator::cuda_rank(unique_id_of(commId), nranks, rank, std::move(options), rank_options)
+             : ccc::Communicator::host_rank(unique_id_of(commId), nranks, rank, std::move(options), rank_options));
     std::lock_guard lock(registry_mutex);
     *comm = new cccComm{clique, rank};
     live_handles.insert(*comm);

@@ -17,6 +17,7 @@
 
 #include "bootstrap.h"
 #include "ccc/content_hash.h"
+#include "ccc/cuda_arena.h"
 #include "ccc/cuda_backend.h"
 #include "ccc/cuda_topology.h"
 #include "ccc/host_backend.h"
@@ -105,8 +106,10 @@ struct Communicator::Impl {
   CommOptions options;
   uint64_t timeout_ns = 0;
   std::mutex mutex;  // one call at a time (communicator.h)
-  // Multi-process (host_rank): the shared arena, before `host`, which uses it until it goes.
+  // Multi-process (host_rank, cuda_rank): the shared arena, before the backend, which uses it
+  // until it goes.
   std::unique_ptr<HostArena> arena;
+  std::unique_ptr<CudaArena> cuda_arena;
   std::optional<HostRanks> host;
   std::unique_ptr<CudaRanks> cuda;
   std::optional<Topology> topology;  // none: no cost model, ring unless forced
@@ -392,11 +395,23 @@ struct Communicator::Impl {
     return p;
   }
 
-  // Host tasks around a multi-process rank's kernel: its buffers outside the arena copied in
-  // before and out after (peers can read only the arena).
+  // Copies around a multi-process rank's kernel, in its stream's order: its buffers outside the
+  // arena copied in before and out after (peers can read only the arena).
   struct Staging {
-    std::function<void()> before, after;
+    struct Copy {
+      void* to = nullptr;
+      const void* from = nullptr;
+      uint64_t bytes = 0;
+    };
+    std::optional<Copy> before, after;
   };
+
+  bool multi_process() const { return arena || cuda_arena; }
+  bool in_arena(const void* p, uint64_t bytes) const {
+    return arena ? arena->contains(p, bytes) : cuda_arena->contains(p, bytes);
+  }
+  // The multi-process arena's heap (this rank's), or null.
+  ArenaHeap* heap() const { return arena ? &arena->heap() : cuda_arena ? &cuda_arena->heap() : nullptr; }
 
   // Rank `rank`'s buffers for the kernel, its scratch included. A buffer the rank omitted (NULL
   // where NCCL allows it) gets a stand-in, as if the rank had passed one of its own: in place the
@@ -428,14 +443,14 @@ struct Communicator::Impl {
     const auto* s = static_cast<const std::byte*>(send);
     const auto* r = static_cast<const std::byte*>(recv);
     const uint64_t sb = send_bytes(call, n), rb = recv_bytes(call, n);
-    if (arena) {
+    if (multi_process()) {
       if (p.in_place) {
         const std::byte* lo = std::min(s, r);
         const uint64_t bytes = static_cast<uint64_t>(std::max(s + sb, r + rb) - lo);
-        if (!arena->contains(lo, bytes)) in = out = {lo, bytes, room(bytes)};
+        if (!in_arena(lo, bytes)) in = out = {lo, bytes, room(bytes)};
       } else {
-        if (!(stand_in && send == nullptr) && !arena->contains(s, sb)) in = {s, sb, room(sb)};
-        if (!(stand_in && recv == nullptr) && !arena->contains(r, rb)) out = {r, rb, room(rb)};
+        if (!(stand_in && send == nullptr) && !in_arena(s, sb)) in = {s, sb, room(sb)};
+        if (!(stand_in && recv == nullptr) && !in_arena(r, rb)) out = {r, rb, room(rb)};
       }
     }
     void* scratch = host ? host->scratch(rank, end) : cuda->scratch(rank, end, stream);
@@ -447,14 +462,12 @@ struct Communicator::Impl {
     // The kernel's pointer for user pointer `u` inside a staged region.
     auto moved = [base](const Staged& st, const std::byte* u) { return base + st.at + (u - st.from); };
     if (in.bytes > 0) {
-      staging->before = [to = base + in.at, in] { std::memcpy(to, in.from, in.bytes); };
+      staging->before = Staging::Copy{base + in.at, in.from, in.bytes};
       send = moved(in, s);
       if (p.in_place) recv = moved(in, r);
     }
     if (out.bytes > 0) {
-      staging->after = [from = base + out.at, to = const_cast<std::byte*>(out.from), bytes = out.bytes] {
-        std::memcpy(to, from, bytes);
-      };
+      staging->after = Staging::Copy{const_cast<std::byte*>(out.from), base + out.at, out.bytes};
       if (!p.in_place) recv = moved(out, r);
     }
     return {send, recv, scratch, p.signature};
@@ -465,12 +478,22 @@ struct Communicator::Impl {
     const EmittedKernel& k = p.loaded->kernel;
     Staging staging;
     const ccc_buffers own = own_buffers(p, call, rank, send, recv, stream, &staging);
-    if (host)
+    if (host) {
+      auto task = [](const std::optional<Staging::Copy>& c) -> std::function<void()> {
+        if (!c) return {};
+        return [c = *c] { std::memcpy(c.to, c.from, c.bytes); };
+      };
       host->launch(rank, p.loaded->host, k.channels, own, call.count, timeout_ns, trace_records(p, call, rank, nullptr),
-                   std::move(staging.before), std::move(staging.after));
-    else
+                   task(staging.before), task(staging.after));
+    } else {
+      auto copy = [](const std::optional<Staging::Copy>& c) -> std::optional<CudaCopy> {
+        if (!c) return std::nullopt;
+        return CudaCopy{reinterpret_cast<CUdeviceptr>(c->to), reinterpret_cast<CUdeviceptr>(c->from), c->bytes};
+      };
+      const std::optional<CudaCopy> before = copy(staging.before), after = copy(staging.after);
       cuda->launch(rank, p.loaded->cuda_index, k.channels, k.block_threads, own, call.count, timeout_ns, stream,
-                   trace_records(p, call, rank, stream));
+                   trace_records(p, call, rank, stream), before ? &*before : nullptr, after ? &*after : nullptr);
+    }
   }
 
   // Each buffer a rank passed must be memory of its device (NULL ones are validated already).
@@ -481,14 +504,14 @@ struct Communicator::Impl {
   }
 
   // A multi-process communicator's rank here (-1: every rank is).
-  int local_rank() const { return arena ? arena->rank() : -1; }
+  int local_rank() const { return arena ? arena->rank() : cuda_arena ? cuda_arena->rank() : -1; }
 
   void run(const CollectiveCall& call, Streams streams) {
     const int n = nranks();
-    if (arena)
+    if (multi_process())
       throw Error(ErrorKind::InvalidUsage, fmt::format("{}: this process holds rank {} of {} only: issue its part "
                                                        "with run_rank", collective_name(call.collective),
-                                                       arena->rank(), n));
+                                                       local_rank(), n));
     validate_call(call, n);
     if (!streams.empty() && streams.size() != static_cast<size_t>(n))
       invalid(fmt::format("{}: expected {} streams (one per rank), got {}",
@@ -517,9 +540,9 @@ struct Communicator::Impl {
     if (rank < 0 || rank >= n)
       invalid(fmt::format("{}: rank {} is not a rank of this communicator (0..{})",
                           collective_name(call.collective), rank, n - 1));
-    if (arena && rank != arena->rank())
+    if (multi_process() && rank != local_rank())
       invalid(fmt::format("{}: rank {} is in another process; this one holds rank {}",
-                          collective_name(call.collective), rank, arena->rank()));
+                          collective_name(call.collective), rank, local_rank()));
     validate_rank_call(call, n, rank, send, recv);
     if (call.count == 0) return;
     if (cuda) {
@@ -539,7 +562,7 @@ struct Communicator::Impl {
 // A multi-process rank has no ledger: its peers' buffers live in other address spaces, and no
 // collective of this process's would ever be issued by every rank (its entries would pile up).
 Communicator::Communicator(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {
-  if (!impl_->arena) impl_->ledger.emplace(impl_->nranks());
+  if (!impl_->multi_process()) impl_->ledger.emplace(impl_->nranks());
 }
 Communicator::Communicator(Communicator&&) noexcept = default;
 Communicator& Communicator::operator=(Communicator&&) noexcept = default;
@@ -580,8 +603,40 @@ Communicator Communicator::host_rank(const UniqueId& id, int nranks, int rank, C
   impl->timeout_ns = timeout_ns(impl->options.timeout_seconds);
   impl->start_trace();
   impl->load_topology_file();
-  impl->arena = bootstrap_join(id, {nranks, rank, arena_heap_bytes(rank_options.arena_bytes), impl->timeout_ns});
+  const uint64_t heap = arena_heap_bytes(rank_options.arena_bytes);
+  JoinRequest request;
+  request.nranks = nranks;
+  request.rank = rank;
+  request.kind = ArenaKind::Host;
+  request.part_bytes = heap;
+  request.total_bytes = HostArena::total_bytes(nranks, heap);
+  request.timeout_ns = impl->timeout_ns;
+  FdMmapMapper mapper(request.total_bytes, request.total_bytes);
+  bootstrap_join(id, request, mapper);
+  impl->arena = std::make_unique<HostArena>(mapper.keep(), nranks, rank, heap);
   impl->host.emplace(*impl->arena);
+  return Communicator(std::move(impl));
+}
+
+Communicator Communicator::cuda_rank(const UniqueId& id, int nranks, int rank, CommOptions options,
+                                     RankOptions rank_options) {
+  check_rank_count(nranks);
+  auto impl = std::make_unique<Impl>();
+  impl->options = std::move(options);
+  impl->timeout_ns = timeout_ns(impl->options.timeout_seconds);
+  impl->start_trace();
+  impl->load_topology_file();
+  const uint64_t heap = arena_heap_bytes(rank_options.arena_bytes);
+  try {
+    const CudaDriver& driver = CudaDriver::get();
+    const int device = rank_options.device >= 0 ? rank_options.device : current_cuda_device(driver);
+    impl->cuda_arena = std::make_unique<CudaArena>(id, nranks, rank, device, heap, impl->timeout_ns);
+    impl->cuda = std::make_unique<CudaRanks>(*impl->cuda_arena);
+  } catch (const NoCudaDevice& e) {
+    throw Error(ErrorKind::NoDevice, e.what());
+  } catch (const CudaError& e) {
+    throw Error(ErrorKind::Cuda, e.what());
+  }
   return Communicator(std::move(impl));
 }
 
@@ -708,7 +763,7 @@ void Communicator::all_to_all(Sends send, Recvs recv, uint64_t count, DataType d
 // the collective it waits for.
 void Communicator::synchronize() {
   Impl& impl = live();
-  if (impl.arena) return synchronize_rank(impl.local_rank());
+  if (impl.multi_process()) return synchronize_rank(impl.local_rank());
   translating([&] { impl.synchronized(-1, [&] { impl.host ? impl.host->synchronize() : impl.cuda->synchronize(); }); });
 }
 
@@ -735,26 +790,27 @@ std::string Communicator::algorithm_for(const CollectiveCall& call) const {
 
 void* Communicator::mem_alloc(uint64_t bytes) {
   Impl& impl = live();
-  if (!impl.arena)
-    throw Error(ErrorKind::InvalidUsage, "mem_alloc: only a multi-process host communicator (host_rank) has an arena");
+  if (impl.heap() == nullptr)
+    throw Error(ErrorKind::InvalidUsage, "mem_alloc: only a multi-process communicator (host_rank, cuda_rank) has an arena");
   if (bytes == 0) invalid("mem_alloc: 0 bytes");
-  return impl.arena->allocate(bytes, "mem_alloc");
+  return impl.heap()->allocate(bytes, "mem_alloc");
 }
 
 void Communicator::mem_free(void* p) {
   Impl& impl = live();
-  if (!impl.arena)
-    throw Error(ErrorKind::InvalidUsage, "mem_free: only a multi-process host communicator (host_rank) has an arena");
-  impl.arena->free(p);
+  if (impl.heap() == nullptr)
+    throw Error(ErrorKind::InvalidUsage, "mem_free: only a multi-process communicator (host_rank, cuda_rank) has an arena");
+  impl.heap()->free(p);
 }
 
 std::string Communicator::async_error(int rank) {
   Impl& impl = live();
   if (rank < 0 || rank >= impl.nranks())
     invalid(fmt::format("rank {} is not a rank of this communicator (0..{})", rank, impl.nranks() - 1));
-  if (!impl.host)
-    throw Error(ErrorKind::InvalidUsage, "async_error: the CUDA backend reports failures at synchronize only");
-  return impl.host->async_error(rank);
+  if (impl.host) return impl.host->async_error(rank);
+  std::string failure;
+  translating([&] { failure = impl.cuda->async_error(rank); });
+  return failure;
 }
 
 void Communicator::abort_rank(int rank) {
@@ -762,6 +818,7 @@ void Communicator::abort_rank(int rank) {
   if (rank < 0 || rank >= impl.nranks())
     invalid(fmt::format("rank {} is not a rank of this communicator (0..{})", rank, impl.nranks() - 1));
   if (impl.host) impl.host->abort(rank);
+  else translating([&] { impl.cuda->abort(rank); });
 }
 
 void Communicator::destroy() {

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "ccc/collective_types.h"
+#include "ccc/cuda_arena.h"
 
 namespace ccc {
 
@@ -14,12 +15,12 @@ namespace {
   throw Error(ErrorKind::InvalidArgument, message);
 }
 
-// One rank's synchronisation state in one allocation of its device: progress, mailbox, the
-// error word, and at kInboxOffset (8-byte aligned) the inbox of N * CCC_MAX_CHANNELS slots.
-constexpr uint64_t kProgressBytes = sizeof(unsigned long long) * CCC_MAX_CHANNELS;
-constexpr uint64_t kMailboxBytes = sizeof(ccc_buffers) * 2 * CCC_MAX_CHANNELS;
-constexpr uint64_t kInboxOffset = kProgressBytes + kMailboxBytes + sizeof(unsigned long long);
-uint64_t inbox_bytes(int nranks) { return sizeof(unsigned long long) * CCC_MAX_CHANNELS * static_cast<uint64_t>(nranks); }
+// The ABI's view of one rank's sync state at `sync` (CudaSyncLayout).
+ccc_rank_state rank_state(CUdeviceptr sync) {
+  return {reinterpret_cast<unsigned long long*>(sync), reinterpret_cast<ccc_buffers*>(sync + CudaSyncLayout::kMailbox),
+          reinterpret_cast<unsigned*>(sync + CudaSyncLayout::kError),
+          reinterpret_cast<unsigned long long*>(sync + CudaSyncLayout::kInbox)};
+}
 
 }  // namespace
 
@@ -47,46 +48,16 @@ std::string cuda_buffer_problem(uintptr_t p, uint64_t bytes, uintptr_t range_sta
   return "";
 }
 
-class CudaRanks::ContextGuard {
- public:
-  explicit ContextGuard(const CudaDriver& driver) : driver_(driver) {
-    driver_.check(driver_.cuCtxGetCurrent(&saved_), "cuCtxGetCurrent");
-  }
-  ~ContextGuard() { driver_.cuCtxSetCurrent(saved_); }  // best effort: nothing to report to
-  ContextGuard(const ContextGuard&) = delete;
-  ContextGuard& operator=(const ContextGuard&) = delete;
-
- private:
-  const CudaDriver& driver_;
-  CUcontext saved_ = nullptr;
-};
-
 CudaRanks::CudaRanks(std::vector<int> devices, int virtual_ranks)
     : driver_(CudaDriver::get()), virtual_ranks_(virtual_ranks > 0) {
-  ContextGuard guard(driver_);
+  CudaContextGuard guard(driver_);
   if (devices.empty()) invalid("no CUDA devices given");
   if (virtual_ranks_ && devices.size() != 1)
     invalid(fmt::format("virtual ranks run on one device, got {} devices", devices.size()));
   for (size_t i = 0; i < devices.size(); ++i) {
-    const int ordinal = devices[i];
-    if (ordinal < 0 || ordinal >= driver_.device_count())
-      invalid(fmt::format("CUDA device {} does not exist ({} present)", ordinal, driver_.device_count()));
     for (size_t j = 0; j < i; ++j)
-      if (devices[j] == ordinal) invalid(fmt::format("CUDA device {} is listed twice", ordinal));
-    Device d;
-    d.ordinal = ordinal;
-    driver_.check(driver_.cuDeviceGet(&d.device, ordinal), "cuDeviceGet");
-    int major = 0, minor = 0;
-    driver_.check(driver_.cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, d.device), "cuDeviceGetAttribute");
-    driver_.check(driver_.cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, d.device), "cuDeviceGetAttribute");
-    if (major < 8)
-      invalid(fmt::format("CUDA device {} is {}: ccc's kernels need sm_80 or newer", ordinal, cuda_arch_name(major, minor)));
-    const std::string arch = cuda_arch_name(major, minor);
-    if (i == 0) arch_ = arch;
-    if (arch != arch_)
-      invalid(fmt::format("CUDA devices {} ({}) and {} ({}) differ in architecture", devices[0], arch_, ordinal, arch));
-    driver_.check(driver_.cuDevicePrimaryCtxRetain(&d.context, d.device), "cuDevicePrimaryCtxRetain");
-    devices_.push_back(d);
+      if (devices[j] == devices[i]) invalid(fmt::format("CUDA device {} is listed twice", devices[i]));
+    add_device(devices[i]);
   }
   for (const Device& a : devices_) {
     for (const Device& b : devices_) {
@@ -107,17 +78,54 @@ CudaRanks::CudaRanks(std::vector<int> devices, int virtual_ranks)
     Rank rank;
     rank.device = virtual_ranks_ ? 0 : r;
     use(devices_[rank.device]);
-    rank.sync = alloc_zeroed(kInboxOffset + inbox_bytes(n));
+    rank.sync = alloc_zeroed(CudaSyncLayout::bytes(n));
     ranks_.push_back(rank);
-    table_.push_back({reinterpret_cast<unsigned long long*>(rank.sync),
-                      reinterpret_cast<ccc_buffers*>(rank.sync + kProgressBytes),
-                      reinterpret_cast<unsigned*>(rank.sync + kProgressBytes + kMailboxBytes),
-                      reinterpret_cast<unsigned long long*>(rank.sync + kInboxOffset)});
+    table_.push_back(rank_state(rank.sync));
   }
+  write_tables();
+}
+
+// Every process builds the same table (the arena lies at one address in all of them); each
+// keeps it in its own memory, read only by its own launches.
+CudaRanks::CudaRanks(CudaArena& arena) : driver_(CudaDriver::get()), arena_(&arena) {
+  CudaContextGuard guard(driver_);
+  add_device(arena.ordinal());
+  use(devices_[0]);
+  driver_.check(driver_.cuStreamCreate(&control_, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
+  for (int r = 0; r < arena.nranks(); ++r) {
+    Rank rank;
+    rank.sync = arena.sync(r);  // zeroed by its owner before any rank could launch
+    ranks_.push_back(rank);
+    table_.push_back(rank_state(rank.sync));
+  }
+  write_tables();
+}
+
+void CudaRanks::add_device(int ordinal) {
+  if (ordinal < 0 || ordinal >= driver_.device_count())
+    invalid(fmt::format("CUDA device {} does not exist ({} present)", ordinal, driver_.device_count()));
+  Device d;
+  d.ordinal = ordinal;
+  driver_.check(driver_.cuDeviceGet(&d.device, ordinal), "cuDeviceGet");
+  int major = 0, minor = 0;
+  driver_.check(driver_.cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, d.device), "cuDeviceGetAttribute");
+  driver_.check(driver_.cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, d.device), "cuDeviceGetAttribute");
+  if (major < 8)
+    invalid(fmt::format("CUDA device {} is {}: ccc's kernels need sm_80 or newer", ordinal, cuda_arch_name(major, minor)));
+  const std::string arch = cuda_arch_name(major, minor);
+  if (devices_.empty()) arch_ = arch;
+  if (arch != arch_)
+    invalid(fmt::format("CUDA devices {} ({}) and {} ({}) differ in architecture", devices_[0].ordinal, arch_, ordinal, arch));
+  driver_.check(driver_.cuDevicePrimaryCtxRetain(&d.context, d.device), "cuDevicePrimaryCtxRetain");
+  devices_.push_back(d);
+}
+
+void CudaRanks::write_tables() {
+  const uint64_t bytes = sizeof(ccc_rank_state) * table_.size();
   for (Device& d : devices_) {
     use(d);
-    d.state = alloc_zeroed(sizeof(ccc_rank_state) * n);
-    driver_.check(driver_.cuMemcpyHtoD(d.state, table_.data(), sizeof(ccc_rank_state) * n), "cuMemcpyHtoD");
+    d.state = alloc_zeroed(bytes);
+    driver_.check(driver_.cuMemcpyHtoD(d.state, table_.data(), bytes), "cuMemcpyHtoD");
     // The zeroing and the table must be complete before a kernel on any stream (a non-blocking
     // one does not wait for the legacy default stream) reads them.
     driver_.check(driver_.cuCtxSynchronize(), "cuCtxSynchronize");
@@ -132,10 +140,15 @@ CudaRanks::~CudaRanks() {
     driver_.cuCtxSetCurrent(d.context);
     driver_.cuCtxSynchronize();  // launches still queued read what is freed below
   }
-  for (const Rank& r : ranks_) {
+  for (const Rank& r : ranks_) {  // in the arena, the arena frees them
+    if (arena_ != nullptr) break;
     driver_.cuCtxSetCurrent(devices_[r.device].context);
     driver_.cuMemFree(r.sync);
     for (CUdeviceptr s : r.scratch) driver_.cuMemFree(s);
+  }
+  if (control_ != nullptr) {
+    driver_.cuCtxSetCurrent(devices_[0].context);
+    driver_.cuStreamDestroy(control_);
   }
   for (const auto& [key, table] : virtual_tables_) {
     driver_.cuCtxSetCurrent(devices_[0].context);
@@ -168,7 +181,7 @@ bool CudaRanks::capturing(void* stream) const {
 }
 
 int CudaRanks::load(const std::string& cubin, const std::string& kernel_name) {
-  ContextGuard guard(driver_);
+  CudaContextGuard guard(driver_);
   // All devices or none: a cubin that fails on one is unloaded from the others, so the kernel
   // indices stay aligned across devices and a rebuilt cubin can be loaded in its place.
   std::vector<std::pair<CUmodule, CUfunction>> loaded;
@@ -218,14 +231,20 @@ void CudaRanks::check_buffer(int rank, const void* p, uint64_t bytes, const char
 
 void* CudaRanks::scratch(int rank, uint64_t bytes, void* stream) {
   Rank& r = ranks_.at(rank);
-  if (bytes > r.scratch_bytes) {
+  if (bytes > r.scratch_bytes && arena_ != nullptr) {
+    // From the arena's heap, where peers can read it: no driver call, so also while capturing.
+    // Exact fit (the heap is fixed); the blocks queued launches may still use go back to the
+    // heap at the next synchronize.
+    r.scratch.push_back(reinterpret_cast<CUdeviceptr>(arena_->heap().allocate(bytes, "scratch and staging")));
+    r.scratch_bytes = bytes;
+  } else if (bytes > r.scratch_bytes) {
     if (capturing(stream))
       throw Error(ErrorKind::InvalidUsage,
                   fmt::format("rank {}: this collective needs {} bytes of scratch, more than the communicator "
                               "has, and allocating is not allowed while a stream captures a graph; issue it "
                               "once before capturing",
                               rank, bytes));
-    ContextGuard guard(driver_);
+    CudaContextGuard guard(driver_);
     use(devices_[r.device]);
     // Doubling bounds what the kept allocations add up to at twice the largest.
     const uint64_t size = std::max(bytes, 2 * r.scratch_bytes);
@@ -241,13 +260,13 @@ void* CudaRanks::trace_alloc(int rank, uint64_t bytes, void* stream) {
   if (capturing(stream))
     throw Error(ErrorKind::InvalidUsage, "tracing does not work with graph capture (each traced launch gets fresh "
                                          "records); capture without CCC_TRACE");
-  ContextGuard guard(driver_);
+  CudaContextGuard guard(driver_);
   use(devices_[ranks_.at(rank).device]);
   return reinterpret_cast<void*>(alloc_zeroed(bytes));
 }
 
 void CudaRanks::trace_read(int rank, void* records, void* host, uint64_t bytes) {
-  ContextGuard guard(driver_);
+  CudaContextGuard guard(driver_);
   use(devices_[ranks_.at(rank).device]);
   const auto p = reinterpret_cast<CUdeviceptr>(records);
   const CUresult copied = driver_.cuMemcpyDtoH(host, p, bytes);
@@ -256,25 +275,29 @@ void CudaRanks::trace_read(int rank, void* records, void* host, uint64_t bytes) 
 }
 
 void CudaRanks::launch(int rank, int kernel, int channels, int threads, const ccc_buffers& own,
-                       uint64_t count, uint64_t timeout_ns, void* stream, ccc_trace_channel* trace) {
+                       uint64_t count, uint64_t timeout_ns, void* stream, ccc_trace_channel* trace,
+                       const CudaCopy* before, const CudaCopy* after) {
   if (channels < 1 || channels > CCC_MAX_CHANNELS)
     throw Error(ErrorKind::Internal, fmt::format("a kernel with {} channels; the launch ABI allows at most {}",
                                                  channels, CCC_MAX_CHANNELS));
-  ContextGuard guard(driver_);
+  CudaContextGuard guard(driver_);
   const Device& d = devices_[ranks_.at(rank).device];
   use(d);
   ccc_launch_args args{reinterpret_cast<const ccc_rank_state*>(d.state), own, nullptr, count, rank, timeout_ns, trace};
   const CudaLaunchShape shape = cuda_launch_shape(rank, nranks(), channels, threads);
   std::vector<void*> params = cuda_kernel_params(args);
-  driver_.check(driver_.cuLaunchKernel(d.functions.at(kernel), shape.grid, 1, 1, shape.block, 1, 1, 0,
-                                       static_cast<CUstream>(stream), params.data(), nullptr),
+  const auto s = static_cast<CUstream>(stream);
+  if (before != nullptr) driver_.check(driver_.cuMemcpyAsync(before->to, before->from, before->bytes, s), "cuMemcpyAsync (staging in)");
+  driver_.check(driver_.cuLaunchKernel(d.functions.at(kernel), shape.grid, 1, 1, shape.block, 1, 1, 0, s,
+                                       params.data(), nullptr),
                 "cuLaunchKernel");
+  if (after != nullptr) driver_.check(driver_.cuMemcpyAsync(after->to, after->from, after->bytes, s), "cuMemcpyAsync (staging out)");
 }
 
 void CudaRanks::launch_virtual(int kernel, int channels, int threads, std::span<const ccc_buffers> own,
                                uint64_t count, uint64_t timeout_ns, void* stream, ccc_trace_channel* trace) {
   const int n = nranks();
-  ContextGuard guard(driver_);
+  CudaContextGuard guard(driver_);
   const Device& d = devices_[0];
   use(d);
   CUfunction f = d.functions.at(kernel);
@@ -328,15 +351,16 @@ void CudaRanks::read_failures() {
   // zeroed, and the synchronous memsets finish before this returns.
   for (const Rank& r : ranks_) {
     use(devices_[r.device]);
-    driver_.check(driver_.cuMemsetD8(r.sync, 0, kProgressBytes), "cuMemsetD8");
-    driver_.check(driver_.cuMemsetD8(r.sync + kProgressBytes + kMailboxBytes, 0, sizeof(unsigned)), "cuMemsetD8");
-    driver_.check(driver_.cuMemsetD8(r.sync + kInboxOffset, 0, inbox_bytes(nranks())), "cuMemsetD8");
+    driver_.check(driver_.cuMemsetD8(r.sync, 0, CudaSyncLayout::kMailbox), "cuMemsetD8");
+    driver_.check(driver_.cuMemsetD8(r.sync + CudaSyncLayout::kError, 0, sizeof(unsigned)), "cuMemsetD8");
+    driver_.check(driver_.cuMemsetD8(r.sync + CudaSyncLayout::kInbox, 0, CudaSyncLayout::inbox_bytes(nranks())), "cuMemsetD8");
     driver_.check(driver_.cuCtxSynchronize(), "cuCtxSynchronize");
   }
 }
 
 void CudaRanks::synchronize() {
-  ContextGuard guard(driver_);
+  if (arena_ != nullptr) return synchronize(arena_->rank());
+  CudaContextGuard guard(driver_);
   for (const Device& d : devices_) {
     use(d);
     driver_.check(driver_.cuCtxSynchronize(), "cuCtxSynchronize");
@@ -350,11 +374,51 @@ void CudaRanks::synchronize() {
   if (!failure.empty()) throw Error(ErrorKind::Remote, "collective failed: " + failure);
 }
 
+std::vector<unsigned> CudaRanks::arena_error_words() {
+  std::vector<unsigned> words(ranks_.size(), CCC_OK);
+  for (size_t r = 0; r < ranks_.size(); ++r)
+    driver_.check(driver_.cuMemcpyDtoHAsync(&words[r], reinterpret_cast<CUdeviceptr>(table_[r].error), sizeof(unsigned),
+                                            control_), "cuMemcpyDtoHAsync");
+  driver_.check(driver_.cuStreamSynchronize(control_), "cuStreamSynchronize");
+  return words;
+}
+
+std::string CudaRanks::async_error(int rank) {
+  if (arena_ == nullptr)
+    throw Error(ErrorKind::InvalidUsage, "async_error: the CUDA backend in one process reports failures at synchronize only");
+  CudaContextGuard guard(driver_);
+  use(devices_[0]);
+  std::vector<unsigned> words = arena_error_words();
+  if (words.at(rank) == CCC_OK) return {};
+  return launch_failures(words.data(), nranks());  // the peers' words name who failed first
+}
+
+void CudaRanks::abort(int rank) {
+  if (arena_ == nullptr) return;  // in one process, every rank goes with the communicator
+  CudaContextGuard guard(driver_);
+  use(devices_[0]);
+  const auto error = reinterpret_cast<CUdeviceptr>(table_.at(rank).error);
+  driver_.check(driver_.cuMemsetD32Async(error, CCC_ERR_ABORTED, 1, control_), "cuMemsetD32Async");
+  driver_.check(driver_.cuStreamSynchronize(control_), "cuStreamSynchronize");
+}
+
 void CudaRanks::synchronize(int rank) {
-  ContextGuard guard(driver_);
+  CudaContextGuard guard(driver_);
   Rank& r = ranks_.at(rank);
   use(devices_[r.device]);
   driver_.check(driver_.cuCtxSynchronize(), "cuCtxSynchronize");
+  if (arena_ != nullptr) {
+    // The device is idle: only the newest scratch block stays taken.
+    for (size_t i = 0; i + 1 < r.scratch.size(); ++i) arena_->heap().free(reinterpret_cast<void*>(r.scratch[i]));
+    if (!r.scratch.empty()) r.scratch.erase(r.scratch.begin(), r.scratch.end() - 1);
+    // Resetting the sync state would need every process idle at once, so a failure is final
+    // (as NCCL's asynchronous errors are, and as the host backend's across processes).
+    std::vector<unsigned> words = arena_error_words();
+    if (words.at(rank) != CCC_OK)
+      throw Error(ErrorKind::Remote, "collective failed: " + launch_failures(words.data(), nranks()) +
+                                         " (a multi-process communicator stays failed: abort or destroy it)");
+    return;
+  }
   unsigned word = CCC_OK;
   driver_.check(driver_.cuMemcpyDtoH(&word, reinterpret_cast<CUdeviceptr>(table_[rank].error), sizeof word), "cuMemcpyDtoH");
   if (word != CCC_OK) {

@@ -20,7 +20,6 @@ namespace {
 constexpr std::chrono::microseconds kSpinBeforeSleep{50};
 
 constexpr uint64_t kPage = 4096;  // each rank's sync state on pages of its own: no false sharing
-constexpr uint64_t kAlign = 256;  // arena blocks: more than the kernels' 16-byte vectors need
 
 uint64_t round_up(uint64_t bytes, uint64_t to) { return (bytes + to - 1) / to * to; }
 
@@ -164,11 +163,10 @@ uint64_t HostArena::total_bytes(int nranks, uint64_t heap_bytes) {
 
 HostArena::HostArena(void* mapping, int nranks, int rank, uint64_t heap_bytes)
     : base_(static_cast<std::byte*>(mapping)), bytes_(total_bytes(nranks, heap_bytes)), nranks_(nranks),
-      rank_(rank), heap_bytes_(round_up(heap_bytes, kPage)) {
-  heap_ = base_ + static_cast<uint64_t>(nranks) * sync_stride(nranks) +
-          static_cast<uint64_t>(rank) * heap_bytes_;
-  if (heap_bytes_ > 0) free_[0] = heap_bytes_;
-}
+      rank_(rank),
+      heap_(reinterpret_cast<uintptr_t>(base_ + static_cast<uint64_t>(nranks) * sync_stride(nranks) +
+                                        static_cast<uint64_t>(rank) * round_up(heap_bytes, kPage)),
+            round_up(heap_bytes, kPage)) {}
 
 HostArena::~HostArena() { munmap(base_, bytes_); }
 
@@ -178,42 +176,6 @@ HostRankSync* HostArena::sync(int rank) const {
 
 unsigned long long* HostArena::inbox(int rank) const {
   return reinterpret_cast<unsigned long long*>(reinterpret_cast<std::byte*>(sync(rank)) + sizeof(HostRankSync));
-}
-
-void* HostArena::allocate(uint64_t bytes, const char* what) {
-  const uint64_t size = round_up(std::max<uint64_t>(bytes, 1), kAlign);
-  std::lock_guard lock(mutex_);
-  for (auto it = free_.begin(); it != free_.end(); ++it) {  // first fit
-    if (it->second < size) continue;
-    const auto [at, room] = *it;
-    free_.erase(it);
-    if (room > size) free_[at + size] = room - size;
-    used_[at] = size;
-    return heap_ + at;
-  }
-  throw Error(ErrorKind::System,
-              fmt::format("the multi-process arena has no room for {} bytes of {} (each rank's heap holds {} bytes: "
-                          "raise cccConfig_t.arenaBytes or $CCC_ARENA_BYTES)", bytes, what, heap_bytes_));
-}
-
-void HostArena::free(void* p) {
-  std::lock_guard lock(mutex_);
-  // As integers: p may point anywhere, and pointers into different objects do not subtract.
-  const auto offset = static_cast<uint64_t>(reinterpret_cast<uintptr_t>(p) - reinterpret_cast<uintptr_t>(heap_));
-  const auto it = used_.find(offset);  // an address below the heap wraps to an offset never used
-  if (it == used_.end())
-    throw Error(ErrorKind::InvalidArgument, "pointer was not allocated from this communicator's arena (or was freed)");
-  uint64_t at = it->first, size = it->second;
-  used_.erase(it);
-  if (auto next = free_.find(at + size); next != free_.end()) {  // merge with the block after
-    size += next->second;
-    free_.erase(next);
-  }
-  if (auto prev = free_.lower_bound(at); prev != free_.begin() && std::prev(prev)->first + std::prev(prev)->second == at) {
-    std::prev(prev)->second += size;  // and with the one before
-    return;
-  }
-  free_[at] = size;
 }
 
 bool HostArena::contains(const void* p, uint64_t bytes) const {
@@ -257,11 +219,11 @@ void* HostRanks::scratch(int rank, uint64_t bytes) {
     if (arena_ != nullptr) {
       // Blocks no queued launch uses any more go back to the heap.
       if (r.stream.idle()) {
-        for (void* p : r.arena_scratch) arena_->free(p);
+        for (void* p : r.arena_scratch) arena_->heap().free(p);
         r.arena_scratch.clear();
       }
       size = bytes;
-      r.arena_scratch.push_back(arena_->allocate(size, "scratch and staging"));
+      r.arena_scratch.push_back(arena_->heap().allocate(size, "scratch and staging"));
     } else {
       r.scratch.push_back(std::make_unique<std::byte[]>(size));
     }

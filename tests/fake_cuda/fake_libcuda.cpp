@@ -8,6 +8,12 @@
 // Knobs (environment, read at cuInit): FAKE_CUDA_DEVICES (default 2), FAKE_CUDA_BLOCKS_PER_SM
 // (occupancy answer, default 4). Test controls: the fake_cuda_* functions at the end.
 #include <cuda.h>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
 
 #include <cstdlib>
 #include <cstring>
@@ -380,6 +386,121 @@ CUresult cuGraphExecDestroy(CUgraphExec exec) {
 
 CUresult cuGraphDestroy(CUgraph graph) {
   delete reinterpret_cast<int*>(graph);
+  return CUDA_SUCCESS;
+}
+
+// Virtual memory management, for the multi-process arena (cuda_arena.h): an allocation is a
+// memfd, its shareable handle a descriptor of it, a reservation an anonymous PROT_NONE mapping
+// (at the hint if it is free, else where the kernel puts it, as the driver does), and a mapping
+// the memfd mapped shared over it, so processes that map one allocation share its bytes.
+constexpr size_t kGranularity = size_t{2} << 20;
+
+struct FakeHandle {
+  int fd;
+  size_t size;
+};
+
+CUresult cuCtxGetDevice(CUdevice* device) {
+  if (current == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
+  *device = current->device;
+  return CUDA_SUCCESS;
+}
+
+CUresult cuMemGetAllocationGranularity(size_t* granularity, const CUmemAllocationProp*, CUmemAllocationGranularity_flags) {
+  *granularity = kGranularity;
+  return CUDA_SUCCESS;
+}
+
+CUresult cuMemCreate(CUmemGenericAllocationHandle* handle, size_t size, const CUmemAllocationProp* prop, unsigned long long) {
+  if (size % kGranularity != 0 || prop->requestedHandleTypes != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)
+    return CUDA_ERROR_INVALID_VALUE;
+  const int fd = memfd_create("fake-cuda", MFD_CLOEXEC);
+  if (fd < 0 || ftruncate(fd, static_cast<off_t>(size)) != 0) return CUDA_ERROR_OUT_OF_MEMORY;
+  record(call("cuMemCreate", "bytes=" + std::to_string(size) + " device=" + std::to_string(prop->location.id)));
+  *handle = reinterpret_cast<CUmemGenericAllocationHandle>(new FakeHandle{fd, size});
+  return CUDA_SUCCESS;
+}
+
+CUresult cuMemRelease(CUmemGenericAllocationHandle handle) {
+  auto* h = reinterpret_cast<FakeHandle*>(handle);
+  close(h->fd);
+  delete h;
+  return CUDA_SUCCESS;
+}
+
+CUresult cuMemExportToShareableHandle(void* shareable, CUmemGenericAllocationHandle handle, CUmemAllocationHandleType type,
+                                      unsigned long long) {
+  if (type != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) return CUDA_ERROR_INVALID_VALUE;
+  *static_cast<int*>(shareable) = fcntl(reinterpret_cast<FakeHandle*>(handle)->fd, F_DUPFD_CLOEXEC, 0);
+  return CUDA_SUCCESS;
+}
+
+CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle* handle, void* os_handle, CUmemAllocationHandleType type) {
+  if (type != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) return CUDA_ERROR_INVALID_VALUE;
+  struct stat st {};
+  const int fd = fcntl(static_cast<int>(reinterpret_cast<uintptr_t>(os_handle)), F_DUPFD_CLOEXEC, 0);
+  if (fd < 0 || fstat(fd, &st) != 0) return CUDA_ERROR_INVALID_HANDLE;
+  record(call("cuMemImportFromShareableHandle"));
+  *handle = reinterpret_cast<CUmemGenericAllocationHandle>(new FakeHandle{fd, static_cast<size_t>(st.st_size)});
+  return CUDA_SUCCESS;
+}
+
+CUresult cuMemAddressReserve(CUdeviceptr* ptr, size_t size, size_t alignment, CUdeviceptr addr, unsigned long long) {
+  if (alignment != 0 && addr % alignment != 0) return CUDA_ERROR_INVALID_VALUE;
+  void* p = mmap(reinterpret_cast<void*>(addr), size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (p == MAP_FAILED) return CUDA_ERROR_OUT_OF_MEMORY;
+  record(call("cuMemAddressReserve", std::string(reinterpret_cast<CUdeviceptr>(p) == addr ? "at the hint" : "elsewhere")));
+  *ptr = reinterpret_cast<CUdeviceptr>(p);
+  return CUDA_SUCCESS;
+}
+
+CUresult cuMemAddressFree(CUdeviceptr ptr, size_t size) {
+  munmap(reinterpret_cast<void*>(ptr), size);
+  return CUDA_SUCCESS;
+}
+
+CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle handle, unsigned long long) {
+  auto* h = reinterpret_cast<FakeHandle*>(handle);
+  if (offset + size > h->size) return CUDA_ERROR_INVALID_VALUE;
+  if (mmap(reinterpret_cast<void*>(ptr), size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, h->fd,
+           static_cast<off_t>(offset)) == MAP_FAILED)
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  State& s = state();
+  std::lock_guard lock(s.mutex);
+  s.allocations[ptr] = {size, current_device()};
+  return CUDA_SUCCESS;
+}
+
+CUresult cuMemUnmap(CUdeviceptr ptr, size_t size) {
+  // Back to a reservation, as the driver leaves it.
+  mmap(reinterpret_cast<void*>(ptr), size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
+  State& s = state();
+  std::lock_guard lock(s.mutex);
+  s.allocations.erase(ptr);
+  return CUDA_SUCCESS;
+}
+
+CUresult cuMemSetAccess(CUdeviceptr, size_t size, const CUmemAccessDesc* desc, size_t count) {
+  if (count != 1 || desc->flags != CU_MEM_ACCESS_FLAGS_PROT_READWRITE) return CUDA_ERROR_INVALID_VALUE;
+  record(call("cuMemSetAccess", "bytes=" + std::to_string(size) + " device=" + std::to_string(desc->location.id)));
+  return CUDA_SUCCESS;
+}
+
+CUresult cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t bytes, CUstream stream) {
+  record(call("cuMemcpyAsync", "bytes=" + std::to_string(bytes) + " stream=" + stream_name(stream)));
+  std::memcpy(reinterpret_cast<void*>(dst), reinterpret_cast<const void*>(src), bytes);
+  return CUDA_SUCCESS;
+}
+
+CUresult cuMemsetD32Async(CUdeviceptr dst, unsigned int value, size_t count, CUstream stream) {
+  record(call("cuMemsetD32Async", "stream=" + stream_name(stream)));
+  std::fill_n(reinterpret_cast<unsigned*>(dst), count, value);
+  return CUDA_SUCCESS;
+}
+
+CUresult cuMemcpyDtoHAsync(void* dst, CUdeviceptr src, size_t bytes, CUstream stream) {
+  record(call("cuMemcpyDtoHAsync", "stream=" + stream_name(stream)));
+  std::memcpy(dst, reinterpret_cast<const void*>(src), bytes);
   return CUDA_SUCCESS;
 }
 

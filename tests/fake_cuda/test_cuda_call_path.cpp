@@ -349,3 +349,62 @@ TEST_F(CudaCallPath, TracedCallsReadTheirRecordsBackAtTheSynchronize) {
   comm.destroy();
   std::filesystem::remove(options.trace_file);
 }
+
+namespace {
+
+// A one-rank multi-process CUDA communicator (its root and its only rank in this process): the
+// arena's join, then what a call on memory outside the arena enqueues.
+TEST_F(CudaCallPath, AcrossProcessesBuffersOutsideTheArenaAreStagedOnTheCallersStream) {
+  const UniqueId id = Communicator::unique_id();
+  const CudaDriver& d = CudaDriver::get();
+  ASSERT_EQ(d.cuCtxSetCurrent(primary_context(1)), CUDA_SUCCESS);  // the rank's device: the current one
+  RankOptions rank_options;
+  rank_options.arena_bytes = 1 << 20;
+  auto comm = Communicator::cuda_rank(id, 1, 0, {}, rank_options);
+  std::vector<std::string> log = take_log();
+  const std::vector<std::string> created = calls_named(log, "cuMemCreate");
+  ASSERT_EQ(created.size(), 1u) << testing::PrintToString(log);
+  EXPECT_NE(created[0].find("device=1"), std::string::npos) << created[0];
+  EXPECT_EQ(calls_named(log, "cuMemAddressReserve"), std::vector<std::string>{"cuMemAddressReserve dev=1 at the hint"});
+  EXPECT_EQ(calls_named(log, "cuMemSetAccess").size(), 1u) << testing::PrintToString(log);
+
+  void* user = device_alloc(1, kCount * 4);
+  void* arena = comm.mem_alloc(kCount * 4);
+  const CUstream s = stream(0);
+  comm.run_rank({Collective::AllReduce, kCount, DataType::F32, ReduceOp::Sum, -1, {}, {}}, 0, user, user, s);
+  take_log();  // the first call compiles and loads
+  fake().set_capturing(s, 1);  // scratch comes from the arena's heap: nothing to refuse
+  comm.run_rank({Collective::AllReduce, kCount, DataType::F32, ReduceOp::Sum, -1, {}, {}}, 0, user, user, s);
+  comm.run_rank({Collective::AllReduce, kCount, DataType::F32, ReduceOp::Sum, -1, {}, {}}, 0, arena, arena, s);
+  fake().set_capturing(s, 0);
+  log = take_log();
+  std::vector<std::string> enqueued;
+  for (const std::string& line : log)
+    if (starts_with(line, "cuMemcpyAsync") || starts_with(line, "cuLaunchKernel")) enqueued.push_back(line.substr(0, line.find(' ')));
+  EXPECT_EQ(enqueued, (std::vector<std::string>{"cuMemcpyAsync", "cuLaunchKernel", "cuMemcpyAsync", "cuLaunchKernel"}))
+      << "staged in, run, staged out; arena memory in place: " << testing::PrintToString(log);
+  std::ostringstream name;
+  name << static_cast<void*>(s);
+  for (const std::string& line : calls_named(log, "cuMemcpyAsync"))
+    EXPECT_NE(line.find("bytes=" + std::to_string(kCount * 4) + " stream=" + name.str()), std::string::npos) << line;
+  EXPECT_TRUE(synchronous_calls(log).empty()) << testing::PrintToString(log);
+
+  EXPECT_EQ(comm.async_error(0), "");
+  comm.abort_rank(0);  // on a stream of its own: not behind the kernels
+  log = take_log();
+  const std::vector<std::string> aborts = calls_named(log, "cuMemsetD32Async");
+  ASSERT_EQ(aborts.size(), 1u) << testing::PrintToString(log);
+  EXPECT_EQ(aborts[0].find("stream=" + name.str()), std::string::npos) << aborts[0];
+  EXPECT_NE(comm.async_error(0).find("aborted"), std::string::npos) << comm.async_error(0);
+  try {
+    comm.synchronize();
+    ADD_FAILURE() << "an aborted rank's synchronize fails";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::Remote);
+    EXPECT_NE(std::string(e.what()).find("stays failed"), std::string::npos) << e.what();
+  }
+  comm.mem_free(arena);
+  EXPECT_THROW(comm.mem_free(arena), Error) << "freed twice";
+}
+
+}  // namespace

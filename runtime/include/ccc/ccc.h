@@ -12,7 +12,7 @@
  * reports its failure. CUDA backend: device memory, asynchronous on each rank's stream;
  * cccCommSynchronize waits for the rank's device and reports a collective that failed.
  *
- * One process per rank (cccGetUniqueId, cccCommInitRank), as NCCL: host backend only so far
+ * One process per rank (cccGetUniqueId, cccCommInitRank), as NCCL, on either backend
  * (docs/runtime.md, "Multi-process"). */
 #ifndef CCC_CCC_H
 #define CCC_CCC_H
@@ -71,13 +71,15 @@ typedef struct cccConfig_t {
   /* Write a Chrome trace-event timeline of every collective to this file when the communicators
    * are destroyed (docs/tracing.md); NULL: $CCC_TRACE, else no tracing. */
   const char* traceFile;
-  /* cccCommInitRank's backend, "host" or "cuda"; NULL: $CCC_BACKEND, else "host" (the only one
-   * built across processes so far: "cuda" is refused with cccInvalidUsage). The cccCommInitAll*
-   * calls choose theirs by name and ignore it. */
+  /* cccCommInitRank's backend, "host" or "cuda"; NULL: $CCC_BACKEND, else "host". On "cuda" the
+   * rank's device is the one current in the calling thread (as NCCL's cudaGetDevice: the current
+   * context's device, else device 0). The cccCommInitAll* calls choose theirs by name and ignore
+   * it. */
   const char* backend;
-  /* cccCommInitRank on the host: bytes of each rank's heap in the shared arena, which holds its
-   * scratch, the staging copies of buffers outside the arena and cccCommMemAlloc's buffers. 0:
-   * $CCC_ARENA_BYTES, else 64 MiB (pages are only used once touched). Every rank must pass the
+  /* cccCommInitRank: bytes of each rank's heap in the shared arena, which holds its scratch, the
+   * staging copies of buffers outside the arena and cccCommMemAlloc's buffers. 0:
+   * $CCC_ARENA_BYTES, else 64 MiB (host: pages are only used once touched; cuda: device memory,
+   * allocated at once and rounded up to the allocation granularity). Every rank must pass the
    * same. A call that does not fit fails with cccSystemError saying so. */
   size_t arenaBytes;
 } cccConfig_t;
@@ -99,30 +101,35 @@ cccResult_t cccCommInitAllHostConfig(cccComm_t* comms, int nranks, const cccConf
  * rank's process. cccCommInitRank joins as `rank` of `nranks` and returns once every rank has
  * joined and mapped the shared arena; a rank that never joins makes the others fail with
  * cccRemoteError within 1.5 x the timeout, ranks that disagree (nranks, arena size, one rank
- * twice) fail with cccInvalidUsage, an id that is not one cccInvalidArgument. Buffers: any host
- * memory; those outside the arena are copied into it before and out of it after each call (one
- * copy each way), those from cccCommMemAlloc are used in place. After a failed collective the
+ * twice, backends that differ) fail with cccInvalidUsage, an id that is not one
+ * cccInvalidArgument. Buffers: any host memory (host backend) or memory of the rank's device
+ * (cuda); those outside the arena are copied into it before and out of it after each call (one
+ * copy each way; on cuda cuMemcpyAsync on the call's stream, so graph capture works), those from
+ * cccCommMemAlloc are used in place. After a failed collective the
  * communicator stays failed (as NCCL's after an asynchronous error): every later
  * cccCommSynchronize reports it; abort or destroy it. */
 cccResult_t cccGetUniqueId(cccUniqueId* uniqueId);
 cccResult_t cccCommInitRank(cccComm_t* comm, int nranks, cccUniqueId commId, int rank);
 cccResult_t cccCommInitRankConfig(cccComm_t* comm, int nranks, cccUniqueId commId, int rank,
                                   const cccConfig_t* config);
-/* Memory in the arena of multi-process host communicator `comm`, which peers read in place (no
- * staging copy). Unlike ncclMemAlloc it takes the communicator: on the host each communicator
- * has its own arena, and the memory serves that communicator only. 256-byte aligned; free it
- * with cccCommMemFree before the communicator goes (its arena goes with it). */
+/* Memory in the arena of multi-process communicator `comm` (host memory, or device memory of the
+ * rank's device on cuda), which peers read in place (no staging copy). Unlike ncclMemAlloc it
+ * takes the communicator: each communicator has its own arena, and the memory serves that
+ * communicator only. 256-byte aligned; free it with cccCommMemFree before the communicator goes
+ * (its arena goes with it). cccInvalidUsage for a communicator of one process. */
 cccResult_t cccCommMemAlloc(cccComm_t comm, void** ptr, size_t size);
 cccResult_t cccCommMemFree(cccComm_t comm, void* ptr);
 /* Destroys one rank's handle; the clique's resources go with its last handle. */
 cccResult_t cccCommDestroy(cccComm_t comm);
 /* Marks the rank failed, so that its peers stop waiting for it and fail at once instead of
- * after the timeout (host backend; on CUDA only the destroy happens), then destroys the handle
+ * after the timeout (host backend, and cuda across processes; cuda in one process: only the
+ * destroy happens), then destroys the handle
  * as cccCommDestroy does (waiting for the rank's own work, which then fails within the
  * timeout). */
 cccResult_t cccCommAbort(cccComm_t comm);
 /* *asyncError: cccRemoteError if the rank's collectives have failed so far, else cccSuccess;
- * does not wait (cccGetLastError says why). Host backend only: cccInvalidUsage on CUDA. */
+ * does not wait (cccGetLastError says why). Host backend, and cuda across processes (read on a
+ * stream of its own, not behind the rank's kernels); cccInvalidUsage for cuda in one process. */
 cccResult_t cccCommGetAsyncError(cccComm_t comm, cccResult_t* asyncError);
 cccResult_t cccCommCount(const cccComm_t comm, int* count);
 cccResult_t cccCommUserRank(const cccComm_t comm, int* rank);

@@ -81,6 +81,9 @@ struct RankOptions {
   // Bytes of each rank's heap in the shared arena (scratch, staging of buffers that are not in
   // the arena, mem_alloc). 0: $CCC_ARENA_BYTES, else 64 MiB. Every rank must pass the same.
   uint64_t arena_bytes = 0;
+  // cuda_rank: the CUDA device ordinal of this rank. -1: the device of the context current in
+  // the calling thread, else 0 (what cudaGetDevice answers; NCCL takes that one too).
+  int device = -1;
 };
 
 class Communicator {
@@ -108,6 +111,13 @@ class Communicator {
   // Only `rank` is local: issue collectives with run_rank(call, rank, ...), wait with
   // synchronize().
   static Communicator host_rank(const UniqueId& id, int nranks, int rank, CommOptions options = {},
+                                RankOptions rank_options = {});
+  // The same on the CUDA backend, one device per process (RankOptions::device): the arena is
+  // device memory every rank's process maps at one address (cuda_arena.h). Collectives run on
+  // the caller's stream; buffers outside the arena (anything but mem_alloc's) are staged with
+  // cuMemcpyAsync on that stream before and after the kernel. Throws Error(NoDevice) without a
+  // driver, Error(Cuda) naming a failed driver call.
+  static Communicator cuda_rank(const UniqueId& id, int nranks, int rank, CommOptions options = {},
                                 RankOptions rank_options = {});
 
   Communicator(Communicator&&) noexcept;
@@ -163,17 +173,19 @@ class Communicator {
   enum class WarmUp { Background, Wait };
   void warm_up(const std::vector<CollectiveCall>& shapes, bool in_place = false, WarmUp mode = WarmUp::Background);
 
-  // Memory in the multi-process arena (host_rank communicators only): buffers peers read in
-  // place, with no staging copy. Error(System) when the rank's heap has no room.
+  // Memory in the multi-process arena (host_rank and cuda_rank communicators only; device memory
+  // on cuda): buffers peers read in place, with no staging copy. Error(System) when the rank's
+  // heap has no room.
   void* mem_alloc(uint64_t bytes);
   void mem_free(void* p);
 
-  // Rank `rank`'s failure so far, without waiting ("" if none). Host backend only (the CUDA
-  // backend's error words are device memory): Error(InvalidUsage) on CUDA.
+  // Rank `rank`'s failure so far, without waiting ("" if none). Host backend, and the CUDA
+  // backend across processes (the error words read on a stream of their own, so a kernel still
+  // waiting does not hold the answer up); Error(InvalidUsage) for CUDA in one process.
   std::string async_error(int rank);
-  // Marks rank `rank` failed (host backend), so its peers stop waiting for it and fail at once
-  // instead of after the timeout, and its own later calls fail; the CUDA backend has no such
-  // hook and does nothing. Destroying follows (cccCommAbort).
+  // Marks rank `rank` failed (host backend, and CUDA across processes), so its peers stop waiting
+  // for it and fail at once instead of after the timeout, and its own later calls fail; the CUDA
+  // backend in one process does nothing. Destroying follows (cccCommAbort).
   void abort_rank(int rank);
 
   // Releases everything (after writing the trace, if tracing); any later call throws

@@ -1,6 +1,7 @@
 // The CUDA backend: cubins from NVRTC loaded with the driver API (opened with dlopen); one launch
 // per rank on the rank's stream when the rank issues its part, or one cooperative grid for N
-// virtual ranks on a single device (args.rank == -1).
+// virtual ranks on a single device (args.rank == -1). Across processes, one local rank whose
+// peers' state lies in a CudaArena (cuda_arena.h), with the same kernels and launch path.
 //
 // A kernel takes one ccc_launch_args by value: its own rank's buffers and a pointer to the
 // communicator's fixed per-rank state (counters, mailboxes, error words), written once when the
@@ -45,12 +46,24 @@ std::string cuda_arch_name(int major, int minor);
 std::string cuda_buffer_problem(uintptr_t p, uint64_t bytes, uintptr_t range_start, uint64_t range_size,
                                 bool legacy_ipc, bool peers);
 
+class CudaArena;
+
+// A stream-ordered copy around a kernel (staging a buffer outside the multi-process arena).
+struct CudaCopy {
+  CUdeviceptr to = 0, from = 0;
+  uint64_t bytes = 0;
+};
+
 class CudaRanks {
  public:
   // One rank per entry of `devices` (CUDA ordinals, peer access enabled between all of them),
   // or, when `virtual_ranks` > 0, that many ranks on devices[0] launched as one grid. Throws
   // NoCudaDevice without a driver, Error(InvalidArgument) for a bad device list.
   CudaRanks(std::vector<int> devices, int virtual_ranks);
+  // Multi-process: rank arena.rank() of arena.nranks(), on the arena's device; the peers run in
+  // other processes and share their sync state through `arena`, which outlives this. Scratch
+  // comes from the arena's heap. A failure is final (synchronize reports it again and again).
+  explicit CudaRanks(CudaArena& arena);
   ~CudaRanks();
   CudaRanks(const CudaRanks&) = delete;
   CudaRanks& operator=(const CudaRanks&) = delete;
@@ -78,9 +91,11 @@ class CudaRanks {
   void trace_read(int rank, void* records, void* host, uint64_t bytes);
 
   // Queues rank `rank`'s kernel on `stream` (null: the default stream) without waiting. `trace`:
-  // device records for a traced kernel (trace_alloc), or null.
+  // device records for a traced kernel (trace_alloc), or null. `before`/`after`: copies queued
+  // on the same stream just before and after the kernel (cuMemcpyAsync), or null.
   void launch(int rank, int kernel, int channels, int threads, const ccc_buffers& own, uint64_t count,
-              uint64_t timeout_ns, void* stream, ccc_trace_channel* trace = nullptr);
+              uint64_t timeout_ns, void* stream, ccc_trace_channel* trace = nullptr,
+              const CudaCopy* before = nullptr, const CudaCopy* after = nullptr);
   // Virtual ranks: one cooperative grid of N * channels blocks, rank r with own[r]. Throws
   // Error(InvalidArgument) when the grid cannot be co-resident on the device.
   void launch_virtual(int kernel, int channels, int threads, std::span<const ccc_buffers> own,
@@ -93,6 +108,12 @@ class CudaRanks {
   // after every device is idle and the state reset; the other failed ranks report theirs in
   // their own synchronize).
   void synchronize(int rank);
+  // Multi-process: rank `rank`'s failure so far, without waiting for its kernels ("" if none),
+  // read on a stream of its own; Error(InvalidUsage) in one process.
+  std::string async_error(int rank);
+  // Multi-process: marks rank `rank` failed (its error word), so its peers stop waiting for it.
+  // Nothing in one process.
+  void abort(int rank);
 
  private:
   struct Device {
@@ -111,14 +132,18 @@ class CudaRanks {
     uint64_t scratch_bytes = 0;
     std::string failure;      // a failure found by a synchronize, until this rank's reports it
   };
-  class ContextGuard;  // makes a device's context current, restores the caller's
 
+  void add_device(int ordinal);
+  void write_tables();  // table_ into every device's `state`
+  std::vector<unsigned> arena_error_words();  // every rank's, read on control_
   void use(const Device& d) const;
   CUdeviceptr alloc_zeroed(uint64_t bytes);
   bool capturing(void* stream) const;
   void read_failures();  // every device idle: error words into failure, then zero the state
 
   const CudaDriver& driver_;
+  CudaArena* arena_ = nullptr;    // multi-process
+  CUstream control_ = nullptr;    // multi-process: a non-blocking stream for the error words
   bool virtual_ranks_ = false;
   std::string arch_;
   std::vector<Device> devices_;

@@ -37,7 +37,12 @@ class NoCudaDevice : public CudaError {
   X(cuEventElapsedTime) X(cuEventDestroy) X(cuCtxGetCurrent) X(cuLaunchCooperativeKernel)    \
   X(cuOccupancyMaxActiveBlocksPerMultiprocessor) X(cuStreamIsCapturing) X(cuStreamCreate)      \
   X(cuStreamDestroy) X(cuStreamBeginCapture) X(cuStreamEndCapture) X(cuGraphInstantiate)     \
-  X(cuGraphLaunch) X(cuGraphExecDestroy) X(cuGraphDestroy)
+  X(cuGraphLaunch) X(cuGraphExecDestroy) X(cuGraphDestroy)                                   \
+  /* multi-process: the arena every rank maps (cuda_arena.h), staging, abort */               \
+  X(cuCtxGetDevice) X(cuMemGetAllocationGranularity) X(cuMemCreate) X(cuMemRelease)          \
+  X(cuMemExportToShareableHandle) X(cuMemImportFromShareableHandle) X(cuMemAddressReserve)    \
+  X(cuMemAddressFree) X(cuMemMap) X(cuMemUnmap) X(cuMemSetAccess) X(cuMemcpyAsync)            \
+  X(cuMemsetD32Async) X(cuMemcpyDtoHAsync)
 
 class CudaDriver {
  public:
@@ -63,6 +68,23 @@ class CudaDriver {
   CudaDriver() = default;
   void* library_ = nullptr;
   int device_count_ = 0;
+};
+
+// Saves the calling thread's current context and restores it when it goes (best effort: a
+// failing driver at that point has nothing left to report to), so that a public entry point that
+// switches contexts leaves the caller's as it was.
+class CudaContextGuard {
+ public:
+  explicit CudaContextGuard(const CudaDriver& driver) : driver_(driver) {
+    driver_.check(driver_.cuCtxGetCurrent(&saved_), "cuCtxGetCurrent");
+  }
+  ~CudaContextGuard() { driver_.cuCtxSetCurrent(saved_); }
+  CudaContextGuard(const CudaContextGuard&) = delete;
+  CudaContextGuard& operator=(const CudaContextGuard&) = delete;
+
+ private:
+  const CudaDriver& driver_;
+  CUcontext saved_ = nullptr;
 };
 
 }  // namespace ccc

@@ -21,6 +21,7 @@
 #include <thread>
 #include <vector>
 
+#include "ccc/arena_heap.h"
 #include "ccc/host_compile.h"
 #include "ccc/jit_cache.h"
 #include "ccc_abi.h"
@@ -112,11 +113,8 @@ class HostArena {
   HostRankSync* sync(int rank) const;
   // Rank `rank`'s inbox (ccc_rank_state::inbox: [CCC_MAX_CHANNELS][N]), right after its sync.
   unsigned long long* inbox(int rank) const;
-  // `bytes` (> 0) of this rank's heap, 256-byte aligned. Throws Error(System) naming `what`
-  // when the heap has no room.
-  void* allocate(uint64_t bytes, const char* what);
-  // Returns a block allocate() gave; Error(InvalidArgument) for any other pointer.
-  void free(void* p);
+  // This rank's heap: its scratch, staging and cccCommMemAlloc buffers.
+  ArenaHeap& heap() { return heap_; }
   // [p, p + bytes) lies inside the arena (any rank's part): peers can read it.
   bool contains(const void* p, uint64_t bytes) const;
 
@@ -124,11 +122,7 @@ class HostArena {
   std::byte* base_;
   uint64_t bytes_;
   int nranks_, rank_;
-  uint64_t heap_bytes_;
-  std::byte* heap_;  // this rank's
-  std::mutex mutex_;
-  std::map<uint64_t, uint64_t> free_;  // offset in heap_ -> bytes, coalesced
-  std::map<uint64_t, uint64_t> used_;  // offset in heap_ -> bytes
+  ArenaHeap heap_;  // this rank's
 };
 
 // Every rank's state beyond the user's buffers: the fixed table of progress counters, mailboxes
