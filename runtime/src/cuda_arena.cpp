@@ -168,16 +168,17 @@ CudaArena::CudaArena(const UniqueId& id, int nranks, int rank, int ordinal, uint
     throw Error(ErrorKind::InvalidArgument,
                 fmt::format("CUDA device {} does not exist ({} present)", ordinal, driver_.device_count()));
   CudaContextGuard guard(driver_);
-  CUdevice device = 0;
-  CUcontext context = nullptr;
-  driver_.check(driver_.cuDeviceGet(&device, ordinal), "cuDeviceGet");
-  driver_.check(driver_.cuDevicePrimaryCtxRetain(&context, device), "cuDevicePrimaryCtxRetain");
-  struct Release {  // the mapping holds the context's memory, not the retain: drop it on return
+  driver_.check(driver_.cuDeviceGet(&device_, ordinal), "cuDeviceGet");
+  driver_.check(driver_.cuDevicePrimaryCtxRetain(&context_, device_), "cuDevicePrimaryCtxRetain");
+  struct Release {  // only when the constructor fails: a built arena keeps the retain
     const CudaDriver& driver;
     CUdevice device;
-    ~Release() { driver.cuDevicePrimaryCtxRelease(device); }
-  } release{driver_, device};
-  driver_.check(driver_.cuCtxSetCurrent(context), "cuCtxSetCurrent");
+    bool keep = false;
+    ~Release() {
+      if (!keep) driver.cuDevicePrimaryCtxRelease(device);
+    }
+  } release{driver_, device_};
+  driver_.check(driver_.cuCtxSetCurrent(context_), "cuCtxSetCurrent");
 
   const CUmemAllocationProp prop = part_properties(ordinal);
   size_t granularity = 0;
@@ -215,21 +216,16 @@ CudaArena::CudaArena(const UniqueId& id, int nranks, int rank, int ordinal, uint
     throw Error(ErrorKind::Cuda, e.what());
   }
   heap_ = std::make_unique<ArenaHeap>(static_cast<uintptr_t>(sync(rank)) + layout_.heap_offset, layout_.heap_bytes);
+  release.keep = true;
 }
 
 CudaArena::~CudaArena() {
   CUcontext saved = nullptr;
   driver_.cuCtxGetCurrent(&saved);
-  CUdevice device = 0;
-  CUcontext context = nullptr;
-  // Unmapping needs the device's context; retained again for this, as the caller may have none.
-  if (driver_.cuDeviceGet(&device, ordinal_) == CUDA_SUCCESS &&
-      driver_.cuDevicePrimaryCtxRetain(&context, device) == CUDA_SUCCESS) {
-    driver_.cuCtxSetCurrent(context);
-    mapper_.reset();
-    driver_.cuDevicePrimaryCtxRelease(device);
-  }
+  driver_.cuCtxSetCurrent(context_);  // unmapping needs the device's context; the caller may have none
+  mapper_.reset();
   driver_.cuCtxSetCurrent(saved);
+  driver_.cuDevicePrimaryCtxRelease(device_);
 }
 
 bool CudaArena::contains(const void* p, uint64_t bytes) const {

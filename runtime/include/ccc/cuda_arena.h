@@ -69,6 +69,10 @@ class CudaArena {
  private:
   const CudaDriver& driver_;
   int nranks_, rank_, ordinal_;
+  // The device's primary context, retained for the arena's life: the mapping and the handles
+  // are released in it, and no other retain (the backend's, the user's runtime) may be the last.
+  CUdevice device_ = 0;
+  CUcontext context_ = nullptr;
   CudaArenaLayout layout_;
   CUdeviceptr base_ = 0;
   std::unique_ptr<Mapper> mapper_;  // owns the handles and the mapping
