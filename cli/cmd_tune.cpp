@@ -57,6 +57,14 @@ int run_tune(const ParsedArgs& args, std::ostream& out, std::ostream& err) {
     err << errors;
     return kExitScheduleError;
   }
+  if (std::optional<std::string> cal_path = args.get("--calibration")) {
+    std::optional<Calibration> cal = load_calibration(*cal_path, errors);
+    if (!cal) {
+      err << errors;
+      return kExitScheduleError;
+    }
+    apply_calibration(*topo, *cal);
+  }
   int nranks = topo->ngpus();
   if (std::optional<std::string> ranks = args.get("--ranks")) {
     std::optional<int> n = parse_int(*ranks, 1, topo->ngpus());
@@ -94,8 +102,10 @@ const Command& tune_command() {
   static const Command cmd{
       "tune",
       "predict every schedule's time per message size on a topology, and the choice",
-      "ccc tune --topo F [--collective C] [--ranks N] [--dtype D] [--schedules DIR] [--algo NAME] [--format tsv]",
+      "ccc tune --topo F [--calibration F] [--collective C] [--ranks N] [--dtype D] [--schedules DIR] [--algo NAME] "
+      "[--format tsv]",
       {{"--topo", "F", "topology file (see docs/topology.md; topologies/ has examples)"},
+       {"--calibration", "F", "measured constants replacing the topology's (the GPU check writes one)"},
        {"--collective", "C", "allreduce (default), reduce_scatter, allgather, broadcast, reduce or alltoall"},
        {"--ranks", "N", "ranks, at most the topology's GPUs (default: all of them)"},
        {"--dtype", "D", "element type: f64 f32 (default) f16 bf16 i64 u64 i32 u32 i8 u8"},

@@ -228,13 +228,26 @@ struct Communicator::Impl {
   int nranks() const { return host ? host->nranks() : cuda->nranks(); }
   JitCache& cache() const { return options.cache ? *options.cache : JitCache::process_cache(); }
 
+  // The topology file ($CCC_TOPO), then the calibration.
   void load_topology_file() {
     std::string path = options.topology_file;
     if (const char* env = std::getenv("CCC_TOPO"); path.empty() && env != nullptr) path = env;
-    if (path.empty()) return;
-    std::string errors;
-    topology = load_topology(path, errors);
-    if (!topology) invalid(fmt::format("cannot use topology file {}:\n{}", path, errors));
+    if (!path.empty()) {
+      std::string errors;
+      topology = load_topology(path, errors);
+      if (!topology) invalid(fmt::format("cannot use topology file {}:\n{}", path, errors));
+    }
+    calibrate();
+  }
+
+  // The calibration file ($CCC_CALIBRATION) replaces the topology's constants.
+  void calibrate() {
+    std::string errors, cal_path = options.calibration_file;
+    if (const char* env = std::getenv("CCC_CALIBRATION"); cal_path.empty() && env != nullptr) cal_path = env;
+    if (cal_path.empty() || !topology) return;  // nothing to calibrate: no cost model runs
+    std::optional<Calibration> cal = load_calibration(cal_path, errors);
+    if (!cal) invalid(fmt::format("cannot use calibration file {}:\n{}", cal_path, errors));
+    apply_calibration(*topology, *cal);
   }
 
   const ScheduleMenu& menu_for(Collective collective, int root) {
@@ -661,6 +674,7 @@ Communicator Communicator::cuda(std::vector<int> devices, CommOptions options) {
   impl->start_trace();
   impl->cuda = open_cuda(devices, 0);
   impl->topology = detect_cuda_topology(CudaDriver::get(), devices);
+  impl->calibrate();
   return Communicator(std::move(impl));
 }
 

@@ -120,4 +120,37 @@ std::string describe_topology(const Topology& t) {
   return out;
 }
 
+std::string format_calibration(const Calibration& c) {
+  std::string out;
+  if (!c.device.empty()) out += fmt::format("calibration device=\"{}\"\n", c.device);
+  std::string gpus, fabric;
+  auto add = [](std::string& line, const char* key, const std::optional<double>& v, std::string (*text)(double)) {
+    if (v) line += fmt::format(" {}={}", key, text(*v));
+  };
+  add(gpus, "launch", c.launch, latency_text);
+  add(gpus, "memory", c.memory_bandwidth, bandwidth_text);
+  add(gpus, "reduce", c.reduce_bandwidth, bandwidth_text);
+  add(gpus, "channel", c.channel_bandwidth, bandwidth_text);
+  add(fabric, "latency", c.latency, latency_text);
+  add(fabric, "bandwidth", c.bandwidth, bandwidth_text);
+  if (!gpus.empty()) out += "gpus" + gpus + "\n";
+  if (!fabric.empty()) out += "fabric" + fabric + "\n";
+  return out;
+}
+
+void apply_calibration(Topology& t, const Calibration& c) {
+  for (Gpu& g : t.gpus) {
+    g.launch = c.launch.value_or(g.launch);
+    g.memory_bandwidth = c.memory_bandwidth.value_or(g.memory_bandwidth);
+    g.reduce_bandwidth = c.reduce_bandwidth.value_or(g.reduce_bandwidth);
+    g.channel_bandwidth = c.channel_bandwidth.value_or(g.channel_bandwidth);
+  }
+  auto fabric = [&c](LinkSpec& spec) {
+    spec.latency = c.latency.value_or(spec.latency);
+    spec.bandwidth = c.bandwidth.value_or(spec.bandwidth);
+  };
+  for (DirectLink& l : t.links) fabric(l.spec);
+  for (Switch& s : t.switches) fabric(s.port);
+}
+
 }  // namespace ccc

@@ -1,6 +1,8 @@
 // The topology text format reader (docs/topology.md). One directive per line:
 //   name NAME | gpus COUNT KEY=VALUE... | gpu INDEX KEY=VALUE... | link A B KEY=VALUE... |
 //   switch NAME KEY=VALUE...
+// and, with the same words and units, calibration files (topology.h):
+//   calibration device=TEXT | gpus KEY=VALUE... | fabric KEY=VALUE...
 #include <cerrno>
 #include <charconv>
 #include <cstdio>
@@ -62,10 +64,26 @@ class Parser {
   Parser(const SourceFile& file, Diagnostics& diags) : file_(file), diags_(diags) {}
 
   std::optional<Topology> run() {
+    if (!read_lines()) return std::nullopt;
+    finish();
+    if (diags_.error_count() > errors_before_) return std::nullopt;
+    return topo_;
+  }
+
+  std::optional<Calibration> run_calibration() {
+    calibration_ = true;
+    if (!read_lines() || diags_.error_count() > errors_before_) return std::nullopt;
+    return cal_;
+  }
+
+ private:
+  // Every line's directive; false if the file is too large to read.
+  bool read_lines() {
     errors_before_ = diags_.error_count();
     if (file_.text.size() > kMaxFileBytes) {
-      diags_.error({}, fmt::format("the file is larger than {} bytes (1 MiB), the limit for a topology", kMaxFileBytes));
-      return std::nullopt;
+      diags_.error({}, fmt::format("the file is larger than {} bytes (1 MiB), the limit for a {}", kMaxFileBytes,
+                                   calibration_ ? "calibration" : "topology"));
+      return false;
     }
     int lineno = 0;
     size_t pos = 0;
@@ -74,16 +92,47 @@ class Parser {
       if (end == std::string::npos) end = file_.text.size();
       line_ = ++lineno;
       std::vector<Token> words;
-      if (split_words(std::string_view(file_.text).substr(pos, end - pos), line_, words, diags_) && !words.empty())
-        directive(words);
+      if (split_words(std::string_view(file_.text).substr(pos, end - pos), line_, words, diags_) && !words.empty()) {
+        if (calibration_)
+          calibration_directive(words);
+        else
+          directive(words);
+      }
       pos = end + 1;
     }
-    finish();
-    if (diags_.error_count() > errors_before_) return std::nullopt;
-    return topo_;
+    return true;
   }
 
- private:
+  // A calibration line: each directive once, each value checked as in a topology.
+  void calibration_directive(const std::vector<Token>& w) {
+    const std::string& d = w[0].text;
+    if (!seen_.insert(d).second && (d == "calibration" || d == "gpus" || d == "fabric"))
+      return error(w[0].col, fmt::format("'{}' given twice", d));
+    std::map<std::string, Token> kv;
+    auto bandwidth = [&](const char* key, std::optional<double>& field) {
+      if (auto it = kv.find(key); it != kv.end()) field = quantity(it->second, kBandwidthUnits, false, key);
+    };
+    auto latency = [&](const char* key, std::optional<double>& field) {
+      if (auto it = kv.find(key); it != kv.end()) field = quantity(it->second, kLatencyUnits, false, key);
+    };
+    if (d == "calibration") {
+      if (!keys(w, 1, {"device"}, kv)) return;
+      if (auto it = kv.find("device"); it != kv.end()) cal_.device = it->second.text;
+    } else if (d == "gpus") {
+      if (!keys(w, 1, {"launch", "memory", "reduce", "channel"}, kv)) return;
+      latency("launch", cal_.launch);
+      bandwidth("memory", cal_.memory_bandwidth);
+      bandwidth("reduce", cal_.reduce_bandwidth);
+      bandwidth("channel", cal_.channel_bandwidth);
+    } else if (d == "fabric") {
+      if (!keys(w, 1, {"latency", "bandwidth"}, kv)) return;
+      latency("latency", cal_.latency);
+      bandwidth("bandwidth", cal_.bandwidth);
+    } else {
+      error(w[0].col, fmt::format("unknown directive '{}' in a calibration file (expected calibration, gpus or fabric)", d));
+    }
+  }
+
   // Messages quote the user's text; binary garbage in it is shown as '?'.
   void error(int col, std::string message) {
     for (char& c : message)
@@ -351,6 +400,9 @@ class Parser {
   const SourceFile& file_;
   Diagnostics& diags_;
   Topology topo_;
+  bool calibration_ = false;  // reading a calibration file into cal_
+  Calibration cal_;
+  std::set<std::string> seen_;  // calibration directives read so far
   std::set<std::pair<int, int>> linked_;  // GPU pairs with a link line
   int errors_before_ = 0;
   int line_ = 0;
@@ -363,28 +415,51 @@ std::optional<Topology> parse_topology(const SourceFile& file, Diagnostics& diag
   return Parser(file, diags).run();
 }
 
-std::optional<Topology> load_topology(const std::string& path, std::string& errors) {
-  // stdio, not iostreams: it reports why a read failed (a directory gives EISDIR).
+namespace {
+
+// The file's text, at most one byte past the parsers' limit (which they then refuse: /dev/zero
+// or a huge file must not be read to the end, or to the memory's end, first); nullopt with
+// `errors` set when it cannot be read. stdio, not iostreams: it reports why a read failed (a
+// directory gives EISDIR).
+std::optional<SourceFile> read_limited(const std::string& path, const char* what, std::string& errors) {
   std::string text;
   FILE* f = std::fopen(path.c_str(), "rb");
   if (f) {
-    // At most one byte past the limit, which the parser then refuses: /dev/zero or a huge file
-    // must not be read to the end (or to the memory's end) first.
     char buf[4096];
     size_t got = 0;
     while (text.size() <= kMaxFileBytes && (got = std::fread(buf, 1, sizeof buf, f)) > 0) text.append(buf, got);
   }
   if (!f || std::ferror(f)) {
-    errors = fmt::format("{}: error: cannot read topology file: {}\n", path, std::strerror(errno));
+    errors = fmt::format("{}: error: cannot read {} file: {}\n", path, what, std::strerror(errno));
     if (f) std::fclose(f);
     return std::nullopt;
   }
   std::fclose(f);
-  SourceFile file{path, std::move(text)};
+  return SourceFile{path, std::move(text)};
+}
+
+}  // namespace
+
+std::optional<Topology> load_topology(const std::string& path, std::string& errors) {
+  std::optional<SourceFile> file = read_limited(path, "topology", errors);
+  if (!file) return std::nullopt;
   Diagnostics diags;
-  auto topo = parse_topology(file, diags);
-  if (!topo) errors = diags.render(&file);
+  auto topo = parse_topology(*file, diags);
+  if (!topo) errors = diags.render(&*file);
   return topo;
+}
+
+std::optional<Calibration> parse_calibration(const SourceFile& file, Diagnostics& diags) {
+  return Parser(file, diags).run_calibration();
+}
+
+std::optional<Calibration> load_calibration(const std::string& path, std::string& errors) {
+  std::optional<SourceFile> file = read_limited(path, "calibration", errors);
+  if (!file) return std::nullopt;
+  Diagnostics diags;
+  auto cal = parse_calibration(*file, diags);
+  if (!cal) errors = diags.render(&*file);
+  return cal;
 }
 
 }  // namespace ccc

@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <filesystem>
+#include <fstream>
 #include <cmath>
 #include <limits>
 #include <thread>
@@ -15,6 +17,7 @@
 #include "ccc/ccc.h"
 #include "ccc/collective_reference.h"
 #include "ccc/communicator.h"
+#include "ccc/topology.h"
 #include "ccc/instantiate.h"
 #include "golden_util.h"
 
@@ -361,6 +364,49 @@ TEST(Communicator, SelectsBySizeOnATopology) {
   for (int r = 0; r < 8; ++r) send[r] = recv[r] = bufs[r].data();
   comm.all_reduce(send, recv, 2, DataType::F32, ReduceOp::Sum);
   for (const auto& v : bufs) EXPECT_EQ(v, std::vector<float>(2, 8.0f)) << small_algo;
+}
+
+// A calibration file changes what the model sees exactly as a topology file with those constants
+// written in would; one that does not parse refuses the communicator.
+TEST(Communicator, CalibrationFileReplacesTheTopologysConstants) {
+  const std::string dgx = std::string(CCC_SOURCE_DIR) + "/topologies/dgx-h100.topo";
+  const std::string cal_path = testing::TempDir() + "comm.cal", calibrated_path = testing::TempDir() + "calibrated.topo";
+  Calibration cal;
+  cal.latency = 50e-6;  // slow flags: fewer serial latencies win up to larger sizes
+  cal.bandwidth = 20e9;
+  std::ofstream(cal_path) << format_calibration(cal);
+  std::string errors;
+  std::optional<Topology> topo = load_topology(dgx, errors);
+  ASSERT_TRUE(topo) << errors;
+  apply_calibration(*topo, cal);
+  std::ofstream(calibrated_path) << format_topology(*topo);
+
+  CommOptions with_cal = options(), written_in = options(), plain = options();
+  with_cal.topology_file = dgx;
+  with_cal.calibration_file = cal_path;
+  written_in.topology_file = calibrated_path;
+  plain.topology_file = dgx;
+  Communicator a = Communicator::host(8, with_cal), b = Communicator::host(8, written_in), c = Communicator::host(8, plain);
+  int differs_from_plain = 0;
+  for (uint64_t count = 1; count <= (uint64_t{1} << 26); count *= 4) {
+    CollectiveCall call;
+    call.count = count;
+    EXPECT_EQ(a.algorithm_for(call), b.algorithm_for(call)) << count;
+    differs_from_plain += a.algorithm_for(call) != c.algorithm_for(call);
+  }
+  EXPECT_GT(differs_from_plain, 0) << "the calibration changed no choice: the test shows nothing";
+
+  std::ofstream(cal_path) << "fabric latency=fast\n";
+  try {
+    Communicator::host(2, with_cal);
+    ADD_FAILURE() << "a calibration file that does not parse was accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::InvalidArgument);
+    EXPECT_NE(std::string(e.what()).find("cannot use calibration file " + cal_path), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find(":1:16: error: latency must be a positive number"), std::string::npos) << e.what();
+  }
+  std::filesystem::remove(cal_path);
+  std::filesystem::remove(calibrated_path);
 }
 
 // warm_up compiles what calls of the declared shapes will run, so the calls compile nothing.

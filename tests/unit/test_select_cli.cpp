@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <fstream>
 
 #include "cli_util.h"
 
@@ -130,6 +131,34 @@ TEST(CompileCommand, EmitCostIsTuneForOneSchedule) {
   auto too_many = run_cli({"compile", kSchedules + "/ring.sched", "--ranks", "16", "--emit", "cost", "--topo", topo});
   EXPECT_EQ(too_many.code, cli::kExitScheduleError);
   EXPECT_NE(too_many.err.find("error:"), std::string::npos) << too_many.err;
+}
+
+}  // namespace
+
+namespace {
+
+// `--calibration F` replaces the topology's constants before anything is predicted.
+TEST(TuneCommand, CalibrationReplacesTheTopologysConstants) {
+  const std::string cal = testing::TempDir() + "tune.cal", bad = testing::TempDir() + "bad.cal";
+  {
+    std::ofstream(cal) << "calibration device=\"test\"\ngpus launch=10us\n";
+    std::ofstream(bad) << "gpus launch=10\n";
+  }
+  const std::string topo = kTopologies + "dgx-h100.topo";
+  auto plain = run_cli({"tune", "--topo", topo, "--format", "tsv"});
+  auto calibrated = run_cli({"tune", "--topo", topo, "--format", "tsv", "--calibration", cal});
+  ASSERT_EQ(calibrated.code, cli::kExitOk) << calibrated.err;
+  std::vector<std::string> a = lines(plain.out), b = lines(calibrated.out);
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 1; i < b.size(); ++i) {
+    EXPECT_EQ(fields(b[i])[8], "10.000") << b[i];
+    EXPECT_NE(fields(a[i])[8], "10.000") << a[i];
+  }
+  auto refused = run_cli({"tune", "--topo", topo, "--calibration", bad});
+  EXPECT_EQ(refused.code, cli::kExitScheduleError);
+  EXPECT_NE(refused.err.find("bad.cal:1:15: error: launch '10' needs a unit"), std::string::npos) << refused.err;
+  std::filesystem::remove(cal);
+  std::filesystem::remove(bad);
 }
 
 }  // namespace

@@ -211,3 +211,76 @@ TEST(Topology, TheLargestFileParsesQuickly) {
   EXPECT_EQ(t->ngpus(), 4096);
 }
 }  // namespace
+
+namespace {
+
+// Calibration files: the topology's words and units, three directives, each at most once.
+std::string calibration_errors(const std::string& text) {
+  SourceFile f{"c.cal", text};
+  Diagnostics d;
+  auto c = parse_calibration(f, d);
+  EXPECT_EQ(c.has_value(), !d.has_errors());
+  return d.render(&f);
+}
+
+TEST(Calibration, ParsesFormatsAndReadsBack) {
+  SourceFile f{"c.cal", "# measured\ncalibration device=\"NVIDIA H200\"\ngpus launch=3.5us memory=4TB/s reduce=2000GB/s\n"
+                        "fabric latency=900ns\n"};
+  Diagnostics d;
+  std::optional<Calibration> c = parse_calibration(f, d);
+  ASSERT_TRUE(c) << d.render(&f);
+  EXPECT_EQ(c->device, "NVIDIA H200");
+  EXPECT_DOUBLE_EQ(*c->launch, 3.5e-6);
+  EXPECT_DOUBLE_EQ(*c->memory_bandwidth, 4e12);
+  EXPECT_DOUBLE_EQ(*c->reduce_bandwidth, 2e12);
+  EXPECT_FALSE(c->channel_bandwidth);
+  EXPECT_DOUBLE_EQ(*c->latency, 9e-7);
+  EXPECT_FALSE(c->bandwidth);
+  SourceFile again{"again.cal", format_calibration(*c)};
+  std::optional<Calibration> read_back = parse_calibration(again, d);
+  ASSERT_TRUE(read_back) << d.render(&again);
+  EXPECT_EQ(format_calibration(*read_back), again.text);
+  EXPECT_EQ(again.text, "calibration device=\"NVIDIA H200\"\ngpus launch=3.5us memory=4000GB/s reduce=2000GB/s\n"
+                        "fabric latency=0.9us\n");
+  EXPECT_EQ(format_calibration(Calibration{}), "");
+}
+
+TEST(Calibration, ReplacesOnlyTheConstantsItHas) {
+  const Topology before = shipped_topology("dgx-h100");
+  Topology t = before;
+  Calibration c;
+  c.launch = 7e-6;
+  c.latency = 2e-6;
+  apply_calibration(t, c);
+  for (size_t i = 0; i < t.gpus.size(); ++i) {
+    EXPECT_DOUBLE_EQ(t.gpus[i].launch, 7e-6);
+    EXPECT_EQ(t.gpus[i].memory_bandwidth, before.gpus[i].memory_bandwidth);
+  }
+  ASSERT_FALSE(t.switches.empty());
+  for (size_t i = 0; i < t.switches.size(); ++i) {
+    EXPECT_DOUBLE_EQ(t.switches[i].port.latency, 2e-6);
+    EXPECT_EQ(t.switches[i].port.bandwidth, before.switches[i].port.bandwidth);
+  }
+  apply_calibration(t, Calibration{});
+  EXPECT_DOUBLE_EQ(t.gpus[0].launch, 7e-6) << "an empty calibration changes nothing";
+}
+
+TEST(Calibration, BadLinesReportFileLineAndColumn) {
+  EXPECT_EQ(calibration_errors("gpus launch=2us\nname x\n"),
+            "c.cal:2:1: error: unknown directive 'name' in a calibration file (expected calibration, gpus or fabric)\n"
+            "name x\n^\n");
+  EXPECT_EQ(calibration_errors("gpus launch=2us\ngpus memory=1TB/s\n").rfind("c.cal:2:1: error: 'gpus' given twice\n", 0), 0u);
+  EXPECT_EQ(calibration_errors("fabric latency=0us\n")
+                .rfind("c.cal:1:16: error: latency must be a positive number with a unit, got '0us'\n", 0),
+            0u);
+  EXPECT_NE(calibration_errors("gpus arch=sm_90\n").find("c.cal:1:6: error: unknown key 'arch' for 'gpus' (expected channel, "
+                                                          "launch, memory, reduce)"),
+            std::string::npos);
+  EXPECT_NE(calibration_errors("fabric bandwidth=450\n").find("c.cal:1:21: error: bandwidth '450' needs a unit"),
+            std::string::npos);
+  std::string errors;
+  EXPECT_FALSE(load_calibration("/nonexistent/x.cal", errors));
+  EXPECT_EQ(errors, "/nonexistent/x.cal: error: cannot read calibration file: No such file or directory\n");
+}
+
+}  // namespace

@@ -56,6 +56,9 @@ struct CommOptions {
   int channels = 0;             // thread blocks per rank; 0: the selection's choice (host: 1)
   int64_t tile_bytes = 0;       // 0: the selection's choice
   std::string topology_file;    // for selection on the host backend and virtual ranks
+  // Measured constants (topology.h, Calibration) replacing those of the topology file or the
+  // detected topology; empty: $CCC_CALIBRATION, else none.
+  std::string calibration_file;
   // A rank waiting longer than this on a peer fails the collective. Unset: $CCC_TIMEOUT
   // (seconds), else 30. Infinite or longer than a year: wait for ever. Zero, negative or NaN:
   // refused when the communicator is created.

@@ -98,4 +98,21 @@ std::string format_topology(const Topology& t);
 // A short human summary: one line per GPU class and fabric.
 std::string describe_topology(const Topology& t);
 
+// Measured constants that replace a topology's (docs/cost_model.md, "Calibration"): written by
+// the GPU check, read by `ccc tune --calibration F` and communicators ($CCC_CALIBRATION). A
+// value left unset keeps the topology's. The text format, a line each, in any order:
+//   calibration device="NVIDIA H200"                          (informational)
+//   gpus launch=T memory=BW reduce=BW channel=BW              (every GPU)
+//   fabric latency=T bandwidth=BW                             (every link and switch)
+struct Calibration {
+  std::string device;
+  std::optional<double> launch, memory_bandwidth, reduce_bandwidth, channel_bandwidth;
+  std::optional<double> latency, bandwidth;
+  friend bool operator==(const Calibration&, const Calibration&) = default;
+};
+std::optional<Calibration> parse_calibration(const SourceFile& file, Diagnostics& diags);
+std::optional<Calibration> load_calibration(const std::string& path, std::string& errors);
+std::string format_calibration(const Calibration& c);  // parse_calibration reads it back
+void apply_calibration(Topology& t, const Calibration& c);
+
 }  // namespace ccc
