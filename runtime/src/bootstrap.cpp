@@ -192,12 +192,20 @@ class Root {
   }
   ~Root() {
     stop_ = true;
+    if (!thread_.joinable()) return;  // finish() joined it
     // A child forked after the root started has a copy of this object but not its thread: only
     // the process that started it joins it.
     if (::getpid() == pid_)
       thread_.join();
     else
       thread_.detach();
+  }
+
+  // Waits until the root has served every rank, without stopping it: once a rank of this process
+  // has its arena, the root is still sending the other ranks their last answers (each write
+  // bounded by the deadline), and stopping it then would cut them off.
+  void finish() {
+    if (::getpid() == pid_) thread_.join();
   }
   Root(const Root&) = delete;
   Root& operator=(const Root&) = delete;
@@ -448,9 +456,12 @@ std::unique_ptr<HostArena> bootstrap_join(const UniqueId& id, const JoinRequest&
   if (request.rank < 0 || request.rank >= request.nranks)
     throw Error(ErrorKind::InvalidArgument, fmt::format("rank {} is not a rank of {} (0..{})", request.rank,
                                                         request.nranks, request.nranks - 1));
-  // This process's root (if it is the one) is done once this rank is: join its thread then.
+  // This process's root (if it is the one, as when rank 0 made the id) is done once this rank is:
+  // join its thread then. A rank that joined lets it finish serving the others; one that failed
+  // stops it (the others fail too, at the latest by their deadlines).
   struct JoinRoot {
     uint64_t tag;
+    bool joined = false;
     ~JoinRoot() {
       std::unique_ptr<Root> root;
       {
@@ -460,6 +471,7 @@ std::unique_ptr<HostArena> bootstrap_join(const UniqueId& id, const JoinRequest&
           roots().erase(it);
         }
       }
+      if (root && joined) root->finish();
     }
   } join_root{f.tag};
 
@@ -511,6 +523,7 @@ std::unique_ptr<HostArena> bootstrap_join(const UniqueId& id, const JoinRequest&
       if (mapping.at == nullptr) throw Error(ErrorKind::Internal, "bootstrap: started without a mapped arena");
       auto arena = std::make_unique<HostArena>(mapping.at, request.nranks, request.rank, request.heap_bytes);
       mapping.at = nullptr;
+      join_root.joined = true;
       return arena;
     }
     if (r.kind != Kind::Map || r.bytes != HostArena::total_bytes(request.nranks, request.heap_bytes))
