@@ -25,7 +25,7 @@ import torch
 import torch.distributed as dist
 
 from . import Communicator as _Communicator
-from . import InvalidArgumentError, NoDeviceError, get_unique_id
+from . import InvalidArgumentError, InvalidUsageError, NoDeviceError, get_unique_id
 
 __all__ = ["Communicator", "DTYPES"]
 
@@ -86,7 +86,8 @@ class Communicator:
     Raises:
         InvalidArgumentError: a device that is neither CPU nor CUDA, or a bad option.
         NoDeviceError: a CUDA device where torch sees none.
-        InvalidUsageError: device "cuda" (not built across processes yet).
+        InvalidUsageError: device "cuda" (not built across processes yet), or a group this
+            process is not in.
         RemoteError: a rank did not join within the timeout.
     """
 
@@ -95,6 +96,9 @@ class Communicator:
         group = group if group is not None else dist.group.WORLD
         self.device = _device(device)
         self.rank = dist.get_rank(group)
+        if self.rank < 0:
+            raise InvalidUsageError("group: this process is not one of its ranks (dist.new_group gave it "
+                                    "GroupMember.NON_GROUP_MEMBER)")
         self.size = dist.get_world_size(group)
         uid = [get_unique_id() if self.rank == 0 else None]
         dist.broadcast_object_list(uid, src=dist.get_global_rank(group, 0), group=group)

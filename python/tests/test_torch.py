@@ -134,6 +134,8 @@ def check_subgroup(nranks, rank):
     members = [1, nranks - 1]
     group = dist.new_group(members)  # every rank takes part in making it
     if rank not in members:
+        with pytest.raises(ccc.InvalidUsageError, match="not one of its ranks"):
+            ccc.torch.Communicator(group)
         return
     with ccc.torch.Communicator(group, timeout=10) as comm:
         assert (comm.rank, comm.size) == (members.index(rank), 2)
