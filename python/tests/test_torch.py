@@ -19,7 +19,7 @@ import ccc.torch  # noqa: E402
 
 COUNT = 1001  # odd: partial last tiles
 DTYPES = [torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int8, torch.int32, torch.int64,
-          torch.uint8]
+          torch.uint8] + [t for t in (getattr(torch, "uint32", None), getattr(torch, "uint64", None)) if t]  # >= 2.3
 OP_DTYPES = [torch.float32, torch.bfloat16, torch.int32, torch.uint8]  # every ReduceOp on these
 OPS = [(dist.ReduceOp.PRODUCT, "prod"), (dist.ReduceOp.MIN, "min"), (dist.ReduceOp.MAX, "max"),
        (dist.ReduceOp.AVG, "avg")]  # and the ccc op each must run
