@@ -4,9 +4,12 @@
 #   gpu-bundle/bin/ccc-bench, bin/ccc_gpu_tests  stripped Release binaries (fmt compiled in;
 #                                                 libstdc++ and NVRTC are the machine's own)
 #   gpu-bundle/schedules/                         the shipped schedules (compiled in as well)
+#   gpu-bundle/python/                            the ccc package (extension stripped, for this
+#                                                 build's CPython), ccc.torch's tests, check.sh
 #   gpu-bundle/gpu-check.sh                       the one command to run there
 # It fails if a binary needs any other shared library, or if the folder exceeds 64 MiB.
 # usage: scripts/gpu-bundle.sh [BUILD_DIR] [BUNDLE_DIR]   (defaults build-gpu-bundle, gpu-bundle)
+# The extension is built with $PYTHON (default .venv/bin/python, which has nanobind).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build-gpu-bundle}
@@ -14,22 +17,28 @@ bundle=${2:-gpu-bundle}
 jobs=${JOBS:-2}
 limit_bytes=$((64 << 20))
 binaries=(tools/ccc-bench tests/ccc_gpu_tests)
+python=${PYTHON:-$PWD/.venv/bin/python}
 
 # No RUNPATH: this machine's toolkit path means nothing there; gpu-check.sh finds NVRTC.
-cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DCCC_PORTABLE=ON -DCCC_BUILD_BENCH=OFF -DCMAKE_SKIP_RPATH=ON >/dev/null
-cmake --build "$build" -j"$jobs" --target ccc-bench ccc_gpu_tests
+cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DCCC_PORTABLE=ON -DCCC_BUILD_BENCH=OFF -DCMAKE_SKIP_RPATH=ON \
+  -DCCC_PYTHON=ON -DPython_EXECUTABLE="$python" >/dev/null
+cmake --build "$build" -j"$jobs" --target ccc-bench ccc_gpu_tests _ccc
 
 rm -rf "$bundle"
-mkdir -p "$bundle/bin" "$bundle/schedules"
+mkdir -p "$bundle/bin" "$bundle/schedules" "$bundle/python/ccc" "$bundle/python/tests"
 for b in "${binaries[@]}"; do strip -o "$bundle/bin/$(basename "$b")" "$build/$b"; done
 cp schedules/*.sched "$bundle/schedules/"
 cp scripts/gpu-check.sh "$bundle/gpu-check.sh"
+for f in "$build"/python/ccc/_ccc*.so; do strip -o "$bundle/python/ccc/$(basename "$f")" "$f"; done
+cp python/ccc/*.py python/ccc/py.typed "$bundle/python/ccc/"
+cp python/tests/test_torch.py "$bundle/python/tests/"
+cp scripts/gpu-python-check.sh "$bundle/python/check.sh"
 
 # The only shared libraries a bundled binary may need: glibc's, libstdc++, libgcc and NVRTC.
 # libcuda is opened with dlopen, so never listed.
 allowed='^(libc|libm|libdl|libpthread|librt|ld-linux-x86-64|libstdc\+\+|libgcc_s|libnvrtc)\.so'
 status=0
-for f in "$bundle"/bin/*; do
+for f in "$bundle"/bin/* "$bundle"/python/ccc/*.so; do
   needed=$(readelf -d "$f" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p')
   extra=$(grep -Ev "$allowed" <<<"$needed" || true)
   if [ -n "$extra" ]; then

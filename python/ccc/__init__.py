@@ -14,8 +14,11 @@ one array per rank (NumPy arrays on the host backend; any DLPack or buffer-proto
     xs = [np.full(1000, r, dtype=np.float32) for r in range(4)]
     comm.all_reduce(xs)                                    # in place: each xs[r] is now 6.0
 
-Errors are exceptions derived from ``ccc.Error`` (see ``ccc._errors``). Not there yet: one rank
-per process (``rank=``, ``nranks=``, a unique id), all-to-all, and the ``ccc.torch`` integration.
+One rank per process: ``ccc.get_unique_id()`` and ``ccc.Communicator(rank=, nranks=, uid=)``;
+under torch.distributed, ``ccc.torch.Communicator(group)`` on torch tensors (``ccc.torch`` imports
+torch when first used; ``import ccc`` never does).
+
+Errors are exceptions derived from ``ccc.Error`` (see ``ccc._errors``).
 """
 
 from __future__ import annotations
@@ -51,6 +54,14 @@ Source = Union[str, "os.PathLike[str]"]
 #: ``check(root=None)`` proves a broadcast or reduce for every root up to this many ranks (as
 #: ``ccc check`` does without ``--root``); beyond it, root 0 only.
 EVERY_ROOT_UP_TO = 64
+
+
+def __getattr__(name: str) -> Any:
+    """``ccc.torch``, imported on first use so that ``import ccc`` works without torch."""
+    if name == "torch":
+        import importlib
+        return importlib.import_module(".torch", __name__)
+    raise AttributeError(f"module 'ccc' has no attribute {name!r}")
 
 
 def _source(source: Source, name: Optional[str]) -> tuple[str, Optional[str]]:

@@ -184,6 +184,32 @@ TEST(MultiProcess, ArenaBuffersNeedNoStagingAndACallThatDoesNotFitIsRefused) {
   for (const RankRun& run : runs) EXPECT_EQ(run.status, 0) << report(runs);
 }
 
+// As NCCL jobs do (and ccc.torch): the process that made the id, which serves its bootstrap
+// root, is a rank too. Its rank joins first, and the root must still answer the others.
+TEST(MultiProcess, TheProcessThatMadeTheIdCanBeRankZero) {
+  constexpr int kRanks = 8;  // the root's last answers go to rank 0 first, then to the 7 others
+  const std::set<std::string> shm_before = shm_entries();
+  cccUniqueId id{};
+  ASSERT_EQ(cccGetUniqueId(&id), cccSuccess) << cccGetLastError(nullptr);
+  cccResult_t here = cccInternalError;
+  std::string here_error;
+  std::thread rank0([&] {
+    cccConfig_t config = CCC_CONFIG_INITIALIZER;
+    config.timeoutSeconds = 10;
+    cccComm_t comm = nullptr;
+    here = cccCommInitRankConfig(&comm, kRanks, id, 0, &config);
+    if (here != cccSuccess) here_error = cccGetLastError(nullptr);
+    if (here == cccSuccess) here = cccCommDestroy(comm);
+  });
+  auto args = ranks(kRanks, "init");
+  args.erase(args.begin());  // rank 0 is this process's thread
+  const auto runs = run_ranks(hex(id), args, {"CCC_TIMEOUT=10"}, std::chrono::seconds(30));
+  rank0.join();
+  EXPECT_EQ(here, cccSuccess) << here_error;
+  for (const RankRun& run : runs) EXPECT_EQ(run.status, 0) << report(runs);
+  expect_no_leftovers(shm_before);
+}
+
 TEST(MultiProcess, ABadUniqueIdIsRefused) {
   const auto runs = run_ranks(std::string(2 * CCC_UNIQUE_ID_BYTES, '0'), ranks(1, "init"), {}, std::chrono::seconds(20));
   EXPECT_EQ(runs[0].status, 10 + cccInvalidArgument) << report(runs);

@@ -1,0 +1,174 @@
+"""ccc collectives on torch tensors, for a job that runs one process per rank under torch.distributed.
+
+``import ccc`` never imports torch; ``import ccc.torch`` (or the first use of ``ccc.torch``)
+does. The communicator is bootstrapped from a process group::
+
+    import torch.distributed as dist
+    import ccc.torch
+
+    dist.init_process_group("gloo", init_method=..., rank=rank, world_size=world_size)
+    comm = ccc.torch.Communicator()            # over dist's default group; CPU tensors
+    x = torch.ones(1000)
+    comm.all_reduce(x)                         # in place, like dist.all_reduce(x)
+    comm.all_gather_into_tensor(out, x)        # out: world_size x x.numel() elements
+
+Every collective returns when done (the host backend across processes). docs/python.md,
+"PyTorch", has the semantics and what is not done yet.
+"""
+
+from __future__ import annotations
+
+from contextlib import nullcontext
+from typing import Any, Optional, Union
+
+import torch
+import torch.distributed as dist
+
+from . import Communicator as _Communicator
+from . import InvalidArgumentError, InvalidUsageError, NoDeviceError, get_unique_id
+
+__all__ = ["Communicator", "DTYPES"]
+
+#: The torch element types ccc reduces and moves (ccc's f64, f32, f16, bf16, i64, u64, i32, u32,
+#: i8, u8; torch's uint32 and uint64 are the shell types of torch >= 2.3).
+DTYPES = tuple(t for t in (torch.float64, torch.float32, torch.float16, torch.bfloat16, torch.int64,
+                           getattr(torch, "uint64", None), torch.int32, getattr(torch, "uint32", None),
+                           torch.int8, torch.uint8) if t is not None)
+
+# torch.distributed.ReduceOp -> ccc's op. BAND, BOR, BXOR and PREMUL_SUM have no ccc kernel.
+_OPS = ((dist.ReduceOp.SUM, "sum"), (dist.ReduceOp.PRODUCT, "prod"), (dist.ReduceOp.MIN, "min"),
+        (dist.ReduceOp.MAX, "max"), (dist.ReduceOp.AVG, "avg"))
+
+Op = Union["dist.ReduceOp", str]
+
+
+def _op(op: Op) -> str:
+    """ccc's name of a torch.distributed.ReduceOp; a str is ccc's own name, which ccc checks."""
+    if isinstance(op, str):
+        return op
+    for torch_op, name in _OPS:
+        if op == torch_op:
+            return name
+    raise InvalidArgumentError(f"op: {op!r} is not supported; ccc reduces with ReduceOp.SUM, PRODUCT, MIN, MAX "
+                               "and AVG")
+
+
+def _device(device: Union[str, "torch.device", int, None]) -> "torch.device":
+    """The device the communicator's tensors live on; "cuda" without an index is the current one."""
+    d = torch.device("cpu" if device is None else device)
+    if d.type == "cpu":
+        return d
+    if d.type != "cuda":
+        raise InvalidArgumentError(f"device: ccc runs on 'cpu' or 'cuda' tensors, not {d.type!r}")
+    if not torch.cuda.is_available():
+        raise NoDeviceError(f"device {str(d)!r}: torch sees no CUDA device")
+    return torch.device("cuda", torch.cuda.current_device() if d.index is None else d.index)
+
+
+class Communicator:
+    """A ccc communicator over the ranks of a torch.distributed process group, one per process.
+
+    Every rank of ``group`` constructs it at the same point of the program (like any collective on
+    the group). Group rank 0 makes the unique id (``ccc.get_unique_id()``) and the group's own
+    ``broadcast_object_list`` hands it to the others, so it works on gloo and nccl groups (on
+    nccl, set the rank's CUDA device first, as that broadcast needs). Its rank and size are the
+    group's.
+
+    Args:
+        group: the process group (default: torch.distributed's default group).
+        device: where the tensors live: "cpu" (default; ccc's host backend, across processes
+            through shared memory) or "cuda"/"cuda:N" (ccc's CUDA backend on that device, "cuda"
+            being ``torch.cuda.current_device()``). The CUDA backend across processes is not
+            built yet: "cuda" raises ``ccc.InvalidUsageError``.
+        **options: ``ccc.Communicator``'s options (``algo``, ``schedule``, ``channels``,
+            ``tile_bytes``, ``topology_file``, ``timeout`` in seconds).
+
+    Raises:
+        InvalidArgumentError: a device that is neither CPU nor CUDA, or a bad option.
+        NoDeviceError: a CUDA device where torch sees none.
+        InvalidUsageError: device "cuda" (not built across processes yet), or a group this
+            process is not in.
+        RemoteError: a rank did not join within the timeout.
+    """
+
+    def __init__(self, group: Optional["dist.ProcessGroup"] = None, *,
+                 device: Union[str, "torch.device", int, None] = None, **options: Any) -> None:
+        group = group if group is not None else dist.group.WORLD
+        self.device = _device(device)
+        self.rank = dist.get_rank(group)
+        if self.rank < 0:
+            raise InvalidUsageError("group: this process is not one of its ranks (dist.new_group gave it "
+                                    "GroupMember.NON_GROUP_MEMBER)")
+        self.size = dist.get_world_size(group)
+        uid = [get_unique_id() if self.rank == 0 else None]
+        dist.broadcast_object_list(uid, src=dist.get_global_rank(group, 0), group=group)
+        backend = "host" if self.device.type == "cpu" else "cuda"
+        # The CUDA backend, like NCCL's ncclCommInitRank, takes the rank's device as the current one.
+        with torch.cuda.device(self.device) if backend == "cuda" else nullcontext():
+            self._comm = _Communicator(rank=self.rank, nranks=self.size, uid=uid[0], backend=backend, **options)
+
+    def _tensor(self, name: str, tensor: Any, like: Optional["torch.Tensor"] = None) -> "torch.Tensor":
+        """The tensor as ccc takes it (detached: DLPack refuses tensors that require grad), after
+        the checks worded in torch's terms; ``like``: the other tensor of the call."""
+        if not isinstance(tensor, torch.Tensor):
+            raise InvalidArgumentError(f"{name}: expected a torch.Tensor, not {type(tensor).__name__}")
+        if tensor.device != self.device:
+            raise InvalidArgumentError(f"{name}: the tensor is on {tensor.device}, the communicator on {self.device}"
+                                       " (ccc.torch.Communicator(device=...) names the device)")
+        if tensor.dtype not in DTYPES:
+            raise InvalidArgumentError(f"{name}: {tensor.dtype} is not supported "
+                                       f"({', '.join(str(t) for t in DTYPES)})")
+        if like is not None and tensor.dtype != like.dtype:
+            raise InvalidArgumentError(f"{name}: {tensor.dtype} differs from the other tensor's {like.dtype}")
+        if not tensor.is_contiguous():
+            raise InvalidArgumentError(f"{name}: the tensor is not contiguous (ccc writes tensors in place; "
+                                       "pass x.contiguous() and copy the result back)")
+        return tensor.detach()
+
+    def all_reduce(self, tensor: "torch.Tensor", op: Op = dist.ReduceOp.SUM) -> None:
+        """Every rank's tensor becomes the element-wise reduction of all ranks' tensors."""
+        self._comm.all_reduce(self._tensor("tensor", tensor), op=_op(op))
+
+    def reduce(self, tensor: "torch.Tensor", dst: int = 0, op: Op = dist.ReduceOp.SUM) -> None:
+        """Rank ``dst``'s tensor becomes the reduction of all ranks' tensors; the others' are left
+        as they were. ``dst`` is a rank of this communicator (the group's rank)."""
+        self._comm.reduce(self._tensor("tensor", tensor), root=dst, op=_op(op))
+
+    def broadcast(self, tensor: "torch.Tensor", src: int = 0) -> None:
+        """Every rank's tensor becomes rank ``src``'s (a rank of this communicator)."""
+        self._comm.broadcast(self._tensor("tensor", tensor), root=src)
+
+    def all_gather_into_tensor(self, output_tensor: "torch.Tensor", input_tensor: "torch.Tensor") -> None:
+        """``output_tensor`` (size x input's elements) gets every rank's ``input_tensor`` in rank
+        order, as torch.distributed's: concatenated along the first dimension, or in a flat tensor."""
+        x = self._tensor("input_tensor", input_tensor)
+        self._comm.all_gather(x, self._tensor("output_tensor", output_tensor, like=x))
+
+    def reduce_scatter_tensor(self, output: "torch.Tensor", input: "torch.Tensor",
+                              op: Op = dist.ReduceOp.SUM) -> None:
+        """``output`` gets this rank's block (the rank-th ``output.numel()`` elements) of the
+        reduction of every rank's ``input`` (size x output's elements)."""
+        x = self._tensor("input", input)
+        self._comm.reduce_scatter(x, self._tensor("output", output, like=x), op=_op(op))
+
+    def all_to_all_single(self, output: "torch.Tensor", input: "torch.Tensor") -> None:
+        """Equal splits: block p of this rank's ``output`` is block (this rank) of rank p's
+        ``input``; both hold size blocks of one size. Out of place only (no split sizes)."""
+        x = self._tensor("input", input)
+        self._comm.all_to_all(x, self._tensor("output", output, like=x))
+
+    @property
+    def backend(self) -> str:
+        """ccc's backend: "host" (CPU tensors) or "cuda"."""
+        return self._comm.backend
+
+    def destroy(self) -> None:
+        """Releases the communicator; any later call raises InvalidUsageError."""
+        self._comm.destroy()
+
+    def __enter__(self) -> "Communicator":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.destroy()
+
