@@ -135,7 +135,8 @@ CudaRanks::~CudaRanks() {
   for (const Rank& r : ranks_) {
     driver_.cuCtxSetCurrent(devices_[r.device].context);
     driver_.cuMemFree(r.sync);
-    for (CUdeviceptr s : r.scratch) driver_.cuMemFree(s);
+    for (const Pool* pool : {&r.scratch, &r.ll})
+      for (CUdeviceptr s : pool->blocks) driver_.cuMemFree(s);
   }
   for (const auto& [key, table] : virtual_tables_) {
     driver_.cuCtxSetCurrent(devices_[0].context);
@@ -217,24 +218,34 @@ void CudaRanks::check_buffer(int rank, const void* p, uint64_t bytes, const char
 }
 
 void* CudaRanks::scratch(int rank, uint64_t bytes, void* stream) {
+  return grow(rank, &Rank::scratch, bytes, stream, "scratch", false);
+}
+
+void* CudaRanks::ll_slots(int rank, uint64_t bytes, void* stream) {
+  return grow(rank, &Rank::ll, bytes, stream, "LL receive slots", true);
+}
+
+void* CudaRanks::grow(int rank, Pool Rank::*pool, uint64_t bytes, void* stream, const char* what, bool zero) {
   Rank& r = ranks_.at(rank);
-  if (bytes > r.scratch_bytes) {
+  Pool& p = r.*pool;
+  if (bytes > p.bytes) {
     if (capturing(stream))
       throw Error(ErrorKind::InvalidUsage,
-                  fmt::format("rank {}: this collective needs {} bytes of scratch, more than the communicator "
+                  fmt::format("rank {}: this collective needs {} bytes of {}, more than the communicator "
                               "has, and allocating is not allowed while a stream captures a graph; issue it "
                               "once before capturing",
-                              rank, bytes));
+                              rank, bytes, what));
     ContextGuard guard(driver_);
     use(devices_[r.device]);
     // Doubling bounds what the kept allocations add up to at twice the largest.
-    const uint64_t size = std::max(bytes, 2 * r.scratch_bytes);
-    CUdeviceptr p = 0;
-    driver_.check(driver_.cuMemAlloc(&p, size), "cuMemAlloc");
-    r.scratch.push_back(p);
-    r.scratch_bytes = size;
+    const uint64_t size = std::max(bytes, 2 * p.bytes);
+    CUdeviceptr d = 0;
+    driver_.check(driver_.cuMemAlloc(&d, size), "cuMemAlloc");
+    if (zero) driver_.check(driver_.cuMemsetD8(d, 0, size), "cuMemsetD8");
+    p.blocks.push_back(d);
+    p.bytes = size;
   }
-  return r.scratch.empty() ? nullptr : reinterpret_cast<void*>(r.scratch.back());
+  return p.blocks.empty() ? nullptr : reinterpret_cast<void*>(p.blocks.back());
 }
 
 void* CudaRanks::trace_alloc(int rank, uint64_t bytes, void* stream) {

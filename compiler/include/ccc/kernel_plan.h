@@ -19,14 +19,32 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "ccc/data_type.h"
 #include "ccc/sync_plan.h"
 
 namespace ccc {
+
+// How a rank gets a peer's data (docs/codegen.md, "Protocols").
+//   simple: the consumer waits for the producer's progress (pushed into its inbox), then loads
+//           the chunk from the producer's buffer (a pull: bandwidth).
+//   ll:     the producer pushes the chunk into the consumer's receive slots as 8-byte lines of
+//           {4 data bytes, 4-byte flag}, and the consumer spins on its own memory until each
+//           line's flag says "this launch" (low latency, small messages only: kLlMaxBytes).
+enum class Protocol { Simple, Ll };
+const char* protocol_name(Protocol p);  // "simple", "ll"
+// "simple" or "ll"; nullopt for anything else.
+std::optional<Protocol> parse_protocol(std::string_view name);
+
+// The most bytes of the collective's vector (blocks * count * dtype size) an `ll` launch moves.
+// Every remote read owns a receive region of the whole vector at twice its size (half of each
+// line is flag), so the receive slots a rank needs grow with this cap times its remote reads.
+constexpr int64_t kLlMaxBytes = 256 * 1024;
 
 struct KernelOptions {
   DataType dtype = DataType::F32;
@@ -35,26 +53,34 @@ struct KernelOptions {
   int channels = 4;                // thread blocks per rank
   int pipeline = 2;                // tiles per channel between two progress updates
   bool in_place = false;           // input == output: reads never redirect to the input
+  Protocol protocol = Protocol::Simple;
 };
 
 // Where a pass reads or writes on some rank: the user's buffers, the schedule's scratch, or
 // staging (the output chunks that are not part of the rank's result).
-enum class Storage { Output, Input, Scratch, Staging };
-const char* storage_name(Storage s);  // "output", "input", "scratch", "staging"
+// Ll: one of the LL receive regions in a rank's scratch (protocol ll), after everything else.
+enum class Storage { Output, Input, Scratch, Staging, Ll };
+const char* storage_name(Storage s);  // "output", "input", "scratch", "staging", "ll"
 
 // A physical buffer of some rank, read at the pass's chunks + shift (a remap; a multiple of
 // the chunks per block, so the device moves it by whole blocks of `count` elements).
+//
+// An Ll operand is the reading rank's own receive region `slot`, which rank `rank` (the
+// producer) fills; it is indexed by the chunks of the pass that reads it (shift 0).
 struct Operand {
   int rank = 0;
   Storage buffer = Storage::Output;
   int64_t shift = 0;
+  int slot = -1;  // Storage::Ll only
   friend auto operator<=>(const Operand&, const Operand&) = default;
 };
 
 struct DataPass {
   OpKind kind = OpKind::Copy;    // Copy: one operand. Reduce: operands fold left to right, in
                                  // fold order (fold_order.h)
-  Storage dst = Storage::Output; // the rank's own buffer
+  Storage dst = Storage::Output; // the rank's own buffer; Ll: a send (protocol ll), a copy of the
+                                 // rank's own operand into `to`
+  Operand to;                    // dst == Ll: the consumer (to.rank) and its receive region (to.slot)
   ChunkRange chunks;
   std::vector<Operand> operands;
   bool completes = false;        // this write completes the value: the op's finish (avg) goes here
@@ -63,7 +89,11 @@ struct DataPass {
 
 struct StepPlan {
   std::vector<Wait> waits;       // at most one per peer, self-waits dropped
+  std::vector<DataPass> entry_sends;  // protocol ll, step 0 only: sends of values the rank holds
+                                      // at entry (its input), before any pass can overwrite them
+                                      // or wait on a peer's send
   std::vector<DataPass> passes;
+  std::vector<DataPass> sends;   // protocol ll: sends of values this step's passes finished
 };
 
 struct RankPlan {
@@ -98,6 +128,8 @@ struct KernelPlan {
                                  // declares `scratch K`: then K chunks, nchunks / blocks per block)
   bool uses_scratch = false;     // the schedule's scratch: scratch_blocks * count elements per rank
   bool uses_staging = false;     // staging: blocks * count more, after the scratch
+  int ll_slots = 0;              // protocol ll: receive regions of the rank that has most (each
+                                 // one per remote read, the vector's size in lines)
   int64_t waits = 0;             // waits in the kernel, all ranks
   int64_t cross_rank_edges = 0;  // from the sync plan
   uint64_t program_hash = 0;     // of the step program: provenance in the emitted header

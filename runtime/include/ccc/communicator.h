@@ -44,6 +44,7 @@
 #include "ccc/collective_types.h"
 #include "ccc/diagnostics.h"
 #include "ccc/jit_cache.h"
+#include "ccc/kernel_plan.h"
 
 namespace ccc {
 
@@ -55,6 +56,9 @@ struct CommOptions {
   std::map<std::string, int64_t> defines;
   int channels = 0;             // thread blocks per rank; 0: the selection's choice (host: 1)
   int64_t tile_bytes = 0;       // 0: the selection's choice
+  // simple or ll (docs/codegen.md, "Protocols"); unset: the selection's choice. A call larger
+  // than kLlMaxBytes with ll fails with InvalidArgument.
+  std::optional<Protocol> protocol;
   std::string topology_file;    // for selection on the host backend and virtual ranks
   // A rank waiting longer than this on a peer fails the collective. Unset: $CCC_TIMEOUT
   // (seconds), else 30. Infinite or longer than a year: wait for ever. Zero, negative or NaN:
