@@ -118,8 +118,8 @@ std::string layout_args(const KernelPlan& plan) {
                                                                     : "ccc::layout_full";
   const bool staging_after_scratch = plan.uses_scratch && plan.uses_staging;
   if (plan.options.protocol == Protocol::Ll)
-    return fmt::format(",\n                    {}, /*staging after scratch blocks*/ {}, /*ll*/ true", layout,
-                       staging_after_scratch ? plan.scratch_blocks : 0);
+    return fmt::format(",\n                    {}, /*staging after scratch blocks*/ {}, /*ll region blocks*/ {}", layout,
+                       staging_after_scratch ? plan.scratch_blocks : 0, std::max<int64_t>(plan.ll_blocks, 1));
   if (plan.blocks == 1 && !staging_after_scratch) return "";
   return fmt::format(",\n                    {}{}", layout,
                      staging_after_scratch ? fmt::format(", /*staging after scratch blocks*/ {}", plan.scratch_blocks) : "");
@@ -233,6 +233,7 @@ EmittedKernel emit_cuda(const KernelPlan& plan, const SourceFile* source) {
   k.scratch_blocks = (plan.uses_scratch ? plan.scratch_blocks : 0) + (plan.uses_staging ? plan.blocks : 0);
   k.protocol = o.protocol;
   k.ll_slots = plan.ll_slots;
+  k.ll_blocks = plan.ll_blocks;
   k.blocks = plan.blocks;
   k.dtype_bytes = data_type_size(o.dtype);
 

@@ -322,6 +322,7 @@ void to_ll(KernelPlan& plan) {
   std::map<std::tuple<int, int, int64_t>, int> last;  // (rank, buffer, chunk) -> step that wrote it
   std::vector<Send> sends;
   std::vector<int> slots(static_cast<size_t>(plan.nranks), 0);  // receive regions per rank
+  const int64_t per_block = plan.nchunks / plan.blocks;
   for (int k = 0; k < plan.nsteps(); ++k) {
     for (int r = 0; r < plan.nranks; ++r)
       for (DataPass& pass : plan.ranks[r].steps[k].passes)
@@ -329,6 +330,7 @@ void to_ll(KernelPlan& plan) {
           if (o.rank == r) continue;
           const Operand source = o;
           o = Operand{source.rank, Storage::Ll, 0, slots[static_cast<size_t>(r)]++};
+          plan.ll_blocks = std::max(plan.ll_blocks, (pass.chunks.end() + per_block - 1) / per_block);
           for (int64_t c = pass.chunks.begin; c < pass.chunks.end(); ++c) {
             const auto it = last.find({source.rank, index(source.buffer), c + source.shift});
             const int at = it == last.end() ? -1 : it->second;

@@ -254,7 +254,7 @@ enum Layout {
  * starts the scratch allocation, or follows the schedule's own scratch when it has one: then
  * StagingAfter_ is the blocks of `count` elements that scratch spans. */
 template <class T_, class Op_, int Ranks_, int Chunks_, int Steps_, int Channels_, long long TileBytes_,
-          int Pipeline_, int Layout_ = layout_full, int StagingAfter_ = 0, bool Ll_ = false>
+          int Pipeline_, int Layout_ = layout_full, int StagingAfter_ = 0, int LlBlocks_ = 0>
 struct Config {
   typedef T_ T;
   typedef Op_ Op;
@@ -263,7 +263,10 @@ struct Config {
   static const int layout = Layout_;
   static const int blocks = Layout_ == layout_full ? 1 : Ranks_;
   static const int staging_after = StagingAfter_;
-  static const bool ll = Ll_;  // protocol ll (Channel::ll_pass), else simple
+  /* Protocol ll (Channel::ll_pass) when > 0: the blocks of `count` elements a receive region
+   * spans (the chunks read from it may lie in scratch past the vector's blocks). */
+  static const int ll_blocks = LlBlocks_;
+  static const bool ll = LlBlocks_ > 0;
   static const long long unit = 64 / sizeof(T_);  // elements per 64 bytes: every cut falls on one
   static const long long window = TileBytes_ / static_cast<long long>(sizeof(T_)) * Pipeline_;
 };
@@ -535,12 +538,12 @@ class Channel {
 
  private:
 
-  /* Protocol ll. A receive region holds one 8-byte line per 4 bytes of the vector, block by
-   * block (each block's lines start afresh, so a line never spans two blocks whatever `count`),
+  /* Protocol ll. A receive region holds one 8-byte line per 4 bytes of Cfg::ll_blocks blocks,
+   * block by block (each block's lines start afresh, so a line never spans two blocks whatever `count`),
    * indexed by the chunks of the pass that reads it; the low 4 bytes are data, the high 4 the
    * flag. Rank `rank`'s region `region`, in its receive slots (ccc_buffers::ll): */
   CCC_FN unsigned long long* ll_lines(int rank, int region) const {
-    return static_cast<unsigned long long*>(peers_[rank].ll) + region * Cfg::blocks * ll_lines_per_block();
+    return static_cast<unsigned long long*>(peers_[rank].ll) + region * Cfg::ll_blocks * ll_lines_per_block();
   }
   CCC_FN long long ll_lines_per_block() const { return (count_ * static_cast<long long>(sizeof(T)) + 3) / 4; }
   /* The flag of this launch's lines: the epoch + 1. Never 0, so zeroed memory is never taken for

@@ -128,8 +128,11 @@ struct KernelPlan {
                                  // declares `scratch K`: then K chunks, nchunks / blocks per block)
   bool uses_scratch = false;     // the schedule's scratch: scratch_blocks * count elements per rank
   bool uses_staging = false;     // staging: blocks * count more, after the scratch
-  int ll_slots = 0;              // protocol ll: receive regions of the rank that has most (each
-                                 // one per remote read, the vector's size in lines)
+  int ll_slots = 0;              // protocol ll: receive regions of the rank that has most (one
+                                 // per remote read)
+  int64_t ll_blocks = 0;         // protocol ll: blocks of `count` elements each region spans, in
+                                 // lines: those of the chunks passes read it at (scratch chunks
+                                 // past the vector's blocks included)
   int64_t waits = 0;             // waits in the kernel, all ranks
   int64_t cross_rank_edges = 0;  // from the sync plan
   uint64_t program_hash = 0;     // of the step program: provenance in the emitted header
