@@ -609,9 +609,9 @@ class Channel {
       for (long long g = g0 + thread_index(); g < g1 && ok; g += block_threads()) {
         const long long e0 = block_start + g * E;
         const int n = r.end - e0 < E ? static_cast<int>(r.end - e0) : E;
-        A acc[E];
+        A acc[E] = {};
         for (int k = 0; k < K && ok; ++k) {
-          LlGroup in;
+          LlGroup in = {};
           if (in_lines[k] != nullptr) {
             for (int l = 0; l < L && ok; ++l) ok = ll_wait(in_lines[k] + line0 + g * L + l, flag, i.src[k].rank, in.line[l]);
           } else {

@@ -270,10 +270,11 @@ struct Communicator::Impl {
       select.algo = options.algo;  // select_schedule reads CCC_ALGO itself
       if (channels > 0) select.channels = {channels};
       if (options.tile_bytes > 0) select.tiles = {options.tile_bytes};
+      if (options.protocol) select.protocols = {*options.protocol};
       try {
         const ccc::Choice best = select_schedule(call.collective, bytes, static_cast<int>(data_type_size(call.dtype)),
                                                  *topology, menu_for(call.collective, call.root).candidates(), select);
-        choice = {best.name(), best.params.channels, best.params.tile_bytes, choice.protocol};
+        choice = {best.name(), best.params.channels, best.params.tile_bytes, best.params.protocol};
       } catch (const std::invalid_argument& e) {
         invalid(fmt::format("{}: no schedule fits: {}", collective_name(call.collective), e.what()));
       }
