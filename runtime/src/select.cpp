@@ -120,10 +120,10 @@ std::string format_tune_table(const std::vector<TuneRow>& rows, const std::strin
     for (size_t i = 0; i < row.per_schedule.size(); ++i)
       out += fmt::format(" {:>{}.2f}", row.per_schedule[i].estimate.time * 1e6, width[i]);
     const Choice& ch = row.choice;
-    out += fmt::format("  {} {}channels={} tile={} busbw={:.1f}GB/s{}\n", ch.name(),
-                       ch.params.protocol == Protocol::Ll ? "protocol=ll " : "", ch.params.channels,
+    out += fmt::format("  {} channels={} tile={} {}busbw={:.1f}GB/s{}\n", ch.name(), ch.params.channels,
                        ch.params.tile_bytes ? fmt::format("{}", ch.params.tile_bytes) : "whole",
-                       ch.estimate.busbw / 1e9, ch.forced ? " (forced)" : "");
+                       ch.params.protocol == Protocol::Ll ? "protocol=ll " : "", ch.estimate.busbw / 1e9,
+                       ch.forced ? " (forced)" : "");
   }
   return out;
 }
