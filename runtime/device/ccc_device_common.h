@@ -582,7 +582,7 @@ class Channel {
    * past the pass's range in a group's last line (a block's end) are zero in a send and ignored
    * by a read. The barrier first: a send reads what other threads wrote in this step's passes. */
   template <bool Finish, int K, int S>
-  CCC_FN bool ll_pass(long long w, const Instr<S>& i) {
+  CCC_NOINLINE bool ll_pass(long long w, const Instr<S>& i) {
     typedef typename Num<T>::Acc A;
     const int E = ll_group / sizeof(T), L = ll_group / 4;
     const bool send = i.dst.buffer == buffer_ll;
