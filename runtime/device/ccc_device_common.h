@@ -536,20 +536,18 @@ class Channel {
     return true;
   }
 
- private:
-
   /* Protocol ll. A receive region holds one 8-byte line per 4 bytes of Cfg::ll_blocks blocks,
-   * block by block (each block's lines start afresh, so a line never spans two blocks whatever `count`),
-   * indexed by the chunks of the pass that reads it; the low 4 bytes are data, the high 4 the
+   * block by block (each block's lines start afresh, so a line never spans two blocks, whatever
+   * `count`), indexed by the chunks of the pass that reads it; the low 4 bytes are data, the high 4 the
    * flag. Rank `rank`'s region `region`, in its receive slots (ccc_buffers::ll): */
   CCC_FN unsigned long long* ll_lines(int rank, int region) const {
     return static_cast<unsigned long long*>(peers_[rank].ll) + region * Cfg::ll_blocks * ll_lines_per_block();
   }
   CCC_FN long long ll_lines_per_block() const { return (count_ * static_cast<long long>(sizeof(T)) + 3) / 4; }
   /* The flag of this launch's lines: the epoch + 1. Never 0, so zeroed memory is never taken for
-   * data, and it changes every launch, so a line left from an earlier launch is never accepted
-   * (unless untouched for exactly 2^24 launches, when the 24-bit epoch wraps to the same
-   * value: docs/codegen.md). */
+   * data, and it changes every launch, so a line left from an earlier launch is not accepted
+   * (unless last written a multiple of 2^24 launches ago, when the 24-bit epoch has wrapped to
+   * the same value: docs/codegen.md). */
   CCC_FN unsigned ll_flag() const { return static_cast<unsigned>(base_ >> 40) + 1u; }
 
   /* Polls one line of this rank's receive region until it carries `flag`, with poll()'s
