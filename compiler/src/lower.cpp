@@ -362,7 +362,7 @@ void to_ll(KernelPlan& plan) {
       for (const Wait& w : producer.steps[k].waits) waited = waited || w.peer == consumer;
     if (!waited)
       step.waits.push_back({consumer, -1, SyncReason::Entry,
-                            "ll: its receive slots are free and its mailbox names this launch's scratch"});
+                            "ll: its receive slots are free (its previous launch read them) before the first send to it"});
     (send.at < 0 ? step.entry_sends : step.sends).push_back(std::move(send.pass));
   }
   plan.ll_slots = *std::max_element(slots.begin(), slots.end());
