@@ -15,14 +15,6 @@ const char* storage_name(Storage s) {
   return "?";
 }
 
-const char* protocol_name(Protocol p) { return p == Protocol::Ll ? "ll" : "simple"; }
-
-std::optional<Protocol> parse_protocol(std::string_view name) {
-  if (name == "simple") return Protocol::Simple;
-  if (name == "ll") return Protocol::Ll;
-  return std::nullopt;
-}
-
 namespace {
 
 const char* short_name(Storage b) {

@@ -44,7 +44,6 @@
 #include "ccc/collective_types.h"
 #include "ccc/diagnostics.h"
 #include "ccc/jit_cache.h"
-#include "ccc/kernel_plan.h"
 
 namespace ccc {
 
