@@ -129,6 +129,7 @@ int run_compile(const ParsedArgs& args, std::ostream& out, std::ostream& err) {
   SelectOptions cost_grid;
   if (args.has("--channels")) cost_grid.channels = {codegen->kernel.channels};
   if (args.has("--tile-bytes")) cost_grid.tiles = {codegen->kernel.tile_bytes};
+  if (args.has("--protocol")) cost_grid.protocols = {codegen->kernel.protocol};
   cost_grid.pipeline = codegen->kernel.pipeline;
 
   DumpHook dump;

@@ -57,6 +57,10 @@ int run_run(const ParsedArgs& args, std::ostream& out, std::ostream& err) {
     if (!v || *v % 64 != 0) return usage_error(cmd, fmt::format("--tile-bytes expects a multiple of 64, not '{}'", *t), err);
     options.tile_bytes = *v;
   }
+  if (auto v = args.get("--protocol")) {
+    options.protocol = parse_protocol(*v);
+    if (!options.protocol) return usage_error(cmd, fmt::format("unknown --protocol '{}': simple or ll", *v), err);
+  }
 
   options.trace_file = args.get("--trace").value_or("");
   options.defines = fe->options.defines;  // the kernel runs the schedule as checked
@@ -122,6 +126,7 @@ std::vector<OptionSpec> run_options() {
   opts.push_back({"--backend", "B", "host (the only one ccc run uses)"});
   opts.push_back({"--channels", "C", "thread blocks per rank (default: the code generator's)"});
   opts.push_back({"--tile-bytes", "B", "tile size, a multiple of 64 (default: the code generator's)"});
+  opts.push_back({"--protocol", "P", "simple or ll (default: simple; ll moves at most 256 KiB per call)"});
   opts.push_back({"--trace", "F", "write a Chrome trace-event timeline of the runs to F (docs/tracing.md)"});
   return opts;
 }
@@ -130,7 +135,7 @@ std::vector<OptionSpec> run_options() {
 
 const Command& run_command() {
   static const Command cmd{"run", "run a schedule on the host backend and check every element",
-                           "ccc run FILE --ranks N [--define NAME=V,...] --count C [--dtype D] [--op O] [--in-place]\n"
+                           "ccc run FILE --ranks N [--define NAME=V,...] --count C [--dtype D] [--op O] [--in-place] [--protocol P]\n"
                            "       [--backend host] [--trace F]",
                            run_options(), &run_run};
   return cmd;

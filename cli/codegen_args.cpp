@@ -19,6 +19,8 @@ std::vector<OptionSpec> codegen_options() {
       {"--channels", "C", fmt::format("thread blocks per rank (default {})", d.channels)},
       {"--pipeline", "D", fmt::format("tiles per channel between progress updates (default {})", d.pipeline)},
       {"--arch", "ARCH", "GPU architecture for ptx and cubin (default sm_90)"},
+      {"--protocol", "P", fmt::format("simple (peer loads) or ll (data and flag pushed in 8-byte lines, at most {} KiB of "
+                                      "vector per launch) (default {})", kLlMaxBytes / 1024, protocol_name(d.protocol))},
   };
 }
 
@@ -39,6 +41,11 @@ std::optional<CodegenArgs> codegen_args(const Command& cmd, const ParsedArgs& ar
     std::optional<ReduceOp> op = parse_reduce_op(*v);
     if (!op) return fail(fmt::format("unknown --op '{}'", *v));
     k.op = *op;
+  }
+  if (std::optional<std::string> v = args.get("--protocol")) {
+    std::optional<Protocol> p = parse_protocol(*v);
+    if (!p) return fail(fmt::format("unknown --protocol '{}': simple or ll", *v));
+    k.protocol = *p;
   }
   struct IntOption {
     const char* name;

@@ -182,6 +182,11 @@ const std::vector<Option>& options() {
        [](Config& c, const std::string& v) { c.collective = parse_collective(v); }},
       {"", "--channels", "C", "channels per rank", [](Config& c, const std::string& v) { c.comm.channels = parse_int_arg(v, "channel count"); }},
       {"", "--tile-bytes", "B", "tile size", [](Config& c, const std::string& v) { c.comm.tile_bytes = static_cast<int64_t>(parse_size(v)); }},
+      {"", "--protocol", "P", "simple or ll (default: the cost model's choice per size; ll takes at most 256 KiB)",
+       [](Config& c, const std::string& v) {
+         c.comm.protocol = parse_protocol(v);
+         if (!c.comm.protocol) usage("--protocol is simple or ll");
+       }},
       {"", "--trace", "F", "write a Chrome trace-event timeline of every call to F (docs/tracing.md)",
        [](Config& c, const std::string& v) { c.comm.trace_file = v; }},
       {"", "--baseline", "", "add a copy of the bytes the collective must move, and the ratio",
@@ -559,6 +564,7 @@ int run_jit(const Config& cfg) {
   shape.op = cfg.ops.front();
   shape.channels = cfg.comm.channels;
   shape.tile_bytes = cfg.comm.tile_bytes;
+  shape.protocol = cfg.comm.protocol.value_or(Protocol::Simple);
   const auto start = std::chrono::steady_clock::now();
   const EmittedKernel k = generate_kernel(find_shipped_schedule(Collective::AllReduce, algo).file, shape);
   const double generate = seconds_since(start);

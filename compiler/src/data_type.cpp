@@ -59,4 +59,12 @@ std::optional<ReduceOp> parse_reduce_op(std::string_view name) {
   return std::nullopt;
 }
 
+const char* protocol_name(Protocol p) { return p == Protocol::Ll ? "ll" : "simple"; }
+
+std::optional<Protocol> parse_protocol(std::string_view name) {
+  if (name == "simple") return Protocol::Simple;
+  if (name == "ll") return Protocol::Ll;
+  return std::nullopt;
+}
+
 }  // namespace ccc

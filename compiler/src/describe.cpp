@@ -59,6 +59,8 @@ std::string wait_why(const Wait& w, const std::vector<StepInfo>& steps, const st
       return fmt::format("overwrites {}, which rank {} reads at {}{}", mem, w.peer, describe_step(steps, w.step), at_line);
     case SyncReason::Exit:
       return fmt::format("rank {} reads {} of this rank at {}{}", w.peer, mem, describe_step(steps, w.step), at_line);
+    case SyncReason::LlSlots:
+      return "its receive slots are free (its previous launch read them) before the first send to it";
     case SyncReason::WAW: break;
   }
   return "";

@@ -32,6 +32,7 @@ std::string buffer_expr(const Operand& o, int64_t chunks_per_block) {
     case Storage::Input: accessor = "in"; break;
     case Storage::Scratch: accessor = "scratch"; break;
     case Storage::Staging: accessor = "staging"; break;
+    case Storage::Ll: return fmt::format("ccc::ll({}, /*region*/ {})", o.rank, o.slot);
   }
   if (o.shift != 0) return fmt::format("ccc::{}({}, {})", accessor, o.rank, o.shift / chunks_per_block);
   return fmt::format("ccc::{}({})", accessor, o.rank);
@@ -82,8 +83,9 @@ std::string kernel_name(const KernelPlan& plan) {
   std::string schedule;
   for (char c : plan.schedule) schedule += std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
   const std::string root = plan.root >= 0 ? fmt::format("_root{}", plan.root) : "";
-  return fmt::format("ccc_{}_n{}{}_{}_{}_t{}_c{}_p{}{}", schedule, plan.nranks, root, data_type_name(o.dtype),
-                     reduce_op_name(o.op), o.tile_bytes, o.channels, o.pipeline, o.in_place ? "_ip" : "");
+  return fmt::format("ccc_{}_n{}{}_{}_{}_t{}_c{}_p{}{}{}", schedule, plan.nranks, root, data_type_name(o.dtype),
+                     reduce_op_name(o.op), o.tile_bytes, o.channels, o.pipeline, o.in_place ? "_ip" : "",
+                     o.protocol == Protocol::Ll ? "_ll" : "");
 }
 
 std::string header(const KernelPlan& plan, const std::string& name) {
@@ -96,6 +98,10 @@ std::string header(const KernelPlan& plan, const std::string& name) {
                      plan.nranks, plan.nchunks, plan.nsteps(), data_type_name(o.dtype), reduce_op_name(o.op), o.tile_bytes,
                      o.channels, o.pipeline, o.in_place ? "in place" : "out of place");
   if (std::string buffers = buffers_text(plan); !buffers.empty()) out += "// " + buffers + "\n";
+  if (o.protocol == Protocol::Ll)
+    out += fmt::format("// Protocol ll: peers push every chunk a rank reads into its receive regions ({} per rank, in its\n"
+                       "// receive slots) as 8-byte lines of data and flag; at most {} bytes of vector per launch.\n",
+                       plan.ll_slots, kLlMaxBytes);
   out += fmt::format("// Sync: {} waits over all ranks (sync plan: {} cross-rank edges). Scratch: {}.\n", plan.waits,
                      plan.cross_rank_edges, scratch_text(plan));
   out += fmt::format("// Rank 0 moves {} chunks in ({} from peers) and {} out; one chunk is count / {} elements.\n", t.read,
@@ -111,6 +117,9 @@ std::string layout_args(const KernelPlan& plan) {
                        : plan.collective == Collective::AllToAll    ? "ccc::layout_alltoall"
                                                                     : "ccc::layout_full";
   const bool staging_after_scratch = plan.uses_scratch && plan.uses_staging;
+  if (plan.options.protocol == Protocol::Ll)
+    return fmt::format(",\n                    {}, /*staging after scratch blocks*/ {}, /*ll region blocks*/ {}", layout,
+                       staging_after_scratch ? plan.scratch_blocks : 0, std::max<int64_t>(plan.ll_blocks, 1));
   if (plan.blocks == 1 && !staging_after_scratch) return "";
   return fmt::format(",\n                    {}{}", layout,
                      staging_after_scratch ? fmt::format(", /*staging after scratch blocks*/ {}", plan.scratch_blocks) : "");
@@ -120,12 +129,14 @@ std::string pass_instr(const KernelPlan& plan, const DataPass& pass, int rank, c
   std::string out;
   for (SourceLoc loc : pass.locs)
     if (std::string line = dsl_line(source, loc); !line.empty()) out += fmt::format("    // {}  {}\n", location(plan, loc), line);
-  const char* fn = pass.kind == OpKind::Copy ? "copy" : pass.completes ? "reduce_last" : "reduce";
+  const bool send = pass.dst == Storage::Ll;
+  const char* fn = send ? "send" : pass.kind == OpKind::Copy ? "copy" : pass.completes ? "reduce_last" : "reduce";
   std::string args;
   const int64_t per_block = plan.nchunks / plan.blocks;
   for (const Operand& o : pass.operands) args += ", " + buffer_expr(o, per_block);
   return out + fmt::format("    ccc::{}({}, {}, {}{}),  // {}\n", fn, pass.chunks.begin, pass.chunks.end(),
-                           buffer_expr({rank, pass.dst}, per_block), args, pass_text(pass, rank, plan.options.op));
+                           buffer_expr(send ? pass.to : Operand{rank, pass.dst}, per_block), args,
+                           pass_text(pass, rank, plan.options.op));
 }
 
 std::string wait_instr(const KernelPlan& plan, const Wait& w, bool at_exit) {
@@ -140,8 +151,10 @@ std::string rank_program(const KernelPlan& plan, int r, const SourceFile* source
   for (int k = 0; k < plan.nsteps(); ++k) {
     const StepInfo& info = plan.steps[k];
     body += fmt::format("    // step {}: {} ({})\n", k, info.label, location(plan, info.loc));
-    for (const Wait& w : rank.steps[k].waits) body += wait_instr(plan, w, false);
-    for (const DataPass& pass : rank.steps[k].passes) body += pass_instr(plan, pass, r, source);
+    const StepPlan& step = rank.steps[k];
+    for (const Wait& w : step.waits) body += wait_instr(plan, w, false);
+    for (const auto* list : {&step.entry_sends, &step.passes, &step.sends})
+      for (const DataPass& pass : *list) body += pass_instr(plan, pass, r, source);
     body += fmt::format("    ccc::done({}),\n", k);
   }
   if (!rank.passthrough.empty()) body += "    // chunks no step writes: the input passes through\n";
@@ -172,7 +185,8 @@ std::vector<PassKind> pass_kinds(const KernelPlan& plan) {
   };
   for (const RankPlan& rank : plan.ranks) {
     for (const StepPlan& step : rank.steps)
-      for (const DataPass& pass : step.passes) add(pass);
+      for (const auto* list : {&step.entry_sends, &step.passes, &step.sends})
+        for (const DataPass& pass : *list) add(pass);
     for (const DataPass& pass : rank.passthrough) add(pass);
   }
   std::sort(kinds.begin(), kinds.end());
@@ -217,6 +231,9 @@ EmittedKernel emit_cuda(const KernelPlan& plan, const SourceFile* source) {
   k.pipeline = o.pipeline;
   k.block_threads = kBlockThreads;
   k.scratch_blocks = (plan.uses_scratch ? plan.scratch_blocks : 0) + (plan.uses_staging ? plan.blocks : 0);
+  k.protocol = o.protocol;
+  k.ll_slots = plan.ll_slots;
+  k.ll_blocks = plan.ll_blocks;
   k.blocks = plan.blocks;
   k.dtype_bytes = data_type_size(o.dtype);
 

@@ -10,6 +10,7 @@ const char* storage_name(Storage s) {
     case Storage::Input: return "input";
     case Storage::Scratch: return "scratch";
     case Storage::Staging: return "staging";
+    case Storage::Ll: return "ll";
   }
   return "?";
 }
@@ -22,6 +23,7 @@ const char* short_name(Storage b) {
     case Storage::Input: return "in";
     case Storage::Scratch: return "scratch";
     case Storage::Staging: return "staging";
+    case Storage::Ll: return "ll";
   }
   return "?";
 }
@@ -31,6 +33,8 @@ std::string chunk_text(ChunkRange c) {
 }
 
 std::string operand_text(const Operand& o, int rank, ChunkRange c) {
+  // An LL region is the reader's own, filled by o.rank: "ll3[2] (from r1)".
+  if (o.buffer == Storage::Ll) return fmt::format("ll{}{} (from r{})", o.slot, chunk_text(c), o.rank);
   return fmt::format("{}{}{}", o.rank == rank ? "" : fmt::format("r{}.", o.rank), short_name(o.buffer),
                      chunk_text({c.begin + o.shift, c.count}));
 }
@@ -56,6 +60,8 @@ std::string pass_text(const DataPass& pass, int rank, ReduceOp op) {
     operands += fmt::format("{}{}", operands.empty() ? "" : ", ", operand_text(o, rank, pass.chunks));
   std::string value = pass.kind == OpKind::Copy ? operands : fmt::format("{}({})", reduce_op_name(op), operands);
   if (pass.completes && reduce_op_finishes(op)) value = fmt::format("{} / N", value);
+  if (pass.dst == Storage::Ll)
+    return fmt::format("send r{}.ll{}{} = {}", pass.to.rank, pass.to.slot, chunk_text(pass.chunks), value);
   return fmt::format("{}{} = {}", short_name(pass.dst), chunk_text(pass.chunks), value);
 }
 
@@ -77,8 +83,11 @@ Traffic rank_traffic(const RankPlan& plan, int rank) {
     total.read_remote += t.read_remote;
     total.written += t.written;
   };
-  for (const StepPlan& step : plan.steps)
+  for (const StepPlan& step : plan.steps) {
+    for (const DataPass& pass : step.entry_sends) add(pass);
     for (const DataPass& pass : step.passes) add(pass);
+    for (const DataPass& pass : step.sends) add(pass);
+  }
   for (const DataPass& pass : plan.passthrough) add(pass);
   return total;
 }
@@ -87,8 +96,9 @@ std::string print_kernel_plan(const KernelPlan& plan) {
   const KernelOptions& o = plan.options;
   std::string out = fmt::format("kernel plan: {} {} ({}), {} ranks, {} chunks, {} steps\n", collective_name(plan.collective),
                                 plan.schedule, plan.file, plan.nranks, plan.nchunks, plan.nsteps());
-  out += fmt::format("  dtype {}, op {}, tile {} B, {} channels, pipeline {}, {}\n", data_type_name(o.dtype), reduce_op_name(o.op),
-                     o.tile_bytes, o.channels, o.pipeline, o.in_place ? "in place" : "out of place");
+  out += fmt::format("  dtype {}, op {}, tile {} B, {} channels, pipeline {}, {}{}\n", data_type_name(o.dtype), reduce_op_name(o.op),
+                     o.tile_bytes, o.channels, o.pipeline, o.in_place ? "in place" : "out of place",
+                     o.protocol == Protocol::Ll ? fmt::format(", protocol ll ({} receive regions per rank)", plan.ll_slots) : "");
   const std::string vector = blocks_text(plan.blocks);
   std::string space;
   if (plan.uses_scratch) space += fmt::format(", scratch {} elements per rank", blocks_text(plan.scratch_blocks));
@@ -101,9 +111,11 @@ std::string print_kernel_plan(const KernelPlan& plan) {
     out += fmt::format("rank {}:\n", r);
     for (int k = 0; k < plan.nsteps(); ++k) {
       out += fmt::format("  step {} ({}):\n", k, plan.steps[k].label);
-      for (const Wait& w : rank.steps[k].waits) out += fmt::format("    {}\n", wait_text(w, plan));
-      for (const DataPass& pass : rank.steps[k].passes)
-        out += fmt::format("    {}  -- {}\n", pass_text(pass, r, o.op), traffic_text(pass_traffic(pass, r)));
+      const StepPlan& step = rank.steps[k];
+      for (const Wait& w : step.waits) out += fmt::format("    {}\n", wait_text(w, plan));
+      for (const auto* list : {&step.entry_sends, &step.passes, &step.sends})
+        for (const DataPass& pass : *list)
+          out += fmt::format("    {}  -- {}\n", pass_text(pass, r, o.op), traffic_text(pass_traffic(pass, r)));
     }
     for (const DataPass& pass : rank.passthrough)
       out += fmt::format("  passthrough: {}  -- {}\n", pass_text(pass, r, o.op), traffic_text(pass_traffic(pass, r)));

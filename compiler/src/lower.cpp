@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <climits>
+#include <map>
+#include <tuple>
 
 #include <fmt/format.h>
 
@@ -20,7 +22,8 @@ int index(Storage s) {
     case Storage::Output:
     case Storage::Staging: return index(Buffer::Output);
     case Storage::Input: return index(Buffer::Input);
-    case Storage::Scratch: return index(Buffer::Scratch);
+    case Storage::Scratch:
+    case Storage::Ll: return index(Buffer::Scratch);  // receive regions lie in scratch; no schedule chunk
   }
   return 0;
 }
@@ -322,7 +325,128 @@ uint64_t hash_program(const StepProgram& p) {
   return h;
 }
 
+// Protocol ll (kernel_plan.h): every operand a pass reads from a peer becomes a receive region
+// of the reading rank's own (one per operand, indexed like the pass's chunks), which the peer
+// fills by sends: right after the step that last wrote the chunk (lock-step: a step reads the
+// state at its start, so that step comes before the read), or at entry when no step wrote it
+// (its input). No sync-plan wait is left: a read waits for its lines, nobody reads a peer's
+// buffers (so no WAR or exit waits), and the only wait a producer needs is for the consumer to
+// have entered before its first send to it (check_ll_plan).
+void to_ll(KernelPlan& plan) {
+  struct Send {
+    int producer;
+    int at;  // the producer's step; -1: entry
+    DataPass pass;
+  };
+  std::map<std::tuple<int, int, int64_t>, int> last;  // (rank, buffer, chunk) -> step that wrote it
+  std::vector<Send> sends;
+  std::vector<int> slots(static_cast<size_t>(plan.nranks), 0);  // receive regions per rank
+  const int64_t per_block = plan.nchunks / plan.blocks;
+  for (int k = 0; k < plan.nsteps(); ++k) {
+    for (int r = 0; r < plan.nranks; ++r)
+      for (DataPass& pass : plan.ranks[r].steps[k].passes)
+        for (Operand& o : pass.operands) {
+          if (o.rank == r) continue;
+          const Operand source = o;
+          o = Operand{source.rank, Storage::Ll, 0, slots[static_cast<size_t>(r)]++};
+          plan.ll_blocks = std::max(plan.ll_blocks, (pass.chunks.end() + per_block - 1) / per_block);
+          for (int64_t c = pass.chunks.begin; c < pass.chunks.end(); ++c) {
+            const auto it = last.find({source.rank, index(source.buffer), c + source.shift});
+            const int at = it == last.end() ? -1 : it->second;
+            if (!sends.empty() && sends.back().pass.to == Operand{r, Storage::Ll, 0, o.slot} && sends.back().at == at &&
+                sends.back().pass.chunks.end() == c) {
+              ++sends.back().pass.chunks.count;  // chunks finished by the same step: one send
+              continue;
+            }
+            DataPass send;
+            send.kind = OpKind::Copy;
+            send.dst = Storage::Ll;
+            send.to = {r, Storage::Ll, 0, o.slot};
+            send.chunks = {c, 1};
+            send.operands = {source};
+            send.locs = pass.locs;
+            sends.push_back({source.rank, at, std::move(send)});
+          }
+        }
+    for (int r = 0; r < plan.nranks; ++r)
+      for (const DataPass& pass : plan.ranks[r].steps[k].passes)
+        for (int64_t c = pass.chunks.begin; c < pass.chunks.end(); ++c) last[{r, index(pass.dst), c}] = k;
+  }
+  for (Send& send : sends) {
+    RankPlan& producer = plan.ranks[send.producer];
+    StepPlan& step = producer.steps[std::max(send.at, 0)];
+    const int consumer = send.pass.to.rank;
+    bool waited = false;  // for the consumer's entry, at this step or before
+    for (int k = 0; k <= std::max(send.at, 0) && !waited; ++k)
+      for (const Wait& w : producer.steps[k].waits) waited = waited || w.peer == consumer;
+    if (!waited) {
+      Wait slots_free;
+      slots_free.peer = consumer;
+      slots_free.reason = SyncReason::LlSlots;
+      step.waits.push_back(slots_free);
+    }
+    (send.at < 0 ? step.entry_sends : step.sends).push_back(std::move(send.pass));
+  }
+  plan.ll_slots = *std::max_element(slots.begin(), slots.end());
+}
+
 }  // namespace
+
+void check_ll_plan(const KernelPlan& plan) {
+  // (consumer, slot) -> chunks its pass reads, and the step of the read.
+  struct Region {
+    ChunkRange read;
+    int step = -1;
+    int producer = -1;
+    std::vector<bool> sent;  // per chunk of `read`
+  };
+  std::map<std::pair<int, int>, Region> regions;
+  for (int r = 0; r < plan.nranks; ++r)
+    for (int k = 0; k < plan.nsteps(); ++k)
+      for (const DataPass& pass : plan.ranks[r].steps[k].passes)
+        for (const Operand& o : pass.operands) {
+          if (o.buffer != Storage::Ll) continue;
+          auto [it, fresh] = regions.try_emplace({r, o.slot});
+          if (!fresh)
+            throw LowerError(pass.locs.front(), fmt::format("ll: rank {} reads its receive region {} twice (step {})", r, o.slot, k));
+          it->second = {pass.chunks, k, o.rank, std::vector<bool>(static_cast<size_t>(pass.chunks.count), false)};
+        }
+  for (int p = 0; p < plan.nranks; ++p) {
+    std::vector<bool> entered(plan.nranks, false);  // consumers p has waited for, this launch
+    for (int k = 0; k < plan.nsteps(); ++k) {
+      const StepPlan& step = plan.ranks[p].steps[k];
+      for (const Wait& w : step.waits) entered[w.peer] = true;
+      auto check = [&](const DataPass& send, int at) {
+        const int r = send.to.rank;
+        const std::string what = fmt::format("ll: rank {} sends chunks [{}, {}) to rank {}'s receive region {} at step {}", p,
+                                             send.chunks.begin, send.chunks.end(), r, send.to.slot, k);
+        if (!entered[r])
+          throw LowerError(send.locs.front(), what + " without first waiting for that rank to enter the launch: it could "
+                                                     "overwrite lines the rank's previous launch has not read yet");
+        auto it = regions.find({r, send.to.slot});
+        if (it == regions.end() || it->second.producer != p)
+          throw LowerError(send.locs.front(), what + ", which no pass of that rank reads from it");
+        Region& region = it->second;
+        if (at >= region.step)
+          throw LowerError(send.locs.front(), fmt::format("{}, but the rank reads it at step {}", what, region.step));
+        for (int64_t c = send.chunks.begin; c < send.chunks.end(); ++c) {
+          if (c < region.read.begin || c >= region.read.end() || region.sent[static_cast<size_t>(c - region.read.begin)])
+            throw LowerError(send.locs.front(), fmt::format("{}: chunk {} is not read there, or sent twice", what, c));
+          region.sent[static_cast<size_t>(c - region.read.begin)] = true;
+        }
+      };
+      for (const DataPass& send : step.entry_sends) check(send, -1);
+      for (const DataPass& send : step.sends) check(send, k);
+    }
+  }
+  for (const auto& [key, region] : regions)
+    for (size_t i = 0; i < region.sent.size(); ++i)
+      if (!region.sent[i])
+        throw LowerError({}, fmt::format("ll: rank {} reads chunk {} of its receive region {} at step {}, which rank {} never "
+                                         "sends: the read would wait for ever",
+                                         key.first, region.read.begin + static_cast<int64_t>(i), key.second, region.step,
+                                         region.producer));
+}
 
 KernelPlan lower(const PlannedProgram& pp, const KernelOptions& options) {
   check_options(options);
@@ -346,10 +470,11 @@ KernelPlan lower(const PlannedProgram& pp, const KernelOptions& options) {
   plan.ranks.resize(p.nranks);
 
   Lowerer lowerer(pp, options);
+  const bool ll = options.protocol == Protocol::Ll;
   for (int k = 0; k < p.nsteps(); ++k) {
     for (int r = 0; r < p.nranks; ++r) {
       StepPlan step;
-      step.waits = merge_waits(pp.sync.waits[r][k], r);
+      if (!ll) step.waits = merge_waits(pp.sync.waits[r][k], r);
       step.passes = lowerer.step_passes(r, k);
       lowerer.commit(r, step.passes);
       plan.ranks[r].steps.push_back(std::move(step));
@@ -359,7 +484,17 @@ KernelPlan lower(const PlannedProgram& pp, const KernelOptions& options) {
   for (int r = 0; r < p.nranks; ++r) {
     RankPlan& rank = plan.ranks[r];
     rank.passthrough = lowerer.passthrough(r);
-    rank.exit_waits = merge_waits(pp.sync.waits[r][p.nsteps()], r);
+    if (!ll) rank.exit_waits = merge_waits(pp.sync.waits[r][p.nsteps()], r);
+  }
+  // The fold order is the program's, whatever the protocol: checked on the pull form, which
+  // to_ll changes only in where each operand is read from.
+  verify_same_bits(plan);
+  if (ll) {
+    to_ll(plan);
+    check_ll_plan(plan);
+  }
+  for (int r = 0; r < p.nranks; ++r) {
+    RankPlan& rank = plan.ranks[r];
     plan.waits += static_cast<int64_t>(rank.exit_waits.size());
     for (const StepPlan& step : rank.steps) {
       plan.waits += static_cast<int64_t>(step.waits.size());
@@ -371,6 +506,7 @@ KernelPlan lower(const PlannedProgram& pp, const KernelOptions& options) {
   }
   for (int r = 0; r < p.nranks; ++r) {
     auto add = [&](const Wait& w) {
+      if (ll && w.step < 0) return;  // "entered" goes to every peer anyway; ll waits for nothing else
       std::vector<int>& to = plan.ranks[w.peer].consumers;
       if (to.empty() || to.back() != r) to.push_back(r);  // ranks visited in order: stays sorted
     };
@@ -378,7 +514,6 @@ KernelPlan lower(const PlannedProgram& pp, const KernelOptions& options) {
       for (const Wait& w : step.waits) add(w);
     for (const Wait& w : plan.ranks[r].exit_waits) add(w);
   }
-  verify_same_bits(plan);
   return plan;
 }
 

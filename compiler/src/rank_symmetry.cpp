@@ -133,6 +133,9 @@ std::vector<int64_t> stride_candidates(const KernelPlan& plan, RankSymmetry::Kin
 
 RankSymmetry find_rank_symmetry(const KernelPlan& plan) {
   if (plan.nranks < 2 || static_cast<int>(plan.ranks.size()) != plan.nranks) return {};
+  // Protocol ll numbers each rank's receive regions and names them in its peers' sends: a
+  // relabelling would have to map those too, which RankMap does not. One table per rank.
+  if (plan.options.protocol == Protocol::Ll) return {};
   const bool pow2 = (plan.nranks & (plan.nranks - 1)) == 0;
   for (RankSymmetry::Kind kind : {RankSymmetry::Kind::Rotation, RankSymmetry::Kind::Xor}) {
     if (kind == RankSymmetry::Kind::Xor && !pow2) continue;  // p ^ r must stay a rank

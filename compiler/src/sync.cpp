@@ -23,6 +23,7 @@ const char* sync_reason_name(SyncReason r) {
     case SyncReason::WAW: return "WAW";
     case SyncReason::Entry: return "entry";
     case SyncReason::Exit: return "exit";
+    case SyncReason::LlSlots: return "ll";
   }
   return "?";
 }

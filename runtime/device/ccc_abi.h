@@ -10,7 +10,7 @@
 #ifndef CCC_ABI_H
 #define CCC_ABI_H
 
-#define CCC_ABI_VERSION 4
+#define CCC_ABI_VERSION 5
 
 /* The most channels (thread blocks per rank) a kernel may have: the size of the per-rank
  * progress and mailbox arrays, and of each peer's row of the inbox. */
@@ -24,6 +24,9 @@ typedef struct ccc_buffers {
   void* scratch;       /* as many bytes as the kernel plan asks for; may be null if 0 */
   unsigned long long call; /* the call's signature (kernel, count): equal on every rank of one
                               collective, never 0; a peer whose signature differs is an error */
+  void* ll;            /* protocol ll: the rank's receive slots, memory only ll kernels write (with
+                          8-byte lines of data and flag), zeroed when allocated; null for simple
+                          kernels */
 } ccc_buffers;
 
 /* Where a rank's peers find its state: fixed for the communicator's life, written once before

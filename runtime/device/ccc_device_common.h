@@ -254,7 +254,7 @@ enum Layout {
  * starts the scratch allocation, or follows the schedule's own scratch when it has one: then
  * StagingAfter_ is the blocks of `count` elements that scratch spans. */
 template <class T_, class Op_, int Ranks_, int Chunks_, int Steps_, int Channels_, long long TileBytes_,
-          int Pipeline_, int Layout_ = layout_full, int StagingAfter_ = 0>
+          int Pipeline_, int Layout_ = layout_full, int StagingAfter_ = 0, int LlBlocks_ = 0>
 struct Config {
   typedef T_ T;
   typedef Op_ Op;
@@ -263,6 +263,10 @@ struct Config {
   static const int layout = Layout_;
   static const int blocks = Layout_ == layout_full ? 1 : Ranks_;
   static const int staging_after = StagingAfter_;
+  /* Protocol ll (Channel::ll_pass) when > 0: the blocks of `count` elements a receive region
+   * spans (the chunks read from it may lie in scratch past the vector's blocks). */
+  static const int ll_blocks = LlBlocks_;
+  static const bool ll = LlBlocks_ > 0;
   static const long long unit = 64 / sizeof(T_);  // elements per 64 bytes: every cut falls on one
   static const long long window = TileBytes_ / static_cast<long long>(sizeof(T_)) * Pipeline_;
 };
@@ -270,7 +274,7 @@ struct Config {
 /* Which buffer of which rank an instruction reads or writes; a remapped source is read `block`
  * blocks of `count` elements away from the chunk the pass writes (a remap keeps the chunk's
  * position within its block). */
-enum BufferKind { buffer_input = 0, buffer_output = 1, buffer_scratch = 2, buffer_staging = 3 };
+enum BufferKind { buffer_input = 0, buffer_output = 1, buffer_scratch = 2, buffer_staging = 3, buffer_ll = 4 };
 struct Ref {
   unsigned short buffer;
   unsigned short rank;
@@ -280,6 +284,9 @@ CCC_CONSTEXPR Ref in(int r, int block = 0) { return Ref{buffer_input, static_cas
 CCC_CONSTEXPR Ref out(int r, int block = 0) { return Ref{buffer_output, static_cast<unsigned short>(r), block}; }
 CCC_CONSTEXPR Ref scratch(int r, int block = 0) { return Ref{buffer_scratch, static_cast<unsigned short>(r), block}; }
 CCC_CONSTEXPR Ref staging(int r, int block = 0) { return Ref{buffer_staging, static_cast<unsigned short>(r), block}; }
+/* Protocol ll: receive region `region`. As a source, the reading rank's own region, which rank
+ * r fills; as a send's destination, rank r's region. (`block` holds the region.) */
+CCC_CONSTEXPR Ref ll(int r, int region) { return Ref{buffer_ll, static_cast<unsigned short>(r), region}; }
 
 enum InstrCode { instr_end = 0, instr_wait = 1, instr_pass = 2, instr_done = 3, instr_wait_exit = 4 };
 
@@ -336,6 +343,9 @@ CCC_CONSTEXPR InstrBuilder<sizeof...(R)> reduce_last(int c0, int c1, Ref dst, R.
   return InstrBuilder<sizeof...(R)>{instr_pass, 1, c0, c1, dst, {src...}};
 }
 CCC_CONSTEXPR InstrBuilder<1> copy(int c0, int c1, Ref dst, Ref src) { return reduce(c0, c1, dst, src); }
+/* Protocol ll: chunks [c0, c1) of the rank's own src, pushed into a peer's receive region (an
+ * ll() ref) as lines of data and flag. */
+CCC_CONSTEXPR InstrBuilder<1> send(int c0, int c1, Ref region, Ref src) { return copy(c0, c1, region, src); }
 
 /* A data-pass kind a kernel compiles: how many sources it folds, and whether it applies the op's
  * finish. A kernel lists the kinds its tables use in Passes; each is instantiated once. */
@@ -383,12 +393,14 @@ struct Pass {
 };
 template <class... P>
 struct Passes {
-  /* Runs instruction i with the kind it names; false if the kernel was not built with it. */
+  /* Runs instruction i with the kind it names; false if the kernel was not built with it. `ok`
+   * says whether the pass completed (an ll pass fails when a line never came: the error is
+   * recorded). */
   template <class Ch, class I, class Map>
   static CCC_FN bool run([[maybe_unused]] Ch& ch, [[maybe_unused]] long long w, const I& i,
-                         [[maybe_unused]] const Map& map) {
+                         [[maybe_unused]] const Map& map, [[maybe_unused]] bool& ok) {
     [[maybe_unused]] const bool finish = i.finish != 0 && Ch::Cfg::Op::finishes;
-    return ((i.sources == P::sources && finish == P::finish ? (ch.template pass<P::finish, P::sources>(w, i, map), true)
+    return ((i.sources == P::sources && finish == P::finish ? (ok = ch.template pass<P::finish, P::sources>(w, i, map), true)
                                                             : false) ||
             ...);
   }
@@ -474,10 +486,12 @@ class Channel {
           if (trace_ != nullptr && pass_begin_ == 0) pass_begin_ = now_ns();
 #endif
           if (!load_peers(*i, map)) return false;
-          if (!PassList::run(*this, w, *i, map)) {
+          bool ok = true;
+          if (!PassList::run(*this, w, *i, map, ok)) {
             if (thread_index() == 0) record_error(state_[rank_].error, CCC_ERR_BAD_PROGRAM);
             return false;
           }
+          if (!ok) return false;
         }
       }
     }
@@ -491,9 +505,18 @@ class Channel {
   }
 
   /* One data pass (see Instr) over this channel's slice of window w: chunk by chunk, each its
-   * own call of the data loop. Out of line, and the chunk loop kept rolled: NVRTC time. */
+   * own call of the data loop. Out of line, and the chunk loop kept rolled: NVRTC time. False
+   * only for protocol ll, when a line it waited for never came (the error is recorded). */
   template <bool Finish, int K, int S, class Map>
-  CCC_NOINLINE void pass(long long w, const Instr<S>& i, const Map& map) {
+  CCC_NOINLINE bool pass(long long w, const Instr<S>& i, const Map& map) {
+    if constexpr (Cfg::ll) return ll_pass<Finish, K>(w, i);
+    else return pull_pass<Finish, K>(w, i, map);
+  }
+
+ private:
+  /* Protocol simple: every source is a buffer, a peer's read in place. */
+  template <bool Finish, int K, int S, class Map>
+  CCC_FN bool pull_pass(long long w, const Instr<S>& i, const Map& map) {
     const View dst = view(i.dst, map.peer(i.dst.rank));
     View src[K];
     const int lowest = map.lowest(i);  // the fold begins at this source (K == i.sources)
@@ -510,9 +533,104 @@ class Channel {
       for (int k = 0; k < K; ++k) at.p[k] = src[k].base + (r.begin - src[k].shift);
       combine<T, typename Cfg::Op, K, Finish, Cfg::ranks>(dst.base + (r.begin - dst.shift), at, r.end - r.begin);
     }
+    return true;
   }
 
- private:
+  /* Protocol ll. A receive region holds one 8-byte line per 4 bytes of Cfg::ll_blocks blocks,
+   * block by block (each block's lines start afresh, so a line never spans two blocks, whatever
+   * `count`), indexed by the chunks of the pass that reads it; the low 4 bytes are data, the high 4 the
+   * flag. Rank `rank`'s region `region`, in its receive slots (ccc_buffers::ll): */
+  CCC_FN unsigned long long* ll_lines(int rank, int region) const {
+    return static_cast<unsigned long long*>(peers_[rank].ll) + region * Cfg::ll_blocks * ll_lines_per_block();
+  }
+  CCC_FN long long ll_lines_per_block() const { return (count_ * static_cast<long long>(sizeof(T)) + 3) / 4; }
+  /* The flag of this launch's lines: the epoch + 1. Never 0, so zeroed memory is never taken for
+   * data, and it changes every launch, so a line left from an earlier launch is not accepted
+   * (unless last written a multiple of 2^24 launches ago, when the 24-bit epoch has wrapped to
+   * the same value: docs/codegen.md). */
+  CCC_FN unsigned ll_flag() const { return static_cast<unsigned>(base_ >> 40) + 1u; }
+
+  /* Polls one line of this rank's receive region until it carries `flag`, with poll()'s
+   * checks for a failed producer, this rank's failure and the timeout; the line's data in
+   * `data`. */
+  CCC_FN bool ll_wait(const unsigned long long* line, unsigned flag, int producer, unsigned& data) {
+    unsigned long long start = 0;
+    for (unsigned polls = 0;; ++polls) {
+      const unsigned long long v = ll_load(line);
+      if (static_cast<unsigned>(v >> 32) == flag) {
+        data = static_cast<unsigned>(v);
+        return true;
+      }
+      if (!keep_waiting(producer, polls, start)) return false;
+      relax();
+    }
+  }
+
+  /* A group: the bytes one thread moves at a time, whole lines and whole elements (4 bytes,
+   * or one element of 8: two lines). */
+  static const int ll_group = sizeof(T) > 4 ? static_cast<int>(sizeof(T)) : 4;
+  union LlGroup {
+    T e[ll_group / sizeof(T)];
+    unsigned line[ll_group / 4];
+  };
+
+  /* A pass of an ll kernel, a group per thread at a time: each source is a buffer of this rank
+   * (read directly) or a receive region (every line polled until it carries this launch's
+   * flag), and the destination is a buffer of this rank or, for a send, a peer's region. Elements
+   * past the pass's range in a group's last line (a block's end) are zero in a send and ignored
+   * by a read. The barrier first: a send reads what other threads wrote in this step's passes. */
+  template <bool Finish, int K, int S>
+  CCC_NOINLINE bool ll_pass(long long w, const Instr<S>& i) {
+    typedef typename Num<T>::Acc A;
+    const int E = ll_group / sizeof(T), L = ll_group / 4;
+    const bool send = i.dst.buffer == buffer_ll;
+    if (send) barrier();
+    const unsigned flag = ll_flag();
+    const View dst = send ? View{nullptr, 0} : view(i.dst, i.dst.rank);
+    unsigned long long* const out_lines = send ? ll_lines(i.dst.rank, i.dst.block) : nullptr;
+    View src[K];
+    const unsigned long long* in_lines[K];
+    for (int k = 0; k < K; ++k) {
+      const bool region = i.src[k].buffer == buffer_ll;
+      src[k] = region ? View{nullptr, 0} : view(i.src[k], i.src[k].rank);
+      in_lines[k] = region ? ll_lines(rank_, i.src[k].block) : nullptr;
+    }
+    bool ok = true;
+    CCC_ROLLED
+    for (int c = i.a; c < i.b && ok; ++c) {
+      const Range r = window_of(w, c);
+      if (r.begin >= r.end) continue;
+      const long long block = r.begin / count_, block_start = block * count_;
+      const long long g0 = (r.begin - block_start) / E, g1 = (r.end - block_start + E - 1) / E;
+      const long long line0 = block * ll_lines_per_block();
+      CCC_ROLLED
+      for (long long g = g0 + thread_index(); g < g1 && ok; g += block_threads()) {
+        const long long e0 = block_start + g * E;
+        const int n = r.end - e0 < E ? static_cast<int>(r.end - e0) : E;
+        A acc[E] = {};
+        for (int k = 0; k < K && ok; ++k) {
+          LlGroup in = {};
+          if (in_lines[k] != nullptr) {
+            for (int l = 0; l < L && ok; ++l) ok = ll_wait(in_lines[k] + line0 + g * L + l, flag, i.src[k].rank, in.line[l]);
+          } else {
+            for (int e = 0; e < n; ++e) in.e[e] = src[k].base[e0 + e - src[k].shift];
+          }
+          for (int e = 0; e < n; ++e) acc[e] = k == 0 ? Num<T>::to(in.e[e]) : Cfg::Op::apply(acc[e], Num<T>::to(in.e[e]));
+        }
+        if (!ok) break;
+        LlGroup o;
+        for (int l = 0; l < L; ++l) o.line[l] = 0;
+        for (int e = 0; e < n; ++e) o.e[e] = Num<T>::from(Finish ? Cfg::Op::finish(acc[e], Cfg::ranks) : acc[e]);
+        if (send) {
+          for (int l = 0; l < L; ++l) ll_store(out_lines + line0 + g * L + l, o.line[l], flag);
+        } else {
+          for (int e = 0; e < n; ++e) dst.base[e0 + e - dst.shift] = o.e[e];
+        }
+      }
+    }
+    return barrier_and(ok);
+  }
+
   /* A rank's buffer seen from the vector: element i lives at base[i - shift]. The blocked
    * layouts shift a buffer that holds one block (a reduce_scatter's output, an allgather's
    * input); a remapped source shifts by its block offset (Ref::block, zero unless the schedule
@@ -554,14 +672,23 @@ class Channel {
    * block: peers_ is shared and only changes between barriers. False if a peer's call differs. */
   template <int S, class Map>
   CCC_FN bool load_peers(const Instr<S>& i, const Map& map) {
+    // The ranks whose buffers pass i touches: its sources', except receive regions (this rank's
+    // own, named by their producer), and a send's destination (protocol ll: the producer waited
+    // for that rank's entry before its first send).
+    auto touched = [&](int k) {
+      const Ref& ref = k < i.sources ? i.src[k] : i.dst;
+      const bool own_region = k < i.sources && ref.buffer == buffer_ll;
+      const bool own_dst = k == i.sources && ref.buffer != buffer_ll;
+      return own_region || own_dst ? rank_ : map.peer(ref.rank);
+    };
     bool missing = false;
-    for (int k = 0; k < i.sources; ++k) missing = missing || peers_[map.peer(i.src[k].rank)].call == 0;
+    for (int k = 0; k <= i.sources; ++k) missing = missing || peers_[touched(k)].call == 0;
     if (!missing) return true;
     barrier();  // every thread has read the flags before thread 0 fills them in
     bool ok = true;
     if (thread_index() == 0) {
-      for (int k = 0; k < i.sources && ok; ++k) {
-        const int p = map.peer(i.src[k].rank);
+      for (int k = 0; k <= i.sources && ok; ++k) {
+        const int p = touched(k);
         if (peers_[p].call != 0) continue;
         const ccc_buffers b = *mailbox(p);
         if (b.call != own_.call) {
@@ -678,26 +805,33 @@ class Channel {
    * peer within 64 polls while a short one costs no remote read at all. */
   CCC_NOINLINE bool poll(int peer, long long progress) {
     const unsigned long long* counter = inbox_slot(rank_, peer);
-    unsigned* mine = state_[rank_].error;
     const unsigned long long target = base_ + static_cast<unsigned long long>(progress);
     unsigned long long start = 0;
     for (unsigned polls = 0;; ++polls) {
       if (static_cast<long long>(load_acquire(counter) - target) >= 0) return true;
-      if (polls % 64 == 63) {
-        if (load_relaxed(state_[peer].error) != 0) {
-          record_error(mine, CCC_ERR_PEER_FAILED);
-          return false;
-        }
-        if (load_relaxed(mine) != 0) return false;  // another channel or thread of this rank gave up
-        const unsigned long long now = now_ns();
-        if (start == 0) start = now;
-        if (now - start > timeout_ns_) {
-          record_error(mine, CCC_ERR_TIMEOUT);
-          return false;
-        }
-      }
+      if (!keep_waiting(peer, polls, start)) return false;
       relax();
     }
+  }
+
+  /* The checks of a wait on `peer` that has polled `polls` times, every 64 polls: the peer's
+   * error word (in its memory: a round trip), this rank's and the clock (`start`: when the
+   * first check ran). False, with the error recorded, when the wait must give up. */
+  CCC_FN bool keep_waiting(int peer, unsigned polls, unsigned long long& start) {
+    if (polls % 64 != 63) return true;
+    unsigned* mine = state_[rank_].error;
+    if (load_relaxed(state_[peer].error) != 0) {
+      record_error(mine, CCC_ERR_PEER_FAILED);
+      return false;
+    }
+    if (load_relaxed(mine) != 0) return false;  // another channel or thread of this rank gave up
+    const unsigned long long now = now_ns();
+    if (start == 0) start = now;
+    if (now - start > timeout_ns_) {
+      record_error(mine, CCC_ERR_TIMEOUT);
+      return false;
+    }
+    return true;
   }
 
   const ccc_rank_state* state_;

@@ -47,6 +47,23 @@ CCC_FN unsigned load_relaxed(const unsigned* p) {
   asm volatile("ld.relaxed.sys.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
   return v;
 }
+/* LL lines (protocol ll, ccc_device_common.h): 8 bytes, the data in the low half and the flag in
+ * the high half, written and read as one 8-byte access. A reader that sees the flag sees the
+ * data of the same store: both accesses are strong (.relaxed) with .sys scope, which covers the
+ * writing and the reading GPU, so they are morally strong, and the PTX ISA memory consistency
+ * model performs morally strong accesses that overlap completely with single-copy atomicity
+ * (sections "Morally strong operations" and "Axioms: Atomicity"): the load returns all 8 bytes
+ * of one store, never the flag of one and the data of another. No fence is needed, since the
+ * line carries its own data; nothing else of the producer's memory is read. */
+CCC_FN void ll_store(unsigned long long* line, unsigned data, unsigned flag) {
+  const unsigned long long v = static_cast<unsigned long long>(flag) << 32 | data;
+  asm volatile("st.relaxed.sys.global.u64 [%0], %1;" ::"l"(line), "l"(v) : "memory");
+}
+CCC_FN unsigned long long ll_load(const unsigned long long* line) {
+  unsigned long long v;
+  asm volatile("ld.relaxed.sys.global.u64 %0, [%1];" : "=l"(v) : "l"(line) : "memory");
+  return v;
+}
 /* Keeps the first error a rank records. */
 CCC_FN void record_error(unsigned* word, unsigned code) { atomicCAS_system(word, 0u, code); }
 

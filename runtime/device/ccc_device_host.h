@@ -43,6 +43,16 @@ CCC_FN void store_relaxed(unsigned long long* p, unsigned long long v) {
 CCC_FN unsigned load_relaxed(const unsigned* p) {
   return std::atomic_ref<unsigned>(*const_cast<unsigned*>(p)).load(std::memory_order_relaxed);
 }
+/* LL lines (protocol ll, ccc_device_common.h): data and flag in one 8-byte atomic, so a reader
+ * that sees the flag sees the data of the same store. Relaxed suffices: the line is one atomic
+ * object, read whole, and a reader needs nothing else the producer wrote. */
+CCC_FN void ll_store(unsigned long long* line, unsigned data, unsigned flag) {
+  std::atomic_ref<unsigned long long>(*line).store(static_cast<unsigned long long>(flag) << 32 | data,
+                                                   std::memory_order_relaxed);
+}
+CCC_FN unsigned long long ll_load(const unsigned long long* line) {
+  return std::atomic_ref<unsigned long long>(*const_cast<unsigned long long*>(line)).load(std::memory_order_relaxed);
+}
 /* Keeps the first error a rank records. */
 CCC_FN void record_error(unsigned* word, unsigned code) {
   unsigned expected = 0;

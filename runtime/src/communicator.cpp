@@ -93,6 +93,7 @@ struct Communicator::Impl {
     const Loaded* loaded = nullptr;
     uint64_t signature = 0;
     uint64_t scratch_bytes = 0;
+    uint64_t ll_bytes = 0;  // protocol ll: the receive slots
     bool in_place = false;
   };
 
@@ -101,6 +102,7 @@ struct Communicator::Impl {
     std::string algo;
     int channels = 0;
     int64_t tile_bytes = 0;
+    Protocol protocol = Protocol::Simple;
   };
 
   CommOptions options;
@@ -267,7 +269,13 @@ struct Communicator::Impl {
     // On the host a channel is a thread, not an SM: one per rank unless asked (more only add
     // threads that wait for the same two cores).
     const int channels = options.channels > 0 ? options.channels : host ? 1 : 0;
-    Choice choice{options.algo, channels, options.tile_bytes};
+    Choice choice{options.algo, channels, options.tile_bytes, options.protocol.value_or(Protocol::Simple)};
+    const int n = nranks();
+    const auto bytes = static_cast<int64_t>(std::max(send_bytes(call, n), recv_bytes(call, n)));
+    if (choice.protocol == Protocol::Ll && bytes > kLlMaxBytes)
+      invalid(fmt::format("{} of {} bytes: protocol ll moves at most {} bytes per call (its receive slots are sized "
+                          "for that); use protocol simple",
+                          collective_name(call.collective), bytes, kLlMaxBytes));
     if (options.schedule) return choices.emplace(key, choice).first->second;  // the given one
     const char* env = std::getenv("CCC_ALGO");
     if (choice.algo.empty() && env != nullptr) choice.algo = env;
@@ -278,12 +286,11 @@ struct Communicator::Impl {
       select.algo = options.algo;  // select_schedule reads CCC_ALGO itself
       if (channels > 0) select.channels = {channels};
       if (options.tile_bytes > 0) select.tiles = {options.tile_bytes};
-      const int n = nranks();
-      const auto bytes = static_cast<int64_t>(std::max(send_bytes(call, n), recv_bytes(call, n)));
+      if (options.protocol) select.protocols = {*options.protocol};
       try {
         const ccc::Choice best = select_schedule(call.collective, bytes, static_cast<int>(data_type_size(call.dtype)),
                                                  *topology, menu_for(call.collective, call.root).candidates(), select);
-        choice = {best.name(), best.params.channels, best.params.tile_bytes};
+        choice = {best.name(), best.params.channels, best.params.tile_bytes, best.params.protocol};
       } catch (const std::invalid_argument& e) {
         invalid(fmt::format("{}: no schedule fits: {}", collective_name(call.collective), e.what()));
       }
@@ -302,13 +309,14 @@ struct Communicator::Impl {
     shape.channels = choice.channels;
     shape.tile_bytes = choice.tile_bytes;
     shape.in_place = in_place;
+    shape.protocol = choice.protocol;
     return shape;
   }
 
   static std::string kernel_key(const Choice& choice, const KernelShape& shape) {
-    return fmt::format("{}/{}/{}/{}/{}/{}/{}/{}/{}", choice.algo, collective_name(shape.collective), shape.nranks,
+    return fmt::format("{}/{}/{}/{}/{}/{}/{}/{}/{}/{}", choice.algo, collective_name(shape.collective), shape.nranks,
                        shape.root, data_type_name(shape.dtype), reduce_op_name(shape.op), shape.channels,
-                       shape.tile_bytes, shape.in_place);
+                       shape.tile_bytes, shape.in_place, protocol_name(shape.protocol));
   }
 
   const Loaded& kernel_for(const CollectiveCall& call, bool in_place, std::string* key_out) {
@@ -403,6 +411,7 @@ struct Communicator::Impl {
     p.in_place = in_place;
     p.loaded = &kernel_for(call, in_place, &key);
     p.scratch_bytes = p.loaded->kernel.scratch_bytes(call.count);
+    p.ll_bytes = p.loaded->kernel.ll_bytes(call.count);
     // Equal on every rank that issues the same collective; never 0 (the prelude's "not loaded").
     p.signature = checksum64(fmt::format("{}/{}", key, call.count)) | 1;
     return p;
@@ -483,7 +492,8 @@ struct Communicator::Impl {
       staging->after = Staging::Copy{const_cast<std::byte*>(out.from), base + out.at, out.bytes};
       if (!p.in_place) recv = moved(out, r);
     }
-    return {send, recv, scratch, p.signature};
+    void* ll = p.ll_bytes == 0 ? nullptr : host ? host->ll_slots(rank, p.ll_bytes) : cuda->ll_slots(rank, p.ll_bytes, stream);
+    return {send, recv, scratch, p.signature, ll};
   }
 
   void launch_rank(const Prepared& p, const CollectiveCall& call, int rank, const void* send, void* recv,

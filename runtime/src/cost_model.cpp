@@ -75,8 +75,9 @@ struct RankStep {
   double period_alpha = 0;
   int latencies = 0;           // cross-GPU latencies alpha adds up, one after another
   int period_latencies = 0;
+  double read_latency = 0;     // the slowest of its reads' routes
   std::vector<int> resources;  // every resource its reads cross
-  int64_t moved = 0;           // chunk windows read
+  int64_t moved = 0;           // chunk windows read, remote ones twice under ll (lines are half flag)
   int64_t reduced = 0;         // chunk windows reduced
   std::vector<Wait> waits;     // from the sync plan
   bool active() const { return moved > 0 || alpha > 0; }
@@ -87,12 +88,18 @@ struct CostModel::Prepared {
   int nranks = 0;
   int64_t nchunks = 0;
   bool lock_step = true;
-  std::vector<std::vector<RankStep>> steps;  // [step][rank]
+  // Per protocol (index: Protocol), what each rank does in each step and its exit waits.
+  struct Form {
+    std::vector<std::vector<RankStep>> steps;  // [step][rank]
+    std::vector<std::vector<Wait>> exit_waits; // [rank]
+    std::vector<double> exit_alpha;            // [rank] latency of its exit waits, polled together
+    std::vector<int> exit_latencies;           // [rank] how many of them cross GPUs
+  };
+  Form forms[2];
   std::vector<std::vector<int64_t>> load;    // [step][resource] chunk windows crossing it
+  int first_fabric = 0;                      // resources from here on are links and switch ports:
+                                             // ll's lines cross them at twice the data's bytes
   std::vector<double> bandwidth;             // [resource]
-  std::vector<std::vector<Wait>> exit_waits; // [rank]
-  std::vector<double> exit_alpha;            // [rank] latency of its exit waits, polled together
-  std::vector<int> exit_latencies;           // [rank] how many of them cross GPUs
   double launch = 0;                         // s: the slowest GPU's kernel launch
   std::vector<double> channel_bandwidth;     // [rank]
   std::vector<double> reduce_bandwidth;      // [rank]
@@ -106,11 +113,13 @@ CostModel::CostModel(const StepProgram& p, const SyncPlan* sync, const Topology&
   m->nchunks = p.nchunks;
   m->lock_step = sync == nullptr;
   m->bandwidth = resource_bandwidths(t);
-  m->steps.assign(static_cast<size_t>(p.nsteps()), std::vector<RankStep>(static_cast<size_t>(p.nranks)));
+  m->first_fabric = t.ngpus();
+  Prepared::Form& simple = m->forms[static_cast<int>(Protocol::Simple)];
+  simple.steps.assign(static_cast<size_t>(p.nsteps()), std::vector<RankStep>(static_cast<size_t>(p.nranks)));
   m->load.assign(static_cast<size_t>(p.nsteps()), std::vector<int64_t>(m->bandwidth.size(), 0));
-  m->exit_waits.resize(static_cast<size_t>(p.nranks));
-  m->exit_alpha.assign(static_cast<size_t>(p.nranks), 0.0);
-  m->exit_latencies.assign(static_cast<size_t>(p.nranks), 0);
+  simple.exit_waits.resize(static_cast<size_t>(p.nranks));
+  simple.exit_alpha.assign(static_cast<size_t>(p.nranks), 0.0);
+  simple.exit_latencies.assign(static_cast<size_t>(p.nranks), 0);
   std::map<std::pair<int, int>, Route> routes;  // route() scans every fabric: once per pair
   auto path = [&](int src, int dst) -> const Route& {
     auto it = routes.find({src, dst});
@@ -134,7 +143,7 @@ CostModel::CostModel(const StepProgram& p, const SyncPlan* sync, const Topology&
     m->channel_bandwidth.push_back(t.gpus[r].channel_bandwidth);
     m->reduce_bandwidth.push_back(t.gpus[r].reduce_bandwidth);
     for (int k = 0; k < p.nsteps(); ++k) {
-      RankStep& rs = m->steps[k][r];
+      RankStep& rs = simple.steps[k][r];
       double read_latency = 0;
       for (const Op& op : p.ops[r][k]) {
         const Route& in = path(op.peer, r);
@@ -146,7 +155,7 @@ CostModel::CostModel(const StepProgram& p, const SyncPlan* sync, const Topology&
         rs.moved += op.chunks.count;
         if (op.kind == OpKind::Reduce) rs.reduced += op.chunks.count;
       }
-      rs.alpha = rs.period_alpha = read_latency;
+      rs.read_latency = rs.alpha = rs.period_alpha = read_latency;
       rs.latencies = rs.period_latencies = read_latency > 0 ? 1 : 0;
       if (!sync) continue;  // lock-step: alpha is the round trip of the step's reads only
       rs.waits = sync->waits[r][k];
@@ -157,9 +166,41 @@ CostModel::CostModel(const StepProgram& p, const SyncPlan* sync, const Topology&
       rs.period_latencies += period_waits > 0 ? 1 : 0;
     }
     if (!sync) continue;
-    m->exit_waits[r] = sync->waits[r][p.nsteps()];
-    m->exit_alpha[r] = slowest_wait(m->exit_waits[r], r, true);
-    m->exit_latencies[r] = m->exit_alpha[r] > 0 ? 1 : 0;
+    simple.exit_waits[r] = sync->waits[r][p.nsteps()];
+    simple.exit_alpha[r] = slowest_wait(simple.exit_waits[r], r, true);
+    simple.exit_latencies[r] = simple.exit_alpha[r] > 0 ? 1 : 0;
+  }
+  // Protocol ll (docs/codegen.md): a remote read is the flight of the producer's lines into this
+  // rank's memory, one latency, with no wait of its own; the producer's sends wait once for the
+  // consumer to have entered, one more latency before the rank's first remote read (the pushed
+  // "entered" of the rank, which the model prices like the read's route). Reads still follow the
+  // steps that produce them (the RAW waits, at no latency of their own); nothing waits at exit.
+  // Remote bytes count twice: half of each 8-byte line is flag.
+  Prepared::Form& ll = m->forms[static_cast<int>(Protocol::Ll)];
+  ll = simple;
+  ll.exit_waits.assign(static_cast<size_t>(p.nranks), {});
+  ll.exit_alpha.assign(static_cast<size_t>(p.nranks), 0.0);
+  ll.exit_latencies.assign(static_cast<size_t>(p.nranks), 0);
+  for (int r = 0; r < p.nranks; ++r) {
+    bool entered = false;  // the rank's first remote read has paid for its producers' entry waits
+    for (int k = 0; k < p.nsteps(); ++k) {
+      RankStep& rs = ll.steps[k][r];
+      const int64_t remote = [&] {
+        int64_t n = 0;
+        for (const Op& op : p.ops[r][k]) n += op.peer == r ? 0 : op.chunks.count;
+        return n;
+      }();
+      rs.moved += remote;
+      std::erase_if(rs.waits, [](const Wait& w) { return w.reason != SyncReason::RAW || w.step < 0; });
+      const int reads = rs.read_latency > 0 ? 1 : 0;
+      rs.alpha = rs.period_alpha = rs.read_latency;
+      rs.latencies = rs.period_latencies = reads;
+      if (reads > 0 && !entered) {
+        rs.alpha += rs.read_latency;
+        rs.latencies += 1;
+        entered = true;
+      }
+    }
   }
   prepared_ = std::move(m);
 }
@@ -184,6 +225,7 @@ Estimate CostModel::estimate(int64_t bytes, const CostParams& params) const {
   if (params.channels < 1 || params.tile_bytes < 0 || params.pipeline < 1)
     throw std::invalid_argument("channels and pipeline must be >= 1, the tile size >= 0");
   const Prepared& m = *prepared_;
+  const Prepared::Form& form = m.forms[static_cast<int>(params.protocol)];
   Estimate e;
   if (bytes <= 0) return e;
 
@@ -194,17 +236,20 @@ Estimate CostModel::estimate(int64_t bytes, const CostParams& params) const {
   e.windows = window > 0 ? std::max<int64_t>(1, ceil_div(slice, window)) : 1;
   const double piece = static_cast<double>(slice) / static_cast<double>(e.windows);
   const double channels = params.channels;
-  const size_t nsteps = m.steps.size();
+  const size_t nsteps = form.steps.size();
   const size_t nranks = static_cast<size_t>(m.nranks);
 
   // Every channel of every rank runs the same traffic, so a resource serves each channel with
   // 1/channels of its bandwidth.
-  auto drain = [&](size_t k, int id) { return m.load[k][id] * piece * channels / m.bandwidth[id]; };
+  const double line_factor = params.protocol == Protocol::Ll ? 2.0 : 1.0;
+  auto drain = [&](size_t k, int id) {
+    return m.load[k][id] * (id >= m.first_fabric ? line_factor : 1.0) * piece * channels / m.bandwidth[id];
+  };
   // tau: the first window's cost of each step; period_tau: a later window's (no entry waits).
   std::vector<std::vector<double>> tau(nsteps, std::vector<double>(nranks, 0.0)), period_tau = tau;
   for (size_t k = 0; k < nsteps; ++k)
     for (size_t r = 0; r < nranks; ++r) {
-      const RankStep& rs = m.steps[k][r];
+      const RankStep& rs = form.steps[k][r];
       if (!rs.active()) continue;
       double transfer = rs.moved * piece / m.channel_bandwidth[r];
       for (int id : rs.resources) transfer = std::max(transfer, drain(k, id));
@@ -220,8 +265,8 @@ Estimate CostModel::estimate(int64_t bytes, const CostParams& params) const {
   };
   auto later = [](Path a, Path b) { return b.time > a.time ? b : a; };
   auto after = [&](Path p, size_t k, size_t r) {
-    if (!m.steps[k][r].active()) return p;
-    return Path{p.time + tau[k][r], p.latencies + m.steps[k][r].latencies};
+    if (!form.steps[k][r].active()) return p;
+    return Path{p.time + tau[k][r], p.latencies + form.steps[k][r].latencies};
   };
   Path fill;
   if (m.lock_step) {
@@ -238,13 +283,13 @@ Estimate CostModel::estimate(int64_t bytes, const CostParams& params) const {
     for (size_t k = 0; k < nsteps; ++k)
       for (size_t r = 0; r < nranks; ++r) {
         Path ready = k ? done[r][k - 1] : Path{};
-        for (const Wait& w : m.steps[k][r].waits) ready = later(ready, finished(w));
+        for (const Wait& w : form.steps[k][r].waits) ready = later(ready, finished(w));
         done[r][k] = after(ready, k, r);
       }
     for (size_t r = 0; r < nranks; ++r) {
       Path end = nsteps ? done[r][nsteps - 1] : Path{};
-      for (const Wait& w : m.exit_waits[r]) end = later(end, finished(w));
-      fill = later(fill, Path{end.time + m.exit_alpha[r], end.latencies + m.exit_latencies[r]});
+      for (const Wait& w : form.exit_waits[r]) end = later(end, finished(w));
+      fill = later(fill, Path{end.time + form.exit_alpha[r], end.latencies + form.exit_latencies[r]});
     }
   }
   e.fill = fill.time;
@@ -255,7 +300,7 @@ Estimate CostModel::estimate(int64_t bytes, const CostParams& params) const {
     int latencies = 0;
     for (size_t k = 0; k < nsteps; ++k) {
       busy += period_tau[k][r];
-      if (m.steps[k][r].active()) latencies += m.steps[k][r].period_latencies;
+      if (form.steps[k][r].active()) latencies += form.steps[k][r].period_latencies;
     }
     if (busy > e.period) period_latencies = latencies;
     e.period = std::max(e.period, busy);

@@ -144,7 +144,8 @@ CudaRanks::~CudaRanks() {
     if (arena_ != nullptr) break;
     driver_.cuCtxSetCurrent(devices_[r.device].context);
     driver_.cuMemFree(r.sync);
-    for (CUdeviceptr s : r.scratch) driver_.cuMemFree(s);
+    for (const Pool* pool : {&r.scratch, &r.ll})
+      for (CUdeviceptr s : pool->blocks) driver_.cuMemFree(s);
   }
   if (control_ != nullptr) {
     driver_.cuCtxSetCurrent(devices_[0].context);
@@ -230,30 +231,48 @@ void CudaRanks::check_buffer(int rank, const void* p, uint64_t bytes, const char
 }
 
 void* CudaRanks::scratch(int rank, uint64_t bytes, void* stream) {
+  return grow(rank, &Rank::scratch, bytes, stream, "scratch", false);
+}
+
+void* CudaRanks::ll_slots(int rank, uint64_t bytes, void* stream) {
+  return grow(rank, &Rank::ll, bytes, stream, "LL receive slots", true);
+}
+
+void* CudaRanks::grow(int rank, Pool Rank::*pool, uint64_t bytes, void* stream, const char* what, bool zero) {
   Rank& r = ranks_.at(rank);
-  if (bytes > r.scratch_bytes && arena_ != nullptr) {
-    // From the arena's heap, where peers can read it: no driver call, so also while capturing.
-    // Exact fit (the heap is fixed); the blocks queued launches may still use go back to the
-    // heap at the next synchronize.
-    r.scratch.push_back(reinterpret_cast<CUdeviceptr>(arena_->heap().allocate(bytes, "scratch and staging")));
-    r.scratch_bytes = bytes;
-  } else if (bytes > r.scratch_bytes) {
+  Pool& p = r.*pool;
+  if (bytes > p.bytes && arena_ != nullptr) {
+    // From the arena's heap, where peers can read it: no synchronous driver call, so also while
+    // capturing. Exact fit (the heap is fixed); the blocks queued launches may still use go back
+    // to the heap at the next synchronize. The heap hands out used memory: a block that must
+    // start zeroed is zeroed on `stream`, before the launch that uses it (a memset node when
+    // captured).
+    const auto block = reinterpret_cast<CUdeviceptr>(arena_->heap().allocate(bytes, what));
+    if (zero) {
+      CudaContextGuard guard(driver_);
+      use(devices_[r.device]);
+      driver_.check(driver_.cuMemsetD8Async(block, 0, bytes, static_cast<CUstream>(stream)), "cuMemsetD8Async");
+    }
+    p.blocks.push_back(block);
+    p.bytes = bytes;
+  } else if (bytes > p.bytes) {
     if (capturing(stream))
       throw Error(ErrorKind::InvalidUsage,
-                  fmt::format("rank {}: this collective needs {} bytes of scratch, more than the communicator "
+                  fmt::format("rank {}: this collective needs {} bytes of {}, more than the communicator "
                               "has, and allocating is not allowed while a stream captures a graph; issue it "
                               "once before capturing",
-                              rank, bytes));
+                              rank, bytes, what));
     CudaContextGuard guard(driver_);
     use(devices_[r.device]);
     // Doubling bounds what the kept allocations add up to at twice the largest.
-    const uint64_t size = std::max(bytes, 2 * r.scratch_bytes);
-    CUdeviceptr p = 0;
-    driver_.check(driver_.cuMemAlloc(&p, size), "cuMemAlloc");
-    r.scratch.push_back(p);
-    r.scratch_bytes = size;
+    const uint64_t size = std::max(bytes, 2 * p.bytes);
+    CUdeviceptr d = 0;
+    driver_.check(driver_.cuMemAlloc(&d, size), "cuMemAlloc");
+    if (zero) driver_.check(driver_.cuMemsetD8(d, 0, size), "cuMemsetD8");
+    p.blocks.push_back(d);
+    p.bytes = size;
   }
-  return r.scratch.empty() ? nullptr : reinterpret_cast<void*>(r.scratch.back());
+  return p.blocks.empty() ? nullptr : reinterpret_cast<void*>(p.blocks.back());
 }
 
 void* CudaRanks::trace_alloc(int rank, uint64_t bytes, void* stream) {
@@ -408,9 +427,12 @@ void CudaRanks::synchronize(int rank) {
   use(devices_[r.device]);
   driver_.check(driver_.cuCtxSynchronize(), "cuCtxSynchronize");
   if (arena_ != nullptr) {
-    // The device is idle: only the newest scratch block stays taken.
-    for (size_t i = 0; i + 1 < r.scratch.size(); ++i) arena_->heap().free(reinterpret_cast<void*>(r.scratch[i]));
-    if (!r.scratch.empty()) r.scratch.erase(r.scratch.begin(), r.scratch.end() - 1);
+    // The device is idle: only the newest block of each pool stays taken.
+    for (Pool* pool : {&r.scratch, &r.ll}) {
+      std::vector<CUdeviceptr>& blocks = pool->blocks;
+      for (size_t i = 0; i + 1 < blocks.size(); ++i) arena_->heap().free(reinterpret_cast<void*>(blocks[i]));
+      if (!blocks.empty()) blocks.erase(blocks.begin(), blocks.end() - 1);
+    }
     // Resetting the sync state would need every process idle at once, so a failure is final
     // (as NCCL's asynchronous errors are, and as the host backend's across processes).
     std::vector<unsigned> words = arena_error_words();

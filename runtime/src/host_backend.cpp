@@ -2,6 +2,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstring>
 #include <system_error>
 #include <thread>
 
@@ -209,28 +210,34 @@ HostRanks::~HostRanks() {
   for (auto& r : ranks_) r->stream.wait_idle();
 }
 
-void* HostRanks::scratch(int rank, uint64_t bytes) {
+void* HostRanks::scratch(int rank, uint64_t bytes) { return grow(rank, &Rank::scratch, bytes, "scratch and staging"); }
+
+void* HostRanks::ll_slots(int rank, uint64_t bytes) { return grow(rank, &Rank::ll, bytes, "LL receive slots"); }
+
+void* HostRanks::grow(int rank, Pool Rank::*pool, uint64_t bytes, const char* what) {
   std::lock_guard lock(mutex_);
   Rank& r = *ranks_.at(rank);
-  if (bytes > r.scratch_bytes) {
+  Pool& p = r.*pool;
+  if (bytes > p.bytes) {
     // Doubling bounds what the kept allocations add up to at twice the largest. In the arena, an
     // exact fit first: its heap is fixed, and a doubled block might not fit where this one does.
-    uint64_t size = std::max(bytes, 2 * r.scratch_bytes);
+    uint64_t size = std::max(bytes, 2 * p.bytes);
     if (arena_ != nullptr) {
       // Blocks no queued launch uses any more go back to the heap.
       if (r.stream.idle()) {
-        for (void* p : r.arena_scratch) arena_->heap().free(p);
-        r.arena_scratch.clear();
+        for (void* block : p.arena_blocks) arena_->heap().free(block);
+        p.arena_blocks.clear();
       }
       size = bytes;
-      r.arena_scratch.push_back(arena_->heap().allocate(size, "scratch and staging"));
+      p.arena_blocks.push_back(arena_->heap().allocate(size, what));
+      std::memset(p.arena_blocks.back(), 0, size);  // the heap's blocks come back used
     } else {
-      r.scratch.push_back(std::make_unique<std::byte[]>(size));
+      p.blocks.push_back(std::make_unique<std::byte[]>(size));  // value-initialised: zero
     }
-    r.scratch_bytes = size;
+    p.bytes = size;
   }
-  if (arena_ != nullptr) return r.arena_scratch.empty() ? nullptr : r.arena_scratch.back();
-  return r.scratch.empty() ? nullptr : r.scratch.back().get();
+  if (arena_ != nullptr) return p.arena_blocks.empty() ? nullptr : p.arena_blocks.back();
+  return p.blocks.empty() ? nullptr : p.blocks.back().get();
 }
 
 void HostRanks::launch(int rank, const HostKernel& kernel, int channels, const ccc_buffers& own,

@@ -35,6 +35,7 @@ EmittedKernel generate_kernel(const SourceFile& schedule, const KernelShape& sha
   options.dtype = shape.dtype;
   options.op = shape.op;
   options.in_place = shape.in_place;
+  options.protocol = shape.protocol;
   if (shape.channels > 0) options.channels = shape.channels;
   if (shape.tile_bytes > 0) options.tile_bytes = shape.tile_bytes;
   try {

@@ -22,12 +22,18 @@ std::vector<int> channel_grid(const Topology& t, int nranks, const SelectOptions
 // (more of either costs SMs and syncs the model does not charge for).
 Choice best_params(const CandidateSchedule& cand, int64_t bytes, const Topology& t, const SelectOptions& o) {
   CostModel model(*cand.program, cand.sync, t);
+  std::vector<Protocol> protocols = o.protocols;
+  if (protocols.empty()) {
+    protocols.push_back(Protocol::Simple);
+    if (bytes <= kLlMaxBytes) protocols.push_back(Protocol::Ll);
+  }
   std::vector<Choice> tried;
-  for (int c : channel_grid(t, cand.program->nranks, o))
-    for (int64_t tile : o.tiles.empty() ? kDefaultTiles : o.tiles) {
-      CostParams params{c, tile, o.pipeline};
-      tried.push_back(Choice{&cand, params, model.estimate(bytes, params), false});
-    }
+  for (Protocol protocol : protocols)
+    for (int c : channel_grid(t, cand.program->nranks, o))
+      for (int64_t tile : o.tiles.empty() ? kDefaultTiles : o.tiles) {
+        CostParams params{c, tile, o.pipeline, protocol};
+        tried.push_back(Choice{&cand, params, model.estimate(bytes, params), false});
+      }
   if (tried.empty()) throw std::invalid_argument("empty channel or tile grid");
   double fastest = std::min_element(tried.begin(), tried.end(), [](const Choice& a, const Choice& b) {
                      return a.estimate.time < b.estimate.time;
@@ -114,9 +120,10 @@ std::string format_tune_table(const std::vector<TuneRow>& rows, const std::strin
     for (size_t i = 0; i < row.per_schedule.size(); ++i)
       out += fmt::format(" {:>{}.2f}", row.per_schedule[i].estimate.time * 1e6, width[i]);
     const Choice& ch = row.choice;
-    out += fmt::format("  {} channels={} tile={} busbw={:.1f}GB/s{}\n", ch.name(), ch.params.channels,
+    out += fmt::format("  {} channels={} tile={} {}busbw={:.1f}GB/s{}\n", ch.name(), ch.params.channels,
                        ch.params.tile_bytes ? fmt::format("{}", ch.params.tile_bytes) : "whole",
-                       ch.estimate.busbw / 1e9, ch.forced ? " (forced)" : "");
+                       ch.params.protocol == Protocol::Ll ? "protocol=ll " : "", ch.estimate.busbw / 1e9,
+                       ch.forced ? " (forced)" : "");
   }
   return out;
 }
@@ -125,7 +132,8 @@ std::string format_tune_tsv(const std::vector<TuneRow>& rows) {
   std::string out = "bytes\tschedule\tprotocol\ttime_us\tbusbw_gbps\tserial_latencies\tchannels\ttile_bytes\tlaunch_us\n";
   for (const TuneRow& row : rows) {
     const Choice& ch = row.choice;
-    out += fmt::format("{}\t{}\tsimple\t{:.3f}\t{:.3f}\t{}\t{}\t{}\t{:.3f}\n", row.bytes, ch.name(), ch.estimate.time * 1e6,
+    out += fmt::format("{}\t{}\t{}\t{:.3f}\t{:.3f}\t{}\t{}\t{}\t{:.3f}\n", row.bytes, ch.name(),
+                       protocol_name(ch.params.protocol), ch.estimate.time * 1e6,
                        ch.estimate.busbw / 1e9, ch.estimate.serial_latencies, ch.params.channels, ch.params.tile_bytes,
                        ch.estimate.launch * 1e6);
   }

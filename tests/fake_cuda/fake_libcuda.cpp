@@ -299,6 +299,12 @@ CUresult cuMemsetD8(CUdeviceptr dst, unsigned char value, size_t bytes) {
   return CUDA_SUCCESS;
 }
 
+CUresult cuMemsetD8Async(CUdeviceptr dst, unsigned char value, size_t bytes, CUstream stream) {
+  record(call("cuMemsetD8Async", "stream=" + stream_name(stream)));
+  std::memset(reinterpret_cast<void*>(dst), value, bytes);
+  return CUDA_SUCCESS;
+}
+
 CUresult cuPointerGetAttribute(void* data, CUpointer_attribute attribute, CUdeviceptr p) {
   State& s = state();
   std::lock_guard lock(s.mutex);

@@ -41,8 +41,8 @@ HostEntry HostLibrary::entry(const std::string& kernel_name) const {
   return handle_ == nullptr ? nullptr : reinterpret_cast<HostEntry>(dlsym(handle_, kernel_name.c_str()));
 }
 
-HostBuffers::HostBuffers(int nranks, uint64_t bytes, uint64_t scratch_bytes, uint64_t offset, bool in_place)
-    : in_alloc(nranks), out_alloc(nranks), scratch_alloc(nranks), sync(nranks), own(nranks) {
+HostBuffers::HostBuffers(int nranks, uint64_t bytes, uint64_t scratch_bytes, uint64_t offset, bool in_place, uint64_t ll_bytes)
+    : in_alloc(nranks), out_alloc(nranks), scratch_alloc(nranks), ll_alloc(nranks), sync(nranks), own(nranks) {
   for (Sync& s : sync) {
     s.inbox.assign(static_cast<size_t>(CCC_MAX_CHANNELS) * nranks, 0);
     state.push_back({s.progress, s.mailbox, &s.error, s.inbox.data()});
@@ -56,6 +56,8 @@ HostBuffers::HostBuffers(int nranks, uint64_t bytes, uint64_t scratch_bytes, uin
     own[r].output = in_place ? in : out_alloc[r].data() + offset;
     own[r].scratch = scratch_bytes == 0 ? nullptr : scratch_alloc[r].data() + offset;
     own[r].call = 1;
+    ll_alloc[r].assign(ll_bytes / 8, 0);
+    own[r].ll = ll_bytes == 0 ? nullptr : ll_alloc[r].data();
   }
 }
 

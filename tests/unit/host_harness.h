@@ -35,7 +35,8 @@ class HostLibrary {
 // Every rank's buffers for one collective; allocations padded so a buffer may start `offset`
 // bytes into its allocation.
 struct HostBuffers {
-  HostBuffers(int nranks, uint64_t bytes, uint64_t scratch_bytes, uint64_t offset, bool in_place);
+  // `ll_bytes`: each rank's LL receive slots (EmittedKernel::ll_bytes), zeroed.
+  HostBuffers(int nranks, uint64_t bytes, uint64_t scratch_bytes, uint64_t offset, bool in_place, uint64_t ll_bytes = 0);
   // One rank's synchronisation state, as the runtime's backends lay it out (ccc_abi.h).
   struct Sync {
     unsigned long long progress[CCC_MAX_CHANNELS] = {};
@@ -44,6 +45,7 @@ struct HostBuffers {
     std::vector<unsigned long long> inbox;  // [CCC_MAX_CHANNELS][N]
   };
   std::vector<std::vector<unsigned char>> in_alloc, out_alloc, scratch_alloc;
+  std::vector<std::vector<unsigned long long>> ll_alloc;  // 8-byte lines
   std::vector<Sync> sync;
   std::vector<ccc_rank_state> state;  // [N] the kernels' fixed table
   std::vector<ccc_buffers> own;       // [N] each rank's buffers for the launch

@@ -138,3 +138,13 @@ TEST(BenchCli, TraceWritesEveryCall) {
   EXPECT_NE(text.find(R"("schedule":"ring")"), std::string::npos) << text.substr(0, 2000);
   EXPECT_NE(text.find(R"("call":1,)"), std::string::npos) << "a second call";
 }
+
+TEST(BenchCli, ProtocolLlRunsAndChecksAndRefusesTooLarge) {
+  const BenchResult ll = run_bench("--ranks 3 -b 1K -e 4K -f 4 -n 1 -w 0 -c 1 --algo twoshot --protocol ll");
+  EXPECT_EQ(ll.code, 0) << ll.output;
+  EXPECT_TRUE(has(ll.output, "\n# Out of bounds values : 0 OK\n")) << ll.output;
+  EXPECT_TRUE(has(run_bench("--protocol fast").output, "--protocol is simple or ll"));
+  const BenchResult big = run_bench("--ranks 2 -b 1M -e 1M -n 1 -w 0 -c 1 --algo oneshot --protocol ll");
+  EXPECT_NE(big.code, 0) << big.output;
+  EXPECT_TRUE(has(big.output, "protocol ll moves at most 262144 bytes per call")) << big.output;
+}

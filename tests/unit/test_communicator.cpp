@@ -19,6 +19,7 @@
 #include "ccc/communicator.h"
 #include "ccc/topology.h"
 #include "ccc/instantiate.h"
+#include "ccc/shipped_schedules.h"
 #include "golden_util.h"
 
 #include <fmt/format.h>
@@ -574,4 +575,45 @@ TEST(CApi, NullBuffersWhereNcclAllowsThem) {
   EXPECT_EQ(cccReduce(in[0].data(), nullptr, count, cccFloat32, cccSum, 0, comms[0], nullptr), cccInvalidArgument);
   EXPECT_STREQ(cccGetLastError(comms[0]), "reduce: rank 0: null recv buffer");
   for (cccComm_t c : comms) EXPECT_EQ(cccCommDestroy(c), cccSuccess);
+}
+
+// Protocol ll through the runtime: every shipped schedule of every collective, at rank counts
+// that do and do not divide, over dtypes of 1, 2, 4 and 8 bytes (packed lines, two lines per
+// element) and every op where it reduces, odd counts, in and out of place, roots at both ends;
+// each communicator launches repeatedly over the same receive slots.
+TEST(CommunicatorLl, EveryShippedScheduleAndCollective) {
+  const DataType dtypes[] = {DataType::F32, DataType::F16, DataType::I8, DataType::F64, DataType::BF16};
+  int variant = 0;
+  for (const ShippedSchedule& s : shipped_schedules()) {
+    const bool pow2 = s.name == "butterfly";
+    for (int n : pow2 ? std::vector<int>{2, 4, 8} : std::vector<int>{2, 3, 5}) {
+      CommOptions o = options(s.name);
+      o.protocol = Protocol::Ll;
+      Communicator comm = Communicator::host(n, o);
+      for (bool in_place : {false, true}) {
+        if (in_place && s.collective == Collective::AllToAll) continue;  // refused for any protocol
+        const DataType t = dtypes[variant % 5];
+        const ReduceOp op = kAllReduceOps[variant % std::size(kAllReduceOps)];
+        ++variant;
+        for (uint64_t count : {0u, 1u, 7u, 1003u})
+          EXPECT_EQ(check(comm, shape_of(s.collective, count, t, op, count % 2 == 0 ? 0 : n - 1), in_place), 0u)
+              << s.name << " N " << n << " " << data_type_name(t) << " " << reduce_op_name(op) << " count " << count
+              << (in_place ? " in place" : "");
+      }
+    }
+  }
+}
+
+TEST(CommunicatorLl, RefusesCallsAboveItsCap) {
+  CommOptions o = options("oneshot");
+  o.protocol = Protocol::Ll;
+  Communicator comm = Communicator::host(2, o);
+  EXPECT_EQ(check_all_reduce(comm, kLlMaxBytes / 4, DataType::F32, ReduceOp::Sum, false), 0u);
+  try {
+    check_all_reduce(comm, kLlMaxBytes / 4 + 1, DataType::F32, ReduceOp::Sum, false);
+    FAIL() << "ll ran a call above its cap";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::InvalidArgument);
+    EXPECT_NE(std::string(e.what()).find("protocol ll moves at most 262144 bytes per call"), std::string::npos) << e.what();
+  }
 }

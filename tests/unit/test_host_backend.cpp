@@ -33,7 +33,7 @@ JitCache& memory_cache() {
   return cache;
 }
 
-ccc_buffers buffers_of(void* output) { return {nullptr, output, nullptr, 1}; }
+ccc_buffers buffers_of(void* output) { return {nullptr, output, nullptr, 1, nullptr}; }
 
 // What kCounterKernel writes per rank.
 constexpr size_t kOutWords = 2 * CCC_MAX_CHANNELS;

@@ -113,7 +113,7 @@ Check same_bits_on_every_rank(const testing::HostBuffers& b, int n, uint64_t cou
 // Fills every rank's input, poisons every output, runs the kernel twice and checks both runs.
 Check run_and_check(testing::HostEntry entry, const EmittedKernel& k, const KernelOptions& o, int n, uint64_t count, uint64_t offset) {
   const int size = static_cast<int>(data_type_size(o.dtype));
-  testing::HostBuffers b(n, count * size, k.scratch_bytes(count), offset, o.in_place);
+  testing::HostBuffers b(n, count * size, k.scratch_bytes(count), offset, o.in_place, k.ll_bytes(count));
   std::mt19937_64 rng(count * 131 + n * 7 + static_cast<int>(o.dtype) * 3 + static_cast<int>(o.op));
   const bool is_float = data_type_is_float(o.dtype);
   const FloatFormat f = is_float ? float_format(o.dtype) : FloatFormat{};
@@ -209,9 +209,12 @@ std::vector<KernelOptions> variants() {
 struct Shape {
   const char* schedule;
   int ranks;
+  Protocol protocol = Protocol::Simple;
 };
-// Readable in test listings (ctest shows the parameter): "ring N=5".
-void PrintTo(const Shape& s, std::ostream* os) { *os << s.schedule << " N=" << s.ranks; }
+// Readable in test listings (ctest shows the parameter): "ring N=5", "oneshot N=3 ll".
+void PrintTo(const Shape& s, std::ostream* os) {
+  *os << s.schedule << " N=" << s.ranks << (s.protocol == Protocol::Ll ? " ll" : "");
+}
 
 class HostRun : public ::testing::TestWithParam<Shape> {};
 
@@ -226,19 +229,27 @@ TEST_P(HostRun, MatchesTheReference) {
       std::printf("[host] %s N=%d: no in-place plan (%s)\n", s.schedule, s.ranks, p.errors.c_str());
       continue;
     }
-    for (const KernelOptions& o : variants())
+    for (KernelOptions o : variants())
       if (o.in_place == in_place) {
+        o.protocol = s.protocol;
         opts.push_back(o);
         kernels.push_back(emit_cuda(lower(*p.planned, o)));
       }
   }
-  testing::HostLibrary lib(kernels, std::string(s.schedule) + "_n" + std::to_string(s.ranks));
+  testing::HostLibrary lib(kernels, std::string(s.schedule) + "_n" + std::to_string(s.ranks) +
+                                       (s.protocol == Protocol::Ll ? "_ll" : ""));
   ASSERT_EQ(lib.error(), "");
   for (size_t v = 0; v < kernels.size(); ++v) {
     const KernelOptions& o = opts[v];
     const uint64_t size = data_type_size(o.dtype), tile = o.tile_bytes / size;
     std::vector<uint64_t> counts = {0, 1, 7, 4097, tile * o.channels * s.ranks * 3};
-    if (o.op == ReduceOp::Sum && (o.dtype == DataType::F32 || o.dtype == DataType::U8)) counts.push_back(1000003);
+    if (o.protocol == Protocol::Ll) {
+      // ll's cap: the largest count it takes, and nothing above it (the runtime refuses those).
+      counts.back() = std::min<uint64_t>(counts.back(), kLlMaxBytes / size);
+      counts.push_back(kLlMaxBytes / size);
+    } else if (o.op == ReduceOp::Sum && (o.dtype == DataType::F32 || o.dtype == DataType::U8)) {
+      counts.push_back(1000003);
+    }
     testing::HostEntry entry = lib.entry(kernels[v].kernel_name);
     ASSERT_NE(entry, nullptr) << kernels[v].kernel_name;
     for (uint64_t count : counts)
@@ -256,6 +267,18 @@ INSTANTIATE_TEST_SUITE_P(Shipped, HostRun,
                                            Shape{"tree", 5}, Shape{"dbtree", 6}),
                          [](const ::testing::TestParamInfo<Shape>& info) {
                            return std::string(info.param.schedule) + std::to_string(info.param.ranks);
+                         });
+
+// Protocol ll (pushed lines of data and flag) on every shipped allreduce: the same checks,
+// including the second launch over the same receive slots, in place and out of place.
+INSTANTIATE_TEST_SUITE_P(ShippedLl, HostRun,
+                         ::testing::Values(Shape{"ring", 1, Protocol::Ll}, Shape{"ring", 5, Protocol::Ll},
+                                           Shape{"oneshot", 3, Protocol::Ll}, Shape{"oneshot", 9, Protocol::Ll},
+                                           Shape{"twoshot", 4, Protocol::Ll}, Shape{"twoshot", 7, Protocol::Ll},
+                                           Shape{"butterfly", 8, Protocol::Ll}, Shape{"tree", 5, Protocol::Ll},
+                                           Shape{"dbtree", 6, Protocol::Ll}),
+                         [](const ::testing::TestParamInfo<Shape>& info) {
+                           return std::string(info.param.schedule) + std::to_string(info.param.ranks) + "ll";
                          });
 
 // One rank never starts: every other rank must give up with an error, within the timeout plus

@@ -4,6 +4,7 @@
 
 #include "ccc/lower.h"
 #include "ccc/pipeline.h"
+#include "ccc/rank_symmetry.h"
 #include "ccc/verify_bits.h"
 #include "codegen_pipeline.h"
 #include "program_builders.h"
@@ -314,6 +315,89 @@ TEST(Lower, PrintsThePlan) {
   EXPECT_NE(text.find("kernel plan: allreduce ring (schedules/ring.sched), 3 ranks, 3 chunks, 4 steps"), std::string::npos) << text;
   EXPECT_NE(text.find("    out[2] = sum(in[2], r2.in[2])  -- reads 2 (1 remote), writes 1"), std::string::npos) << text;
   EXPECT_NE(text.find("  total: reads 6 (4 remote), writes 4"), std::string::npos) << text;
+}
+
+}  // namespace
+}  // namespace ccc
+
+namespace ccc {
+namespace {
+
+KernelOptions ll_options() {
+  KernelOptions o;
+  o.protocol = Protocol::Ll;
+  return o;
+}
+
+// One-shot over ll: each rank sends its input to every peer at entry, after waiting for that
+// peer's entry, reads its peers' values from its own receive regions, and waits for nothing else.
+TEST(LowerLl, OneShotPushesItsInputAtEntry) {
+  const KernelPlan plan = lower_shipped("oneshot", 4, ll_options());
+  EXPECT_EQ(plan.ll_slots, 3);
+  EXPECT_EQ(plan.ll_blocks, 1);
+  for (int r = 0; r < 4; ++r) {
+    const StepPlan& step = plan.ranks[r].steps[0];
+    EXPECT_TRUE(plan.ranks[r].exit_waits.empty());
+    ASSERT_EQ(step.waits.size(), 3u);
+    for (const Wait& w : step.waits) EXPECT_EQ(w.step, -1);
+    ASSERT_EQ(step.entry_sends.size(), 3u);
+    EXPECT_TRUE(step.sends.empty());
+    for (const DataPass& send : step.entry_sends) {
+      EXPECT_NE(send.to.rank, r);
+      EXPECT_EQ(send.operands.at(0).buffer, Storage::Input);
+    }
+    ASSERT_EQ(step.passes.size(), 1u);
+    int regions = 0;
+    for (const Operand& o : step.passes[0].operands) regions += o.buffer == Storage::Ll;
+    EXPECT_EQ(regions, 3);
+  }
+}
+
+// Two-shot: the reduced chunk is sent right after the step that finished it, to be read in the
+// next step.
+TEST(LowerLl, TwoShotSendsTheReducedChunkAfterItsStep) {
+  const KernelPlan plan = lower_shipped("twoshot", 3, ll_options());
+  const StepPlan& first = plan.ranks[1].steps[0];
+  ASSERT_EQ(first.sends.size(), 2u);
+  for (const DataPass& send : first.sends) {
+    EXPECT_EQ(send.chunks.begin, 1);  // rank 1's reduced chunk
+    EXPECT_EQ(send.operands.at(0).buffer, Storage::Output);
+  }
+  EXPECT_TRUE(plan.ranks[1].steps[1].waits.empty());
+  EXPECT_TRUE(plan.ranks[1].steps[1].sends.empty());
+}
+
+// check_ll_plan refuses what would hang or overwrite: a send before the consumer's entry wait,
+// a region nobody sends, a send after its read.
+TEST(LowerLl, CheckRefusesUnsafePlans) {
+  const KernelPlan good = lower_shipped("twoshot", 3, ll_options());
+  EXPECT_NO_THROW(check_ll_plan(good));
+  auto refused = [](const KernelPlan& plan, const std::string& words) {
+    try {
+      check_ll_plan(plan);
+      ADD_FAILURE() << "accepted; expected: " << words;
+    } catch (const LowerError& e) {
+      EXPECT_NE(std::string(e.what()).find(words), std::string::npos) << e.what();
+    }
+  };
+  KernelPlan no_wait = good;
+  no_wait.ranks[0].steps[0].waits.clear();
+  refused(no_wait, "without first waiting for that rank to enter the launch");
+  KernelPlan unsent = good;
+  unsent.ranks[0].steps[0].sends.pop_back();
+  refused(unsent, "which rank 0 never sends: the read would wait for ever");
+  KernelPlan late = good;
+  late.ranks[0].steps[1].sends.push_back(late.ranks[0].steps[0].sends.back());
+  late.ranks[0].steps[0].sends.pop_back();
+  refused(late, "but the rank reads it at step 1");
+}
+
+TEST(LowerLl, RunsEveryShippedScheduleAndKeepsOneTablePerRank) {
+  for (const std::string& name : test::shipped_schedule_names()) {
+    const KernelPlan plan = lower_shipped(name, name == "butterfly" ? 4 : 5, ll_options());
+    EXPECT_EQ(find_rank_symmetry(plan).kind, RankSymmetry::Kind::None) << name;
+    EXPECT_GT(plan.ll_slots, 0) << name;
+  }
 }
 
 }  // namespace

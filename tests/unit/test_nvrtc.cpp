@@ -25,14 +25,16 @@ PlannedProgram planned(const Case& c) {
   return *p.planned;
 }
 
-// The data-moving loops (ccc::combine) must not spill; the small spills ptxas reports elsewhere
-// are registers saved around the out-of-line calls. Returns the offending report lines.
+// The data-moving loops (ccc::combine, and Channel::ll_pass for protocol ll) must not spill; the
+// small spills ptxas reports elsewhere are registers saved around the out-of-line calls. Returns
+// the offending report lines.
 std::string data_loop_spills(const std::string& log) {
   std::istringstream in(log);
   std::string line, function, out;
   while (std::getline(in, line)) {
     if (line.find("Function properties for ") != std::string::npos) function = line;
-    else if (function.find("combine") != std::string::npos && line.find(" 0 bytes spill stores") == std::string::npos &&
+    else if ((function.find("combine") != std::string::npos || function.find("ll_pass") != std::string::npos) &&
+             line.find(" 0 bytes spill stores") == std::string::npos &&
              line.find("spill stores") != std::string::npos)
       out += function + "\n" + line + "\n";
   }
@@ -84,6 +86,23 @@ TEST(Nvrtc, EveryDtypeForAmpereAndHopper) {
     o.op = data_type_is_float(t) ? ReduceOp::Avg : ReduceOp::Sum;
     EmittedKernel k = emit_cuda(lower(pp, o));
     for (const char* arch : {"sm_80", "sm_90"}) expect_compiles(k, arch);
+  }
+}
+
+// Protocol ll: the small-message schedules at N = 8 over every dtype (packed lines, two lines
+// per 8-byte element), both architectures; the line loop must not spill either.
+TEST(Nvrtc, LlEveryDtypeForAmpereAndHopper) {
+  for (const char* schedule : {"oneshot", "twoshot"}) {
+    const PlannedProgram pp = planned({schedule, 8});
+    for (DataType t : kAllDataTypes) {
+      KernelOptions o;
+      o.dtype = t;
+      o.op = data_type_is_float(t) ? ReduceOp::Avg : ReduceOp::Sum;
+      o.protocol = Protocol::Ll;
+      EmittedKernel k = emit_cuda(lower(pp, o));
+      EXPECT_NE(k.source.find("ccc::send("), std::string::npos) << k.kernel_name;
+      for (const char* arch : {"sm_80", "sm_90"}) expect_compiles(k, arch);
+    }
   }
 }
 

@@ -3,6 +3,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "ccc/kernel_plan.h"
 #include "cli_util.h"
 
 using namespace ccc;
@@ -98,7 +99,11 @@ TEST(TuneCommand, TsvIsTheChoicePerSize) {
     std::vector<std::string> f = fields(rows[i]);
     ASSERT_EQ(f.size(), 9u) << rows[i];
     EXPECT_EQ(f[0], std::to_string(bytes));
-    EXPECT_EQ(f[2], "simple");
+    // ll (pushed lines) where the table's choice says so, and never above its cap.
+    EXPECT_EQ(f[2], choices[i - 1].find(" protocol=ll ") != std::string::npos ? "ll" : "simple") << rows[i];
+    if (bytes > kLlMaxBytes) {
+      EXPECT_EQ(f[2], "simple") << rows[i];
+    }
     EXPECT_GT(std::stod(f[3]), std::stod(f[8])) << "time includes the launch: " << rows[i];
     EXPECT_GE(std::stoll(f[5]), 1) << "8 GPUs: at least one cross-GPU latency: " << rows[i];
     EXPECT_NE(choices[i - 1].find("  " + f[1] + " channels=" + f[6] + " "), std::string::npos)
@@ -134,6 +139,22 @@ TEST(CompileCommand, EmitCostIsTuneForOneSchedule) {
 }
 
 }  // namespace
+
+// Issue 10's target: on dgx-h100 at N = 8, a small allreduce is one-shot over ll, at most two
+// cross-GPU latencies one after another (its producers' wait for its entry, then the lines'
+// flight) and at most 5 us.
+TEST(TuneCommand, SmallAllReduceOnDgxH100IsOneShotLl) {
+  auto tsv = run_cli({"tune", "--topo", kTopologies + "dgx-h100.topo", "--schedules", kSchedules, "--format", "tsv"});
+  ASSERT_EQ(tsv.code, cli::kExitOk) << tsv.err;
+  for (const std::string& row : lines(tsv.out)) {
+    std::vector<std::string> f = fields(row);
+    if (f[0] == "bytes" || std::stoll(f[0]) > 4096) continue;
+    EXPECT_EQ(f[1], "oneshot") << row;
+    EXPECT_EQ(f[2], "ll") << row;
+    EXPECT_LE(std::stoll(f[5]), 2) << row;
+    EXPECT_LE(std::stod(f[3]), 5.0) << row;
+  }
+}
 
 namespace {
 

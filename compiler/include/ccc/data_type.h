@@ -1,9 +1,10 @@
-// Element types and reduction ops a collective can be specialised for. (The runtime's
+// Element types, reduction ops and protocols a collective can be specialised for. (The runtime's
 // collective_types.h spells the same names; this is the one definition, in the compiler library
 // because lowering and emission need it.)
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <optional>
 #include <string_view>
 
@@ -29,5 +30,21 @@ const char* reduce_op_name(ReduceOp op);        // "sum", ...
 // Op::finishes.
 bool reduce_op_finishes(ReduceOp op);
 std::optional<ReduceOp> parse_reduce_op(std::string_view name);
+
+// How a rank gets a peer's data (docs/codegen.md, "Protocols").
+//   simple: the consumer waits for the producer's progress (pushed into its inbox), then loads
+//           the chunk from the producer's buffer (a pull: bandwidth).
+//   ll:     the producer pushes the chunk into the consumer's receive slots as 8-byte lines of
+//           {4 data bytes, 4-byte flag}, and the consumer spins on its own memory until each
+//           line's flag says "this launch" (low latency, small messages only: kLlMaxBytes).
+enum class Protocol { Simple, Ll };
+const char* protocol_name(Protocol p);  // "simple", "ll"
+// "simple" or "ll"; nullopt for anything else.
+std::optional<Protocol> parse_protocol(std::string_view name);
+
+// The most bytes of the collective's vector (blocks * count * dtype size) an `ll` launch moves.
+// Every remote read owns a receive region of the whole vector at twice its size (half of each
+// line is flag), so the receive slots a rank needs grow with this cap times its remote reads.
+constexpr int64_t kLlMaxBytes = 256 * 1024;
 
 }  // namespace ccc

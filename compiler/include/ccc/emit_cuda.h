@@ -20,10 +20,24 @@ struct EmittedKernel {
   int64_t scratch_blocks = 0;  // blocks of count elements of scratch: the schedule's, then staging
   int blocks = 1;              // KernelPlan::blocks
   int dtype_bytes = 0;
+  Protocol protocol = Protocol::Simple;
+  int ll_slots = 0;            // protocol ll: receive regions per rank (ccc_buffers::ll)
+  int64_t ll_blocks = 0;       // protocol ll: blocks of count elements each region spans
 
   // Scratch each rank must provide for a collective of `count` elements (the kernel's `count`).
   uint64_t scratch_bytes(uint64_t count) const {
     return static_cast<uint64_t>(scratch_blocks) * count * static_cast<uint64_t>(dtype_bytes);
+  }
+  // Protocol ll: the receive slots (ccc_buffers::ll) each rank must provide: `ll_slots` regions,
+  // each one line of 8 bytes per 4 bytes of each of `ll_blocks` blocks (ccc_device_common.h,
+  // ll_lines).
+  uint64_t ll_bytes(uint64_t count) const {
+    const uint64_t lines = static_cast<uint64_t>(ll_blocks) * ((count * static_cast<uint64_t>(dtype_bytes) + 3) / 4);
+    return static_cast<uint64_t>(ll_slots) * lines * 8;
+  }
+  // The bytes of the collective's vector (what kLlMaxBytes caps).
+  uint64_t vector_bytes(uint64_t count) const {
+    return static_cast<uint64_t>(blocks) * count * static_cast<uint64_t>(dtype_bytes);
   }
 };
 

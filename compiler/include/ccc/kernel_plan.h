@@ -36,19 +36,25 @@ struct KernelOptions {
   int channels = 4;                // thread blocks per rank
   int pipeline = 2;                // tiles per channel between two progress updates
   bool in_place = false;           // input == output: reads never redirect to the input
+  Protocol protocol = Protocol::Simple;
 };
 
 // Where a pass reads or writes on some rank: the user's buffers, the schedule's scratch, or
 // staging (the output chunks that are not part of the rank's result).
-enum class Storage { Output, Input, Scratch, Staging };
-const char* storage_name(Storage s);  // "output", "input", "scratch", "staging"
+// Ll: one of the LL receive regions in a rank's scratch (protocol ll), after everything else.
+enum class Storage { Output, Input, Scratch, Staging, Ll };
+const char* storage_name(Storage s);  // "output", "input", "scratch", "staging", "ll"
 
 // A physical buffer of some rank, read at the pass's chunks + shift (a remap; a multiple of
 // the chunks per block, so the device moves it by whole blocks of `count` elements).
+//
+// An Ll operand is the reading rank's own receive region `slot`, which rank `rank` (the
+// producer) fills; it is indexed by the chunks of the pass that reads it (shift 0).
 struct Operand {
   int rank = 0;
   Storage buffer = Storage::Output;
   int64_t shift = 0;
+  int slot = -1;  // Storage::Ll only
   friend auto operator<=>(const Operand&, const Operand&) = default;
 };
 
@@ -60,7 +66,9 @@ using SourceLocs = boost::container::small_vector<SourceLoc, 1>;
 struct DataPass {
   OpKind kind = OpKind::Copy;    // Copy: one operand. Reduce: operands fold left to right, in
                                  // fold order (fold_order.h)
-  Storage dst = Storage::Output; // the rank's own buffer
+  Storage dst = Storage::Output; // the rank's own buffer; Ll: a send (protocol ll), a copy of the
+                                 // rank's own operand into `to`
+  Operand to;                    // dst == Ll: the consumer (to.rank) and its receive region (to.slot)
   ChunkRange chunks;
   Operands operands;
   bool completes = false;        // this write completes the value: the op's finish (avg) goes here
@@ -69,7 +77,11 @@ struct DataPass {
 
 struct StepPlan {
   std::vector<Wait> waits;       // at most one per peer, self-waits dropped
+  std::vector<DataPass> entry_sends;  // protocol ll, step 0 only: sends of values the rank holds
+                                      // at entry (its input), before any pass can overwrite them
+                                      // or wait on a peer's send
   std::vector<DataPass> passes;
+  std::vector<DataPass> sends;   // protocol ll: sends of values this step's passes finished
 };
 
 struct RankPlan {
@@ -104,6 +116,11 @@ struct KernelPlan {
                                  // declares `scratch K`: then K chunks, nchunks / blocks per block)
   bool uses_scratch = false;     // the schedule's scratch: scratch_blocks * count elements per rank
   bool uses_staging = false;     // staging: blocks * count more, after the scratch
+  int ll_slots = 0;              // protocol ll: receive regions of the rank that has most (one
+                                 // per remote read)
+  int64_t ll_blocks = 0;         // protocol ll: blocks of `count` elements each region spans, in
+                                 // lines: those of the chunks passes read it at (scratch chunks
+                                 // past the vector's blocks included)
   int64_t waits = 0;             // waits in the kernel, all ranks
   int64_t cross_rank_edges = 0;  // from the sync plan
   uint64_t program_hash = 0;     // of the step program: provenance in the emitted header

@@ -10,6 +10,24 @@ namespace ccc {
 // undefined scratch, a step that reads what it also writes on the same rank, an unsupported
 // collective, an input read after an in-place overwrite), and for an allreduce whose ranks would
 // end with different bits (verify_bits.h). Reduces fold in fold order (fold_order.h).
+//
+// Protocol ll turns every read of a peer's buffer into a read of the rank's own receive region,
+// which the peer fills with a send right after the step that finished the value (at entry for
+// its input), and replaces the sync plan's waits by what LL needs: before its first send to a
+// consumer, a producer waits for that consumer to have entered the launch (check_ll_plan says
+// why that is enough).
 KernelPlan lower(const PlannedProgram& planned, const KernelOptions& options);
+
+// Checks what makes a protocol-ll plan safe, and throws LowerError naming rank, step and slot
+// where it does not hold:
+//   - every receive region a rank reads is filled, in that launch, by exactly one peer's sends
+//     that cover exactly the chunks its pass reads (else the reader would spin until it timed
+//     out), each sent no later than the step before the read;
+//   - a producer's first send to a consumer comes after a wait for that consumer to have entered
+//     the launch. The consumer entered launch e only after its launch e - 1 returned, which it
+//     did only after reading every line of that launch, so no line is overwritten before its
+//     reader is done with it; and the consumer's mailbox, where the producer finds the region's
+//     address, holds this launch's scratch.
+void check_ll_plan(const KernelPlan& plan);
 
 }  // namespace ccc

@@ -19,7 +19,9 @@
 
 namespace ccc {
 
-enum class SyncReason : uint8_t { RAW, WAR, WAW, Entry, Exit };
+// LlSlots: a producer under the ll protocol waits for its consumer to have entered (step -1)
+// before its first send: the consumer's previous launch has read its receive slots.
+enum class SyncReason : uint8_t { RAW, WAR, WAW, Entry, Exit, LlSlots };
 const char* sync_reason_name(SyncReason r);  // "RAW", "WAR", ...
 
 struct Wait {

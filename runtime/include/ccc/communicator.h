@@ -55,6 +55,9 @@ struct CommOptions {
   std::map<std::string, int64_t> defines;
   int channels = 0;             // thread blocks per rank; 0: the selection's choice (host: 1)
   int64_t tile_bytes = 0;       // 0: the selection's choice
+  // simple or ll (docs/codegen.md, "Protocols"); unset: the selection's choice. A call larger
+  // than kLlMaxBytes with ll fails with InvalidArgument.
+  std::optional<Protocol> protocol;
   std::string topology_file;    // for selection on the host backend and virtual ranks
   // Measured constants (topology.h, Calibration) replacing those of the topology file or the
   // detected topology; empty: $CCC_CALIBRATION, else none.

@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <memory>
 
+#include "ccc/kernel_plan.h"
 #include "ccc/step_program.h"
 #include "ccc/sync_plan.h"
 #include "ccc/topology.h"
@@ -37,6 +38,8 @@ struct CostParams {
                            // slice is one window (an idealisation for closed forms: kernels
                            // need a real tile size)
   int pipeline = 1;        // tiles per window (per progress update)
+  Protocol protocol = Protocol::Simple;  // ll: pushed lines (a read is one latency, remote
+                                         // bytes cost twice, no exit waits)
 };
 
 struct Estimate {

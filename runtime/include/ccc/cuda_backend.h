@@ -82,6 +82,10 @@ class CudaRanks {
   // Rank `rank`'s scratch of at least `bytes`. Growing allocates (the old allocation stays alive
   // for launches still queued), which is refused while `stream` is capturing a graph.
   void* scratch(int rank, uint64_t bytes, void* stream);
+  // The same for its LL receive slots (ccc_buffers::ll): memory only ll kernels ever write, and
+  // only with lines, zeroed when allocated (cuMemsetD8), so no line a launch polls holds anything
+  // but a flag of an earlier launch.
+  void* ll_slots(int rank, uint64_t bytes, void* stream);
 
   // Tracing: zeroed device memory of `bytes` on rank `rank`'s device for a traced launch's
   // records (cuMemAlloc and cuMemsetD8, which may wait for the legacy default stream). Refused
@@ -124,14 +128,20 @@ class CudaRanks {
     std::vector<CUfunction> functions;  // by kernel index
     std::vector<CUmodule> modules;
   };
+  // Device memory that grows by new allocations (scratch, LL slots).
+  struct Pool {
+    std::vector<CUdeviceptr> blocks;  // back(): the current one
+    uint64_t bytes = 0;
+  };
   struct Rank {
     int device = 0;           // index into devices_
     CUdeviceptr sync = 0;     // progress[CCC_MAX_CHANNELS], mailbox[2 * CCC_MAX_CHANNELS], error,
                               // inbox[CCC_MAX_CHANNELS * N] (sync_bytes)
-    std::vector<CUdeviceptr> scratch;  // back(): the current one
-    uint64_t scratch_bytes = 0;
+    Pool scratch, ll;
     std::string failure;      // a failure found by a synchronize, until this rank's reports it
   };
+  // `pool` of rank `rank`, grown to at least `bytes`; `zero`: a new allocation is zeroed.
+  void* grow(int rank, Pool Rank::*pool, uint64_t bytes, void* stream, const char* what, bool zero);
 
   void add_device(int ordinal);
   void write_tables();  // table_ into every device's `state`

@@ -32,7 +32,7 @@ class NoCudaDevice : public CudaError {
   X(cuDevicePrimaryCtxRetain) X(cuDevicePrimaryCtxRelease) X(cuCtxSetCurrent)               \
   X(cuCtxEnablePeerAccess) X(cuCtxSynchronize) X(cuModuleLoadData) X(cuModuleUnload)        \
   X(cuModuleGetFunction) X(cuLaunchKernel) X(cuMemAlloc) X(cuMemFree) X(cuMemcpyHtoD)       \
-  X(cuMemcpyDtoH) X(cuMemcpyDtoDAsync) X(cuMemsetD8) X(cuPointerGetAttribute)               \
+  X(cuMemcpyDtoH) X(cuMemcpyDtoDAsync) X(cuMemsetD8) X(cuMemsetD8Async) X(cuPointerGetAttribute)           \
   X(cuStreamSynchronize) X(cuEventCreate) X(cuEventRecord) X(cuEventSynchronize)            \
   X(cuEventElapsedTime) X(cuEventDestroy) X(cuCtxGetCurrent) X(cuLaunchCooperativeKernel)    \
   X(cuOccupancyMaxActiveBlocksPerMultiprocessor) X(cuStreamIsCapturing) X(cuStreamCreate)      \

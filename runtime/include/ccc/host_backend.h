@@ -148,6 +148,10 @@ class HostRanks {
   // Rank `rank`'s scratch of at least `bytes` for a launch queued next. A larger size gets a new
   // allocation; the old one stays alive for launches still queued (until the communicator goes).
   void* scratch(int rank, uint64_t bytes);
+  // The same for its LL receive slots (ccc_buffers::ll): memory only ll kernels ever write, and
+  // only with lines, zeroed when allocated, so no line a launch polls holds anything but a flag
+  // of an earlier launch.
+  void* ll_slots(int rank, uint64_t bytes);
   // Queues rank `rank`'s part of a collective on its stream and returns. `trace`: [channels]
   // records a traced kernel fills in (ccc_abi.h), or null.
   // `before`/`after`: host tasks queued just before and after the kernel (staging copies).
@@ -166,19 +170,25 @@ class HostRanks {
   void abort(int rank);
 
  private:
+  // Memory that grows by new allocations (scratch, LL slots).
+  struct Pool {
+    std::vector<std::unique_ptr<std::byte[]>> blocks;  // in-process: back() is the current one
+    std::vector<void*> arena_blocks;                   // across processes: in the arena
+    uint64_t bytes = 0;
+  };
   struct Rank {
     HostRankSync* sync = nullptr;
     unsigned long long* inbox = nullptr;                // [CCC_MAX_CHANNELS][N]: ccc_rank_state::inbox
     std::vector<unsigned long long> owned_inbox;        // in-process: where `inbox` points
-    std::vector<std::unique_ptr<std::byte[]>> scratch;  // in-process: back() is the current one
-    std::vector<void*> arena_scratch;                   // across processes: in the arena
-    uint64_t scratch_bytes = 0;
+    Pool scratch, ll;
     std::string failure;  // why its last failed launch failed, until a synchronize reports it
     // A synchronize reported this rank's failure while peers still ran, and the rank has launched
     // nothing since: the reset that follows must not report the same failure a second time.
     bool reported_early = false;
     HostStream stream;
   };
+  // `pool` of rank `rank`, grown to at least `bytes` (zeroed: every byte of a new allocation).
+  void* grow(int rank, Pool Rank::*pool, uint64_t bytes, const char* what);
   // Moves every set error word into its rank's `failure` and zeroes the sync state, once no
   // stream has work; with mutex_ held.
   void reset_if_idle();

@@ -9,6 +9,7 @@
 #include "ccc/collective_types.h"
 #include "ccc/diagnostics.h"
 #include "ccc/emit_cuda.h"
+#include "ccc/kernel_plan.h"
 #include "ccc/step_program.h"
 
 namespace ccc {
@@ -22,6 +23,7 @@ struct KernelShape {
   int channels = 0;        // 0: the code generator's default
   int64_t tile_bytes = 0;  // 0: the code generator's default
   bool in_place = false;
+  Protocol protocol = Protocol::Simple;
 };
 
 // Generates the kernel for `schedule` (a schedule file's text) and `shape`. Throws

@@ -34,6 +34,7 @@ struct SelectOptions {
   std::vector<int> channels;      // grid to search; empty: 1, 2, 4, ... up to the GPUs' max
   std::vector<int64_t> tiles;     // tile sizes to search; empty: kDefaultTiles
   int pipeline = 2;               // tiles per progress update the kernels are built with
+  std::vector<Protocol> protocols;  // to search; empty: simple, and ll up to kLlMaxBytes
   double tolerance = 0.01;        // prefer fewer channels, then fewer windows, within this of the best
 };
 
@@ -67,8 +68,8 @@ std::string format_tune_table(const std::vector<TuneRow>& rows, const std::strin
 
 // The same rows for scripts and spreadsheets: a header line, then one tab-separated line per size
 // describing the choice: bytes, schedule, protocol, time_us, busbw_gbps, serial_latencies,
-// channels, tile_bytes (0: the whole slice), launch_us. The protocol is "simple", the only one the
-// kernels have: progress counters, then the data pass.
+// channels, tile_bytes (0: the whole slice), launch_us. The protocol is the choice's: "simple"
+// (progress counters, then peer loads) or "ll" (pushed lines of data and flag).
 std::string format_tune_tsv(const std::vector<TuneRow>& rows);
 
 }  // namespace ccc
