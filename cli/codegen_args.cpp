@@ -69,10 +69,10 @@ std::optional<CodegenArgs> codegen_args(const Command& cmd, const ParsedArgs& ar
   return out;
 }
 
-std::optional<KernelPlan> run_lower_on(const PlannedProgram& planned, const KernelOptions& options,
+std::optional<KernelPlan> run_lower_on(PlannedProgram& planned, const KernelOptions& options,
                                        const SourceFile* source, const DumpHook& dump, std::ostream& err) {
   try {
-    KernelPlan plan = lower(planned, options);
+    KernelPlan plan = lower_releasing_waits(planned, options);
     dump(Pass::Lower, [&] { return print_kernel_plan(plan); });
     return plan;
   } catch (const LowerError& e) {

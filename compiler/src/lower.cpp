@@ -91,8 +91,8 @@ void check_program(const PlannedProgram& pp) {
 
 // At most one wait per peer (the latest step: progress is monotonic), none on the rank itself.
 // Ascending by peer. (A handful of waits per step, N x steps times: sorted in place, no map.)
-std::vector<Wait> merge_waits(const std::vector<Wait>& waits, int rank) {
-  std::vector<Wait> out;
+Waits merge_waits(const std::vector<Wait>& waits, int rank) {
+  Waits out;
   out.reserve(waits.size());
   for (const Wait& w : waits)
     if (w.peer != rank) out.push_back(w);
@@ -448,7 +448,10 @@ void check_ll_plan(const KernelPlan& plan) {
                                          region.producer));
 }
 
-KernelPlan lower(const PlannedProgram& pp, const KernelOptions& options) {
+namespace {
+
+// `release`: pp.sync itself, whose waits of each (rank, step) are freed once merged; or null.
+KernelPlan lower_planned(const PlannedProgram& pp, const KernelOptions& options, SyncPlan* release) {
   check_options(options);
   check_program(pp);
   const StepProgram& p = pp.program;
@@ -475,6 +478,7 @@ KernelPlan lower(const PlannedProgram& pp, const KernelOptions& options) {
     for (int r = 0; r < p.nranks; ++r) {
       StepPlan step;
       if (!ll) step.waits = merge_waits(pp.sync.waits[r][k], r);
+      if (release) std::vector<Wait>().swap(release->waits[r][k]);
       step.passes = lowerer.step_passes(r, k);
       lowerer.commit(r, step.passes);
       plan.ranks[r].steps.push_back(std::move(step));
@@ -486,6 +490,7 @@ KernelPlan lower(const PlannedProgram& pp, const KernelOptions& options) {
     rank.passthrough = lowerer.passthrough(r);
     if (!ll) rank.exit_waits = merge_waits(pp.sync.waits[r][p.nsteps()], r);
   }
+  if (release) release->waits.clear();
   // The fold order is the program's, whatever the protocol: checked on the pull form, which
   // to_ll changes only in where each operand is read from.
   verify_same_bits(plan);
@@ -515,6 +520,16 @@ KernelPlan lower(const PlannedProgram& pp, const KernelOptions& options) {
     for (const Wait& w : plan.ranks[r].exit_waits) add(w);
   }
   return plan;
+}
+
+}  // namespace
+
+KernelPlan lower(const PlannedProgram& planned, const KernelOptions& options) {
+  return lower_planned(planned, options, nullptr);
+}
+
+KernelPlan lower_releasing_waits(PlannedProgram& planned, const KernelOptions& options) {
+  return lower_planned(planned, options, &planned.sync);
 }
 
 }  // namespace ccc

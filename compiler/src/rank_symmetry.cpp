@@ -79,8 +79,7 @@ bool same_passes(const RankSymmetry& s, const KernelPlan& plan, int r, const std
 
 // The waits as (peer, step) sets: their order within a step does not matter (they are polled
 // together).
-bool same_waits(const RankSymmetry& s, const KernelPlan& plan, int r, const std::vector<Wait>& base,
-                const std::vector<Wait>& mine) {
+bool same_waits(const RankSymmetry& s, const KernelPlan& plan, int r, const Waits& base, const Waits& mine) {
   if (base.size() != mine.size()) return false;
   std::vector<std::pair<int, int>> want, have;
   for (const Wait& w : base) want.emplace_back(map_peer(s, plan.nranks, r, w.peer), w.step);

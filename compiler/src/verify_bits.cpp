@@ -1,8 +1,10 @@
 #include "ccc/verify_bits.h"
 
 #include <algorithm>
-#include <map>
+#include <cstdint>
+#include <span>
 #include <tuple>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -31,10 +33,18 @@ class Expressions {
 
   int64_t leaf(int rank, int64_t chunk) const { return rank * plan_.nchunks + chunk; }
 
-  int64_t node(std::vector<int64_t> children, const Origin& origin) {
-    auto [it, fresh] = ids_.try_emplace(std::move(children), leaves() + static_cast<int64_t>(nodes_.size()));
-    if (fresh) nodes_.push_back({&it->first, origin});
-    return it->second;
+  // The id of the reduce of `children` (in fold order), made at `origin` if it is new.
+  int64_t node(std::span<const int64_t> children, const Origin& origin) {
+    if (2 * (nodes_.size() + 1) > slots_.size()) rehash(std::max<size_t>(1024, 2 * slots_.size()));
+    for (size_t at = hash(children) & (slots_.size() - 1);; at = (at + 1) & (slots_.size() - 1)) {
+      if (slots_[at] == 0) {
+        nodes_.push_back({static_cast<uint64_t>(pool_.size()), static_cast<uint32_t>(children.size()), origin});
+        pool_.insert(pool_.end(), children.begin(), children.end());
+        slots_[at] = nodes_.size();
+        return leaves() + static_cast<int64_t>(nodes_.size()) - 1;
+      }
+      if (std::ranges::equal(children_of(slots_[at] - 1), children)) return leaves() + static_cast<int64_t>(slots_[at]) - 1;
+    }
   }
 
   const Origin* origin(int64_t id) const { return id < leaves() ? nullptr : &nodes_[id - leaves()].origin; }
@@ -47,11 +57,28 @@ class Expressions {
   }
 
  private:
+  // Children live in one pool and ids in an open-addressed table: a map from child vectors cost
+  // about 140 bytes a node, a million nodes for ring at N = 1024.
   struct Node {
-    const std::vector<int64_t>* children;
+    uint64_t begin;  // into pool_
+    uint32_t count;
     Origin origin;
   };
   int64_t leaves() const { return plan_.nranks * plan_.nchunks; }
+  std::span<const int64_t> children_of(size_t node) const { return {pool_.data() + nodes_[node].begin, nodes_[node].count}; }
+  static size_t hash(std::span<const int64_t> children) {
+    uint64_t h = 1469598103934665603ull;
+    for (int64_t c : children) h = (h ^ static_cast<uint64_t>(c)) * 1099511628211ull;
+    return static_cast<size_t>(h ^ (h >> 29));
+  }
+  void rehash(size_t size) {
+    slots_.assign(size, 0);
+    for (size_t n = 0; n < nodes_.size(); ++n) {
+      size_t at = hash(children_of(n)) & (size - 1);
+      while (slots_[at] != 0) at = (at + 1) & (size - 1);
+      slots_[at] = n + 1;
+    }
+  }
 
   void append(int64_t id, std::string& out) const {
     if (id == kUndefined) {
@@ -63,7 +90,7 @@ class Expressions {
       return;
     }
     out += fmt::format("{}(", reduce_op_name(plan_.options.op));
-    const std::vector<int64_t>& children = *nodes_[id - leaves()].children;
+    const std::span<const int64_t> children = children_of(static_cast<size_t>(id - leaves()));
     for (size_t i = 0; i < children.size(); ++i) {
       if (i > 0) out += ", ";
       if (out.size() > kMaxExpressionText) {
@@ -76,8 +103,9 @@ class Expressions {
   }
 
   const KernelPlan& plan_;
-  std::map<std::vector<int64_t>, int64_t> ids_;
   std::vector<Node> nodes_;
+  std::vector<int64_t> pool_;
+  std::vector<size_t> slots_;  // node + 1, or 0: free; a power of two, at most half full
 };
 
 class Evaluator {
@@ -117,9 +145,9 @@ class Evaluator {
 
   void evaluate(const DataPass& pass, const Origin& origin) {
     for (int64_t c = pass.chunks.begin; c < pass.chunks.end(); ++c) {
-      std::vector<int64_t> operands;
-      for (const Operand& o : pass.operands) operands.push_back(values_[o.rank][index(o.buffer)][c + o.shift]);
-      const int64_t value = pass.kind == OpKind::Copy ? operands.front() : exprs_.node(std::move(operands), origin);
+      operands_.clear();
+      for (const Operand& o : pass.operands) operands_.push_back(values_[o.rank][index(o.buffer)][c + o.shift]);
+      const int64_t value = pass.kind == OpKind::Copy ? operands_.front() : exprs_.node(operands_, origin);
       pending_.emplace_back(origin.rank, index(pass.dst), c, value);
     }
   }
@@ -147,6 +175,7 @@ class Evaluator {
   Expressions exprs_;
   std::vector<std::vector<std::vector<int64_t>>> values_;  // [rank][storage][chunk]
   std::vector<std::tuple<int, int, int64_t, int64_t>> pending_;
+  std::vector<int64_t> operands_;  // of the chunk being evaluated
 };
 
 }  // namespace

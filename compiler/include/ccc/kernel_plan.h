@@ -62,6 +62,7 @@ struct Operand {
 // N x steps passes).
 using Operands = boost::container::small_vector<Operand, 2>;
 using SourceLocs = boost::container::small_vector<SourceLoc, 1>;
+using Waits = std::vector<Wait>;
 
 struct DataPass {
   OpKind kind = OpKind::Copy;    // Copy: one operand. Reduce: operands fold left to right, in
@@ -76,7 +77,7 @@ struct DataPass {
 };
 
 struct StepPlan {
-  std::vector<Wait> waits;       // at most one per peer, self-waits dropped
+  Waits waits;                   // at most one per peer, self-waits dropped
   std::vector<DataPass> entry_sends;  // protocol ll, step 0 only: sends of values the rank holds
                                       // at entry (its input), before any pass can overwrite them
                                       // or wait on a peer's send
@@ -87,7 +88,7 @@ struct StepPlan {
 struct RankPlan {
   std::vector<StepPlan> steps;       // one per program step
   std::vector<DataPass> passthrough;     // input -> output for chunks no step writes
-  std::vector<Wait> exit_waits;
+  Waits exit_waits;
   std::vector<int> consumers;        // the ranks whose waits name this rank, ascending: where the
                                      // kernel pushes its step progress (ccc_device_common.h)
 };

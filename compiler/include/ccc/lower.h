@@ -17,6 +17,10 @@ namespace ccc {
 // consumer, a producer waits for that consumer to have entered the launch (check_ll_plan says
 // why that is enough).
 KernelPlan lower(const PlannedProgram& planned, const KernelOptions& options);
+// The same, releasing planned.sync.waits as each rank's step is lowered (empty after): for
+// callers that keep only the kernel plan, a large N's waits (~300 MiB for ring at N = 1024) then
+// make room for the plan instead of adding to it.
+KernelPlan lower_releasing_waits(PlannedProgram& planned, const KernelOptions& options);
 
 // Checks what makes a protocol-ll plan safe, and throws LowerError naming rank, step and slot
 // where it does not hold:
