@@ -230,6 +230,15 @@ struct Communicator::Impl {
   int nranks() const { return host ? host->nranks() : cuda->nranks(); }
   JitCache& cache() const { return options.cache ? *options.cache : JitCache::process_cache(); }
 
+  // What every constructor starts from: the options, the timeout they give, the trace.
+  static std::unique_ptr<Impl> make(CommOptions options) {
+    auto impl = std::make_unique<Impl>();
+    impl->options = std::move(options);
+    impl->timeout_ns = Communicator::timeout_ns(impl->options.timeout_seconds);
+    impl->start_trace();
+    return impl;
+  }
+
   // The topology file ($CCC_TOPO), then the calibration.
   void load_topology_file() {
     std::string path = options.topology_file;
@@ -593,10 +602,7 @@ Communicator::~Communicator() = default;
 
 Communicator Communicator::host(int nranks, CommOptions options) {
   check_rank_count(nranks);
-  auto impl = std::make_unique<Impl>();
-  impl->options = std::move(options);
-  impl->timeout_ns = timeout_ns(impl->options.timeout_seconds);
-  impl->start_trace();
+  std::unique_ptr<Impl> impl = Impl::make(std::move(options));
   impl->host.emplace(nranks);
   impl->load_topology_file();
   return Communicator(std::move(impl));
@@ -621,10 +627,7 @@ uint64_t arena_heap_bytes(uint64_t asked) {
 Communicator Communicator::host_rank(const UniqueId& id, int nranks, int rank, CommOptions options,
                                      RankOptions rank_options) {
   check_rank_count(nranks);
-  auto impl = std::make_unique<Impl>();
-  impl->options = std::move(options);
-  impl->timeout_ns = timeout_ns(impl->options.timeout_seconds);
-  impl->start_trace();
+  std::unique_ptr<Impl> impl = Impl::make(std::move(options));
   impl->load_topology_file();
   const uint64_t heap = arena_heap_bytes(rank_options.arena_bytes);
   JoinRequest request;
@@ -644,10 +647,7 @@ Communicator Communicator::host_rank(const UniqueId& id, int nranks, int rank, C
 Communicator Communicator::cuda_rank(const UniqueId& id, int nranks, int rank, CommOptions options,
                                      RankOptions rank_options) {
   check_rank_count(nranks);
-  auto impl = std::make_unique<Impl>();
-  impl->options = std::move(options);
-  impl->timeout_ns = timeout_ns(impl->options.timeout_seconds);
-  impl->start_trace();
+  std::unique_ptr<Impl> impl = Impl::make(std::move(options));
   impl->load_topology_file();
   const uint64_t heap = arena_heap_bytes(rank_options.arena_bytes);
   try {
@@ -678,10 +678,7 @@ std::unique_ptr<CudaRanks> open_cuda(std::vector<int> devices, int virtual_ranks
 }  // namespace
 
 Communicator Communicator::cuda(std::vector<int> devices, CommOptions options) {
-  auto impl = std::make_unique<Impl>();
-  impl->options = std::move(options);
-  impl->timeout_ns = timeout_ns(impl->options.timeout_seconds);
-  impl->start_trace();
+  std::unique_ptr<Impl> impl = Impl::make(std::move(options));
   impl->cuda = open_cuda(devices, 0);
   impl->topology = detect_cuda_topology(CudaDriver::get(), devices);
   impl->calibrate();
@@ -690,10 +687,7 @@ Communicator Communicator::cuda(std::vector<int> devices, CommOptions options) {
 
 Communicator Communicator::cuda_virtual(int device, int nranks, CommOptions options) {
   check_rank_count(nranks);
-  auto impl = std::make_unique<Impl>();
-  impl->options = std::move(options);
-  impl->timeout_ns = timeout_ns(impl->options.timeout_seconds);
-  impl->start_trace();
+  std::unique_ptr<Impl> impl = Impl::make(std::move(options));
   impl->cuda = open_cuda({device}, nranks);
   impl->load_topology_file();
   return Communicator(std::move(impl));
