@@ -83,7 +83,9 @@ def test_compile_cost_prices_the_schedule_on_a_topology(schedules):
     rows = ccc.compile(schedules / "oneshot.sched", ranks=8, emit="cost", topology=str(topo)).splitlines()
     assert rows[0].split("\t") == ["bytes", "schedule", "protocol", "time_us", "busbw_gbps", "serial_latencies",
                                    "channels", "tile_bytes", "launch_us"]
-    assert len(rows) == 29 and rows[1].split("\t")[:3] == ["8", "oneshot", "simple"]
+    # Small messages go over ll (data and flag in one store), large ones over simple (ll's cap).
+    assert len(rows) == 29 and rows[1].split("\t")[:3] == ["8", "oneshot", "ll"]
+    assert rows[-1].split("\t")[:3] == ["1073741824", "oneshot", "simple"]
     pinned = ccc.compile(schedules / "oneshot.sched", ranks=8, emit="cost", topology=str(topo), channels=2)
     assert all(row.split("\t")[6] == "2" for row in pinned.splitlines()[1:])
     with pytest.raises(ccc.InvalidArgumentError, match="needs topology="):
