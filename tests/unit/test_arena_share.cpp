@@ -197,6 +197,13 @@ int share_parts(const ccc::UniqueId& id, int n, int rank, uint64_t part) {
 
 // The processes map every part at one address; their fds all travel through the root here.
 TEST(ArenaAddressAgreement, EveryRanksPartReachesEveryProcessAtOneAddress) {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  // The children are forked, not exec'd, after the root's thread has started, and run Asio and
+  // malloc: glibc's malloc is fork-safe, a sanitizer's allocator need not be (under ASan this
+  // test hung for 600 s in make test-asan). The join across exec'd processes runs under the
+  // sanitizers in MultiProcess.*.
+  GTEST_SKIP() << "forks a threaded process without exec";
+#endif
   for (int n : {1, 2, 3}) {
     const ccc::UniqueId id = ccc::bootstrap_unique_id();
     const uint64_t part = 64 * 1024;
