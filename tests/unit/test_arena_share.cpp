@@ -200,8 +200,8 @@ TEST(ArenaAddressAgreement, EveryRanksPartReachesEveryProcessAtOneAddress) {
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
   // The children are forked, not exec'd, after the root's thread has started, and run Asio and
   // malloc: glibc's malloc is fork-safe, a sanitizer's allocator need not be (under ASan this
-  // test hung for 600 s in make test-asan). The join across exec'd processes runs under the
-  // sanitizers in MultiProcess.*.
+  // test hung for 600 s in make test-asan). The join across exec'd processes runs under ASan
+  // in MultiProcess.*.
   GTEST_SKIP() << "forks a threaded process without exec";
 #endif
   for (int n : {1, 2, 3}) {
