@@ -115,6 +115,7 @@ int run_compile(const ParsedArgs& args, std::ostream& out, std::ostream& err) {
   const bool cost = std::string(target->name) == "cost";
   std::optional<std::string> topo_path = args.get("--topo");
   if (topo_path && !cost) return usage_error(cmd, "--topo is for --emit cost", err);
+  if (args.has("--graph") && !cost) return usage_error(cmd, "--graph is for --emit cost", err);
   if (cost && !topo_path) return usage_error(cmd, "--emit cost needs --topo F (topologies/ has examples)", err);
   std::optional<Topology> topo;
   if (topo_path) {
@@ -124,6 +125,7 @@ int run_compile(const ParsedArgs& args, std::ostream& out, std::ostream& err) {
       err << errors;
       return kExitScheduleError;
     }
+    if (args.has("--graph")) price_graph_replays(*topo);
   }
   // Options given on the command line pin the cost's search grid; the others are searched.
   SelectOptions cost_grid;
@@ -198,6 +200,7 @@ std::vector<OptionSpec> compile_options() {
   opts.push_back({"--show-syncs", "", "svg: also draw the waits the sync planner kept"});
   opts.push_back({"--time-passes", "", "print each pass's wall time and the peak memory after it to standard error"});
   opts.push_back({"--topo", "F", "cost: the topology file to price the schedule on"});
+  opts.push_back({"--graph", "", "cost: price each call replayed from a CUDA graph (graph_launch=)"});
   opts.push_back({"-o", "OUT", "write the result to OUT instead of standard output"});
   opts.push_back({"--dump-after", "PASS", fmt::format("also print that pass's result to standard error: {}", pass_names())});
   return opts;
@@ -208,7 +211,7 @@ std::vector<OptionSpec> compile_options() {
 const Command& compile_command() {
   static const Command cmd{"compile", "compile a schedule for N ranks",
                            "ccc compile FILE --ranks N --emit TARGET [--root R] [--define NAME=V,...] [--in-place] [--dtype T] [--op OP]\n"
-                           "       [--tile-bytes B] [--channels C] [--pipeline D] [--arch ARCH] [--show-syncs] [--topo F]\n"
+                           "       [--tile-bytes B] [--channels C] [--pipeline D] [--arch ARCH] [--show-syncs] [--topo F] [--graph]\n"
                            "       [-o OUT] [--dump-after=PASS]",
                            compile_options(), &run_compile};
   return cmd;

@@ -65,6 +65,7 @@ int run_tune(const ParsedArgs& args, std::ostream& out, std::ostream& err) {
     }
     apply_calibration(*topo, *cal);
   }
+  if (args.has("--graph")) price_graph_replays(*topo);
   int nranks = topo->ngpus();
   if (std::optional<std::string> ranks = args.get("--ranks")) {
     std::optional<int> n = parse_int(*ranks, 1, topo->ngpus());
@@ -102,10 +103,11 @@ const Command& tune_command() {
   static const Command cmd{
       "tune",
       "predict every schedule's time per message size on a topology, and the choice",
-      "ccc tune --topo F [--calibration F] [--collective C] [--ranks N] [--dtype D] [--schedules DIR] [--algo NAME] "
+      "ccc tune --topo F [--calibration F] [--graph] [--collective C] [--ranks N] [--dtype D] [--schedules DIR] [--algo NAME] "
       "[--format tsv]",
       {{"--topo", "F", "topology file (see docs/topology.md; topologies/ has examples)"},
        {"--calibration", "F", "measured constants replacing the topology's (the GPU check writes one)"},
+       {"--graph", "", "price each call replayed from a CUDA graph (the GPUs' graph_launch=, else launch=)"},
        {"--collective", "C", "allreduce (default), reduce_scatter, allgather, broadcast, reduce or alltoall"},
        {"--ranks", "N", "ranks, at most the topology's GPUs (default: all of them)"},
        {"--dtype", "D", "element type: f64 f32 (default) f16 bf16 i64 u64 i32 u32 i8 u8"},

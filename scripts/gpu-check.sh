@@ -8,7 +8,10 @@
 #   3. a trace of one run of each shipped schedule ($OUT/trace-<schedule>.json, docs/tracing.md);
 #   4. ccc-bench timed, 8 B to 1 GiB, eager and replayed from a CUDA graph, against a
 #      device-to-device copy of the bytes the schedule moves through HBM;
-#   5. ccc.torch's tests with this machine's Python and torch (python/check.sh: SKIP when the
+#   5. the cost model's constants this GPU can give (launch, graph replay, memory, one channel):
+#      ccc-bench --calibrate writes $OUT/calibration.txt (else beside the logs), which
+#      `ccc tune --calibration` and $CCC_CALIBRATION read (docs/cost_model.md, "Calibration");
+#   6. ccc.torch's tests with this machine's Python and torch (python/check.sh: SKIP when the
 #      bundle's extension, built for one CPython version, does not load here).
 # A failing part is reported and the check goes on; the exit code is 0 only if every part passed.
 # One table at the end (also $OUT/gpu-check.tsv when OUT is set; logs in $OUT/gpu-check/, else
@@ -127,6 +130,9 @@ for algo in ring twoshot oneshot; do
   part "time:allreduce $algo f32, 8 B - 1 GiB" 120 bench_detail \
     "${bench[@]}" --algo "$algo" -b 8 -e 1G -f 2 -n 20 -w 5 -G 5 -c 0 --baseline
 done
+calibration_detail() { sed -n 's/^gpus //p' "$1"; }
+part "calibrate:launch, graph, memory, channel" 60 calibration_detail \
+  "$bin/ccc-bench" --calibrate "${OUT:-$logs}/calibration.txt"
 part "python:ccc.torch tests" 180 - "$here/python/check.sh"
 
 table() {

@@ -23,6 +23,7 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <optional>
 #include <string>
@@ -37,6 +38,7 @@
 #include "ccc/kernel_source.h"
 #include "ccc/nvrtc_jit.h"
 #include "ccc/shipped_schedules.h"
+#include "ccc/topology.h"
 
 namespace ccc::bench {
 namespace {
@@ -59,6 +61,7 @@ struct Config {
   bool baseline = false;
   bool jit = false;
   bool probe = false;
+  std::string calibrate;  // --calibrate FILE: measure this GPU's constants and write them there
   std::string arch = "sm_90";
   std::vector<std::string> nvrtc_options;  // --jit: extra NVRTC options, e.g. -Xptxas -O1
 };
@@ -193,6 +196,9 @@ const std::vector<Option>& options() {
        [](Config& c, const std::string&) { c.baseline = true; }},
       {"", "--probe", "", "print the CUDA device in one line, or why there is none (exit 1)",
        [](Config& c, const std::string&) { c.probe = true; }},
+      {"", "--calibrate", "F", "measure this GPU's launch, graph replay, memory and channel rates into the "
+       "calibration file F (docs/cost_model.md, \"Calibration\")",
+       [](Config& c, const std::string& v) { c.calibrate = v; }},
       {"", "--jit", "", "time one kernel's cold compile, disk hit and memory hit",
        [](Config& c, const std::string&) { c.jit = true; }},
       {"", "--arch", "sm_XX", "--jit: the NVRTC target (default sm_90)", [](Config& c, const std::string& v) { c.arch = v; }},
@@ -205,7 +211,8 @@ const std::vector<Option>& options() {
 void print_help() {
   fmt::print("usage: ccc-bench [options]      (collective bandwidth, nccl-tests' columns)\n"
              "       ccc-bench --jit [options] (JIT cache timings)\n"
-             "       ccc-bench --probe\n");
+             "       ccc-bench --probe\n"
+             "       ccc-bench --calibrate F [--devices D]\n");
   for (const Option& o : options()) {
     const std::string names = std::string(o.short_name) + (*o.short_name ? ", " : "    ") + o.long_name + " " + o.value;
     fmt::print("  {:<34} {}\n", names, o.help);
@@ -511,6 +518,65 @@ int run_probe() {
 
 // --- JIT cache timings ---
 
+// --calibrate: the constants of one GPU the cost model uses (topology.h, Calibration), measured
+// with one rank on the first of --devices (default 0), and written where --calibrate says:
+//   launch        an in-place 8-byte allreduce, eager, back to back on the stream: the launch
+//                 and the kernel's prologue, which is what the model's per-call term stands for;
+//   graph_launch  the same calls captured in a CUDA graph and replayed;
+//   memory        a device-to-device copy of 256 MiB: bytes read plus bytes written per second;
+//   channel       an out-of-place 64 MiB allreduce of one rank on one channel (the kernel copies
+//                 its input): bytes per second one thread block moves. Local memory, so an upper
+//                 bound for a channel reading a peer over the fabric.
+// The fabric (latency and bandwidth between GPUs) and the reduce rate are left out: they need
+// two GPUs and a model of the whole schedule respectively, so the topology keeps its figures.
+int run_calibrate(Config cfg) {
+  cfg.backend = "cuda";
+  cfg.ranks = 1;
+  cfg.devices.resize(std::min<size_t>(cfg.devices.size(), 1));
+  cfg.comm.channels = 1;
+  cfg.iters = 100;
+  cfg.warmup = 10;
+  const uint64_t large = 256ull << 20, channel_bytes = 64ull << 20;
+  Bench b(cfg);
+  open_ranks(b);
+  b.region_bytes = large;
+  b.region_a.push_back(b.mem->alloc(0, large));
+  b.region_b.push_back(b.mem->alloc(0, large));
+  CollectiveCall call;
+  call.collective = Collective::AllReduce;
+  call.dtype = DataType::F32;
+  call.op = ReduceOp::Sum;
+  call.count = 2;
+  const Placement tiny = place(b.region_a, b.region_b, call, 1, /*in_place=*/true);
+  call.send = tiny.send;
+  call.recv = tiny.recv;
+  for (int i = 0; i < cfg.warmup; ++i) b.issue(call);  // the first call compiles the kernel
+  b.wait();
+  Calibration cal;
+  cal.device = describe_cuda_devices();
+  cal.launch = b.time_eager(call);
+  cal.graph_launch = b.mem->time_graph([&] { b.issue(call); }, 20, 20);
+  b.wait();
+  cal.memory_bandwidth = 2.0 * static_cast<double>(large) / b.time_copy(large);
+  call.count = channel_bytes / sizeof(float);
+  const Placement wide = place(b.region_a, b.region_b, call, 1, /*in_place=*/false);
+  call.send = wide.send;
+  call.recv = wide.recv;
+  b.issue(call);
+  b.wait();
+  cfg.iters = 10;
+  cal.channel_bandwidth = static_cast<double>(channel_bytes) / b.time_eager(call);
+  b.wait();
+  const std::string text = "# ccc-bench --calibrate: one rank, one channel (tools/ccc_bench.cpp, run_calibrate)\n" +
+                           format_calibration(cal);
+  std::ofstream out(cfg.calibrate);
+  out << text;
+  out.close();
+  if (!out) throw std::runtime_error(fmt::format("cannot write the calibration file '{}'", cfg.calibrate));
+  fmt::print("{}", text);
+  return 0;
+}
+
 struct JitTimes {
   double cold = 0, disk = 0, memory = 0;  // seconds
 };
@@ -590,6 +656,7 @@ int main(int argc, char** argv) {
   const ccc::bench::Config cfg = ccc::bench::parse(argc, argv);
   try {
     if (cfg.probe) return ccc::bench::run_probe();
+    if (!cfg.calibrate.empty()) return ccc::bench::run_calibrate(cfg);
     return cfg.jit ? ccc::bench::run_jit(cfg) : ccc::bench::run_bandwidth(cfg);
   } catch (const std::exception& e) {
     fmt::print(stderr, "ccc-bench: error: {}\n", e.what());

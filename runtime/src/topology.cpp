@@ -65,9 +65,10 @@ static std::string bandwidth_text(double bytes_per_s) { return fmt::format("{:.6
 static std::string latency_text(double s) { return fmt::format("{:.6g}us", s * 1e6); }
 
 static std::string gpu_keys(const Gpu& g) {
-  return fmt::format("model=\"{}\" arch=sm_{} memory={} reduce={} channel={} channels={} launch={}", g.model,
+  return fmt::format("model=\"{}\" arch=sm_{} memory={} reduce={} channel={} channels={} launch={}{}", g.model,
                      g.arch, bandwidth_text(g.memory_bandwidth), bandwidth_text(g.reduce_bandwidth),
-                     bandwidth_text(g.channel_bandwidth), g.max_channels, latency_text(g.launch));
+                     bandwidth_text(g.channel_bandwidth), g.max_channels, latency_text(g.launch),
+                     g.graph_launch ? " graph_launch=" + latency_text(*g.graph_launch) : "");
 }
 
 // "0-3,5": runs of consecutive indices collapse to ranges.
@@ -128,6 +129,7 @@ std::string format_calibration(const Calibration& c) {
     if (v) line += fmt::format(" {}={}", key, text(*v));
   };
   add(gpus, "launch", c.launch, latency_text);
+  add(gpus, "graph_launch", c.graph_launch, latency_text);
   add(gpus, "memory", c.memory_bandwidth, bandwidth_text);
   add(gpus, "reduce", c.reduce_bandwidth, bandwidth_text);
   add(gpus, "channel", c.channel_bandwidth, bandwidth_text);
@@ -141,6 +143,7 @@ std::string format_calibration(const Calibration& c) {
 void apply_calibration(Topology& t, const Calibration& c) {
   for (Gpu& g : t.gpus) {
     g.launch = c.launch.value_or(g.launch);
+    if (c.graph_launch) g.graph_launch = c.graph_launch;
     g.memory_bandwidth = c.memory_bandwidth.value_or(g.memory_bandwidth);
     g.reduce_bandwidth = c.reduce_bandwidth.value_or(g.reduce_bandwidth);
     g.channel_bandwidth = c.channel_bandwidth.value_or(g.channel_bandwidth);
@@ -151,6 +154,10 @@ void apply_calibration(Topology& t, const Calibration& c) {
   };
   for (DirectLink& l : t.links) fabric(l.spec);
   for (Switch& s : t.switches) fabric(s.port);
+}
+
+void price_graph_replays(Topology& t) {
+  for (Gpu& g : t.gpus) g.launch = g.graph_launch.value_or(g.launch);
 }
 
 }  // namespace ccc

@@ -119,8 +119,9 @@ class Parser {
       if (!keys(w, 1, {"device"}, kv)) return;
       if (auto it = kv.find("device"); it != kv.end()) cal_.device = it->second.text;
     } else if (d == "gpus") {
-      if (!keys(w, 1, {"launch", "memory", "reduce", "channel"}, kv)) return;
+      if (!keys(w, 1, {"launch", "graph_launch", "memory", "reduce", "channel"}, kv)) return;
       latency("launch", cal_.launch);
+      latency("graph_launch", cal_.graph_launch);
       bandwidth("memory", cal_.memory_bandwidth);
       bandwidth("reduce", cal_.reduce_bandwidth);
       bandwidth("channel", cal_.channel_bandwidth);
@@ -282,9 +283,12 @@ class Parser {
       if (auto v = integer(it->second, 1, 1024, "channels")) g.max_channels = static_cast<int>(*v);
     if (auto it = kv.find("launch"); it != kv.end())
       if (auto v = quantity(it->second, kLatencyUnits, true, "launch")) g.launch = *v;
+    if (auto it = kv.find("graph_launch"); it != kv.end())
+      if (auto v = quantity(it->second, kLatencyUnits, true, "graph_launch")) g.graph_launch = *v;
   }
 
-  const std::set<std::string> kGpuKeys{"model", "arch", "memory", "reduce", "channel", "channels", "launch"};
+  const std::set<std::string> kGpuKeys{"model", "arch", "memory", "reduce", "channel", "channels", "launch",
+                                       "graph_launch"};
 
   void gpus_directive(const std::vector<Token>& w) {
     if (gpus_line_) return error(w[0].col, fmt::format("'gpus' given twice (first on line {})", gpus_line_));

@@ -9,7 +9,10 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <optional>
 #include <string>
+
+#include "ccc/topology.h"
 
 namespace {
 
@@ -125,6 +128,33 @@ TEST(BenchCli, GraphReplaysAndCopyBaselineOnTheCudaPath) {
   const BenchResult probe = run_bench("--probe", CCC_FAKE_LIBCUDA);
   EXPECT_EQ(probe.code, 0);
   EXPECT_TRUE(has(probe.output, "sm_90")) << probe.output;
+}
+
+// --calibrate against the recording stand-in for libcuda (its events say 1 ms apart): a file that
+// `ccc tune --calibration` reads, with every constant one GPU can measure, each from its own
+// measurement (the stand-in's fixed event time makes each a different rate or time).
+TEST(BenchCli, CalibrateWritesTheConstantsOfOneGpu) {
+  const std::string file = (std::filesystem::temp_directory_path() /
+                            ("ccc-calibration-" + std::to_string(::getpid()) + ".txt")).string();
+  const BenchResult r = run_bench("--calibrate " + file, CCC_FAKE_LIBCUDA);
+  ASSERT_EQ(r.code, 0) << r.output;
+  std::string errors;
+  const std::optional<ccc::Calibration> c = ccc::load_calibration(file, errors);
+  std::filesystem::remove(file);
+  ASSERT_TRUE(c) << errors;
+  EXPECT_EQ(c->device.rfind("Fake H200, sm_90", 0), 0u) << c->device;
+  ASSERT_TRUE(c->launch && c->graph_launch && c->memory_bandwidth && c->channel_bandwidth) << r.output;
+  EXPECT_GT(*c->launch, 0);
+  EXPECT_LT(*c->graph_launch, *c->launch) << "20 calls per replayed graph against 100 eager calls per event pair";
+  EXPECT_GT(*c->memory_bandwidth, *c->channel_bandwidth);
+  EXPECT_FALSE(c->latency || c->bandwidth || c->reduce_bandwidth) << "not measurable on one GPU";
+  const BenchResult unwritable = run_bench("--calibrate /nonexistent/dir/c.txt", CCC_FAKE_LIBCUDA);
+  EXPECT_EQ(unwritable.code, 1);
+  EXPECT_NE(unwritable.output.find("cannot write the calibration file '/nonexistent/dir/c.txt'"), std::string::npos)
+      << unwritable.output;
+  const BenchResult no_gpu = run_bench("--calibrate " + file);
+  EXPECT_EQ(no_gpu.code, 1);
+  EXPECT_FALSE(std::filesystem::exists(file));
 }
 
 // --trace: every call of the run (here one checked and one timed call, one size) in the file.

@@ -175,6 +175,17 @@ TEST(TuneCommand, CalibrationReplacesTheTopologysConstants) {
     EXPECT_EQ(fields(b[i])[8], "10.000") << b[i];
     EXPECT_NE(fields(a[i])[8], "10.000") << a[i];
   }
+  // --graph prices the calls as graph replays: graph_launch, else the launch itself.
+  {
+    std::ofstream(cal) << "gpus launch=10us graph_launch=3us\n";
+  }
+  auto replayed = run_cli({"tune", "--topo", topo, "--format", "tsv", "--calibration", cal, "--graph"});
+  ASSERT_EQ(replayed.code, cli::kExitOk) << replayed.err;
+  const std::vector<std::string> rows = lines(replayed.out);
+  ASSERT_EQ(rows.size(), a.size());
+  for (size_t i = 1; i < rows.size(); ++i) EXPECT_EQ(fields(rows[i])[8], "3.000") << rows[i];
+  auto eager_only = run_cli({"tune", "--topo", topo, "--format", "tsv", "--graph"});
+  EXPECT_EQ(eager_only.out, plain.out) << "without graph_launch a replay is priced as a launch";
   auto refused = run_cli({"tune", "--topo", topo, "--calibration", bad});
   EXPECT_EQ(refused.code, cli::kExitScheduleError);
   EXPECT_NE(refused.err.find("bad.cal:1:15: error: launch '10' needs a unit"), std::string::npos) << refused.err;

@@ -127,7 +127,7 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"gpus 4 memory=-4GB/s\n", "t.topo:1:15: error: memory must be a positive number with a unit, got '-4GB/s'"},
         BadCase{"gpus 4 memory=nanGB/s\n", "t.topo:1:15: error: memory must be a positive number with a unit, got 'nanGB/s'"},
         BadCase{"gpus 4 colour=red\n",
-                "t.topo:1:8: error: unknown key 'colour' for 'gpus' (expected arch, channel, channels, launch, memory, model, reduce)"},
+                "t.topo:1:8: error: unknown key 'colour' for 'gpus' (expected arch, channel, channels, graph_launch, launch, memory, model, reduce)"},
         BadCase{"gpus 4 arch=sm_80 arch=sm_90\n", "t.topo:1:19: error: duplicate key 'arch'"},
         BadCase{"gpus 4 arch\n", "t.topo:1:8: error: expected KEY=VALUE, got 'arch'"},
         BadCase{"gpus 4 model=\"open\n", "t.topo:1:14: error: unterminated string"},
@@ -224,13 +224,14 @@ std::string calibration_errors(const std::string& text) {
 }
 
 TEST(Calibration, ParsesFormatsAndReadsBack) {
-  SourceFile f{"c.cal", "# measured\ncalibration device=\"NVIDIA H200\"\ngpus launch=3.5us memory=4TB/s reduce=2000GB/s\n"
-                        "fabric latency=900ns\n"};
+  SourceFile f{"c.cal", "# measured\ncalibration device=\"NVIDIA H200\"\ngpus launch=3.5us graph_launch=1200ns "
+                        "memory=4TB/s reduce=2000GB/s\nfabric latency=900ns\n"};
   Diagnostics d;
   std::optional<Calibration> c = parse_calibration(f, d);
   ASSERT_TRUE(c) << d.render(&f);
   EXPECT_EQ(c->device, "NVIDIA H200");
   EXPECT_DOUBLE_EQ(*c->launch, 3.5e-6);
+  EXPECT_DOUBLE_EQ(*c->graph_launch, 1.2e-6);
   EXPECT_DOUBLE_EQ(*c->memory_bandwidth, 4e12);
   EXPECT_DOUBLE_EQ(*c->reduce_bandwidth, 2e12);
   EXPECT_FALSE(c->channel_bandwidth);
@@ -240,8 +241,8 @@ TEST(Calibration, ParsesFormatsAndReadsBack) {
   std::optional<Calibration> read_back = parse_calibration(again, d);
   ASSERT_TRUE(read_back) << d.render(&again);
   EXPECT_EQ(format_calibration(*read_back), again.text);
-  EXPECT_EQ(again.text, "calibration device=\"NVIDIA H200\"\ngpus launch=3.5us memory=4000GB/s reduce=2000GB/s\n"
-                        "fabric latency=0.9us\n");
+  EXPECT_EQ(again.text, "calibration device=\"NVIDIA H200\"\ngpus launch=3.5us graph_launch=1.2us memory=4000GB/s "
+                        "reduce=2000GB/s\nfabric latency=0.9us\n");
   EXPECT_EQ(format_calibration(Calibration{}), "");
 }
 
@@ -265,6 +266,28 @@ TEST(Calibration, ReplacesOnlyTheConstantsItHas) {
   EXPECT_DOUBLE_EQ(t.gpus[0].launch, 7e-6) << "an empty calibration changes nothing";
 }
 
+// A graph replay's launch is its own constant: a topology or calibration may give it, and
+// pricing graph replays (ccc tune --graph) puts it in place of the eager launch.
+TEST(Calibration, GraphLaunchPricesReplaysAndRoundTrips) {
+  Topology t = shipped_topology("dgx-h100");
+  ASSERT_FALSE(t.gpus[0].graph_launch) << "the shipped files have no measured graph launch";
+  Topology unchanged = t;
+  price_graph_replays(unchanged);
+  EXPECT_EQ(unchanged, t) << "without graph_launch a replay costs the launch";
+  Calibration c;
+  c.graph_launch = 1.5e-6;
+  apply_calibration(t, c);
+  EXPECT_DOUBLE_EQ(t.gpus[0].launch, kDefaultKernelLaunch);
+  SourceFile text{"t.topo", format_topology(t)};
+  EXPECT_NE(text.text.find(" graph_launch=1.5us"), std::string::npos) << text.text;
+  Diagnostics d;
+  std::optional<Topology> back = parse_topology(text, d);
+  ASSERT_TRUE(back) << d.render(&text);
+  EXPECT_EQ(*back, t);
+  price_graph_replays(t);
+  for (const Gpu& g : t.gpus) EXPECT_DOUBLE_EQ(g.launch, 1.5e-6);
+}
+
 TEST(Calibration, BadLinesReportFileLineAndColumn) {
   EXPECT_EQ(calibration_errors("gpus launch=2us\nname x\n"),
             "c.cal:2:1: error: unknown directive 'name' in a calibration file (expected calibration, gpus or fabric)\n"
@@ -274,7 +297,7 @@ TEST(Calibration, BadLinesReportFileLineAndColumn) {
                 .rfind("c.cal:1:16: error: latency must be a positive number with a unit, got '0us'\n", 0),
             0u);
   EXPECT_NE(calibration_errors("gpus arch=sm_90\n").find("c.cal:1:6: error: unknown key 'arch' for 'gpus' (expected channel, "
-                                                          "launch, memory, reduce)"),
+                                                          "graph_launch, launch, memory, reduce)"),
             std::string::npos);
   EXPECT_NE(calibration_errors("fabric bandwidth=450\n").find("c.cal:1:21: error: bandwidth '450' needs a unit"),
             std::string::npos);

@@ -39,6 +39,8 @@ struct Gpu {
   int max_channels = 0;           // channels the schedule may use on this GPU
   double launch = 0;              // s: one kernel launch, back to back on a stream (the model's
                                   // per-call constant; topology files default it, docs/cost_model.md)
+  std::optional<double> graph_launch = std::nullopt;  // s: the same kernel replayed as a node of a CUDA graph
+                                       // (`graph_launch=`); unset: as `launch`
   friend bool operator==(const Gpu&, const Gpu&) = default;
 };
 
@@ -102,11 +104,11 @@ std::string describe_topology(const Topology& t);
 // the GPU check, read by `ccc tune --calibration F` and communicators ($CCC_CALIBRATION). A
 // value left unset keeps the topology's. The text format, a line each, in any order:
 //   calibration device="NVIDIA H200"                          (informational)
-//   gpus launch=T memory=BW reduce=BW channel=BW              (every GPU)
+//   gpus launch=T graph_launch=T memory=BW reduce=BW channel=BW   (every GPU)
 //   fabric latency=T bandwidth=BW                             (every link and switch)
 struct Calibration {
   std::string device;
-  std::optional<double> launch, memory_bandwidth, reduce_bandwidth, channel_bandwidth;
+  std::optional<double> launch, graph_launch, memory_bandwidth, reduce_bandwidth, channel_bandwidth;
   std::optional<double> latency, bandwidth;
   friend bool operator==(const Calibration&, const Calibration&) = default;
 };
@@ -114,5 +116,9 @@ std::optional<Calibration> parse_calibration(const SourceFile& file, Diagnostics
 std::optional<Calibration> load_calibration(const std::string& path, std::string& errors);
 std::string format_calibration(const Calibration& c);  // parse_calibration reads it back
 void apply_calibration(Topology& t, const Calibration& c);
+
+// Prices every call as a replay from a CUDA graph: each GPU's launch becomes its graph_launch
+// (where it has one). `ccc tune --graph`.
+void price_graph_replays(Topology& t);
 
 }  // namespace ccc
