@@ -577,34 +577,41 @@ TEST(CApi, NullBuffersWhereNcclAllowsThem) {
   for (cccComm_t c : comms) EXPECT_EQ(cccCommDestroy(c), cccSuccess);
 }
 
-// Protocol ll through the runtime: every shipped schedule of every collective, at rank counts
-// that do and do not divide, over dtypes of 1, 2, 4 and 8 bytes (packed lines, two lines per
-// element) and every op where it reduces, odd counts, in and out of place, roots at both ends;
-// each communicator launches repeatedly over the same receive slots.
-TEST(CommunicatorLl, EveryShippedScheduleAndCollective) {
+// Protocol ll through the runtime: every shipped schedule of every collective (a test each, so
+// ctest spreads them over cores), at rank counts that do and do not divide, over dtypes of 1, 2,
+// 4 and 8 bytes (packed lines, two lines per element) and every op where it reduces, odd counts,
+// in and out of place, roots at both ends; each communicator launches repeatedly over the same
+// receive slots.
+class CommunicatorLl : public testing::TestWithParam<size_t> {};
+
+TEST_P(CommunicatorLl, EveryCollectiveShapeOfTheSchedule) {
   const DataType dtypes[] = {DataType::F32, DataType::F16, DataType::I8, DataType::F64, DataType::BF16};
-  int variant = 0;
-  for (const ShippedSchedule& s : shipped_schedules()) {
-    const bool pow2 = s.name == "butterfly";
-    for (int n : pow2 ? std::vector<int>{2, 4, 8} : std::vector<int>{2, 3, 5}) {
-      CommOptions o = options(s.name);
-      o.protocol = Protocol::Ll;
-      Communicator comm = Communicator::host(n, o);
-      for (bool in_place : {false, true}) {
-        if (in_place && s.collective == Collective::AllToAll) continue;  // refused for any protocol
-        const DataType t = dtypes[variant % 5];
-        const ReduceOp op = kAllReduceOps[variant % std::size(kAllReduceOps)];
-        ++variant;
-        for (uint64_t count : {0u, 1u, 7u, 1003u})
-          EXPECT_EQ(check(comm, shape_of(s.collective, count, t, op, count % 2 == 0 ? 0 : n - 1), in_place), 0u)
-              << s.name << " N " << n << " " << data_type_name(t) << " " << reduce_op_name(op) << " count " << count
-              << (in_place ? " in place" : "");
-      }
+  const ShippedSchedule& s = shipped_schedules()[GetParam()];
+  int variant = static_cast<int>(GetParam()) * 6;  // the dtypes and ops rotate across schedules too
+  const bool pow2 = s.name == "butterfly";
+  for (int n : pow2 ? std::vector<int>{2, 4, 8} : std::vector<int>{2, 3, 5}) {
+    CommOptions o = options(s.name);
+    o.protocol = Protocol::Ll;
+    Communicator comm = Communicator::host(n, o);
+    for (bool in_place : {false, true}) {
+      if (in_place && s.collective == Collective::AllToAll) continue;  // refused for any protocol
+      const DataType t = dtypes[variant % 5];
+      const ReduceOp op = kAllReduceOps[variant % std::size(kAllReduceOps)];
+      ++variant;
+      for (uint64_t count : {0u, 1u, 7u, 1003u})
+        EXPECT_EQ(check(comm, shape_of(s.collective, count, t, op, count % 2 == 0 ? 0 : n - 1), in_place), 0u)
+            << s.name << " N " << n << " " << data_type_name(t) << " " << reduce_op_name(op) << " count " << count
+            << (in_place ? " in place" : "");
     }
   }
 }
 
-TEST(CommunicatorLl, RefusesCallsAboveItsCap) {
+INSTANTIATE_TEST_SUITE_P(Shipped, CommunicatorLl, testing::Range<size_t>(0, shipped_schedules().size()),
+                         [](const testing::TestParamInfo<size_t>& info) {
+                           return std::string(shipped_schedules()[info.param].name);
+                         });
+
+TEST(CommunicatorLlCap, RefusesCallsAboveItsCap) {
   CommOptions o = options("oneshot");
   o.protocol = Protocol::Ll;
   Communicator comm = Communicator::host(2, o);
