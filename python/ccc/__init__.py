@@ -115,7 +115,8 @@ def check(source: Source, ranks: int, *, root: Optional[int] = None, in_place: b
 
 def compile(source: Source, ranks: int, *, emit: str = "cu", root: int = 0, in_place: bool = False,
             dtype: str = "f32", op: str = "sum", tile_bytes: Optional[int] = None, channels: Optional[int] = None,
-            pipeline: Optional[int] = None, arch: str = "sm_90", show_syncs: bool = False,
+            pipeline: Optional[int] = None, protocol: Optional[str] = None, arch: str = "sm_90",
+            show_syncs: bool = False,
             topology: Optional[str] = None, name: Optional[str] = None) -> Union[str, bytes]:
     """Compiles a schedule for ``ranks`` ranks, like ``ccc compile --emit EMIT``.
 
@@ -130,10 +131,12 @@ def compile(source: Source, ranks: int, *, emit: str = "cu", root: int = 0, in_p
         dtype, op: the element type ("f64", "f32", "f16", "bf16", "i64", "u64", "i32", "u32",
             "i8", "u8") and reduction ("sum", "prod", "min", "max", "avg") of the kernel.
         tile_bytes, channels, pipeline: kernel shape; None takes ``ccc compile``'s defaults.
+        protocol: "simple" (peer loads) or "ll" (data and flag pushed in 8-byte lines, for small
+            messages); None: "simple", and for "cost" both are priced (``ccc compile --protocol``).
         arch: the GPU architecture for "ptx" and "cubin".
         show_syncs: "svg": also draw the waits the sync planner kept.
         topology: "cost": the topology file to price the schedule on (required there, refused
-            elsewhere); ``channels`` or ``tile_bytes`` given pin the search.
+            elsewhere); ``channels``, ``tile_bytes`` or ``protocol`` given pin the search.
         name: the file name diagnostics report for schedule text (default "<string>").
 
     Returns:
@@ -141,12 +144,13 @@ def compile(source: Source, ranks: int, *, emit: str = "cu", root: int = 0, in_p
 
     Raises:
         DiagnosticError: the schedule is wrong (file, line, column, caret text).
-        InvalidArgumentError: an unknown emit target, dtype or op, or an option out of range.
+        InvalidArgumentError: an unknown emit target, dtype, op or protocol, or an option out of
+            range.
         CompileError: NVRTC refused the kernel.
     """
     n, text = _source(source, name)
-    return _ccc.compile(n, text, ranks, root, emit, in_place, dtype, op, tile_bytes, channels, pipeline, arch,
-                        show_syncs, topology)
+    return _ccc.compile(n, text, ranks, root, emit, in_place, dtype, op, tile_bytes, channels, pipeline, protocol,
+                        arch, show_syncs, topology)
 
 
 def _current_stream(array: Any) -> int:
@@ -196,6 +200,8 @@ class Communicator:
             cost model's choice.
         schedule: run this schedule (a path or schedule text) for its collective.
         channels, tile_bytes: kernel shape; 0 takes the selection's choice.
+        protocol: "simple" or "ll" for every call (a call over ll's 256 KiB then fails with
+            InvalidArgumentError); None: the selection's choice per call.
         topology_file: the topology selection uses (host backend); default $CCC_TOPO.
         timeout: seconds a rank waits for a peer before the collective fails (default
             $CCC_TIMEOUT, else 30).
@@ -219,11 +225,12 @@ class Communicator:
 
     def __init__(self, ranks: Optional[int] = None, *, backend: Literal["host", "cuda"] = "host",
                  devices: Optional[Sequence[int]] = None, algo: str = "", schedule: Optional[Source] = None,
-                 channels: int = 0, tile_bytes: int = 0, topology_file: str = "",
+                 channels: int = 0, tile_bytes: int = 0, protocol: Optional[str] = None, topology_file: str = "",
                  timeout: Optional[float] = None, rank: Optional[int] = None, nranks: Optional[int] = None,
                  uid: Optional[bytes] = None) -> None:
         sched_name, sched_text = _source(schedule, None) if schedule is not None else (None, None)
-        options = (algo, sched_name, sched_text, channels, tile_bytes, topology_file, timeout)
+        options = _ccc.comm_options(algo, sched_name, sched_text, channels, tile_bytes, protocol, topology_file,
+                                    timeout)
         self._rank = rank
         if uid is not None or rank is not None or nranks is not None:
             if uid is None or rank is None or nranks is None:
@@ -233,13 +240,13 @@ class Communicator:
                                         "(the C and C++ APIs have it); use backend='host'")
             if ranks is not None or devices is not None:
                 raise InvalidArgumentError("ranks, devices: not with rank, nranks and uid")
-            self._comm = _ccc.Communicator.host_rank(bytes(uid), nranks, rank, *options)
+            self._comm = _ccc.Communicator.host_rank(bytes(uid), nranks, rank, options)
         elif backend == "host":
             if ranks is None:
                 raise InvalidArgumentError("ranks: the host backend needs the number of ranks")
             if devices is not None:
                 raise InvalidArgumentError("devices: only the cuda backend takes devices")
-            self._comm = _ccc.Communicator.host(ranks, *options)
+            self._comm = _ccc.Communicator.host(ranks, options)
         elif backend == "cuda":
             if devices is None:
                 if ranks is None:
@@ -247,7 +254,7 @@ class Communicator:
                 devices = range(ranks)
             elif ranks is not None and ranks != len(devices):
                 raise InvalidArgumentError(f"ranks ({ranks}) differs from the number of devices ({len(devices)})")
-            self._comm = _ccc.Communicator.cuda(list(devices), *options)
+            self._comm = _ccc.Communicator.cuda(list(devices), options)
         else:
             raise InvalidArgumentError(f"backend: expected 'host' or 'cuda', not {backend!r}")
 
