@@ -177,7 +177,7 @@ def get_unique_id() -> bytes:
 
 class Communicator:
     """Collectives over N ranks, all driven by this process (``ccc::Communicator``), or one rank
-    per process (``rank``, ``nranks``, ``uid``: host backend).
+    per process (``rank``, ``nranks``, ``uid``; host or cuda backend).
 
     Each collective takes one array per rank: on the "host" backend host memory (NumPy arrays,
     or anything with DLPack or the buffer protocol), on "cuda" device memory of the rank's
@@ -205,42 +205,55 @@ class Communicator:
         topology_file: the topology selection uses (host backend); default $CCC_TOPO.
         timeout: seconds a rank waits for a peer before the collective fails (default
             $CCC_TIMEOUT, else 30).
-        rank, nranks, uid: one rank per process (host backend; docs/runtime.md,
-            "Multi-process communicators"): this process is rank ``rank`` of ``nranks``, joined
-            through ``uid`` from ``get_unique_id()``. The constructor returns once every rank
-            has joined. Each collective then takes this rank's array alone (not a list) and
-            returns when done; a failed collective leaves the communicator failed (every later
-            call raises RemoteError).
+        rank, nranks, uid: one rank per process (docs/runtime.md, "Multi-process
+            communicators"): this process is rank ``rank`` of ``nranks``, joined through ``uid``
+            from ``get_unique_id()``. The constructor returns once every rank has joined. Each
+            collective then takes this rank's array alone (not a list), and ``streams`` one
+            stream. On "host" it returns when done; on "cuda" it is queued on the stream and
+            ``synchronize()`` waits. A failed collective leaves the communicator failed (every
+            later call raises RemoteError).
+        device: (rank, nranks, uid on "cuda") this rank's CUDA device ordinal; None: the device
+            current in the calling thread (``torch.cuda.current_device()``, CuPy's
+            ``Device()``), else 0, as ``ncclCommInitRank`` takes it.
 
     Raises:
-        InvalidArgumentError: bad ranks, devices, options or timeout.
+        InvalidArgumentError: bad ranks, devices, device, options or timeout.
         DiagnosticError: the ``schedule`` file cannot be read. (A schedule that does not
             compile fails the first collective that runs it, with InvalidArgumentError and the
             rendered diagnostics.)
         NoDeviceError: "cuda" without a driver or device.
+        CudaError: a CUDA driver call failed (named in the message).
         RemoteError: (uid) a rank did not join within the timeout.
-        InvalidUsageError: (uid) the ranks disagree, or backend "cuda" (one rank per process on
-            cuda is in the C and C++ APIs, not yet in this package).
+        InvalidUsageError: (uid) the ranks disagree.
     """
 
     def __init__(self, ranks: Optional[int] = None, *, backend: Literal["host", "cuda"] = "host",
                  devices: Optional[Sequence[int]] = None, algo: str = "", schedule: Optional[Source] = None,
                  channels: int = 0, tile_bytes: int = 0, protocol: Optional[str] = None, topology_file: str = "",
                  timeout: Optional[float] = None, rank: Optional[int] = None, nranks: Optional[int] = None,
-                 uid: Optional[bytes] = None) -> None:
+                 uid: Optional[bytes] = None, device: Optional[int] = None) -> None:
         sched_name, sched_text = _source(schedule, None) if schedule is not None else (None, None)
         options = _ccc.comm_options(algo, sched_name, sched_text, channels, tile_bytes, protocol, topology_file,
                                     timeout)
         self._rank = rank
+        if backend not in ("host", "cuda"):
+            raise InvalidArgumentError(f"backend: expected 'host' or 'cuda', not {backend!r}")
         if uid is not None or rank is not None or nranks is not None:
             if uid is None or rank is None or nranks is None:
                 raise InvalidArgumentError("rank, nranks and uid: one rank per process needs all three")
-            if backend != "host":
-                raise InvalidUsageError("one rank per process on the cuda backend is not in the Python package yet "
-                                        "(the C and C++ APIs have it); use backend='host'")
             if ranks is not None or devices is not None:
-                raise InvalidArgumentError("ranks, devices: not with rank, nranks and uid")
-            self._comm = _ccc.Communicator.host_rank(bytes(uid), nranks, rank, options)
+                raise InvalidArgumentError("ranks, devices: not with rank, nranks and uid (device= is this rank's "
+                                           "CUDA device)")
+            if backend == "host":
+                if device is not None:
+                    raise InvalidArgumentError("device: only the cuda backend takes a device")
+                self._comm = _ccc.Communicator.host_rank(bytes(uid), nranks, rank, options)
+            else:
+                self._comm = _ccc.Communicator.cuda_rank(bytes(uid), nranks, rank, -1 if device is None else device,
+                                                         options)
+        elif device is not None:
+            raise InvalidArgumentError("device: one rank per process (rank, nranks, uid) takes a device; "
+                                       "a communicator of every rank takes devices")
         elif backend == "host":
             if ranks is None:
                 raise InvalidArgumentError("ranks: the host backend needs the number of ranks")
@@ -255,8 +268,6 @@ class Communicator:
             elif ranks is not None and ranks != len(devices):
                 raise InvalidArgumentError(f"ranks ({ranks}) differs from the number of devices ({len(devices)})")
             self._comm = _ccc.Communicator.cuda(list(devices), options)
-        else:
-            raise InvalidArgumentError(f"backend: expected 'host' or 'cuda', not {backend!r}")
 
     @property
     def size(self) -> int:
@@ -284,7 +295,7 @@ class Communicator:
 
     def _streams(self, send: Sequence[Any], streams: Optional[Sequence[int]]) -> list[int]:
         if streams is not None:
-            return list(streams)
+            return list(self._ranks(streams))
         if self.backend == "host":
             return []
         return [_current_stream(a) for a in send]

@@ -327,18 +327,20 @@ class PyCommunicator {
     f();
   }
 
-  // Every rank's part here, or this process's rank's, which returns when done as the host
-  // backend's all-ranks calls do.
+  // Every rank's part here, or this process's rank's. A host rank's call returns when done, as
+  // the host backend's all-ranks calls do; a CUDA rank's is queued on its stream and returns, as
+  // the single-process CUDA calls do (stream-ordered, so it can be captured into a CUDA graph).
   void launch(ccc::Collective collective, const Buffers& b, uint64_t count, ccc::ReduceOp op, int root,
               const std::vector<uintptr_t>& streams) {
     const ccc::CollectiveCall call{collective, count, b.dtype, op, root, b.send, b.recv};
+    const ccc::Communicator::Streams stream = stream_span(streams);
     run([&] {
       if (rank_ < 0) {
-        comm_.run(call, stream_span(streams));
+        comm_.run(call, stream);
         return;
       }
-      comm_.run_rank(call, rank_, b.send[0], b.recv[0]);
-      comm_.synchronize();
+      comm_.run_rank(call, rank_, b.send[0], b.recv[0], stream.empty() ? nullptr : stream[0]);
+      if (comm_.backend() == ccc::BackendKind::Host) comm_.synchronize();
     });
   }
 
@@ -394,12 +396,14 @@ class PyCommunicator {
   void destroy() { comm_.destroy(); }
 
  private:
-  // CUDA streams as the integers CuPy's and torch's stream objects hand out (0: the default).
+  // CUDA streams as the integers CuPy's and torch's stream objects hand out (0: the default):
+  // one per rank this process holds.
   ccc::Communicator::Streams stream_span(const std::vector<uintptr_t>& streams) {
     if (streams.empty()) return {};
-    if (streams.size() != static_cast<size_t>(comm_.size()))
+    const size_t n = rank_ >= 0 ? 1 : static_cast<size_t>(comm_.size());
+    if (streams.size() != n)
       throw ccc::Error(ccc::ErrorKind::InvalidArgument,
-                       fmt::format("streams: expected one per rank ({}), got {}", comm_.size(), streams.size()));
+                       fmt::format("streams: expected one per rank ({}), got {}", n, streams.size()));
     streams_.assign(streams.size(), nullptr);
     for (size_t i = 0; i < streams.size(); ++i) streams_[i] = reinterpret_cast<void*>(streams[i]);
     return streams_;
@@ -505,6 +509,14 @@ NB_MODULE(_ccc, m) {
             return PyCommunicator(ccc::Communicator::host_rank(id, nranks, rank, options), rank);
           },
           nb::arg("uid"), nb::arg("nranks"), nb::arg("rank"), nb::arg("options"))
+      .def_static(
+          "cuda_rank",
+          [](const nb::bytes& uid, int nranks, int rank, int device, const ccc::CommOptions& options) {
+            const ccc::UniqueId id = unique_id(uid);
+            nb::gil_scoped_release release;
+            return PyCommunicator(ccc::Communicator::cuda_rank(id, nranks, rank, options, {.device = device}), rank);
+          },
+          nb::arg("uid"), nb::arg("nranks"), nb::arg("rank"), nb::arg("device"), nb::arg("options"))
       .def_prop_ro("size", &PyCommunicator::size)
       .def_prop_ro("backend", &PyCommunicator::backend)
       .def("all_reduce", &PyCommunicator::all_reduce, nb::arg("send"), nb::arg("recv"), nb::arg("op"),

@@ -230,6 +230,41 @@ def test_a_killed_rank_fails_the_others(tmp_path):
         assert float(got[r].split()[2]) < 5, got  # the 1 s timeout, not a hang
 
 
+# The CUDA tests run where torch sees a GPU (the GPU bundle's python/check.sh); two rank processes
+# share the one GPU there, time-slicing it, hence the long collective timeout (as ccc_gpu_tests'
+# CudaMultiProcess.TwoRanksOnOneDevice).
+needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="torch sees no CUDA device")
+CUDA_TIMEOUT = 120
+
+
+def cuda_ranks_all_reduce(nranks, rank):
+    """ccc.Communicator(rank=, nranks=, uid=, backend="cuda") on torch CUDA tensors: queued on
+    torch's current stream, waited for by synchronize()."""
+    uid = [ccc.get_unique_id() if rank == 0 else None]
+    dist.broadcast_object_list(uid, src=0)
+    comm = ccc.Communicator(rank=rank, nranks=nranks, uid=uid[0], backend="cuda", device=0, timeout=CUDA_TIMEOUT)
+    assert (comm.size, comm.backend) == (nranks, "cuda")
+    rows = everyone(nranks, torch.float32)
+    x = data(rank, torch.float32).cuda()
+    out = torch.zeros_like(x)
+    comm.all_reduce(x, out)
+    comm.all_reduce(x, op="max")  # in place
+    comm.synchronize()
+    assert_equal(out.cpu(), rows.sum(0), "all_reduce on CUDA tensors")
+    assert_equal(x.cpu(), rows.max(0).values, "in-place all_reduce max on CUDA tensors")
+    with pytest.raises(ccc.InvalidArgumentError, match="the cuda backend needs CUDA device arrays, not host memory"):
+        comm.all_reduce(torch.ones(8))
+    comm.destroy()
+    return "ok"
+
+
+@needs_cuda
+def test_cuda_ranks_all_reduce_torch_tensors(tmp_path):
+    got, codes = run(tmp_path, cuda_ranks_all_reduce, 2, timeout=2 * CUDA_TIMEOUT)
+    assert got == {0: "ok", 1: "ok"}, got
+    assert codes == [0, 0]
+
+
 def test_import_ccc_does_not_import_torch():
     import subprocess
     import sys
