@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Any, Literal, Optional, Sequence, Union
+from typing import Any, Literal, Optional, Sequence, TypeVar, Union
 
 from . import _ccc
 from ._errors import (
@@ -175,7 +175,37 @@ def get_unique_id() -> bytes:
     return _ccc.get_unique_id()
 
 
-class Communicator:
+_Handle = TypeVar("_Handle", bound="_CommunicatorHandle")
+
+
+class _CommunicatorHandle:
+    """What every communicator class here does with the extension's communicator it holds as
+    ``_comm`` (``Communicator``, and ``ccc.torch.Communicator``, which holds a ``Communicator``)."""
+
+    _comm: Any
+
+    @property
+    def backend(self) -> str:
+        """"host" or "cuda"."""
+        return self._comm.backend
+
+    def synchronize(self) -> None:
+        """Waits for the outstanding work (on "cuda", of every stream the calls used); raises
+        RemoteError if a collective failed."""
+        self._comm.synchronize()
+
+    def destroy(self) -> None:
+        """Releases the communicator; any later call raises InvalidUsageError."""
+        self._comm.destroy()
+
+    def __enter__(self: _Handle) -> _Handle:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.destroy()
+
+
+class Communicator(_CommunicatorHandle):
     """Collectives over N ranks, all driven by this process (``ccc::Communicator``), or one rank
     per process (``rank``, ``nranks``, ``uid``; host or cuda backend).
 
@@ -274,11 +304,6 @@ class Communicator:
         """The number of ranks."""
         return self._comm.size
 
-    @property
-    def backend(self) -> str:
-        """"host" or "cuda"."""
-        return self._comm.backend
-
     @staticmethod
     def _recv(send: Sequence[Any], recv: Optional[Sequence[Any]]) -> list[Any]:
         """The arrays written: recv, or in place (None) the send arrays; each must be writable."""
@@ -341,17 +366,3 @@ class Communicator:
         Out of place only (recv may not overlap send)."""
         send, recv = self._ranks(send), self._ranks(recv)
         self._comm.all_to_all(list(send), self._recv(send, recv), self._streams(send, streams))
-
-    def synchronize(self) -> None:
-        """Waits for every rank's outstanding work; raises RemoteError if a collective failed."""
-        self._comm.synchronize()
-
-    def destroy(self) -> None:
-        """Releases the communicator; any later call raises InvalidUsageError."""
-        self._comm.destroy()
-
-    def __enter__(self) -> "Communicator":
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.destroy()

@@ -25,6 +25,7 @@ import torch
 import torch.distributed as dist
 
 from . import Communicator as _Communicator
+from . import _CommunicatorHandle
 from . import InvalidArgumentError, InvalidUsageError, NoDeviceError, get_unique_id
 
 __all__ = ["Communicator", "DTYPES"]
@@ -65,7 +66,7 @@ def _device(device: Union[str, "torch.device", int, None]) -> "torch.device":
     return torch.device("cuda", torch.cuda.current_device() if d.index is None else d.index)
 
 
-class Communicator:
+class Communicator(_CommunicatorHandle):
     """A ccc communicator over the ranks of a torch.distributed process group, one per process.
 
     Every rank of ``group`` constructs it at the same point of the program (like any collective on
@@ -156,19 +157,3 @@ class Communicator:
         ``input``; both hold size blocks of one size. Out of place only (no split sizes)."""
         x = self._tensor("input", input)
         self._comm.all_to_all(x, self._tensor("output", output, like=x))
-
-    @property
-    def backend(self) -> str:
-        """ccc's backend: "host" (CPU tensors) or "cuda"."""
-        return self._comm.backend
-
-    def destroy(self) -> None:
-        """Releases the communicator; any later call raises InvalidUsageError."""
-        self._comm.destroy()
-
-    def __enter__(self) -> "Communicator":
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.destroy()
-
