@@ -8,8 +8,9 @@
 #   3. a trace of one run of each shipped schedule ($OUT/trace-<schedule>.json, docs/tracing.md);
 #   4. ccc-bench timed, 8 B to 1 GiB, eager and replayed from a CUDA graph, against a
 #      device-to-device copy of the bytes the schedule moves through HBM;
-#   5. ccc.torch's tests with this machine's Python and torch (python/check.sh: SKIP when the
-#      bundle's extension, built for one CPython version, does not load here).
+#   5. ccc.torch's tests with this machine's Python and torch, on CPU tensors and then on CUDA
+#      ones, two rank processes on the one GPU (python/check.sh: SKIP when the bundle's
+#      extension, built for one CPython version, does not load here).
 # A failing part is reported and the check goes on; the exit code is 0 only if every part passed.
 # One table at the end (also $OUT/gpu-check.tsv when OUT is set; logs in $OUT/gpu-check/, else
 # in logs/ beside this script). Without a GPU it says so in one line and exits 1.
@@ -127,7 +128,8 @@ for algo in ring twoshot oneshot; do
   part "time:allreduce $algo f32, 8 B - 1 GiB" 120 bench_detail \
     "${bench[@]}" --algo "$algo" -b 8 -e 1G -f 2 -n 20 -w 5 -G 5 -c 0 --baseline
 done
-part "python:ccc.torch tests" 180 - "$here/python/check.sh"
+part "python:ccc.torch tests" 180 - "$here/python/check.sh" host
+part "python:CUDA ranks from Python" 180 - "$here/python/check.sh" cuda
 
 table() {
   printf '%s\t%s\t%s\t%s\n' part result seconds detail

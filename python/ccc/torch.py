@@ -12,13 +12,15 @@ does. The communicator is bootstrapped from a process group::
     comm.all_reduce(x)                         # in place, like dist.all_reduce(x)
     comm.all_gather_into_tensor(out, x)        # out: world_size x x.numel() elements
 
-Every collective returns when done (the host backend across processes). docs/python.md,
-"PyTorch", has the semantics and what is not done yet.
+On CPU tensors every collective returns when done (the host backend across processes). With
+``device="cuda"`` (ccc's CUDA backend, one GPU per process) the calls take CUDA tensors and are
+queued on torch's current stream without waiting, so they order with the surrounding torch work
+and can be captured by ``torch.cuda.graph``; ``synchronize()`` waits and reports a failure.
+docs/python.md, "PyTorch", has the semantics and what is not done yet.
 """
 
 from __future__ import annotations
 
-from contextlib import nullcontext
 from typing import Any, Optional, Union
 
 import torch
@@ -79,16 +81,15 @@ class Communicator(_CommunicatorHandle):
         group: the process group (default: torch.distributed's default group).
         device: where the tensors live: "cpu" (default; ccc's host backend, across processes
             through shared memory) or "cuda"/"cuda:N" (ccc's CUDA backend on that device, "cuda"
-            being ``torch.cuda.current_device()``). The CUDA backend across processes is not
-            built yet: "cuda" raises ``ccc.InvalidUsageError``.
+            being ``torch.cuda.current_device()``; calls are queued on
+            ``torch.cuda.current_stream()`` and return without waiting).
         **options: ``ccc.Communicator``'s options (``algo``, ``schedule``, ``channels``,
-            ``tile_bytes``, ``topology_file``, ``timeout`` in seconds).
+            ``tile_bytes``, ``protocol``, ``topology_file``, ``timeout`` in seconds).
 
     Raises:
         InvalidArgumentError: a device that is neither CPU nor CUDA, or a bad option.
-        NoDeviceError: a CUDA device where torch sees none.
-        InvalidUsageError: device "cuda" (not built across processes yet), or a group this
-            process is not in.
+        NoDeviceError: a CUDA device where torch sees none (or ccc finds no driver).
+        InvalidUsageError: a group this process is not in.
         RemoteError: a rank did not join within the timeout.
     """
 
@@ -103,10 +104,9 @@ class Communicator(_CommunicatorHandle):
         self.size = dist.get_world_size(group)
         uid = [get_unique_id() if self.rank == 0 else None]
         dist.broadcast_object_list(uid, src=dist.get_global_rank(group, 0), group=group)
-        backend = "host" if self.device.type == "cpu" else "cuda"
-        # The CUDA backend, like NCCL's ncclCommInitRank, takes the rank's device as the current one.
-        with torch.cuda.device(self.device) if backend == "cuda" else nullcontext():
-            self._comm = _Communicator(rank=self.rank, nranks=self.size, uid=uid[0], backend=backend, **options)
+        backend, index = ("host", None) if self.device.type == "cpu" else ("cuda", self.device.index)
+        self._comm = _Communicator(rank=self.rank, nranks=self.size, uid=uid[0], backend=backend, device=index,
+                                   **options)
 
     def _tensor(self, name: str, tensor: Any, like: Optional["torch.Tensor"] = None) -> "torch.Tensor":
         """The tensor as ccc takes it (detached: DLPack refuses tensors that require grad), after

@@ -43,6 +43,7 @@ grep -q $'^test:CudaCommunicator.GraphCaptureReplayedAHundredTimes\tNOT RUN\t' "
 grep -q $'^time:allreduce ring f32, 8 B - 1 GiB\tNOT RUN\t' "$tsv" || fail "no row for the timing"
 grep -q $'^device\tPASS\t0\tFake H200, sm_90' "$tsv" || fail "no row for the device"
 grep -q $'^python:ccc.torch tests\tNOT RUN\t' "$tsv" || fail "no row for the Python tests"
+grep -q $'^python:CUDA ranks from Python\tNOT RUN\t' "$tsv" || fail "no row for the Python CUDA tests"
 # A trace part for every shipped schedule, and for nothing else.
 schedules=$(cd "$(dirname "$0")/../../schedules" && pwd)
 for sched in "$schedules"/*.sched; do
