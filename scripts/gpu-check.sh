@@ -11,8 +11,9 @@
 #   5. the cost model's constants this GPU can give (launch, graph replay, memory, one channel):
 #      ccc-bench --calibrate writes $OUT/calibration.txt (else beside the logs), which
 #      `ccc tune --calibration` and $CCC_CALIBRATION read (docs/cost_model.md, "Calibration");
-#   6. ccc.torch's tests with this machine's Python and torch (python/check.sh: SKIP when the
-#      bundle's extension, built for one CPython version, does not load here).
+#   6. ccc.torch's tests with this machine's Python and torch, on CPU tensors and then on CUDA
+#      ones, two rank processes on the one GPU (python/check.sh: SKIP when the bundle's
+#      extension, built for one CPython version, does not load here).
 # A failing part is reported and the check goes on; the exit code is 0 only if every part passed.
 # One table at the end (also $OUT/gpu-check.tsv when OUT is set; logs in $OUT/gpu-check/, else
 # in logs/ beside this script). Without a GPU it says so in one line and exits 1.
@@ -133,7 +134,8 @@ done
 calibration_detail() { sed -n 's/^gpus //p' "$1"; }
 part "calibrate:launch, graph, memory, channel" 60 calibration_detail \
   "$bin/ccc-bench" --calibrate "${OUT:-$logs}/calibration.txt"
-part "python:ccc.torch tests" 180 - "$here/python/check.sh"
+part "python:ccc.torch tests" 180 - "$here/python/check.sh" host
+part "python:CUDA ranks from Python" 180 - "$here/python/check.sh" cuda
 
 table() {
   printf '%s\t%s\t%s\t%s\n' part result seconds detail

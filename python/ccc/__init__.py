@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Any, Literal, Optional, Sequence, Union
+from typing import Any, Literal, Optional, Sequence, TypeVar, Union
 
 from . import _ccc
 from ._errors import (
@@ -115,7 +115,8 @@ def check(source: Source, ranks: int, *, root: Optional[int] = None, in_place: b
 
 def compile(source: Source, ranks: int, *, emit: str = "cu", root: int = 0, in_place: bool = False,
             dtype: str = "f32", op: str = "sum", tile_bytes: Optional[int] = None, channels: Optional[int] = None,
-            pipeline: Optional[int] = None, arch: str = "sm_90", show_syncs: bool = False,
+            pipeline: Optional[int] = None, protocol: Optional[str] = None, arch: str = "sm_90",
+            show_syncs: bool = False,
             topology: Optional[str] = None, name: Optional[str] = None) -> Union[str, bytes]:
     """Compiles a schedule for ``ranks`` ranks, like ``ccc compile --emit EMIT``.
 
@@ -130,10 +131,12 @@ def compile(source: Source, ranks: int, *, emit: str = "cu", root: int = 0, in_p
         dtype, op: the element type ("f64", "f32", "f16", "bf16", "i64", "u64", "i32", "u32",
             "i8", "u8") and reduction ("sum", "prod", "min", "max", "avg") of the kernel.
         tile_bytes, channels, pipeline: kernel shape; None takes ``ccc compile``'s defaults.
+        protocol: "simple" (peer loads) or "ll" (data and flag pushed in 8-byte lines, for small
+            messages); None: "simple", and for "cost" both are priced (``ccc compile --protocol``).
         arch: the GPU architecture for "ptx" and "cubin".
         show_syncs: "svg": also draw the waits the sync planner kept.
         topology: "cost": the topology file to price the schedule on (required there, refused
-            elsewhere); ``channels`` or ``tile_bytes`` given pin the search.
+            elsewhere); ``channels``, ``tile_bytes`` or ``protocol`` given pin the search.
         name: the file name diagnostics report for schedule text (default "<string>").
 
     Returns:
@@ -141,12 +144,13 @@ def compile(source: Source, ranks: int, *, emit: str = "cu", root: int = 0, in_p
 
     Raises:
         DiagnosticError: the schedule is wrong (file, line, column, caret text).
-        InvalidArgumentError: an unknown emit target, dtype or op, or an option out of range.
+        InvalidArgumentError: an unknown emit target, dtype, op or protocol, or an option out of
+            range.
         CompileError: NVRTC refused the kernel.
     """
     n, text = _source(source, name)
-    return _ccc.compile(n, text, ranks, root, emit, in_place, dtype, op, tile_bytes, channels, pipeline, arch,
-                        show_syncs, topology)
+    return _ccc.compile(n, text, ranks, root, emit, in_place, dtype, op, tile_bytes, channels, pipeline, protocol,
+                        arch, show_syncs, topology)
 
 
 def _current_stream(array: Any) -> int:
@@ -171,9 +175,39 @@ def get_unique_id() -> bytes:
     return _ccc.get_unique_id()
 
 
-class Communicator:
+_Handle = TypeVar("_Handle", bound="_CommunicatorHandle")
+
+
+class _CommunicatorHandle:
+    """What every communicator class here does with the extension's communicator it holds as
+    ``_comm`` (``Communicator``, and ``ccc.torch.Communicator``, which holds a ``Communicator``)."""
+
+    _comm: Any
+
+    @property
+    def backend(self) -> str:
+        """"host" or "cuda"."""
+        return self._comm.backend
+
+    def synchronize(self) -> None:
+        """Waits for the outstanding work (on "cuda", of every stream the calls used); raises
+        RemoteError if a collective failed."""
+        self._comm.synchronize()
+
+    def destroy(self) -> None:
+        """Releases the communicator; any later call raises InvalidUsageError."""
+        self._comm.destroy()
+
+    def __enter__(self: _Handle) -> _Handle:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.destroy()
+
+
+class Communicator(_CommunicatorHandle):
     """Collectives over N ranks, all driven by this process (``ccc::Communicator``), or one rank
-    per process (``rank``, ``nranks``, ``uid``: host backend).
+    per process (``rank``, ``nranks``, ``uid``; host or cuda backend).
 
     Each collective takes one array per rank: on the "host" backend host memory (NumPy arrays,
     or anything with DLPack or the buffer protocol), on "cuda" device memory of the rank's
@@ -196,50 +230,66 @@ class Communicator:
             cost model's choice.
         schedule: run this schedule (a path or schedule text) for its collective.
         channels, tile_bytes: kernel shape; 0 takes the selection's choice.
+        protocol: "simple" or "ll" for every call (a call over ll's 256 KiB then fails with
+            InvalidArgumentError); None: the selection's choice per call.
         topology_file: the topology selection uses (host backend); default $CCC_TOPO.
         timeout: seconds a rank waits for a peer before the collective fails (default
             $CCC_TIMEOUT, else 30).
-        rank, nranks, uid: one rank per process (host backend; docs/runtime.md,
-            "Multi-process communicators"): this process is rank ``rank`` of ``nranks``, joined
-            through ``uid`` from ``get_unique_id()``. The constructor returns once every rank
-            has joined. Each collective then takes this rank's array alone (not a list) and
-            returns when done; a failed collective leaves the communicator failed (every later
-            call raises RemoteError).
+        rank, nranks, uid: one rank per process (docs/runtime.md, "Multi-process
+            communicators"): this process is rank ``rank`` of ``nranks``, joined through ``uid``
+            from ``get_unique_id()``. The constructor returns once every rank has joined. Each
+            collective then takes this rank's array alone (not a list), and ``streams`` one
+            stream. On "host" it returns when done; on "cuda" it is queued on the stream and
+            ``synchronize()`` waits. A failed collective leaves the communicator failed (every
+            later call raises RemoteError).
+        device: (rank, nranks, uid on "cuda") this rank's CUDA device ordinal; None: the device
+            current in the calling thread (``torch.cuda.current_device()``, CuPy's
+            ``Device()``), else 0, as ``ncclCommInitRank`` takes it.
 
     Raises:
-        InvalidArgumentError: bad ranks, devices, options or timeout.
+        InvalidArgumentError: bad ranks, devices, device, options or timeout.
         DiagnosticError: the ``schedule`` file cannot be read. (A schedule that does not
             compile fails the first collective that runs it, with InvalidArgumentError and the
             rendered diagnostics.)
         NoDeviceError: "cuda" without a driver or device.
+        CudaError: a CUDA driver call failed (named in the message).
         RemoteError: (uid) a rank did not join within the timeout.
-        InvalidUsageError: (uid) the ranks disagree, or backend "cuda" (one rank per process on
-            cuda is in the C and C++ APIs, not yet in this package).
+        InvalidUsageError: (uid) the ranks disagree.
     """
 
     def __init__(self, ranks: Optional[int] = None, *, backend: Literal["host", "cuda"] = "host",
                  devices: Optional[Sequence[int]] = None, algo: str = "", schedule: Optional[Source] = None,
-                 channels: int = 0, tile_bytes: int = 0, topology_file: str = "",
+                 channels: int = 0, tile_bytes: int = 0, protocol: Optional[str] = None, topology_file: str = "",
                  timeout: Optional[float] = None, rank: Optional[int] = None, nranks: Optional[int] = None,
-                 uid: Optional[bytes] = None) -> None:
+                 uid: Optional[bytes] = None, device: Optional[int] = None) -> None:
         sched_name, sched_text = _source(schedule, None) if schedule is not None else (None, None)
-        options = (algo, sched_name, sched_text, channels, tile_bytes, topology_file, timeout)
+        options = _ccc.comm_options(algo, sched_name, sched_text, channels, tile_bytes, protocol, topology_file,
+                                    timeout)
         self._rank = rank
+        if backend not in ("host", "cuda"):
+            raise InvalidArgumentError(f"backend: expected 'host' or 'cuda', not {backend!r}")
         if uid is not None or rank is not None or nranks is not None:
             if uid is None or rank is None or nranks is None:
                 raise InvalidArgumentError("rank, nranks and uid: one rank per process needs all three")
-            if backend != "host":
-                raise InvalidUsageError("one rank per process on the cuda backend is not in the Python package yet "
-                                        "(the C and C++ APIs have it); use backend='host'")
             if ranks is not None or devices is not None:
-                raise InvalidArgumentError("ranks, devices: not with rank, nranks and uid")
-            self._comm = _ccc.Communicator.host_rank(bytes(uid), nranks, rank, *options)
+                raise InvalidArgumentError("ranks, devices: not with rank, nranks and uid (device= is this rank's "
+                                           "CUDA device)")
+            if backend == "host":
+                if device is not None:
+                    raise InvalidArgumentError("device: only the cuda backend takes a device")
+                self._comm = _ccc.Communicator.host_rank(bytes(uid), nranks, rank, options)
+            else:
+                self._comm = _ccc.Communicator.cuda_rank(bytes(uid), nranks, rank, -1 if device is None else device,
+                                                         options)
+        elif device is not None:
+            raise InvalidArgumentError("device: one rank per process (rank, nranks, uid) takes a device; "
+                                       "a communicator of every rank takes devices")
         elif backend == "host":
             if ranks is None:
                 raise InvalidArgumentError("ranks: the host backend needs the number of ranks")
             if devices is not None:
                 raise InvalidArgumentError("devices: only the cuda backend takes devices")
-            self._comm = _ccc.Communicator.host(ranks, *options)
+            self._comm = _ccc.Communicator.host(ranks, options)
         elif backend == "cuda":
             if devices is None:
                 if ranks is None:
@@ -247,19 +297,12 @@ class Communicator:
                 devices = range(ranks)
             elif ranks is not None and ranks != len(devices):
                 raise InvalidArgumentError(f"ranks ({ranks}) differs from the number of devices ({len(devices)})")
-            self._comm = _ccc.Communicator.cuda(list(devices), *options)
-        else:
-            raise InvalidArgumentError(f"backend: expected 'host' or 'cuda', not {backend!r}")
+            self._comm = _ccc.Communicator.cuda(list(devices), options)
 
     @property
     def size(self) -> int:
         """The number of ranks."""
         return self._comm.size
-
-    @property
-    def backend(self) -> str:
-        """"host" or "cuda"."""
-        return self._comm.backend
 
     @staticmethod
     def _recv(send: Sequence[Any], recv: Optional[Sequence[Any]]) -> list[Any]:
@@ -277,7 +320,7 @@ class Communicator:
 
     def _streams(self, send: Sequence[Any], streams: Optional[Sequence[int]]) -> list[int]:
         if streams is not None:
-            return list(streams)
+            return list(self._ranks(streams))
         if self.backend == "host":
             return []
         return [_current_stream(a) for a in send]
@@ -323,17 +366,3 @@ class Communicator:
         Out of place only (recv may not overlap send)."""
         send, recv = self._ranks(send), self._ranks(recv)
         self._comm.all_to_all(list(send), self._recv(send, recv), self._streams(send, streams))
-
-    def synchronize(self) -> None:
-        """Waits for every rank's outstanding work; raises RemoteError if a collective failed."""
-        self._comm.synchronize()
-
-    def destroy(self) -> None:
-        """Releases the communicator; any later call raises InvalidUsageError."""
-        self._comm.destroy()
-
-    def __enter__(self) -> "Communicator":
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.destroy()

@@ -12,19 +12,22 @@ does. The communicator is bootstrapped from a process group::
     comm.all_reduce(x)                         # in place, like dist.all_reduce(x)
     comm.all_gather_into_tensor(out, x)        # out: world_size x x.numel() elements
 
-Every collective returns when done (the host backend across processes). docs/python.md,
-"PyTorch", has the semantics and what is not done yet.
+On CPU tensors every collective returns when done (the host backend across processes). With
+``device="cuda"`` (ccc's CUDA backend, one GPU per process) the calls take CUDA tensors and are
+queued on torch's current stream without waiting, so they order with the surrounding torch work
+and can be captured by ``torch.cuda.graph``; ``synchronize()`` waits and reports a failure.
+docs/python.md, "PyTorch", has the semantics and what is not done yet.
 """
 
 from __future__ import annotations
 
-from contextlib import nullcontext
 from typing import Any, Optional, Union
 
 import torch
 import torch.distributed as dist
 
 from . import Communicator as _Communicator
+from . import _CommunicatorHandle
 from . import InvalidArgumentError, InvalidUsageError, NoDeviceError, get_unique_id
 
 __all__ = ["Communicator", "DTYPES"]
@@ -65,7 +68,7 @@ def _device(device: Union[str, "torch.device", int, None]) -> "torch.device":
     return torch.device("cuda", torch.cuda.current_device() if d.index is None else d.index)
 
 
-class Communicator:
+class Communicator(_CommunicatorHandle):
     """A ccc communicator over the ranks of a torch.distributed process group, one per process.
 
     Every rank of ``group`` constructs it at the same point of the program (like any collective on
@@ -78,16 +81,15 @@ class Communicator:
         group: the process group (default: torch.distributed's default group).
         device: where the tensors live: "cpu" (default; ccc's host backend, across processes
             through shared memory) or "cuda"/"cuda:N" (ccc's CUDA backend on that device, "cuda"
-            being ``torch.cuda.current_device()``). The CUDA backend across processes is not
-            built yet: "cuda" raises ``ccc.InvalidUsageError``.
+            being ``torch.cuda.current_device()``; calls are queued on
+            ``torch.cuda.current_stream()`` and return without waiting).
         **options: ``ccc.Communicator``'s options (``algo``, ``schedule``, ``channels``,
-            ``tile_bytes``, ``topology_file``, ``timeout`` in seconds).
+            ``tile_bytes``, ``protocol``, ``topology_file``, ``timeout`` in seconds).
 
     Raises:
         InvalidArgumentError: a device that is neither CPU nor CUDA, or a bad option.
-        NoDeviceError: a CUDA device where torch sees none.
-        InvalidUsageError: device "cuda" (not built across processes yet), or a group this
-            process is not in.
+        NoDeviceError: a CUDA device where torch sees none (or ccc finds no driver).
+        InvalidUsageError: a group this process is not in.
         RemoteError: a rank did not join within the timeout.
     """
 
@@ -102,10 +104,9 @@ class Communicator:
         self.size = dist.get_world_size(group)
         uid = [get_unique_id() if self.rank == 0 else None]
         dist.broadcast_object_list(uid, src=dist.get_global_rank(group, 0), group=group)
-        backend = "host" if self.device.type == "cpu" else "cuda"
-        # The CUDA backend, like NCCL's ncclCommInitRank, takes the rank's device as the current one.
-        with torch.cuda.device(self.device) if backend == "cuda" else nullcontext():
-            self._comm = _Communicator(rank=self.rank, nranks=self.size, uid=uid[0], backend=backend, **options)
+        backend, index = ("host", None) if self.device.type == "cpu" else ("cuda", self.device.index)
+        self._comm = _Communicator(rank=self.rank, nranks=self.size, uid=uid[0], backend=backend, device=index,
+                                   **options)
 
     def _tensor(self, name: str, tensor: Any, like: Optional["torch.Tensor"] = None) -> "torch.Tensor":
         """The tensor as ccc takes it (detached: DLPack refuses tensors that require grad), after
@@ -156,19 +157,3 @@ class Communicator:
         ``input``; both hold size blocks of one size. Out of place only (no split sizes)."""
         x = self._tensor("input", input)
         self._comm.all_to_all(x, self._tensor("output", output, like=x))
-
-    @property
-    def backend(self) -> str:
-        """ccc's backend: "host" (CPU tensors) or "cuda"."""
-        return self._comm.backend
-
-    def destroy(self) -> None:
-        """Releases the communicator; any later call raises InvalidUsageError."""
-        self._comm.destroy()
-
-    def __enter__(self) -> "Communicator":
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.destroy()
-

@@ -108,16 +108,32 @@ nb::dict check(const std::string& name, const std::optional<std::string>& text, 
   return out;
 }
 
-template <typename T>
-T parse_named(const std::string& what, const std::string& name, std::optional<T> (*parse)(std::string_view)) {
+// `name` parsed, or InvalidArgument listing the names `all` has.
+template <typename T, size_t N>
+T parse_named(const char* what, const std::string& name, std::optional<T> (*parse)(std::string_view),
+              const T (&all)[N], const char* (*name_of)(T)) {
   if (std::optional<T> v = parse(name)) return *v;
-  throw ccc::Error(ccc::ErrorKind::InvalidArgument, fmt::format("unknown {} '{}'", what, name));
+  std::string valid;
+  for (T t : all) valid += fmt::format("{}{}", valid.empty() ? "" : ", ", name_of(t));
+  throw ccc::Error(ccc::ErrorKind::InvalidArgument, fmt::format("unknown {} '{}' (one of: {})", what, name, valid));
+}
+ccc::DataType parse_dtype(const std::string& name) {
+  return parse_named("dtype", name, &ccc::parse_data_type, ccc::kAllDataTypes, &ccc::data_type_name);
+}
+ccc::ReduceOp parse_op(const std::string& name) {
+  return parse_named("op", name, &ccc::parse_reduce_op, ccc::kAllReduceOps, &ccc::reduce_op_name);
+}
+std::optional<ccc::Protocol> parse_protocol(const std::optional<std::string>& name) {
+  static constexpr ccc::Protocol kProtocols[] = {ccc::Protocol::Simple, ccc::Protocol::Ll};
+  if (!name) return std::nullopt;
+  return parse_named("protocol", *name, &ccc::parse_protocol, kProtocols, &ccc::protocol_name);
 }
 
 nb::object compile(const std::string& name, const std::optional<std::string>& text, int nranks, int root,
                    const std::string& emit, bool in_place, const std::string& dtype, const std::string& op,
                    std::optional<int64_t> tile_bytes, std::optional<int> channels, std::optional<int> pipeline,
-                   const std::string& arch, bool show_syncs, const std::optional<std::string>& topology) {
+                   const std::optional<std::string>& protocol, const std::string& arch, bool show_syncs,
+                   const std::optional<std::string>& topology) {
   const ccc::cli::EmitTarget* target = ccc::cli::find_emit_target(emit);
   if (!target)
     throw ccc::Error(ccc::ErrorKind::InvalidArgument,
@@ -140,11 +156,15 @@ nb::object compile(const std::string& name, const std::optional<std::string>& te
   if (tile_bytes) cost_grid.tiles = {*tile_bytes};
   ccc::KernelOptions kernel;
   kernel.in_place = in_place;
-  kernel.dtype = parse_named<ccc::DataType>("dtype", dtype, &ccc::parse_data_type);
-  kernel.op = parse_named<ccc::ReduceOp>("op", op, &ccc::parse_reduce_op);
+  kernel.dtype = parse_dtype(dtype);
+  kernel.op = parse_op(op);
   if (tile_bytes) kernel.tile_bytes = *tile_bytes;
   if (channels) kernel.channels = *channels;
   if (pipeline) kernel.pipeline = *pipeline;
+  if (const std::optional<ccc::Protocol> p = parse_protocol(protocol)) {
+    kernel.protocol = *p;
+    cost_grid.protocols = {*p};
+  }
   cost_grid.pipeline = kernel.pipeline;
   if (kernel.tile_bytes <= 0 || kernel.tile_bytes % 64 != 0)
     throw ccc::Error(ccc::ErrorKind::InvalidArgument,
@@ -307,18 +327,20 @@ class PyCommunicator {
     f();
   }
 
-  // Every rank's part here, or this process's rank's, which returns when done as the host
-  // backend's all-ranks calls do.
+  // Every rank's part here, or this process's rank's. A host rank's call returns when done, as
+  // the host backend's all-ranks calls do; a CUDA rank's is queued on its stream and returns, as
+  // the single-process CUDA calls do (stream-ordered, so it can be captured into a CUDA graph).
   void launch(ccc::Collective collective, const Buffers& b, uint64_t count, ccc::ReduceOp op, int root,
               const std::vector<uintptr_t>& streams) {
     const ccc::CollectiveCall call{collective, count, b.dtype, op, root, b.send, b.recv};
+    const ccc::Communicator::Streams stream = stream_span(streams);
     run([&] {
       if (rank_ < 0) {
-        comm_.run(call, stream_span(streams));
+        comm_.run(call, stream);
         return;
       }
-      comm_.run_rank(call, rank_, b.send[0], b.recv[0]);
-      comm_.synchronize();
+      comm_.run_rank(call, rank_, b.send[0], b.recv[0], stream.empty() ? nullptr : stream[0]);
+      if (comm_.backend() == ccc::BackendKind::Host) comm_.synchronize();
     });
   }
 
@@ -326,14 +348,14 @@ class PyCommunicator {
                   const std::vector<uintptr_t>& streams) {
     Buffers b = buffers(send, recv);
     same_counts("all_reduce", b);
-    const ccc::ReduceOp o = parse_named<ccc::ReduceOp>("op", op, &ccc::parse_reduce_op);
+    const ccc::ReduceOp o = parse_op(op);
     launch(ccc::Collective::AllReduce, b, b.send_count, o, -1, streams);
   }
   void reduce(const std::vector<Array>& send, const std::vector<WritableArray>& recv, int root, const std::string& op,
               const std::vector<uintptr_t>& streams) {
     Buffers b = buffers(send, recv);
     same_counts("reduce", b);
-    const ccc::ReduceOp o = parse_named<ccc::ReduceOp>("op", op, &ccc::parse_reduce_op);
+    const ccc::ReduceOp o = parse_op(op);
     launch(ccc::Collective::Reduce, b, b.send_count, o, root, streams);
   }
   void broadcast(const std::vector<Array>& send, const std::vector<WritableArray>& recv, int root,
@@ -352,7 +374,7 @@ class PyCommunicator {
                       const std::vector<uintptr_t>& streams) {
     Buffers b = buffers(send, recv);
     blocks("reduce_scatter", b.recv_count, b.send_count, "recv", "send");
-    const ccc::ReduceOp o = parse_named<ccc::ReduceOp>("op", op, &ccc::parse_reduce_op);
+    const ccc::ReduceOp o = parse_op(op);
     launch(ccc::Collective::ReduceScatter, b, b.recv_count, o, -1, streams);
   }
 
@@ -374,12 +396,14 @@ class PyCommunicator {
   void destroy() { comm_.destroy(); }
 
  private:
-  // CUDA streams as the integers CuPy's and torch's stream objects hand out (0: the default).
+  // CUDA streams as the integers CuPy's and torch's stream objects hand out (0: the default):
+  // one per rank this process holds.
   ccc::Communicator::Streams stream_span(const std::vector<uintptr_t>& streams) {
     if (streams.empty()) return {};
-    if (streams.size() != static_cast<size_t>(comm_.size()))
+    const size_t n = rank_ >= 0 ? 1 : static_cast<size_t>(comm_.size());
+    if (streams.size() != n)
       throw ccc::Error(ccc::ErrorKind::InvalidArgument,
-                       fmt::format("streams: expected one per rank ({}), got {}", comm_.size(), streams.size()));
+                       fmt::format("streams: expected one per rank ({}), got {}", n, streams.size()));
     streams_.assign(streams.size(), nullptr);
     for (size_t i = 0; i < streams.size(); ++i) streams_[i] = reinterpret_cast<void*>(streams[i]);
     return streams_;
@@ -390,17 +414,30 @@ class PyCommunicator {
   std::vector<void*> streams_;
 };
 
+// The CommOptions every constructor takes, made once by the Python side (ccc.Communicator).
 ccc::CommOptions comm_options(const std::string& algo, const std::optional<std::string>& schedule_name,
                               const std::optional<std::string>& schedule_text, int channels, int64_t tile_bytes,
-                              const std::string& topology_file, std::optional<double> timeout) {
+                              const std::optional<std::string>& protocol, const std::string& topology_file,
+                              std::optional<double> timeout) {
   ccc::CommOptions o;
   o.algo = algo;
   if (schedule_name) o.schedule = load_source(*schedule_name, schedule_text);
   o.channels = channels;
   o.tile_bytes = tile_bytes;
+  o.protocol = parse_protocol(protocol);
   o.topology_file = topology_file;
   o.timeout_seconds = timeout;
   return o;
+}
+
+ccc::UniqueId unique_id(const nb::bytes& uid) {
+  ccc::UniqueId id;
+  if (uid.size() != id.bytes.size())
+    throw ccc::Error(ccc::ErrorKind::InvalidArgument,
+                     fmt::format("uid: expected the {} bytes of ccc.get_unique_id(), got {}", id.bytes.size(),
+                                 uid.size()));
+  std::memcpy(id.bytes.data(), uid.c_str(), id.bytes.size());
+  return id;
 }
 
 const char* error_class(ccc::ErrorKind kind) {
@@ -438,7 +475,7 @@ NB_MODULE(_ccc, m) {
         nb::arg("every_root_up_to"), nb::arg("in_place"));
   m.def("compile", &compile, nb::arg("name"), nb::arg("text").none(), nb::arg("ranks"), nb::arg("root"),
         nb::arg("emit"), nb::arg("in_place"), nb::arg("dtype"), nb::arg("op"), nb::arg("tile_bytes").none(),
-        nb::arg("channels").none(), nb::arg("pipeline").none(), nb::arg("arch"), nb::arg("show_syncs"),
+        nb::arg("channels").none(), nb::arg("pipeline").none(), nb::arg("protocol").none(), nb::arg("arch"), nb::arg("show_syncs"),
         nb::arg("topology").none());
   m.def("emit_targets", [] { return ccc::cli::emit_target_names(); });
   m.def("get_unique_id", [] {
@@ -446,47 +483,40 @@ NB_MODULE(_ccc, m) {
     return nb::bytes(id.bytes.data(), id.bytes.size());
   });
 
+  nb::class_<ccc::CommOptions>(m, "CommOptions");
+  m.def("comm_options", &comm_options, nb::arg("algo"), nb::arg("schedule_name").none(),
+        nb::arg("schedule_text").none(), nb::arg("channels"), nb::arg("tile_bytes"), nb::arg("protocol").none(),
+        nb::arg("topology_file"), nb::arg("timeout").none());
+
   nb::class_<PyCommunicator>(m, "Communicator")
       .def_static(
           "host",
-          [](int nranks, const std::string& algo, const std::optional<std::string>& schedule_name,
-             const std::optional<std::string>& schedule_text, int channels, int64_t tile_bytes,
-             const std::string& topology_file, std::optional<double> timeout) {
-            return PyCommunicator(ccc::Communicator::host(
-                nranks, comm_options(algo, schedule_name, schedule_text, channels, tile_bytes, topology_file, timeout)));
+          [](int nranks, const ccc::CommOptions& options) {
+            return PyCommunicator(ccc::Communicator::host(nranks, options));
           },
-          nb::arg("ranks"), nb::arg("algo"), nb::arg("schedule_name").none(), nb::arg("schedule_text").none(),
-          nb::arg("channels"), nb::arg("tile_bytes"), nb::arg("topology_file"), nb::arg("timeout").none())
+          nb::arg("ranks"), nb::arg("options"))
       .def_static(
           "cuda",
-          [](std::vector<int> devices, const std::string& algo, const std::optional<std::string>& schedule_name,
-             const std::optional<std::string>& schedule_text, int channels, int64_t tile_bytes,
-             const std::string& topology_file, std::optional<double> timeout) {
-            return PyCommunicator(ccc::Communicator::cuda(
-                std::move(devices),
-                comm_options(algo, schedule_name, schedule_text, channels, tile_bytes, topology_file, timeout)));
+          [](std::vector<int> devices, const ccc::CommOptions& options) {
+            return PyCommunicator(ccc::Communicator::cuda(std::move(devices), options));
           },
-          nb::arg("devices"), nb::arg("algo"), nb::arg("schedule_name").none(), nb::arg("schedule_text").none(),
-          nb::arg("channels"), nb::arg("tile_bytes"), nb::arg("topology_file"), nb::arg("timeout").none())
+          nb::arg("devices"), nb::arg("options"))
       .def_static(
           "host_rank",
-          [](nb::bytes uid, int nranks, int rank, const std::string& algo,
-             const std::optional<std::string>& schedule_name, const std::optional<std::string>& schedule_text,
-             int channels, int64_t tile_bytes, const std::string& topology_file, std::optional<double> timeout) {
-            ccc::UniqueId id;
-            if (uid.size() != id.bytes.size())
-              throw ccc::Error(ccc::ErrorKind::InvalidArgument,
-                               fmt::format("uid: expected the {} bytes of ccc.get_unique_id(), got {}",
-                                           id.bytes.size(), uid.size()));
-            std::memcpy(id.bytes.data(), uid.c_str(), id.bytes.size());
-            ccc::CommOptions options =
-                comm_options(algo, schedule_name, schedule_text, channels, tile_bytes, topology_file, timeout);
+          [](const nb::bytes& uid, int nranks, int rank, const ccc::CommOptions& options) {
+            const ccc::UniqueId id = unique_id(uid);
             nb::gil_scoped_release release;  // the bootstrap waits for the other processes
-            return PyCommunicator(ccc::Communicator::host_rank(id, nranks, rank, std::move(options)), rank);
+            return PyCommunicator(ccc::Communicator::host_rank(id, nranks, rank, options), rank);
           },
-          nb::arg("uid"), nb::arg("nranks"), nb::arg("rank"), nb::arg("algo"), nb::arg("schedule_name").none(),
-          nb::arg("schedule_text").none(), nb::arg("channels"), nb::arg("tile_bytes"), nb::arg("topology_file"),
-          nb::arg("timeout").none())
+          nb::arg("uid"), nb::arg("nranks"), nb::arg("rank"), nb::arg("options"))
+      .def_static(
+          "cuda_rank",
+          [](const nb::bytes& uid, int nranks, int rank, int device, const ccc::CommOptions& options) {
+            const ccc::UniqueId id = unique_id(uid);
+            nb::gil_scoped_release release;
+            return PyCommunicator(ccc::Communicator::cuda_rank(id, nranks, rank, options, {.device = device}), rank);
+          },
+          nb::arg("uid"), nb::arg("nranks"), nb::arg("rank"), nb::arg("device"), nb::arg("options"))
       .def_prop_ro("size", &PyCommunicator::size)
       .def_prop_ro("backend", &PyCommunicator::backend)
       .def("all_reduce", &PyCommunicator::all_reduce, nb::arg("send"), nb::arg("recv"), nb::arg("op"),

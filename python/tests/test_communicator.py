@@ -161,10 +161,53 @@ def test_read_only_recv_is_refused(comm):
     ({"ranks": 2, "backend": "tpu"}, "backend: expected 'host' or 'cuda'"),
     ({"ranks": 2, "devices": [0, 1]}, "only the cuda backend takes devices"),
     ({}, "the host backend needs the number of ranks"),
+    ({"ranks": 2, "protocol": "LL"}, r"unknown protocol 'LL' \(one of: simple, ll\)"),
 ])
 def test_bad_communicator_options(kwargs, match):
     with pytest.raises(ccc.InvalidArgumentError, match=match):
         ccc.Communicator(**kwargs)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.int64, np.uint8])
+def test_protocol_ll_runs_every_collective(dtype):
+    """CommOptions::protocol: every call goes over ll, against the reference."""
+    with ccc.Communicator(RANKS, protocol="ll", timeout=60) as c:
+        xs = inputs(dtype)
+        rows = np.stack(xs).astype(np.float64)
+        out = [np.zeros_like(x) for x in xs]
+        c.all_reduce(xs, out)
+        for o in out:
+            np.testing.assert_array_equal(o, rows.sum(0))
+        out = [np.zeros_like(x) for x in xs]
+        c.all_reduce(xs, out, op="max")
+        for o in out:
+            np.testing.assert_array_equal(o, rows.max(0))
+        out = [np.zeros_like(x) for x in xs]
+        c.reduce(xs, out, root=1)
+        np.testing.assert_array_equal(out[1], rows.sum(0))
+        out = [np.zeros_like(x) for x in xs]
+        c.broadcast(xs, out, root=2)
+        for o in out:
+            np.testing.assert_array_equal(o, xs[2])
+        out = [np.zeros(RANKS * COUNT, dtype) for _ in xs]
+        c.all_gather(xs, out)
+        for o in out:
+            np.testing.assert_array_equal(o, np.concatenate(xs))
+        big = inputs(dtype, RANKS * COUNT)
+        out = [np.zeros(COUNT, dtype) for _ in xs]
+        c.reduce_scatter(big, out)
+        total = np.stack(big).astype(np.float64).sum(0)
+        for r, o in enumerate(out):
+            np.testing.assert_array_equal(o, total[r * COUNT:(r + 1) * COUNT])
+        out = [np.zeros(RANKS * COUNT, dtype) for _ in xs]
+        c.all_to_all(big, out)
+        for r, o in enumerate(out):
+            np.testing.assert_array_equal(o, np.concatenate([b[r * COUNT:(r + 1) * COUNT] for b in big]))
+        # ll's receive slots hold 256 KiB of vector: a larger call is refused, which a
+        # communicator left to choose (simple above that size) would run.
+        large = [np.ones(65537, np.float32) for _ in range(RANKS)]
+        with pytest.raises(ccc.InvalidArgumentError, match="protocol ll moves at most 262144 bytes per call"):
+            c.all_reduce(large)
 
 
 def test_a_schedule_given_as_text_runs(schedules):

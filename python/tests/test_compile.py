@@ -59,10 +59,20 @@ def test_compile_cu_follows_dtype_and_op(schedules):
     assert "double" in cu and cu != ccc.compile(schedules / "ring.sched", ranks=4, emit="cu")
 
 
+def test_compile_ll_emits_an_ll_kernel(schedules):
+    ll = ccc.compile(schedules / "ring.sched", ranks=4, emit="cu", protocol="ll")
+    assert ll.startswith("// ccc_ring_n4_f32_sum_t65536_c4_p2_ll ") and "// Protocol ll:" in ll
+    assert "ccc::ll(" in ll  # the receive regions peers push into
+    simple = ccc.compile(schedules / "ring.sched", ranks=4, emit="cu", protocol="simple")
+    assert simple == ccc.compile(schedules / "ring.sched", ranks=4, emit="cu")  # simple is the default
+    assert "Protocol ll" not in simple and "ccc::ll(" not in simple
+
+
 @pytest.mark.parametrize("kwargs, match", [
     ({"emit": "exe"}, "unknown emit target 'exe'"),
     ({"dtype": "f8"}, "unknown dtype 'f8'"),
-    ({"op": "xor"}, "unknown op 'xor'"),
+    ({"op": "xor"}, r"unknown op 'xor' \(one of: sum, prod, min, max, avg\)"),
+    ({"protocol": "fast"}, r"unknown protocol 'fast' \(one of: simple, ll\)"),
     ({"tile_bytes": 100}, "multiple of 64"),
     ({"channels": 0}, "channels must be"),
     ({"pipeline": 0}, "pipeline must be"),
@@ -88,6 +98,9 @@ def test_compile_cost_prices_the_schedule_on_a_topology(schedules):
     assert rows[-1].split("\t")[:3] == ["1073741824", "oneshot", "simple"]
     pinned = ccc.compile(schedules / "oneshot.sched", ranks=8, emit="cost", topology=str(topo), channels=2)
     assert all(row.split("\t")[6] == "2" for row in pinned.splitlines()[1:])
+    for protocol in ("ll", "simple"):  # pinned: every size is priced over it, as --protocol does
+        pinned = ccc.compile(schedules / "oneshot.sched", ranks=8, emit="cost", topology=str(topo), protocol=protocol)
+        assert {row.split("\t")[2] for row in pinned.splitlines()[1:]} == {protocol}
     with pytest.raises(ccc.InvalidArgumentError, match="needs topology="):
         ccc.compile(schedules / "oneshot.sched", ranks=8, emit="cost")
     with pytest.raises(ccc.InvalidArgumentError, match="topology= is for emit='cost'"):

@@ -1,7 +1,10 @@
 """ccc.Communicator(rank=, nranks=, uid=): one rank per process on the host backend, NumPy
-arrays, every collective; a rank that never joins; a killed rank."""
+arrays, every collective; a rank that never joins; a killed rank. On the cuda backend, against
+the fake driver (tests/fake_cuda, which runs no kernel): the join, the errors, the teardown."""
+import functools
 import multiprocessing
 import os
+import pathlib
 import signal
 
 import numpy as np
@@ -128,7 +131,78 @@ def test_a_killed_rank_fails_the_others():
 def test_the_arguments_go_together():
     with pytest.raises(ccc.InvalidArgumentError, match="needs all three"):
         ccc.Communicator(rank=0, nranks=2)
-    with pytest.raises(ccc.InvalidUsageError, match="not in the Python package yet"):
-        ccc.Communicator(rank=0, nranks=2, uid=b"x" * 128, backend="cuda")
     with pytest.raises(ccc.InvalidArgumentError, match="128 bytes"):
         ccc.Communicator(rank=0, nranks=2, uid=b"short")
+    with pytest.raises(ccc.InvalidArgumentError, match="128 bytes"):
+        ccc.Communicator(rank=0, nranks=2, uid=b"short", backend="cuda")
+    with pytest.raises(ccc.InvalidArgumentError, match="device: only the cuda backend takes a device"):
+        ccc.Communicator(rank=0, nranks=2, uid=b"x" * 128, device=0)
+    with pytest.raises(ccc.InvalidArgumentError, match="a communicator of every rank takes devices"):
+        ccc.Communicator(backend="cuda", device=0)
+    with pytest.raises(ccc.InvalidArgumentError, match="backend: expected 'host' or 'cuda', not 'tpu'"):
+        ccc.Communicator(rank=0, nranks=2, uid=b"x" * 128, backend="tpu")
+
+
+# The fake libcuda ctest names (CCC_FAKE_LIBCUDA), else the build tree's this package is in.
+FAKE_LIBCUDA = pathlib.Path(os.environ.get("CCC_FAKE_LIBCUDA") or
+                            pathlib.Path(ccc.__file__).resolve().parents[2] / "tests" / "libccc_fake_libcuda.so")
+needs_fake_driver = pytest.mark.skipif(not FAKE_LIBCUDA.is_file(), reason=f"no fake libcuda at {FAKE_LIBCUDA}")
+
+
+def cuda_rank(libcuda, uid, nranks, rank, results):
+    """A cuda rank against the fake driver (set before ccc first opens a driver, in this process
+    only): it joins, refuses host memory, synchronizes, destroys."""
+    os.environ["CCC_LIBCUDA"] = libcuda
+    try:
+        comm = ccc.Communicator(rank=rank, nranks=nranks, uid=uid, backend="cuda", device=rank, timeout=5)
+        assert (comm.size, comm.backend) == (nranks, "cuda")
+        try:
+            comm.all_reduce(np.ones(8, np.float32))
+            raise AssertionError("a host array was taken by a cuda communicator")
+        except ccc.InvalidArgumentError as e:
+            assert "the cuda backend needs CUDA device arrays, not host memory" in str(e), e
+        comm.synchronize()  # nothing queued: returns, no failure to report
+        comm.destroy()
+        try:
+            comm.synchronize()
+            raise AssertionError("synchronize after destroy")
+        except ccc.InvalidUsageError:
+            pass
+        results.put((rank, "ok"))
+    except BaseException as e:  # reported to the test, which names the rank
+        results.put((rank, f"{type(e).__name__}: {e}"))
+
+
+@needs_fake_driver
+def test_cuda_ranks_join_through_the_fake_driver_and_destroy_cleanly():
+    got, codes = run(functools.partial(cuda_rank, str(FAKE_LIBCUDA)), 2)
+    assert got == {0: "ok", 1: "ok"}, got
+    assert codes == [0, 0]
+
+
+def cuda_refusals(libcuda, results):
+    """A cuda rank on a device the (fake) driver lacks, and with no driver at all: each fails at
+    once, before joining (the id is this process's own, so its root goes with it)."""
+    def attempt(**kwargs):
+        try:
+            ccc.Communicator(rank=0, nranks=2, uid=ccc.get_unique_id(), backend="cuda", timeout=5, **kwargs)
+            return "no error"
+        except ccc.Error as e:
+            return f"{type(e).__name__}: {e}"
+    os.environ["CCC_LIBCUDA"] = libcuda
+    results.put(attempt(device=5))
+
+
+@needs_fake_driver
+@pytest.mark.parametrize("libcuda, want", [
+    (str(FAKE_LIBCUDA), "InvalidArgumentError: CUDA device 5 does not exist (2 present)"),
+    ("/nonexistent/libcuda.so.1", "NoDeviceError: no CUDA device: cannot load the driver (/nonexistent/libcuda.so.1"),
+])
+def test_a_cuda_rank_on_a_missing_device_or_without_a_driver_fails_at_once(libcuda, want):
+    results = CTX.Queue()
+    p = CTX.Process(target=cuda_refusals, args=(libcuda, results))
+    p.start()
+    got = results.get(timeout=60)
+    p.join(10)
+    assert got.startswith(want), got
+    assert p.exitcode == 0

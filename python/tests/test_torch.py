@@ -1,7 +1,9 @@
 """ccc.torch: a communicator bootstrapped from a torch.distributed process group (gloo, one process
 per rank, CPU tensors): every collective and dtype against a reference computed from every
-rank's data, the ReduceOp mapping, the errors, a subgroup, and a killed rank. Skipped where torch
-is not installed (the project's .venv has none; docs/python.md says how to run them)."""
+rank's data, the ReduceOp mapping, the errors, a subgroup, and a killed rank. Where torch sees a
+GPU (the GPU bundle), two rank processes on it: ccc.Communicator(backend="cuda") and ccc.torch on
+CUDA tensors, with CUDA graph capture; they skip elsewhere. Skipped where torch is not installed
+(the project's .venv has none; docs/python.md says how to run them)."""
 import multiprocessing
 import os
 import signal
@@ -115,12 +117,9 @@ def check_errors(comm, nranks, rank):
         comm.all_reduce(torch.ones(8, device="meta"))
     with pytest.raises(ccc.InvalidArgumentError, match="not 'meta'"):
         ccc.torch.Communicator(device="meta")
-    # A CUDA communicator: no CUDA device here (NoDeviceError), or one but no CUDA backend across
-    # processes yet (InvalidUsageError, raised by every rank after the id went round).
-    no_backend = torch.cuda.is_available()
-    with pytest.raises(ccc.InvalidUsageError if no_backend else ccc.NoDeviceError,
-                       match="not built yet" if no_backend else "torch sees no CUDA device"):
-        ccc.torch.Communicator(device="cuda")
+    if not torch.cuda.is_available():  # with a GPU, test_cuda_tensors runs a CUDA communicator
+        with pytest.raises(ccc.NoDeviceError, match="torch sees no CUDA device"):
+            ccc.torch.Communicator(device="cuda")
     # Still in step after the refusals; a tensor that requires grad is fine (ccc takes it detached).
     y = torch.ones(8, requires_grad=True)
     comm.all_reduce(y)
@@ -228,6 +227,102 @@ def test_a_killed_rank_fails_the_others(tmp_path):
     for r in (0, 2):
         assert got[r].startswith("RemoteError") and "timed out" in got[r], got
         assert float(got[r].split()[2]) < 5, got  # the 1 s timeout, not a hang
+
+
+# The CUDA tests run where torch sees a GPU (the GPU bundle's python/check.sh); two rank processes
+# share the one GPU there, time-slicing it, hence the long collective timeout (as ccc_gpu_tests'
+# CudaMultiProcess.TwoRanksOnOneDevice).
+needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="torch sees no CUDA device")
+CUDA_TIMEOUT = 120
+
+
+def cuda_ranks_all_reduce(nranks, rank):
+    """ccc.Communicator(rank=, nranks=, uid=, backend="cuda") on torch CUDA tensors: queued on
+    torch's current stream, waited for by synchronize()."""
+    uid = [ccc.get_unique_id() if rank == 0 else None]
+    dist.broadcast_object_list(uid, src=0)
+    comm = ccc.Communicator(rank=rank, nranks=nranks, uid=uid[0], backend="cuda", device=0, timeout=CUDA_TIMEOUT)
+    assert (comm.size, comm.backend) == (nranks, "cuda")
+    rows = everyone(nranks, torch.float32)
+    x = data(rank, torch.float32).cuda()
+    out = torch.zeros_like(x)
+    comm.all_reduce(x, out)
+    comm.all_reduce(x, op="max")  # in place
+    comm.synchronize()
+    assert_equal(out.cpu(), rows.sum(0), "all_reduce on CUDA tensors")
+    assert_equal(x.cpu(), rows.max(0).values, "in-place all_reduce max on CUDA tensors")
+    with pytest.raises(ccc.InvalidArgumentError, match="the cuda backend needs CUDA device arrays, not host memory"):
+        comm.all_reduce(torch.ones(8))
+    comm.destroy()
+    return "ok"
+
+
+@needs_cuda
+def test_cuda_ranks_all_reduce_torch_tensors(tmp_path):
+    got, codes = run(tmp_path, cuda_ranks_all_reduce, 2, timeout=2 * CUDA_TIMEOUT)
+    assert got == {0: "ok", 1: "ok"}, got
+    assert codes == [0, 0]
+
+
+def cuda_tensors(nranks, rank):
+    """ccc.torch on CUDA tensors: every collective on torch's current stream, with no wait
+    between calls; a tensor on the wrong device; an all_reduce captured in a CUDA graph and
+    replayed on new inputs."""
+    comm = ccc.torch.Communicator(device="cuda", timeout=CUDA_TIMEOUT)
+    assert (comm.backend, comm.device) == ("cuda", torch.device("cuda", torch.cuda.current_device()))
+    f32 = torch.float32
+    rows = everyone(nranks, f32)
+    results = {}  # the calls are queued back to back; read once synchronize() has waited
+    x = data(rank, f32).cuda()
+    comm.all_reduce(x)
+    results["all_reduce"] = (x, rows.sum(0))
+    x = data(rank, torch.int32).cuda()
+    comm.all_reduce(x, op=dist.ReduceOp.MAX)
+    results["all_reduce max int32"] = (x, everyone(nranks, torch.int32).max(0).values)
+    x = data(rank, f32).cuda()
+    comm.reduce(x, dst=nranks - 1)
+    results["reduce"] = (x, rows.sum(0) if rank == nranks - 1 else rows[rank])
+    x = data(rank, f32).cuda()
+    comm.broadcast(x, src=nranks - 1)
+    results["broadcast"] = (x, rows[nranks - 1])
+    gathered = torch.zeros(nranks, COUNT, dtype=f32, device="cuda")
+    comm.all_gather_into_tensor(gathered, data(rank, f32).cuda())
+    results["all_gather_into_tensor"] = (gathered, rows)
+    block = torch.zeros(COUNT, dtype=f32, device="cuda")
+    comm.reduce_scatter_tensor(block, torch.cat([data(p * nranks + rank, f32) for p in range(nranks)]).cuda())
+    results["reduce_scatter_tensor"] = (block, everyone(nranks * nranks, f32)[rank * nranks:(rank + 1) * nranks].sum(0))
+    out = torch.zeros(nranks * COUNT, dtype=f32, device="cuda")
+    comm.all_to_all_single(out, data(rank, f32, nranks * COUNT).cuda())
+    results["all_to_all_single"] = (out, torch.cat([everyone(nranks, f32, nranks * COUNT)[p, rank * COUNT:(rank + 1) * COUNT]
+                                                    for p in range(nranks)]))
+    comm.synchronize()
+    for what, (got, want) in results.items():
+        assert_equal(got.cpu(), want, f"{what} on CUDA tensors")
+
+    with pytest.raises(ccc.InvalidArgumentError, match="tensor: the tensor is on cpu, the communicator on cuda:"):
+        comm.all_reduce(torch.ones(8))
+
+    static = data(rank, f32).cuda()
+    comm.all_reduce(static)  # compiles the kernel and sizes the staging before the capture
+    comm.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        comm.all_reduce(static)
+    for i in range(1, 4):
+        static.copy_(data(rank + i, f32))
+        graph.replay()
+        comm.synchronize()
+        want = torch.stack([data(r + i, f32).to(torch.float64) for r in range(nranks)]).sum(0)
+        assert_equal(static.cpu(), want, f"replay {i} of the captured all_reduce")
+    comm.destroy()
+    return "ok"
+
+
+@needs_cuda
+def test_cuda_tensors(tmp_path):
+    got, codes = run(tmp_path, cuda_tensors, 2, timeout=2 * CUDA_TIMEOUT)
+    assert got == {0: "ok", 1: "ok"}, got
+    assert codes == [0, 0]
 
 
 def test_import_ccc_does_not_import_torch():
