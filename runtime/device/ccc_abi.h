@@ -10,14 +10,15 @@
 #ifndef CCC_ABI_H
 #define CCC_ABI_H
 
-#define CCC_ABI_VERSION 5
+#define CCC_ABI_VERSION 6
 
 /* The most channels (thread blocks per rank) a kernel may have: the size of the per-rank
  * progress and mailbox arrays, and of each peer's row of the inbox. */
 #define CCC_MAX_CHANNELS 64
 
 /* One rank's buffers for one launch, valid in every peer's address space (NVLink peer mappings
- * on the GPU, plain pointers in host emulation). */
+ * on the GPU, plain pointers in host emulation), or, in several processes, translated by each
+ * reader through its ccc_registry. */
 typedef struct ccc_buffers {
   const void* input;   /* may be null where the collective never reads it (a non-root broadcast) */
   void* output;
@@ -29,6 +30,28 @@ typedef struct ccc_buffers {
                           kernels */
 } ccc_buffers;
 
+/* Buffers a peer registered (cccCommRegister) as this rank's process maps them. In several
+ * processes a peer's cudaMalloc buffer, opened through CUDA IPC, lands at another address here
+ * than in its owner, so the pointer the owner writes into its mailbox means nothing to this
+ * rank until it is translated: local = local_base + (pointer - owner_base). */
+#define CCC_MAX_REGISTRATIONS 256
+typedef struct ccc_registration {
+  unsigned long long owner_base; /* the allocation's base in the owner's process */
+  unsigned long long bytes;
+  unsigned long long local_base; /* the same allocation in the reading rank's process */
+  int owner;                     /* the owner's rank */
+  int reserved;
+} ccc_registration;
+typedef struct ccc_registry {
+  unsigned long long shared_base;  /* [shared_base, shared_base + shared_bytes): memory at one */
+  unsigned long long shared_bytes; /* address in every process (the arena): used as it is */
+  unsigned int count;              /* entries[0, count) are valid; the runtime writes an entry
+                                      before the count that covers it, and removes none while a
+                                      launch that may read it is in flight */
+  unsigned int reserved;
+  ccc_registration entries[CCC_MAX_REGISTRATIONS];
+} ccc_registry;
+
 /* Where a rank's peers find its state: fixed for the communicator's life, written once before
  * the first launch and never changed (so every launch, eager or replayed, reads the same). */
 typedef struct ccc_rank_state {
@@ -39,6 +62,9 @@ typedef struct ccc_rank_state {
   unsigned long long* inbox;    /* [CCC_MAX_CHANNELS][N] in the rank's own memory: slot
                                    [c * N + p] holds the progress rank p's channel c pushed here,
                                    written only by p, polled by this rank's waits */
+  const ccc_registry* registry; /* read only by the rank itself: how it reaches its peers'
+                                   input and output. Null where every peer's pointers are valid
+                                   as they are (one process; the host backend's shared heap) */
 } ccc_rank_state;
 
 /* Tracing (docs/tracing.md). A kernel built with CCC_TRACE_ENABLED defined writes, per (rank,
@@ -90,7 +116,9 @@ enum {
   CCC_ERR_PEER_FAILED = 2, /* a peer recorded an error; this rank stopped waiting for it */
   CCC_ERR_BAD_PROGRAM = 3, /* a step program names a data pass its kernel was not built with */
   CCC_ERR_MISMATCH = 4,    /* a peer called with another collective, count, type, op or root */
-  CCC_ERR_ABORTED = 5      /* the runtime aborted the rank (cccCommAbort); kernels never record it */
+  CCC_ERR_ABORTED = 5,     /* the runtime aborted the rank (cccCommAbort); kernels never record it */
+  CCC_ERR_UNREGISTERED = 6 /* a peer's input or output lies neither in the shared arena nor in a
+                              buffer registered with this rank (cccCommRegister) */
 };
 
 #endif /* CCC_ABI_H */

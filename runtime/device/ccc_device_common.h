@@ -49,7 +49,10 @@
  * rank, which the sync plan orders after the rank's "entered" (every read of a peer's buffer
  * waits, directly or through other ranks' waits, for the peer to have entered or written it).
  * The slot's call signature must equal the reader's: a rank whose peer called with another
- * kernel or count records CCC_ERR_MISMATCH before it touches any of the peer's data. */
+ * kernel or count records CCC_ERR_MISMATCH before it touches any of the peer's data. Where the
+ * rank has a registry (several processes), a peer's input and output are translated into this
+ * process's mapping of them, and one that no entry covers records CCC_ERR_UNREGISTERED, again
+ * before any data is touched (see reach). */
 #ifndef CCC_DEVICE_COMMON_H
 #define CCC_DEVICE_COMMON_H
 
@@ -690,9 +693,12 @@ class Channel {
       for (int k = 0; k <= i.sources && ok; ++k) {
         const int p = touched(k);
         if (peers_[p].call != 0) continue;
-        const ccc_buffers b = *mailbox(p);
+        ccc_buffers b = *mailbox(p);
         if (b.call != own_.call) {
           record_error(state_[rank_].error, CCC_ERR_MISMATCH);
+          ok = false;
+        } else if (!reach(p, b)) {
+          record_error(state_[rank_].error, CCC_ERR_UNREGISTERED);
           ok = false;
         } else {
           peers_[p] = b;
@@ -700,6 +706,33 @@ class Channel {
       }
     }
     return barrier_and(ok);
+  }
+
+  /* Makes peer p's input and output usable here: as they are without a registry (ccc_abi.h) or
+   * in the shared arena, else translated through the registry's entry for p that covers them.
+   * False when one lies in neither (the peer passed memory this process cannot reach). Scratch
+   * and ll are always the runtime's arena memory. */
+  CCC_FN bool reach(int p, ccc_buffers& b) const {
+    const ccc_registry* registry = state_[rank_].registry;
+    if (registry == nullptr) return true;
+    unsigned long long input = reinterpret_cast<unsigned long long>(b.input);
+    unsigned long long output = reinterpret_cast<unsigned long long>(b.output);
+    if (!translate(*registry, p, input) || !translate(*registry, p, output)) return false;
+    b.input = reinterpret_cast<const void*>(input);
+    b.output = reinterpret_cast<void*>(output);
+    return true;
+  }
+  static CCC_FN bool translate(const ccc_registry& registry, int owner, unsigned long long& address) {
+    // Null is never read (a non-root broadcast's input); the unsigned differences test both ends.
+    if (address == 0 || address - registry.shared_base < registry.shared_bytes) return true;
+    for (unsigned e = 0; e < registry.count; ++e) {
+      const ccc_registration& r = registry.entries[e];
+      if (r.owner == owner && address - r.owner_base < r.bytes) {
+        address = r.local_base + (address - r.owner_base);
+        return true;
+      }
+    }
+    return false;
   }
 
   /* Publishes "finished `step` of window w" to the consumers once every thread's writes are

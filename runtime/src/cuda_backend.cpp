@@ -19,7 +19,8 @@ namespace {
 ccc_rank_state rank_state(CUdeviceptr sync) {
   return {reinterpret_cast<unsigned long long*>(sync), reinterpret_cast<ccc_buffers*>(sync + CudaSyncLayout::kMailbox),
           reinterpret_cast<unsigned*>(sync + CudaSyncLayout::kError),
-          reinterpret_cast<unsigned long long*>(sync + CudaSyncLayout::kInbox)};
+          reinterpret_cast<unsigned long long*>(sync + CudaSyncLayout::kInbox),
+          nullptr};  // no registry: every buffer a launch names is peer-mapped or arena memory
 }
 
 }  // namespace

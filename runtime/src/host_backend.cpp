@@ -192,7 +192,7 @@ HostRanks::HostRanks(int nranks) : owned_sync_(std::make_unique<HostRankSync[]>(
     rank.owned_inbox.assign(inbox_slots(nranks), 0);
     rank.inbox = rank.owned_inbox.data();
   }
-  for (auto& r : ranks_) table_.push_back({r->sync->progress, r->sync->mailbox, &r->sync->error, r->inbox});
+  for (auto& r : ranks_) table_.push_back({r->sync->progress, r->sync->mailbox, &r->sync->error, r->inbox, nullptr});
 }
 
 // Every process builds the same table (the arena lies at one address in all of them), so it
@@ -203,7 +203,7 @@ HostRanks::HostRanks(HostArena& arena) : arena_(&arena) {
     ranks_.back()->sync = arena.sync(r);
     ranks_.back()->inbox = arena.inbox(r);
   }
-  for (auto& r : ranks_) table_.push_back({r->sync->progress, r->sync->mailbox, &r->sync->error, r->inbox});
+  for (auto& r : ranks_) table_.push_back({r->sync->progress, r->sync->mailbox, &r->sync->error, r->inbox, nullptr});
 }
 
 HostRanks::~HostRanks() {

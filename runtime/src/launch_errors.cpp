@@ -15,6 +15,8 @@ const char* launch_error_text(unsigned code) {
     case CCC_ERR_MISMATCH:
       return "a peer called with another collective, count, type, op or root (every rank must pass the same)";
     case CCC_ERR_ABORTED: return "aborted (cccCommAbort)";
+    case CCC_ERR_UNREGISTERED:
+      return "a peer's input or output is neither arena memory nor a buffer registered with this rank";
   }
   return nullptr;
 }

@@ -45,7 +45,7 @@ HostBuffers::HostBuffers(int nranks, uint64_t bytes, uint64_t scratch_bytes, uin
     : in_alloc(nranks), out_alloc(nranks), scratch_alloc(nranks), ll_alloc(nranks), sync(nranks), own(nranks) {
   for (Sync& s : sync) {
     s.inbox.assign(static_cast<size_t>(CCC_MAX_CHANNELS) * nranks, 0);
-    state.push_back({s.progress, s.mailbox, &s.error, s.inbox.data()});
+    state.push_back({s.progress, s.mailbox, &s.error, s.inbox.data(), nullptr});  // one process: no registry
   }
   for (int r = 0; r < nranks; ++r) {
     in_alloc[r].resize(bytes + offset + 64);

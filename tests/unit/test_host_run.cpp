@@ -355,6 +355,90 @@ TEST(HostRunPush, WaitsReadTheirOwnInboxNotThePeersProgress) {
   EXPECT_EQ(b.sync[2].progress[0], 0u);
 }
 
+// Several processes (ccc_abi.h, ccc_registry): a peer's input reaches a reader only through the
+// reader's own registry. One process stands in for N: the owner runs on its buffer (values x_p),
+// and each reader q's registry maps that buffer's allocation to an alias of its own (values
+// y_qp), so the sums read x_q + sum of y_qp over the peers p only if every peer pointer was
+// translated, by the reader's table, for the right owner, keeping the offset into the
+// allocation. A decoy entry (same range, wrong owner, poison) comes first in every table. Rank
+// 1's input lies in the registry's shared range: used as it is, x_1 everywhere. One-shot: every
+// rank reads every peer's input and writes only its own output. `missing`: no rank has an entry
+// for that owner's input or output.
+struct RegisteredInputs {
+  static constexpr int n = 3;
+  static constexpr uint64_t count = 5000, offset = 4;
+  testing::Planned p = testing::plan_shipped("oneshot", n);
+  EmittedKernel k = emit_cuda(lower(*p.planned, options(DataType::I32, ReduceOp::Sum, false)));
+  testing::HostBuffers b{n, count * 4, 0, offset, false};
+  std::vector<ccc_registry> registry = std::vector<ccc_registry>(n);
+  std::vector<std::vector<int>> alias = std::vector<std::vector<int>>(n * n);  // [reader * n + owner]
+  std::vector<int> poison = std::vector<int>(count + offset, -1);
+
+  static int x(int p, uint64_t i) { return -static_cast<int>(i + 7) * (p + 1); }
+  static int y(int q, int p, uint64_t i) { return static_cast<int>(i) * (p + 1) + 1000 * (q + 1); }
+  int expected(int q, uint64_t i) const {
+    int sum = x(q, i);
+    for (int p = 0; p < n; ++p)
+      if (p != q) sum += p == 1 ? x(1, i) : y(q, p, i);
+    return sum;
+  }
+  RegisteredInputs(int missing = -1) {
+    for (int p = 0; p < n; ++p)
+      for (uint64_t i = 0; i < count; ++i) reinterpret_cast<int*>(b.input(p))[i] = x(p, i);
+    for (int q = 0; q < n; ++q) {
+      b.state[q].registry = &registry[q];
+      ccc_registry& t = registry[q];
+      t.shared_base = reinterpret_cast<unsigned long long>(b.in_alloc[1].data());
+      t.shared_bytes = b.in_alloc[1].size();
+      for (int p = 0; p < n; ++p) {
+        if (p == q) continue;
+        // The outputs, which one-shot never reads from a peer, must be reachable too (the
+        // kernel translates a peer's input and output together): here at the same address.
+        const unsigned long long out = reinterpret_cast<unsigned long long>(b.out_alloc[p].data());
+        if (p != missing) t.entries[t.count++] = {out, b.out_alloc[p].size(), out, p, 0};
+        if (p == 1) continue;
+        const unsigned long long base = reinterpret_cast<unsigned long long>(b.in_alloc[p].data());
+        t.entries[t.count++] = {base, b.in_alloc[p].size(), reinterpret_cast<unsigned long long>(poison.data()), (p + 1) % n, 0};
+        if (p == missing) continue;
+        std::vector<int>& a = alias[q * n + p];
+        a.assign(count + offset, 0);  // ints: offset (bytes) / 4 elements before the buffer
+        for (uint64_t i = 0; i < count; ++i) a[offset / 4 + i] = y(q, p, i);
+        t.entries[t.count++] = {base, b.in_alloc[p].size(), reinterpret_cast<unsigned long long>(a.data()), p, 0};
+      }
+    }
+    for (int q = 0; q < n; ++q) std::memset(b.output(q), kPoison, count * 4);
+  }
+};
+
+TEST(HostRunRegistry, PeersInputsAreReadThroughTheReadersTranslation) {
+  RegisteredInputs t;
+  ASSERT_TRUE(t.p.planned) << t.p.errors;
+  testing::HostLibrary lib({t.k}, "registry");
+  ASSERT_EQ(lib.error(), "");
+  testing::launch_host(lib.entry(t.k.kernel_name), t.b, t.k.channels, t.count, kTimeoutNs);
+  for (int q = 0; q < t.n; ++q) {
+    EXPECT_EQ(t.b.error(q), unsigned{CCC_OK}) << "rank " << q;
+    for (uint64_t i = 0; i < t.count; ++i)
+      ASSERT_EQ(reinterpret_cast<int*>(t.b.output(q))[i], t.expected(q, i)) << "rank " << q << " element " << i;
+  }
+}
+
+// Rank 2's input is in no entry of ranks 0's and 1's tables (only the decoy, another owner's):
+// they record CCC_ERR_UNREGISTERED before touching any data (their outputs keep the poison),
+// and rank 2, which reads them fine, fails at its exit wait on them instead of finishing.
+TEST(HostRunRegistry, APeerPointerNoEntryCoversFailsEveryRank) {
+  RegisteredInputs t(2);
+  ASSERT_TRUE(t.p.planned) << t.p.errors;
+  testing::HostLibrary lib({t.k}, "registry_missing");
+  ASSERT_EQ(lib.error(), "");
+  testing::launch_host(lib.entry(t.k.kernel_name), t.b, t.k.channels, t.count, kTimeoutNs);
+  for (int q : {0, 1}) {
+    EXPECT_EQ(t.b.error(q), unsigned{CCC_ERR_UNREGISTERED}) << "rank " << q;
+    for (uint64_t i = 0; i < t.count; ++i) ASSERT_EQ(t.b.output(q)[4 * i], kPoison) << "rank " << q << " element " << i;
+  }
+  EXPECT_EQ(t.b.error(2), unsigned{CCC_ERR_PEER_FAILED});
+}
+
 // args.rank == -1: one "grid" of N * channels blocks runs every rank (block b is rank b / C,
 // channel b % C), as a single GPU hosting virtual ranks would.
 TEST(HostRunVirtualRanks, OneGridRunsEveryRank) {
