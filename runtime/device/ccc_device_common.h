@@ -509,7 +509,7 @@ class Channel {
    * only for protocol ll, when a line it waited for never came (the error is recorded). */
   template <bool Finish, int K, int S, class Map>
   CCC_NOINLINE bool pass(long long w, const Instr<S>& i, const Map& map) {
-    if constexpr (Cfg::ll) return ll_pass<Finish, K>(w, i);
+    if constexpr (Cfg::ll) return ll_pass<Finish, K>(w, i, map);
     else return pull_pass<Finish, K>(w, i, map);
   }
 
@@ -578,26 +578,33 @@ class Channel {
    * (read directly) or a receive region (every line polled until it carries this launch's
    * flag), and the destination is a buffer of this rank or, for a send, a peer's region. Elements
    * past the pass's range in a group's last line (a block's end) are zero in a send and ignored
-   * by a read. The barrier first: a send reads what other threads wrote in this step's passes. */
-  template <bool Finish, int K, int S>
-  CCC_NOINLINE bool ll_pass(long long w, const Instr<S>& i) {
+   * by a read. The barrier first: a send reads what other threads wrote in this step's passes.
+   * `map` relabels peers and chunks as pull_pass does; region numbers are the same on every rank
+   * (the compiler numbers them so). */
+  template <bool Finish, int K, int S, class Map>
+  CCC_NOINLINE bool ll_pass(long long w, const Instr<S>& i, const Map& map) {
     typedef typename Num<T>::Acc A;
     const int E = ll_group / sizeof(T), L = ll_group / 4;
     const bool send = i.dst.buffer == buffer_ll;
     if (send) barrier();
     const unsigned flag = ll_flag();
     const View dst = send ? View{nullptr, 0} : view(i.dst, i.dst.rank);
-    unsigned long long* const out_lines = send ? ll_lines(i.dst.rank, i.dst.block) : nullptr;
+    unsigned long long* const out_lines = send ? ll_lines(map.peer(i.dst.rank), i.dst.block) : nullptr;
     View src[K];
     const unsigned long long* in_lines[K];
+    int producer[K];
+    const int lowest = map.lowest(i);  // the fold begins at this source (K == i.sources)
     for (int k = 0; k < K; ++k) {
-      const bool region = i.src[k].buffer == buffer_ll;
-      src[k] = region ? View{nullptr, 0} : view(i.src[k], i.src[k].rank);
-      in_lines[k] = region ? ll_lines(rank_, i.src[k].block) : nullptr;
+      const Ref& ref = i.src[k + lowest < K ? k + lowest : k + lowest - K];
+      const bool region = ref.buffer == buffer_ll;
+      producer[k] = map.peer(ref.rank);
+      src[k] = region ? View{nullptr, 0} : view(ref, producer[k]);
+      in_lines[k] = region ? ll_lines(rank_, ref.block) : nullptr;
     }
     bool ok = true;
+    const int first = map.first(i);
     CCC_ROLLED
-    for (int c = i.a; c < i.b && ok; ++c) {
+    for (int c = first; c < first + (i.b - i.a) && ok; ++c) {
       const Range r = window_of(w, c);
       if (r.begin >= r.end) continue;
       const long long block = r.begin / count_, block_start = block * count_;
@@ -611,7 +618,7 @@ class Channel {
         for (int k = 0; k < K && ok; ++k) {
           LlGroup in = {};
           if (in_lines[k] != nullptr) {
-            for (int l = 0; l < L && ok; ++l) ok = ll_wait(in_lines[k] + line0 + g * L + l, flag, i.src[k].rank, in.line[l]);
+            for (int l = 0; l < L && ok; ++l) ok = ll_wait(in_lines[k] + line0 + g * L + l, flag, producer[k], in.line[l]);
           } else {
             for (int e = 0; e < n; ++e) in.e[e] = src[k].base[e0 + e - src[k].shift];
           }

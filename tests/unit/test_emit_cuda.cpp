@@ -51,6 +51,23 @@ TEST(EmitCuda, KernelTextUsesOnlyThePrelude) {
     EXPECT_EQ(k.source.find(raw), std::string::npos) << raw;
 }
 
+// A symmetric schedule's kernel ships one table under either protocol, so its source grows with
+// the steps (ring: 2N - 2 of them), not with N x steps: from N = 8 to N = 64, ring's source grows
+// about 8-fold, one-shot's (one step, N - 1 sources) too; per-rank tables would make it 64-fold.
+TEST(EmitCuda, SymmetricSourceGrowsWithTheStepsUnderEitherProtocol) {
+  for (Protocol protocol : {Protocol::Simple, Protocol::Ll})
+    for (const char* name : {"ring", "oneshot"}) {
+      KernelOptions o;
+      o.protocol = protocol;
+      const std::string small = emit_shipped(name, 8, o, false).source, large = emit_shipped(name, 64, o, false).source;
+      for (const std::string* source : {&small, &large}) {
+        EXPECT_NE(source->find("CCC_PROGRAM Instr rank_0[]"), std::string::npos) << name;
+        EXPECT_EQ(source->find("CCC_PROGRAM Instr rank_1[]"), std::string::npos) << name;
+      }
+      EXPECT_LT(large.size(), 12 * small.size()) << name << " " << protocol_name(protocol);
+    }
+}
+
 // generated/: every shipped schedule at N = 8, f32, sum, root 0, default parameters: the kernel
 // and its step diagram (`--emit cu` and `--emit svg`).
 TEST(EmitCuda, GeneratedDirectoryIsCurrent) {
