@@ -588,7 +588,7 @@ class Channel {
     const bool send = i.dst.buffer == buffer_ll;
     if (send) barrier();
     const unsigned flag = ll_flag();
-    const View dst = send ? View{nullptr, 0} : view(i.dst, i.dst.rank);
+    const View dst = send ? View{nullptr, 0} : view(i.dst, map.peer(i.dst.rank));
     unsigned long long* const out_lines = send ? ll_lines(map.peer(i.dst.rank), i.dst.block) : nullptr;
     View src[K];
     const unsigned long long* in_lines[K];
