@@ -353,7 +353,9 @@ CCC_CONSTEXPR InstrBuilder<1> send(int c0, int c1, Ref region, Ref src) { return
  * has a table of its own. RankMap: every rank runs rank 0's table relabelled by its rank r,
  * rotated (peer p -> (p + r) % Ranks, chunks [a, b) -> [(a + r * Stride) % Chunks, + (b - a))) or
  * xored (p -> p ^ r, [a, b) -> [(a ^ (r * Stride)) & ~(b - a - 1), + (b - a))), with a pass's
- * sources rotated to start at the lowest rank (their fold order: fold_order.h). The compiler
+ * sources rotated to start at the lowest rank (their fold order: fold_order.h). Protocol ll
+ * too: a send's destination and a receive region's producer are peers, region numbers stay (the
+ * compiler numbers every rank's regions alike). The compiler
  * shares a table only after checking that this map gives every rank's own program exactly.
  * The map is applied field by field where the interpreter reads them (no copy of the table). */
 struct Unmapped {
