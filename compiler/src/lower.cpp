@@ -391,13 +391,14 @@ void to_ll(KernelPlan& plan, const RankSymmetry& pull) {
   std::vector<std::vector<int>> slot(static_cast<size_t>(plan.nranks));
   for (int r = 0; r < plan.nranks; ++r) {
     std::vector<Receipt>& mine = receipts[static_cast<size_t>(r)];
+    std::vector<int>& number = slot[static_cast<size_t>(r)];
     std::sort(mine.begin(), mine.end());
-    slot[static_cast<size_t>(r)].resize(mine.size());
-    for (size_t i = 0; i < mine.size(); ++i) slot[static_cast<size_t>(r)][static_cast<size_t>(std::get<5>(mine[i]))] = static_cast<int>(i);
+    number.resize(mine.size());
+    for (size_t i = 0; i < mine.size(); ++i) number[static_cast<size_t>(std::get<5>(mine[i]))] = static_cast<int>(i);
     for (StepPlan& step : plan.ranks[r].steps)
       for (DataPass& pass : step.passes)
         for (Operand& o : pass.operands)
-          if (o.buffer == Storage::Ll) o.slot = slot[static_cast<size_t>(r)][static_cast<size_t>(o.slot)];
+          if (o.buffer == Storage::Ll) o.slot = number[static_cast<size_t>(o.slot)];
   }
   for (Send& send : sends) {
     Operand& to = send.pass.to;
