@@ -251,13 +251,10 @@ EmittedKernel emit_cuda(const KernelPlan& plan, const SourceFile* source) {
   s += fmt::format("typedef ccc::Instr</*max sources*/ {}> Instr;\n\n", max_sources);
   s += "// Each rank's step program: its steps run once per window (tile x pipeline of every chunk\n"
        "// slice), then the waits that keep its buffers alive until its peers are done with them.\n";
-  // Protocol ll shares a table only while its passes read at most kLlSharedSources sources: the
-  // relabelled line loop (Channel::ll_pass) holds a few more registers than the per-rank one, and
-  // an 8-source pass of 8-byte elements then spills (tests/unit/test_nvrtc.cpp). One-shot at
-  // N > 4 keeps a table per rank under ll.
-  constexpr int kLlSharedSources = 4;
-  const bool ll_too_wide = o.protocol == Protocol::Ll && max_sources > kLlSharedSources;
-  const RankSymmetry sym = ll_too_wide ? RankSymmetry{} : find_rank_symmetry(plan);
+  // Protocol ll keeps a table per rank although its symmetric plans would share one (to_ll numbers
+  // their regions for it): the line loop (Channel::ll_pass) relabelled by RankMap spills, 12-148 B
+  // in Nvrtc.LlEveryDtypeForAmpereAndHopper (docs/performance.md, "Source size under ll").
+  const RankSymmetry sym = o.protocol == Protocol::Ll ? RankSymmetry{} : find_rank_symmetry(plan);
   std::string launch;
   if (sym.kind == RankSymmetry::Kind::None) {
     s += "\n";

@@ -594,13 +594,11 @@ class Channel {
     unsigned long long* const out_lines = send ? ll_lines(map.peer(i.dst.rank), i.dst.block) : nullptr;
     View src[K];
     const unsigned long long* in_lines[K];
-    int producer[K];
     const int lowest = map.lowest(i);  // the fold begins at this source (K == i.sources)
     for (int k = 0; k < K; ++k) {
       const Ref& ref = i.src[k + lowest < K ? k + lowest : k + lowest - K];
       const bool region = ref.buffer == buffer_ll;
-      producer[k] = map.peer(ref.rank);
-      src[k] = region ? View{nullptr, 0} : view(ref, producer[k]);
+      src[k] = region ? View{nullptr, 0} : view(ref, map.peer(ref.rank));
       in_lines[k] = region ? ll_lines(rank_, ref.block) : nullptr;
     }
     bool ok = true;
@@ -620,7 +618,8 @@ class Channel {
         for (int k = 0; k < K && ok; ++k) {
           LlGroup in = {};
           if (in_lines[k] != nullptr) {
-            for (int l = 0; l < L && ok; ++l) ok = ll_wait(in_lines[k] + line0 + g * L + l, flag, producer[k], in.line[l]);
+            for (int l = 0; l < L && ok; ++l) ok = ll_wait(in_lines[k] + line0 + g * L + l, flag,
+                                                         map.peer(i.src[k + lowest < K ? k + lowest : k + lowest - K].rank), in.line[l]);
           } else {
             for (int e = 0; e < n; ++e) in.e[e] = src[k].base[e0 + e - src[k].shift];
           }
