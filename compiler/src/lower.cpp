@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "ccc/fold_order.h"
+#include "ccc/rank_symmetry.h"
 #include "ccc/verify_bits.h"
 
 namespace ccc {
@@ -332,7 +333,17 @@ uint64_t hash_program(const StepProgram& p) {
 // (its input). No sync-plan wait is left: a read waits for its lines, nobody reads a peer's
 // buffers (so no WAR or exit waits), and the only wait a producer needs is for the consumer to
 // have entered before its first send to it (check_ll_plan).
-void to_ll(KernelPlan& plan) {
+//
+// A rank numbers its regions in the order of what they receive, seen in rank 0's frame of
+// `pull`, the pull form's rank symmetry (rank_symmetry.h): then a symmetric program reads and
+// fills the same region numbers on every rank, and the ll kernel can share rank 0's table too.
+// Without a symmetry the frame is every rank's own.
+void to_ll(KernelPlan& plan, const RankSymmetry& pull) {
+  // A region's receipt in rank 0's frame: step, chunks, producer, the reading pass's destination,
+  // and the region's number in the order met (a tie-break that never decides for a symmetric
+  // program, whose ties are receipts alike in every field).
+  using Receipt = std::tuple<int, int64_t, int64_t, int, Storage, int>;
+  std::vector<std::vector<Receipt>> receipts(static_cast<size_t>(plan.nranks));
   struct Send {
     int producer;
     int at;  // the producer's step; -1: entry
@@ -349,6 +360,10 @@ void to_ll(KernelPlan& plan) {
           if (o.rank == r) continue;
           const Operand source = o;
           o = Operand{source.rank, Storage::Ll, 0, slots[static_cast<size_t>(r)]++};
+          const int frame = pull.kind == RankSymmetry::Kind::None ? 0 : r;
+          const ChunkRange seen = unmap_chunks(pull, plan.nchunks, frame, pass.chunks);
+          receipts[static_cast<size_t>(r)].emplace_back(k, seen.begin, seen.count,
+                                                        unmap_peer(pull, plan.nranks, frame, source.rank), pass.dst, o.slot);
           plan.ll_blocks = std::max(plan.ll_blocks, (pass.chunks.end() + per_block - 1) / per_block);
           for (int64_t c = pass.chunks.begin; c < pass.chunks.end(); ++c) {
             const auto it = last.find({source.rank, index(source.buffer), c + source.shift});
@@ -372,7 +387,22 @@ void to_ll(KernelPlan& plan) {
       for (const DataPass& pass : plan.ranks[r].steps[k].passes)
         for (int64_t c = pass.chunks.begin; c < pass.chunks.end(); ++c) last[{r, index(pass.dst), c}] = k;
   }
+  // slot[r][i]: the number of rank r's i-th region met, in the order of its receipts.
+  std::vector<std::vector<int>> slot(static_cast<size_t>(plan.nranks));
+  for (int r = 0; r < plan.nranks; ++r) {
+    std::vector<Receipt>& mine = receipts[static_cast<size_t>(r)];
+    std::vector<int>& number = slot[static_cast<size_t>(r)];
+    std::sort(mine.begin(), mine.end());
+    number.resize(mine.size());
+    for (size_t i = 0; i < mine.size(); ++i) number[static_cast<size_t>(std::get<5>(mine[i]))] = static_cast<int>(i);
+    for (StepPlan& step : plan.ranks[r].steps)
+      for (DataPass& pass : step.passes)
+        for (Operand& o : pass.operands)
+          if (o.buffer == Storage::Ll) o.slot = number[static_cast<size_t>(o.slot)];
+  }
   for (Send& send : sends) {
+    Operand& to = send.pass.to;
+    to.slot = slot[static_cast<size_t>(to.rank)][static_cast<size_t>(to.slot)];
     RankPlan& producer = plan.ranks[send.producer];
     StepPlan& step = producer.steps[std::max(send.at, 0)];
     const int consumer = send.pass.to.rank;
@@ -495,7 +525,7 @@ KernelPlan lower_planned(const PlannedProgram& pp, const KernelOptions& options,
   // to_ll changes only in where each operand is read from.
   verify_same_bits(plan);
   if (ll) {
-    to_ll(plan);
+    to_ll(plan, find_rank_symmetry(plan));
     check_ll_plan(plan);
   }
   for (int r = 0; r < p.nranks; ++r) {

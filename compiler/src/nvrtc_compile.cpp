@@ -60,6 +60,12 @@ NvrtcOutput nvrtc_compile(const NvrtcRequest& req) {
   const bool cubin = req.target == NvrtcTarget::Cubin;
   const std::string gpu = "--gpu-architecture=" + std::string(cubin ? "sm_" : "compute_") + digits;
   std::vector<const char*> opts = {gpu.c_str(), "-std=c++17"};
+  // --minimal (NVRTC 12.4 on) leaves out of NVRTC's built-in header what the prelude never uses
+  // (textures, the device runtime's cuda* functions and types): the same cubin, byte for byte,
+  // about a tenth less compile time (docs/performance.md).
+  int major = 0, minor = 0;
+  nvrtcVersion(&major, &minor);
+  if (major > 12 || (major == 12 && minor >= 4)) opts.push_back("--minimal");
   for (const std::string& o : req.options) opts.push_back(o.c_str());
   rc = nvrtcCompileProgram(prog.handle, static_cast<int>(opts.size()), opts.data());
   size_t size = 0;

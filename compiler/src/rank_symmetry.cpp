@@ -26,6 +26,15 @@ ChunkRange map_chunks(const RankSymmetry& s, int64_t nchunks, int rank, ChunkRan
   return {begin, chunks.count};
 }
 
+int unmap_peer(const RankSymmetry& s, int nranks, int rank, int peer) {
+  return s.kind == RankSymmetry::Kind::Xor ? peer ^ rank : ((peer - rank) % nranks + nranks) % nranks;
+}
+
+ChunkRange unmap_chunks(const RankSymmetry& s, int64_t nchunks, int rank, ChunkRange chunks) {
+  if (s.kind == RankSymmetry::Kind::Xor) return map_chunks(s, nchunks, rank, chunks);  // its own inverse
+  return {((chunks.begin - rank * s.stride) % nchunks + nchunks) % nchunks, chunks.count};
+}
+
 Operands map_operands(const RankSymmetry& s, int nranks, int rank, Operands operands) {
   for (Operand& o : operands) o.rank = map_peer(s, nranks, rank, o.rank);
   auto lowest = std::min_element(operands.begin(), operands.end(),
@@ -37,27 +46,28 @@ Operands map_operands(const RankSymmetry& s, int nranks, int rank, Operands oper
 namespace {
 
 // Whether rank r's passes of one step touch disjoint data: none writes what another reads or
-// writes on the rank itself (peers' data is not written in the step). Then their order does
-// not matter.
+// writes on the rank itself, and no two sends (protocol ll) write the same receive region.
+// Then their order does not matter.
 bool independent(const std::vector<DataPass>& passes, int r) {
   for (size_t i = 0; i < passes.size(); ++i)
     for (size_t j = 0; j < passes.size(); ++j) {
       if (i == j || !passes[i].chunks.overlaps(passes[j].chunks)) continue;
-      if (passes[i].dst == passes[j].dst) return false;
+      if (passes[i].dst == passes[j].dst && (passes[i].dst != Storage::Ll || passes[i].to == passes[j].to)) return false;
       for (const Operand& o : passes[j].operands)
         if (o.rank == r && o.buffer == passes[i].dst) return false;
     }
   return true;
 }
 
-using PassKey = std::tuple<OpKind, Storage, int64_t, int64_t, bool, Operands>;
+using PassKey = std::tuple<OpKind, Storage, Operand, int64_t, int64_t, bool, Operands>;
 
 PassKey key(const DataPass& p) {
-  return {p.kind, p.dst, p.chunks.begin, p.chunks.count, p.completes, p.operands};
+  return {p.kind, p.dst, p.to, p.chunks.begin, p.chunks.count, p.completes, p.operands};
 }
 
 // Rank r's passes of a step are rank 0's mapped: in the same order, or in any order when they
-// are independent.
+// are independent. A receive region (protocol ll) keeps its number: the map relabels only whose
+// region a send fills and who fills a region a pass reads.
 bool same_passes(const RankSymmetry& s, const KernelPlan& plan, int r, const std::vector<DataPass>& base,
                  const std::vector<DataPass>& mine) {
   if (base.size() != mine.size()) return false;
@@ -67,6 +77,7 @@ bool same_passes(const RankSymmetry& s, const KernelPlan& plan, int r, const std
     m.chunks = map_chunks(s, plan.nchunks, r, a.chunks);
     if (m.chunks.end() > plan.nchunks) return false;
     m.operands = map_operands(s, plan.nranks, r, a.operands);
+    if (a.dst == Storage::Ll) m.to.rank = map_peer(s, plan.nranks, r, a.to.rank);
     want.push_back(key(m));
   }
   for (const DataPass& b : mine) have.push_back(key(b));
@@ -93,10 +104,12 @@ bool maps_every_rank(const RankSymmetry& s, const KernelPlan& plan) {
   const RankPlan& base = plan.ranks[0];
   for (int r = 1; r < plan.nranks; ++r) {
     const RankPlan& mine = plan.ranks[r];
-    for (int k = 0; k < plan.nsteps(); ++k)
-      if (!same_waits(s, plan, r, base.steps[k].waits, mine.steps[k].waits) ||
-          !same_passes(s, plan, r, base.steps[k].passes, mine.steps[k].passes))
+    for (int k = 0; k < plan.nsteps(); ++k) {
+      const StepPlan &a = base.steps[k], &b = mine.steps[k];
+      if (!same_waits(s, plan, r, a.waits, b.waits) || !same_passes(s, plan, r, a.entry_sends, b.entry_sends) ||
+          !same_passes(s, plan, r, a.passes, b.passes) || !same_passes(s, plan, r, a.sends, b.sends))
         return false;
+    }
     if (!same_passes(s, plan, r, base.passthrough, mine.passthrough) ||
         !same_waits(s, plan, r, base.exit_waits, mine.exit_waits))
       return false;
@@ -132,9 +145,6 @@ std::vector<int64_t> stride_candidates(const KernelPlan& plan, RankSymmetry::Kin
 
 RankSymmetry find_rank_symmetry(const KernelPlan& plan) {
   if (plan.nranks < 2 || static_cast<int>(plan.ranks.size()) != plan.nranks) return {};
-  // Protocol ll numbers each rank's receive regions and names them in its peers' sends: a
-  // relabelling would have to map those too, which RankMap does not. One table per rank.
-  if (plan.options.protocol == Protocol::Ll) return {};
   const bool pow2 = (plan.nranks & (plan.nranks - 1)) == 0;
   for (RankSymmetry::Kind kind : {RankSymmetry::Kind::Rotation, RankSymmetry::Kind::Xor}) {
     if (kind == RankSymmetry::Kind::Xor && !pow2) continue;  // p ^ r must stay a rank

@@ -356,7 +356,9 @@ CCC_CONSTEXPR InstrBuilder<1> send(int c0, int c1, Ref region, Ref src) { return
  * has a table of its own. RankMap: every rank runs rank 0's table relabelled by its rank r,
  * rotated (peer p -> (p + r) % Ranks, chunks [a, b) -> [(a + r * Stride) % Chunks, + (b - a))) or
  * xored (p -> p ^ r, [a, b) -> [(a ^ (r * Stride)) & ~(b - a - 1), + (b - a))), with a pass's
- * sources rotated to start at the lowest rank (their fold order: fold_order.h). The compiler
+ * sources rotated to start at the lowest rank (their fold order: fold_order.h). Protocol ll
+ * too: a send's destination and a receive region's producer are peers, region numbers stay (the
+ * compiler numbers every rank's regions alike). The compiler
  * shares a table only after checking that this map gives every rank's own program exactly.
  * The map is applied field by field where the interpreter reads them (no copy of the table). */
 struct Unmapped {
@@ -512,7 +514,7 @@ class Channel {
    * only for protocol ll, when a line it waited for never came (the error is recorded). */
   template <bool Finish, int K, int S, class Map>
   CCC_NOINLINE bool pass(long long w, const Instr<S>& i, const Map& map) {
-    if constexpr (Cfg::ll) return ll_pass<Finish, K>(w, i);
+    if constexpr (Cfg::ll) return ll_pass<Finish, K>(w, i, map);
     else return pull_pass<Finish, K>(w, i, map);
   }
 
@@ -581,26 +583,31 @@ class Channel {
    * (read directly) or a receive region (every line polled until it carries this launch's
    * flag), and the destination is a buffer of this rank or, for a send, a peer's region. Elements
    * past the pass's range in a group's last line (a block's end) are zero in a send and ignored
-   * by a read. The barrier first: a send reads what other threads wrote in this step's passes. */
-  template <bool Finish, int K, int S>
-  CCC_NOINLINE bool ll_pass(long long w, const Instr<S>& i) {
+   * by a read. The barrier first: a send reads what other threads wrote in this step's passes.
+   * `map` relabels peers and chunks as pull_pass does; region numbers are the same on every rank
+   * (the compiler numbers them so). */
+  template <bool Finish, int K, int S, class Map>
+  CCC_NOINLINE bool ll_pass(long long w, const Instr<S>& i, const Map& map) {
     typedef typename Num<T>::Acc A;
     const int E = ll_group / sizeof(T), L = ll_group / 4;
     const bool send = i.dst.buffer == buffer_ll;
     if (send) barrier();
     const unsigned flag = ll_flag();
-    const View dst = send ? View{nullptr, 0} : view(i.dst, i.dst.rank);
-    unsigned long long* const out_lines = send ? ll_lines(i.dst.rank, i.dst.block) : nullptr;
+    const View dst = send ? View{nullptr, 0} : view(i.dst, map.peer(i.dst.rank));
+    unsigned long long* const out_lines = send ? ll_lines(map.peer(i.dst.rank), i.dst.block) : nullptr;
     View src[K];
     const unsigned long long* in_lines[K];
+    const int lowest = map.lowest(i);  // the fold begins at this source (K == i.sources)
     for (int k = 0; k < K; ++k) {
-      const bool region = i.src[k].buffer == buffer_ll;
-      src[k] = region ? View{nullptr, 0} : view(i.src[k], i.src[k].rank);
-      in_lines[k] = region ? ll_lines(rank_, i.src[k].block) : nullptr;
+      const Ref& ref = i.src[k + lowest < K ? k + lowest : k + lowest - K];
+      const bool region = ref.buffer == buffer_ll;
+      src[k] = region ? View{nullptr, 0} : view(ref, map.peer(ref.rank));
+      in_lines[k] = region ? ll_lines(rank_, ref.block) : nullptr;
     }
     bool ok = true;
+    const int first = map.first(i);
     CCC_ROLLED
-    for (int c = i.a; c < i.b && ok; ++c) {
+    for (int c = first; c < first + (i.b - i.a) && ok; ++c) {
       const Range r = window_of(w, c);
       if (r.begin >= r.end) continue;
       const long long block = r.begin / count_, block_start = block * count_;
@@ -614,7 +621,8 @@ class Channel {
         for (int k = 0; k < K && ok; ++k) {
           LlGroup in = {};
           if (in_lines[k] != nullptr) {
-            for (int l = 0; l < L && ok; ++l) ok = ll_wait(in_lines[k] + line0 + g * L + l, flag, i.src[k].rank, in.line[l]);
+            for (int l = 0; l < L && ok; ++l) ok = ll_wait(in_lines[k] + line0 + g * L + l, flag,
+                                                         map.peer(i.src[k + lowest < K ? k + lowest : k + lowest - K].rank), in.line[l]);
           } else {
             for (int e = 0; e < n; ++e) in.e[e] = src[k].base[e0 + e - src[k].shift];
           }

@@ -51,6 +51,24 @@ TEST(EmitCuda, KernelTextUsesOnlyThePrelude) {
     EXPECT_EQ(k.source.find(raw), std::string::npos) << raw;
 }
 
+// A symmetric schedule's kernel ships one table, so its source grows with the steps (ring: 2N - 2
+// of them, butterfly: 2 log2 N), not with N x steps: from N = 8 to N = 64, ring's source grows
+// about 7-fold; per-rank tables would make it 64-fold. Protocol ll keeps per-rank tables for now
+// (emit_cuda.cpp: the shared line loop spills).
+TEST(EmitCuda, SymmetricSourceGrowsWithTheSteps) {
+  for (const char* name : {"ring", "butterfly"}) {
+    const std::string small = emit_shipped(name, 8, {}, false).source, large = emit_shipped(name, 64, {}, false).source;
+    for (const std::string* source : {&small, &large}) {
+      EXPECT_NE(source->find("CCC_PROGRAM Instr rank_0[]"), std::string::npos) << name;
+      EXPECT_EQ(source->find("CCC_PROGRAM Instr rank_1[]"), std::string::npos) << name;
+    }
+    EXPECT_LT(large.size(), 12 * small.size()) << name;
+  }
+  KernelOptions ll;
+  ll.protocol = Protocol::Ll;
+  EXPECT_NE(emit_shipped("ring", 8, ll, false).source.find("CCC_PROGRAM Instr rank_1[]"), std::string::npos);
+}
+
 // generated/: every shipped schedule at N = 8, f32, sum, root 0, default parameters: the kernel
 // and its step diagram (`--emit cu` and `--emit svg`).
 TEST(EmitCuda, GeneratedDirectoryIsCurrent) {
