@@ -83,9 +83,9 @@ std::string kernel_name(const KernelPlan& plan) {
   std::string schedule;
   for (char c : plan.schedule) schedule += std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
   const std::string root = plan.root >= 0 ? fmt::format("_root{}", plan.root) : "";
-  return fmt::format("ccc_{}_n{}{}_{}_{}_t{}_c{}_p{}{}{}", schedule, plan.nranks, root, data_type_name(o.dtype),
+  return fmt::format("ccc_{}_n{}{}_{}_{}_t{}_c{}_p{}{}{}{}", schedule, plan.nranks, root, data_type_name(o.dtype),
                      reduce_op_name(o.op), o.tile_bytes, o.channels, o.pipeline, o.in_place ? "_ip" : "",
-                     o.protocol == Protocol::Ll ? "_ll" : "");
+                     o.protocol == Protocol::Ll ? "_ll" : "", o.one_device ? "_gpu" : "");
 }
 
 std::string header(const KernelPlan& plan, const std::string& name) {
@@ -239,6 +239,10 @@ EmittedKernel emit_cuda(const KernelPlan& plan, const SourceFile* source) {
 
   std::string& s = k.source;
   s = header(plan, k.kernel_name);
+  // The scope switch precedes the prelude, which picks its sync instructions by it.
+  if (o.one_device)
+    s += "// Every rank runs on one device: sync operations in .gpu scope (ccc_device_cuda.h).\n"
+         "#define CCC_SCOPE_GPU 1\n";
   s += "#include \"ccc_device.h\"\n\nnamespace {\n\n";
   s += fmt::format("typedef ccc::Config<{}, {}, /*ranks*/ {}, /*chunks*/ {}, /*steps*/ {}, /*channels*/ {},\n"
                    "                    /*tile bytes*/ {}, /*pipeline*/ {}{}>\n    Cfg;\n",

@@ -724,7 +724,8 @@ class Channel {
    * barrier operations on one barrier synchronize with each other, and base causality order is
    * transitive through them), and a consumer's ld.acquire that reads the release's value
    * synchronizes with it (a release and an acquire pattern on one location, both morally strong:
-   * the same .sys scope covers both GPUs). The consumer's bar.sync after its acquire carries the
+   * the kernel's scope, CCC_SCOPE, covers both threads:
+   * ccc_device_cuda.h). The consumer's bar.sync after its acquire carries the
    * order on to its whole block, so by the causality axiom every read it then makes of this
    * rank's buffers or mailbox sees the writes. A slot has one writer, this (rank, channel), and
    * its pushes are ordered by those barriers (and by launch order across launches), so its

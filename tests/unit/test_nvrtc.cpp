@@ -148,6 +148,28 @@ TEST(Nvrtc, PtxOnly) {
   EXPECT_NE(out.image.find("st.release.sys"), std::string::npos);
 }
 
+// Scopes (ccc_device_cuda.h): a kernel whose ranks all run on one device syncs in .gpu scope, every
+// other one in .sys; both protocols (ll lines are sync operations too).
+TEST(Nvrtc, OneDeviceKernelsSyncInGpuScopeOthersInSysScope) {
+  const PlannedProgram pp = planned({"oneshot", 4});
+  for (Protocol protocol : {Protocol::Simple, Protocol::Ll}) {
+    for (bool one_device : {false, true}) {
+      KernelOptions o;
+      o.protocol = protocol;
+      o.one_device = one_device;
+      const EmittedKernel k = emit_cuda(lower(pp, o));
+      EXPECT_EQ(k.kernel_name.ends_with("_gpu"), one_device) << k.kernel_name;
+      NvrtcOutput out = nvrtc_compile(request(k.source, "sm_90", NvrtcTarget::Ptx));
+      ASSERT_TRUE(out.ok) << out.log;
+      const char* want = one_device ? ".gpu" : ".sys";
+      const char* never = one_device ? ".sys" : ".gpu";
+      for (const char* op : {"ld.acquire", "st.release", "st.relaxed", "ld.relaxed"})
+        EXPECT_NE(out.image.find(std::string(op) + want), std::string::npos) << k.kernel_name << ": no " << op << want;
+      EXPECT_EQ(out.image.find(never), std::string::npos) << k.kernel_name << " has " << never;
+    }
+  }
+}
+
 TEST(Nvrtc, ReportsErrorsWithTheLog) {
   NvrtcOutput out = nvrtc_compile(request("#include \"ccc_device.h\"\nthis is not C++;\n", "sm_90", NvrtcTarget::Cubin));
   EXPECT_FALSE(out.ok);
