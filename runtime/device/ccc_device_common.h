@@ -406,6 +406,47 @@ struct Passes {
   }
 };
 
+/* Hot state in shared memory. The interpreter reads its step table (every instruction, every
+ * window) and the ranks' fixed state (every poll: the inbox and error words) over and over;
+ * from global memory each field is a load that misses again whenever the L1 is invalidated
+ * (the acquires of a wait do that), from shared memory it is a few cycles. So at entry the block
+ * copies both into block-shared memory and reads them from there. A table larger than
+ * kSharedProgramBytes stays in global memory (read-only, cached), chosen at compile time from
+ * its size; the ranks' state is a few bytes per rank and always moves.
+ *
+ * The copy needs no more than plain loads and one barrier: both sources are constant for the
+ * launch (the table is __device__ constexpr data, written when the module loaded; the ranks'
+ * state is written once before the first launch and never again, ccc_abi.h), so no load races
+ * with a write and each returns the one value there is; and the barrier makes every thread's
+ * shared-memory stores visible to every thread of the block before any reads them (bar.sync:
+ * PTX ISA, memory consistency model, barriers synchronize and causality order is transitive
+ * through them; CUDA C++ Programming Guide, __syncthreads). On the host a block is one thread
+ * and the shared array a thread-local one (block_shared). */
+static const int kSharedProgramBytes = 16 * 1024;
+
+/* Copies `n` objects that stay constant for the launch from `from` into block-shared `to`, the
+ * block's threads sharing the words (4-byte aligned objects: Instr, ccc_rank_state), then a
+ * barrier (see above). */
+template <class T>
+CCC_FN const T* copy_to_shared(T* to, const T* from, int n) {
+  static_assert(sizeof(T) % 4 == 0 && alignof(T) >= 4, "copied as 4-byte words");
+  const unsigned* src = reinterpret_cast<const unsigned*>(from);
+  unsigned* dst = reinterpret_cast<unsigned*>(to);
+  const unsigned words = static_cast<unsigned>(n) * (sizeof(T) / 4);
+  for (unsigned w = thread_index(); w < words; w += block_threads()) dst[w] = src[w];
+  barrier();
+  return to;
+}
+
+/* The step table an interpreter reads: `program` copied into shared memory when its Length
+ * instructions fit kSharedProgramBytes, else `program` itself. Tables are declared with Length
+ * entries (the emitter pads shorter ones with end(), zero), so the copy stays inside them. */
+template <int Length, int S>
+CCC_FN const Instr<S>* shared_program(const Instr<S>* program) {
+  if constexpr (sizeof(Instr<S>) * Length > kSharedProgramBytes) return program;
+  else return copy_to_shared(block_shared<Instr<S>, Length>(), program, Length);
+}
+
 /* One (rank, channel) of a launch: where its slices are, and the progress protocol. */
 template <class Cfg_>
 class Channel {
@@ -414,7 +455,8 @@ class Channel {
   typedef typename Cfg::T T;
 
   CCC_FN Channel(const ccc_launch_args& args, int block)
-      : state_(args.ranks), count_(static_cast<long long>(args.count)), timeout_ns_(args.timeout_ns),
+      : state_(copy_to_shared(block_shared<ccc_rank_state, Cfg::ranks>(), args.ranks, Cfg::ranks)),
+        count_(static_cast<long long>(args.count)), timeout_ns_(args.timeout_ns),
         peers_(block_shared<ccc_buffers, Cfg::ranks>()) {
 #ifdef CCC_TRACE_ENABLED
     trace_ = args.trace != nullptr && thread_index() == 0 ? args.trace + block : nullptr;
@@ -464,11 +506,13 @@ class Channel {
 #endif
     return true;
   }
-  /* Runs this rank's step program: its steps once per window, then its exit waits. False if
-   * a wait failed (timeout, failed peer), a peer called with other arguments, or the program
-   * names a pass the kernel lacks. */
-  template <class PassList, int S, class Map = Unmapped>
-  CCC_NOINLINE bool run(const Instr<S>* program, Map map = Map()) {
+  /* Runs this rank's step program (a table of Length instructions, end() past its last): its
+   * steps once per window, then its exit waits, reading the table from shared memory where it
+   * fits (shared_program). False if a wait failed (timeout, failed peer), a peer called with
+   * other arguments, or the program names a pass the kernel lacks. */
+  template <class PassList, int Length, int S, class Map = Unmapped>
+  CCC_NOINLINE bool run(const Instr<S>* table, Map map = Map()) {
+    const Instr<S>* const program = shared_program<Length>(table);
     for (long long w = 0; w < windows_; ++w) {
       for (const Instr<S>* i = program; i->code != instr_end; ++i) {
         if (i->code == instr_wait) {
@@ -835,7 +879,7 @@ class Channel {
     return true;
   }
 
-  const ccc_rank_state* state_;
+  const ccc_rank_state* state_;  // [ranks] in block-shared memory: every rank's fixed state
   long long count_;
   unsigned long long timeout_ns_;
   ccc_buffers* peers_;  // [ranks] in block-shared memory: the buffers of each rank this launch reads

@@ -146,6 +146,13 @@ TEST(Nvrtc, PtxOnly) {
   EXPECT_NE(out.image.find(".entry ccc_ring_n2_f32_sum_t65536_c4_p2"), std::string::npos);
   EXPECT_NE(out.image.find("ld.acquire.sys"), std::string::npos);
   EXPECT_NE(out.image.find("st.release.sys"), std::string::npos);
+  // The interpreter's hot state lives in shared memory: the step table (small enough here), the
+  // ranks' fixed state and the peers' buffers (ccc::shared_program, Channel's constructor).
+  for (const char* array : {"block_sharedINS_5InstrI", "block_sharedI14ccc_rank_state", "block_sharedI11ccc_buffers"}) {
+    const size_t at = out.image.find(std::string(".shared .align 4 .b8 _ZZN3ccc12") + array);
+    const size_t at8 = out.image.find(std::string(".shared .align 8 .b8 _ZZN3ccc12") + array);
+    EXPECT_TRUE(at != std::string::npos || at8 != std::string::npos) << "no shared " << array;
+  }
 }
 
 // Scopes (ccc_device_cuda.h): a kernel whose ranks all run on one device syncs in .gpu scope, every
