@@ -211,12 +211,19 @@ CCC_FN void combine_elements(T* dst, const Sources<T, K>& s, long long begin, lo
 /* The one data-moving routine: dst[0, n) = fold of the K sources, the block's threads sharing
  * the work. When every pointer sits at the same offset past a 16-byte boundary (always so for
  * buffers from an allocator, at any element offset they share), a scalar head reaches the
- * boundary, 16-byte vectors do the body (4 in flight per thread per source, 2 when many sources
- * would spill registers) and a scalar tail ends it; element by element only when the pointers'
- * offsets differ. The loops stay rolled: the vector groups are unrolled by hand already. */
+ * boundary, 16-byte vectors do the body and a scalar tail ends it; element by element only when
+ * the pointers' offsets differ. The loops stay rolled: the vector groups are unrolled by hand
+ * already.
+ *
+ * Loads in flight: U vectors per thread per source, at least 8 per thread in all (what a peer
+ * read over NVLink needs to cover its latency). A copy (K = 1) has only its own: U = 8. A fold
+ * of K sources takes U = 4 (K <= 4) or 2 (more sources: 4 would spill past 128 registers), and
+ * K * U >= 8 only because the compiler issues every source's loads before the first add, which
+ * it does: the PTX NVRTC emits for a 2-source fold has its 8 ld.v4 ahead of any add.f32
+ * (docs/codegen.md, "Data loops"). */
 template <class T, class Op, int K, bool Finish, int Ranks>
 CCC_NOINLINE void combine(T* dst, Sources<T, K> s, long long n) {
-  const int E = 16 / sizeof(T), U = K > 4 ? 2 : 4;
+  const int E = 16 / sizeof(T), U = K == 1 ? 8 : K > 4 ? 2 : 4;
   const unsigned offset = misalignment16(dst);
   bool vectors = true;
   for (int k = 0; k < K; ++k) vectors = vectors && misalignment16(s.p[k]) == offset;

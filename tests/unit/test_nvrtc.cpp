@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <sstream>
+#include <vector>
 
 #include "ccc/emit_cuda.h"
 #include "ccc/lower.h"
@@ -173,6 +174,41 @@ TEST(Nvrtc, OneDeviceKernelsSyncInGpuScopeOthersInSysScope) {
       for (const char* op : {"ld.acquire", "st.release", "st.relaxed", "ld.relaxed"})
         EXPECT_NE(out.image.find(std::string(op) + want), std::string::npos) << k.kernel_name << ": no " << op << want;
       EXPECT_EQ(out.image.find(never), std::string::npos) << k.kernel_name << " has " << never;
+    }
+  }
+}
+
+// The vector loop of every ccc::combine instantiation (one per pass kind) in `ptx`: the 16-byte
+// loads it issues before its first 16-byte store, which are all in flight together.
+std::vector<int> loads_before_first_store(const std::string& ptx) {
+  std::vector<int> out;
+  for (size_t f = ptx.find(".func _ZN3ccc7combine"); f != std::string::npos; f = ptx.find(".func _ZN3ccc7combine", f + 1)) {
+    const size_t end = ptx.find("\n}", f);
+    const size_t store = ptx.find("st.v4.", f);
+    if (store == std::string::npos || store > end) continue;
+    int loads = 0;
+    for (size_t l = ptx.find("ld.v4.", f); l < store; l = ptx.find("ld.v4.", l + 1)) ++loads;
+    out.push_back(loads);
+  }
+  return out;
+}
+
+// At least 8 16-byte loads in flight per thread in every data loop: a copy (one source, 8 per
+// thread), folds of 2 and of 8 sources (every source's loads issued before the first add), in
+// f32 and f16 (converted in float).
+TEST(Nvrtc, DataLoopsKeepEightVectorLoadsInFlight) {
+  for (const Case c : {Case{"ring", 4}, Case{"oneshot", 8}}) {
+    for (DataType t : {DataType::F32, DataType::F16}) {
+      KernelOptions o;
+      o.dtype = t;
+      const EmittedKernel k = emit_cuda(lower(planned(c), o));
+      NvrtcOutput out = nvrtc_compile(request(k.source, "sm_90", NvrtcTarget::Ptx));
+      ASSERT_TRUE(out.ok) << out.log;
+      const std::vector<int> loads = loads_before_first_store(out.image);
+      EXPECT_FALSE(loads.empty()) << k.kernel_name;
+      for (int n : loads) EXPECT_GE(n, 8) << k.kernel_name;
+      std::printf("[nvrtc] %-44s 16-byte loads in flight per combine: %s\n", k.kernel_name.c_str(),
+                  ::testing::PrintToString(loads).c_str());
     }
   }
 }
