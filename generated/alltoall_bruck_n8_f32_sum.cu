@@ -19,9 +19,12 @@ typedef ccc::Instr</*max sources*/ 1> Instr;
 
 // Each rank's step program: its steps run once per window (tile x pipeline of every chunk
 // slice), then the waits that keep its buffers alive until its peers are done with them.
+// Instructions in the longest table below (shorter ones end in zeros: end()); a table of
+// at most ccc::kSharedProgramBytes is read from shared memory.
+constexpr int program_length = 30;
 
 // Rank 0.
-CCC_PROGRAM Instr rank_0[] = {
+CCC_PROGRAM Instr rank_0[program_length] = {
     // step 0: exchange k=0 (schedules/alltoall_bruck.sched:17)
     ccc::wait(7, -1),  // wait rank 7 entered (entry: reads input chunk 0 of rank 7, ready once it has started (schedules/alltoall_bruck.sched:23))
     // schedules/alltoall_bruck.sched:23  copy chunk (q + i) % N into scratch from input of q as chunk half(k) + i
@@ -79,7 +82,7 @@ CCC_PROGRAM Instr rank_0[] = {
 };
 
 // Rank 1.
-CCC_PROGRAM Instr rank_1[] = {
+CCC_PROGRAM Instr rank_1[program_length] = {
     // step 0: exchange k=0 (schedules/alltoall_bruck.sched:17)
     ccc::wait(0, -1),  // wait rank 0 entered (entry: reads input chunk 1 of rank 0, ready once it has started (schedules/alltoall_bruck.sched:23))
     // schedules/alltoall_bruck.sched:23  copy chunk (q + i) % N into scratch from input of q as chunk half(k) + i
@@ -137,7 +140,7 @@ CCC_PROGRAM Instr rank_1[] = {
 };
 
 // Rank 2.
-CCC_PROGRAM Instr rank_2[] = {
+CCC_PROGRAM Instr rank_2[program_length] = {
     // step 0: exchange k=0 (schedules/alltoall_bruck.sched:17)
     ccc::wait(1, -1),  // wait rank 1 entered (entry: reads input chunk 2 of rank 1, ready once it has started (schedules/alltoall_bruck.sched:23))
     // schedules/alltoall_bruck.sched:23  copy chunk (q + i) % N into scratch from input of q as chunk half(k) + i
@@ -195,7 +198,7 @@ CCC_PROGRAM Instr rank_2[] = {
 };
 
 // Rank 3.
-CCC_PROGRAM Instr rank_3[] = {
+CCC_PROGRAM Instr rank_3[program_length] = {
     // step 0: exchange k=0 (schedules/alltoall_bruck.sched:17)
     ccc::wait(2, -1),  // wait rank 2 entered (entry: reads input chunk 3 of rank 2, ready once it has started (schedules/alltoall_bruck.sched:23))
     // schedules/alltoall_bruck.sched:23  copy chunk (q + i) % N into scratch from input of q as chunk half(k) + i
@@ -253,7 +256,7 @@ CCC_PROGRAM Instr rank_3[] = {
 };
 
 // Rank 4.
-CCC_PROGRAM Instr rank_4[] = {
+CCC_PROGRAM Instr rank_4[program_length] = {
     // step 0: exchange k=0 (schedules/alltoall_bruck.sched:17)
     ccc::wait(3, -1),  // wait rank 3 entered (entry: reads input chunk 4 of rank 3, ready once it has started (schedules/alltoall_bruck.sched:23))
     // schedules/alltoall_bruck.sched:23  copy chunk (q + i) % N into scratch from input of q as chunk half(k) + i
@@ -311,7 +314,7 @@ CCC_PROGRAM Instr rank_4[] = {
 };
 
 // Rank 5.
-CCC_PROGRAM Instr rank_5[] = {
+CCC_PROGRAM Instr rank_5[program_length] = {
     // step 0: exchange k=0 (schedules/alltoall_bruck.sched:17)
     ccc::wait(4, -1),  // wait rank 4 entered (entry: reads input chunk 5 of rank 4, ready once it has started (schedules/alltoall_bruck.sched:23))
     // schedules/alltoall_bruck.sched:23  copy chunk (q + i) % N into scratch from input of q as chunk half(k) + i
@@ -369,7 +372,7 @@ CCC_PROGRAM Instr rank_5[] = {
 };
 
 // Rank 6.
-CCC_PROGRAM Instr rank_6[] = {
+CCC_PROGRAM Instr rank_6[program_length] = {
     // step 0: exchange k=0 (schedules/alltoall_bruck.sched:17)
     ccc::wait(5, -1),  // wait rank 5 entered (entry: reads input chunk 6 of rank 5, ready once it has started (schedules/alltoall_bruck.sched:23))
     // schedules/alltoall_bruck.sched:23  copy chunk (q + i) % N into scratch from input of q as chunk half(k) + i
@@ -427,7 +430,7 @@ CCC_PROGRAM Instr rank_6[] = {
 };
 
 // Rank 7.
-CCC_PROGRAM Instr rank_7[] = {
+CCC_PROGRAM Instr rank_7[program_length] = {
     // step 0: exchange k=0 (schedules/alltoall_bruck.sched:17)
     ccc::wait(6, -1),  // wait rank 6 entered (entry: reads input chunk 7 of rank 6, ready once it has started (schedules/alltoall_bruck.sched:23))
     // schedules/alltoall_bruck.sched:23  copy chunk (q + i) % N into scratch from input of q as chunk half(k) + i
@@ -502,5 +505,5 @@ CCC_PROGRAM const int* consumers[] = {consumers_0, consumers_1, consumers_2, con
 
 CCC_KERNEL(ccc_alltoall_bruck_n8_f32_sum_t65536_c4_p2, 512) {
   ccc::Channel<Cfg> ch(args, CCC_BLOCK_INDEX);
-  if (ch.enter(consumers)) ch.run<Passes>(programs[ch.rank()]);
+  if (ch.enter(consumers)) ch.run<Passes, program_length>(programs[ch.rank()]);
 }

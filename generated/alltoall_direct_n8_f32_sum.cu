@@ -19,9 +19,12 @@ typedef ccc::Instr</*max sources*/ 1> Instr;
 
 // Each rank's step program: its steps run once per window (tile x pipeline of every chunk
 // slice), then the waits that keep its buffers alive until its peers are done with them.
+// Instructions in the longest table below (shorter ones end in zeros: end()); a table of
+// at most ccc::kSharedProgramBytes is read from shared memory.
+constexpr int program_length = 30;
 
 // Rank 0.
-CCC_PROGRAM Instr rank_0[] = {
+CCC_PROGRAM Instr rank_0[program_length] = {
     // step 0: exchange s=0 (schedules/alltoall_direct.sched:10)
     ccc::wait(1, -1),  // wait rank 1 entered (entry: reads input chunk 0 of rank 1, ready once it has started (schedules/alltoall_direct.sched:14))
     // schedules/alltoall_direct.sched:14  copy chunk r from input of p as chunk p
@@ -71,7 +74,7 @@ CCC_PROGRAM Instr rank_0[] = {
 };
 
 // Rank 1.
-CCC_PROGRAM Instr rank_1[] = {
+CCC_PROGRAM Instr rank_1[program_length] = {
     // step 0: exchange s=0 (schedules/alltoall_direct.sched:10)
     ccc::wait(2, -1),  // wait rank 2 entered (entry: reads input chunk 1 of rank 2, ready once it has started (schedules/alltoall_direct.sched:14))
     // schedules/alltoall_direct.sched:14  copy chunk r from input of p as chunk p
@@ -121,7 +124,7 @@ CCC_PROGRAM Instr rank_1[] = {
 };
 
 // Rank 2.
-CCC_PROGRAM Instr rank_2[] = {
+CCC_PROGRAM Instr rank_2[program_length] = {
     // step 0: exchange s=0 (schedules/alltoall_direct.sched:10)
     ccc::wait(3, -1),  // wait rank 3 entered (entry: reads input chunk 2 of rank 3, ready once it has started (schedules/alltoall_direct.sched:14))
     // schedules/alltoall_direct.sched:14  copy chunk r from input of p as chunk p
@@ -171,7 +174,7 @@ CCC_PROGRAM Instr rank_2[] = {
 };
 
 // Rank 3.
-CCC_PROGRAM Instr rank_3[] = {
+CCC_PROGRAM Instr rank_3[program_length] = {
     // step 0: exchange s=0 (schedules/alltoall_direct.sched:10)
     ccc::wait(4, -1),  // wait rank 4 entered (entry: reads input chunk 3 of rank 4, ready once it has started (schedules/alltoall_direct.sched:14))
     // schedules/alltoall_direct.sched:14  copy chunk r from input of p as chunk p
@@ -221,7 +224,7 @@ CCC_PROGRAM Instr rank_3[] = {
 };
 
 // Rank 4.
-CCC_PROGRAM Instr rank_4[] = {
+CCC_PROGRAM Instr rank_4[program_length] = {
     // step 0: exchange s=0 (schedules/alltoall_direct.sched:10)
     ccc::wait(5, -1),  // wait rank 5 entered (entry: reads input chunk 4 of rank 5, ready once it has started (schedules/alltoall_direct.sched:14))
     // schedules/alltoall_direct.sched:14  copy chunk r from input of p as chunk p
@@ -271,7 +274,7 @@ CCC_PROGRAM Instr rank_4[] = {
 };
 
 // Rank 5.
-CCC_PROGRAM Instr rank_5[] = {
+CCC_PROGRAM Instr rank_5[program_length] = {
     // step 0: exchange s=0 (schedules/alltoall_direct.sched:10)
     ccc::wait(6, -1),  // wait rank 6 entered (entry: reads input chunk 5 of rank 6, ready once it has started (schedules/alltoall_direct.sched:14))
     // schedules/alltoall_direct.sched:14  copy chunk r from input of p as chunk p
@@ -321,7 +324,7 @@ CCC_PROGRAM Instr rank_5[] = {
 };
 
 // Rank 6.
-CCC_PROGRAM Instr rank_6[] = {
+CCC_PROGRAM Instr rank_6[program_length] = {
     // step 0: exchange s=0 (schedules/alltoall_direct.sched:10)
     ccc::wait(7, -1),  // wait rank 7 entered (entry: reads input chunk 6 of rank 7, ready once it has started (schedules/alltoall_direct.sched:14))
     // schedules/alltoall_direct.sched:14  copy chunk r from input of p as chunk p
@@ -371,7 +374,7 @@ CCC_PROGRAM Instr rank_6[] = {
 };
 
 // Rank 7.
-CCC_PROGRAM Instr rank_7[] = {
+CCC_PROGRAM Instr rank_7[program_length] = {
     // step 0: exchange s=0 (schedules/alltoall_direct.sched:10)
     ccc::wait(0, -1),  // wait rank 0 entered (entry: reads input chunk 7 of rank 0, ready once it has started (schedules/alltoall_direct.sched:14))
     // schedules/alltoall_direct.sched:14  copy chunk r from input of p as chunk p
@@ -438,5 +441,5 @@ CCC_PROGRAM const int* consumers[] = {consumers_0, consumers_1, consumers_2, con
 
 CCC_KERNEL(ccc_alltoall_direct_n8_f32_sum_t65536_c4_p2, 512) {
   ccc::Channel<Cfg> ch(args, CCC_BLOCK_INDEX);
-  if (ch.enter(consumers)) ch.run<Passes>(programs[ch.rank()]);
+  if (ch.enter(consumers)) ch.run<Passes, program_length>(programs[ch.rank()]);
 }

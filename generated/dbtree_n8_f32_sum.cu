@@ -17,9 +17,12 @@ typedef ccc::Instr</*max sources*/ 3> Instr;
 
 // Each rank's step program: its steps run once per window (tile x pipeline of every chunk
 // slice), then the waits that keep its buffers alive until its peers are done with them.
+// Instructions in the longest table below (shorter ones end in zeros: end()); a table of
+// at most ccc::kSharedProgramBytes is read from shared memory.
+constexpr int program_length = 16;
 
 // Rank 0.
-CCC_PROGRAM Instr rank_0[] = {
+CCC_PROGRAM Instr rank_0[program_length] = {
     // step 0: reduce s=0 (schedules/dbtree.sched:24)
     ccc::done(0),
     // step 1: reduce s=1 (schedules/dbtree.sched:24)
@@ -44,7 +47,7 @@ CCC_PROGRAM Instr rank_0[] = {
 };
 
 // Rank 1.
-CCC_PROGRAM Instr rank_1[] = {
+CCC_PROGRAM Instr rank_1[program_length] = {
     // step 0: reduce s=0 (schedules/dbtree.sched:24)
     ccc::done(0),
     // step 1: reduce s=1 (schedules/dbtree.sched:24)
@@ -69,7 +72,7 @@ CCC_PROGRAM Instr rank_1[] = {
 };
 
 // Rank 2.
-CCC_PROGRAM Instr rank_2[] = {
+CCC_PROGRAM Instr rank_2[program_length] = {
     // step 0: reduce s=0 (schedules/dbtree.sched:24)
     ccc::wait(1, -1),  // wait rank 1 entered (entry: reads input chunk 0 of rank 1, ready once it has started (schedules/dbtree.sched:29))
     ccc::wait(3, -1),  // wait rank 3 entered (entry: reads input chunk 0 of rank 3, ready once it has started (schedules/dbtree.sched:33))
@@ -100,7 +103,7 @@ CCC_PROGRAM Instr rank_2[] = {
 };
 
 // Rank 3.
-CCC_PROGRAM Instr rank_3[] = {
+CCC_PROGRAM Instr rank_3[program_length] = {
     // step 0: reduce s=0 (schedules/dbtree.sched:24)
     ccc::wait(2, -1),  // wait rank 2 entered (entry: reads input chunk 1 of rank 2, ready once it has started (schedules/dbtree.sched:29))
     ccc::wait(4, -1),  // wait rank 4 entered (entry: reads input chunk 1 of rank 4, ready once it has started (schedules/dbtree.sched:33))
@@ -131,7 +134,7 @@ CCC_PROGRAM Instr rank_3[] = {
 };
 
 // Rank 4.
-CCC_PROGRAM Instr rank_4[] = {
+CCC_PROGRAM Instr rank_4[program_length] = {
     // step 0: reduce s=0 (schedules/dbtree.sched:24)
     ccc::done(0),
     // step 1: reduce s=1 (schedules/dbtree.sched:24)
@@ -162,7 +165,7 @@ CCC_PROGRAM Instr rank_4[] = {
 };
 
 // Rank 5.
-CCC_PROGRAM Instr rank_5[] = {
+CCC_PROGRAM Instr rank_5[program_length] = {
     // step 0: reduce s=0 (schedules/dbtree.sched:24)
     ccc::done(0),
     // step 1: reduce s=1 (schedules/dbtree.sched:24)
@@ -193,7 +196,7 @@ CCC_PROGRAM Instr rank_5[] = {
 };
 
 // Rank 6.
-CCC_PROGRAM Instr rank_6[] = {
+CCC_PROGRAM Instr rank_6[program_length] = {
     // step 0: reduce s=0 (schedules/dbtree.sched:24)
     ccc::wait(5, -1),  // wait rank 5 entered (entry: reads input chunk 0 of rank 5, ready once it has started (schedules/dbtree.sched:29))
     ccc::wait(7, -1),  // wait rank 7 entered (entry: reads input chunk 0 of rank 7, ready once it has started (schedules/dbtree.sched:33))
@@ -224,7 +227,7 @@ CCC_PROGRAM Instr rank_6[] = {
 };
 
 // Rank 7.
-CCC_PROGRAM Instr rank_7[] = {
+CCC_PROGRAM Instr rank_7[program_length] = {
     // step 0: reduce s=0 (schedules/dbtree.sched:24)
     ccc::wait(0, -1),  // wait rank 0 entered (entry: reads input chunk 1 of rank 0, ready once it has started (schedules/dbtree.sched:33))
     ccc::wait(6, -1),  // wait rank 6 entered (entry: reads input chunk 1 of rank 6, ready once it has started (schedules/dbtree.sched:29))
@@ -272,5 +275,5 @@ CCC_PROGRAM const int* consumers[] = {consumers_0, consumers_1, consumers_2, con
 
 CCC_KERNEL(ccc_dbtree_n8_f32_sum_t65536_c4_p2, 512) {
   ccc::Channel<Cfg> ch(args, CCC_BLOCK_INDEX);
-  if (ch.enter(consumers)) ch.run<Passes>(programs[ch.rank()]);
+  if (ch.enter(consumers)) ch.run<Passes, program_length>(programs[ch.rank()]);
 }

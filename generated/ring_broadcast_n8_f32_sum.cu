@@ -18,9 +18,12 @@ typedef ccc::Instr</*max sources*/ 1> Instr;
 
 // Each rank's step program: its steps run once per window (tile x pipeline of every chunk
 // slice), then the waits that keep its buffers alive until its peers are done with them.
+// Instructions in the longest table below (shorter ones end in zeros: end()); a table of
+// at most ccc::kSharedProgramBytes is read from shared memory.
+constexpr int program_length = 11;
 
 // Rank 0.
-CCC_PROGRAM Instr rank_0[] = {
+CCC_PROGRAM Instr rank_0[program_length] = {
     // step 0: chain s=0 (schedules/ring_broadcast.sched:9)
     ccc::done(0),
     // step 1: chain s=1 (schedules/ring_broadcast.sched:9)
@@ -43,7 +46,7 @@ CCC_PROGRAM Instr rank_0[] = {
 };
 
 // Rank 1.
-CCC_PROGRAM Instr rank_1[] = {
+CCC_PROGRAM Instr rank_1[program_length] = {
     // step 0: chain s=0 (schedules/ring_broadcast.sched:9)
     ccc::wait(0, -1),  // wait rank 0 entered (entry: reads input chunk 0 of rank 0, ready once it has started (schedules/ring_broadcast.sched:11))
     // schedules/ring_broadcast.sched:11  if (r - root) % N == s + 1 { copy chunk 0 from (r - 1) % N }
@@ -67,7 +70,7 @@ CCC_PROGRAM Instr rank_1[] = {
 };
 
 // Rank 2.
-CCC_PROGRAM Instr rank_2[] = {
+CCC_PROGRAM Instr rank_2[program_length] = {
     // step 0: chain s=0 (schedules/ring_broadcast.sched:9)
     ccc::done(0),
     // step 1: chain s=1 (schedules/ring_broadcast.sched:9)
@@ -91,7 +94,7 @@ CCC_PROGRAM Instr rank_2[] = {
 };
 
 // Rank 3.
-CCC_PROGRAM Instr rank_3[] = {
+CCC_PROGRAM Instr rank_3[program_length] = {
     // step 0: chain s=0 (schedules/ring_broadcast.sched:9)
     ccc::done(0),
     // step 1: chain s=1 (schedules/ring_broadcast.sched:9)
@@ -115,7 +118,7 @@ CCC_PROGRAM Instr rank_3[] = {
 };
 
 // Rank 4.
-CCC_PROGRAM Instr rank_4[] = {
+CCC_PROGRAM Instr rank_4[program_length] = {
     // step 0: chain s=0 (schedules/ring_broadcast.sched:9)
     ccc::done(0),
     // step 1: chain s=1 (schedules/ring_broadcast.sched:9)
@@ -139,7 +142,7 @@ CCC_PROGRAM Instr rank_4[] = {
 };
 
 // Rank 5.
-CCC_PROGRAM Instr rank_5[] = {
+CCC_PROGRAM Instr rank_5[program_length] = {
     // step 0: chain s=0 (schedules/ring_broadcast.sched:9)
     ccc::done(0),
     // step 1: chain s=1 (schedules/ring_broadcast.sched:9)
@@ -163,7 +166,7 @@ CCC_PROGRAM Instr rank_5[] = {
 };
 
 // Rank 6.
-CCC_PROGRAM Instr rank_6[] = {
+CCC_PROGRAM Instr rank_6[program_length] = {
     // step 0: chain s=0 (schedules/ring_broadcast.sched:9)
     ccc::done(0),
     // step 1: chain s=1 (schedules/ring_broadcast.sched:9)
@@ -187,7 +190,7 @@ CCC_PROGRAM Instr rank_6[] = {
 };
 
 // Rank 7.
-CCC_PROGRAM Instr rank_7[] = {
+CCC_PROGRAM Instr rank_7[program_length] = {
     // step 0: chain s=0 (schedules/ring_broadcast.sched:9)
     ccc::done(0),
     // step 1: chain s=1 (schedules/ring_broadcast.sched:9)
@@ -226,5 +229,5 @@ CCC_PROGRAM const int* consumers[] = {consumers_0, consumers_1, consumers_2, con
 
 CCC_KERNEL(ccc_ring_broadcast_n8_root0_f32_sum_t65536_c4_p2, 512) {
   ccc::Channel<Cfg> ch(args, CCC_BLOCK_INDEX);
-  if (ch.enter(consumers)) ch.run<Passes>(programs[ch.rank()]);
+  if (ch.enter(consumers)) ch.run<Passes, program_length>(programs[ch.rank()]);
 }

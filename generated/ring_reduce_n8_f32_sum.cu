@@ -18,9 +18,12 @@ typedef ccc::Instr</*max sources*/ 2> Instr;
 
 // Each rank's step program: its steps run once per window (tile x pipeline of every chunk
 // slice), then the waits that keep its buffers alive until its peers are done with them.
+// Instructions in the longest table below (shorter ones end in zeros: end()); a table of
+// at most ccc::kSharedProgramBytes is read from shared memory.
+constexpr int program_length = 11;
 
 // Rank 0.
-CCC_PROGRAM Instr rank_0[] = {
+CCC_PROGRAM Instr rank_0[program_length] = {
     // step 0: chain s=0 (schedules/ring_reduce.sched:10)
     ccc::done(0),
     // step 1: chain s=1 (schedules/ring_reduce.sched:10)
@@ -42,7 +45,7 @@ CCC_PROGRAM Instr rank_0[] = {
 };
 
 // Rank 1.
-CCC_PROGRAM Instr rank_1[] = {
+CCC_PROGRAM Instr rank_1[program_length] = {
     // step 0: chain s=0 (schedules/ring_reduce.sched:10)
     ccc::done(0),
     // step 1: chain s=1 (schedules/ring_reduce.sched:10)
@@ -66,7 +69,7 @@ CCC_PROGRAM Instr rank_1[] = {
 };
 
 // Rank 2.
-CCC_PROGRAM Instr rank_2[] = {
+CCC_PROGRAM Instr rank_2[program_length] = {
     // step 0: chain s=0 (schedules/ring_reduce.sched:10)
     ccc::done(0),
     // step 1: chain s=1 (schedules/ring_reduce.sched:10)
@@ -90,7 +93,7 @@ CCC_PROGRAM Instr rank_2[] = {
 };
 
 // Rank 3.
-CCC_PROGRAM Instr rank_3[] = {
+CCC_PROGRAM Instr rank_3[program_length] = {
     // step 0: chain s=0 (schedules/ring_reduce.sched:10)
     ccc::done(0),
     // step 1: chain s=1 (schedules/ring_reduce.sched:10)
@@ -114,7 +117,7 @@ CCC_PROGRAM Instr rank_3[] = {
 };
 
 // Rank 4.
-CCC_PROGRAM Instr rank_4[] = {
+CCC_PROGRAM Instr rank_4[program_length] = {
     // step 0: chain s=0 (schedules/ring_reduce.sched:10)
     ccc::done(0),
     // step 1: chain s=1 (schedules/ring_reduce.sched:10)
@@ -138,7 +141,7 @@ CCC_PROGRAM Instr rank_4[] = {
 };
 
 // Rank 5.
-CCC_PROGRAM Instr rank_5[] = {
+CCC_PROGRAM Instr rank_5[program_length] = {
     // step 0: chain s=0 (schedules/ring_reduce.sched:10)
     ccc::done(0),
     // step 1: chain s=1 (schedules/ring_reduce.sched:10)
@@ -162,7 +165,7 @@ CCC_PROGRAM Instr rank_5[] = {
 };
 
 // Rank 6.
-CCC_PROGRAM Instr rank_6[] = {
+CCC_PROGRAM Instr rank_6[program_length] = {
     // step 0: chain s=0 (schedules/ring_reduce.sched:10)
     ccc::wait(7, -1),  // wait rank 7 entered (entry: reads input chunk 0 of rank 7, ready once it has started (schedules/ring_reduce.sched:11))
     // schedules/ring_reduce.sched:11  if (r - root) % N == N - 2 - s { reduce chunk 0 from (r + 1) % N }
@@ -186,7 +189,7 @@ CCC_PROGRAM Instr rank_6[] = {
 };
 
 // Rank 7.
-CCC_PROGRAM Instr rank_7[] = {
+CCC_PROGRAM Instr rank_7[program_length] = {
     // step 0: chain s=0 (schedules/ring_reduce.sched:10)
     ccc::done(0),
     // step 1: chain s=1 (schedules/ring_reduce.sched:10)
@@ -224,5 +227,5 @@ CCC_PROGRAM const int* consumers[] = {consumers_0, consumers_1, consumers_2, con
 
 CCC_KERNEL(ccc_ring_reduce_n8_root0_f32_sum_t65536_c4_p2, 512) {
   ccc::Channel<Cfg> ch(args, CCC_BLOCK_INDEX);
-  if (ch.enter(consumers)) ch.run<Passes>(programs[ch.rank()]);
+  if (ch.enter(consumers)) ch.run<Passes, program_length>(programs[ch.rank()]);
 }

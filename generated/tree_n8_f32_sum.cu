@@ -17,9 +17,12 @@ typedef ccc::Instr</*max sources*/ 3> Instr;
 
 // Each rank's step program: its steps run once per window (tile x pipeline of every chunk
 // slice), then the waits that keep its buffers alive until its peers are done with them.
+// Instructions in the longest table below (shorter ones end in zeros: end()); a table of
+// at most ccc::kSharedProgramBytes is read from shared memory.
+constexpr int program_length = 14;
 
 // Rank 0.
-CCC_PROGRAM Instr rank_0[] = {
+CCC_PROGRAM Instr rank_0[program_length] = {
     // step 0: reduce s=0 (schedules/tree.sched:13)
     ccc::done(0),
     // step 1: reduce s=1 (schedules/tree.sched:13)
@@ -43,7 +46,7 @@ CCC_PROGRAM Instr rank_0[] = {
 };
 
 // Rank 1.
-CCC_PROGRAM Instr rank_1[] = {
+CCC_PROGRAM Instr rank_1[program_length] = {
     // step 0: reduce s=0 (schedules/tree.sched:13)
     ccc::done(0),
     // step 1: reduce s=1 (schedules/tree.sched:13)
@@ -70,7 +73,7 @@ CCC_PROGRAM Instr rank_1[] = {
 };
 
 // Rank 2.
-CCC_PROGRAM Instr rank_2[] = {
+CCC_PROGRAM Instr rank_2[program_length] = {
     // step 0: reduce s=0 (schedules/tree.sched:13)
     ccc::done(0),
     // step 1: reduce s=1 (schedules/tree.sched:13)
@@ -97,7 +100,7 @@ CCC_PROGRAM Instr rank_2[] = {
 };
 
 // Rank 3.
-CCC_PROGRAM Instr rank_3[] = {
+CCC_PROGRAM Instr rank_3[program_length] = {
     // step 0: reduce s=0 (schedules/tree.sched:13)
     ccc::wait(7, -1),  // wait rank 7 entered (entry: reads input chunk 0 of rank 7, ready once it has started (schedules/tree.sched:16))
     // schedules/tree.sched:16  reduce chunk 0 from c
@@ -122,7 +125,7 @@ CCC_PROGRAM Instr rank_3[] = {
 };
 
 // Rank 4.
-CCC_PROGRAM Instr rank_4[] = {
+CCC_PROGRAM Instr rank_4[program_length] = {
     // step 0: reduce s=0 (schedules/tree.sched:13)
     ccc::done(0),
     // step 1: reduce s=1 (schedules/tree.sched:13)
@@ -142,7 +145,7 @@ CCC_PROGRAM Instr rank_4[] = {
 };
 
 // Rank 5.
-CCC_PROGRAM Instr rank_5[] = {
+CCC_PROGRAM Instr rank_5[program_length] = {
     // step 0: reduce s=0 (schedules/tree.sched:13)
     ccc::done(0),
     // step 1: reduce s=1 (schedules/tree.sched:13)
@@ -162,7 +165,7 @@ CCC_PROGRAM Instr rank_5[] = {
 };
 
 // Rank 6.
-CCC_PROGRAM Instr rank_6[] = {
+CCC_PROGRAM Instr rank_6[program_length] = {
     // step 0: reduce s=0 (schedules/tree.sched:13)
     ccc::done(0),
     // step 1: reduce s=1 (schedules/tree.sched:13)
@@ -182,7 +185,7 @@ CCC_PROGRAM Instr rank_6[] = {
 };
 
 // Rank 7.
-CCC_PROGRAM Instr rank_7[] = {
+CCC_PROGRAM Instr rank_7[program_length] = {
     // step 0: reduce s=0 (schedules/tree.sched:13)
     ccc::done(0),
     // step 1: reduce s=1 (schedules/tree.sched:13)
@@ -219,5 +222,5 @@ CCC_PROGRAM const int* consumers[] = {consumers_0, consumers_1, consumers_2, con
 
 CCC_KERNEL(ccc_tree_n8_f32_sum_t65536_c4_p2, 512) {
   ccc::Channel<Cfg> ch(args, CCC_BLOCK_INDEX);
-  if (ch.enter(consumers)) ch.run<Passes>(programs[ch.rank()]);
+  if (ch.enter(consumers)) ch.run<Passes, program_length>(programs[ch.rank()]);
 }

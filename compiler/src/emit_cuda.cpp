@@ -83,9 +83,9 @@ std::string kernel_name(const KernelPlan& plan) {
   std::string schedule;
   for (char c : plan.schedule) schedule += std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
   const std::string root = plan.root >= 0 ? fmt::format("_root{}", plan.root) : "";
-  return fmt::format("ccc_{}_n{}{}_{}_{}_t{}_c{}_p{}{}{}", schedule, plan.nranks, root, data_type_name(o.dtype),
+  return fmt::format("ccc_{}_n{}{}_{}_{}_t{}_c{}_p{}{}{}{}", schedule, plan.nranks, root, data_type_name(o.dtype),
                      reduce_op_name(o.op), o.tile_bytes, o.channels, o.pipeline, o.in_place ? "_ip" : "",
-                     o.protocol == Protocol::Ll ? "_ll" : "");
+                     o.protocol == Protocol::Ll ? "_ll" : "", o.one_device ? "_gpu" : "");
 }
 
 std::string header(const KernelPlan& plan, const std::string& name) {
@@ -143,8 +143,17 @@ std::string wait_instr(const KernelPlan& plan, const Wait& w, bool at_exit) {
   return fmt::format("    ccc::{}({}, {}),  // {}\n", at_exit ? "wait_exit" : "wait", w.peer, w.step, wait_text(w, plan));
 }
 
+// The instructions of rank r's step program, its end() included.
+size_t program_length(const RankPlan& rank) {
+  size_t n = rank.passthrough.size() + rank.exit_waits.size() + 1;
+  for (const StepPlan& step : rank.steps)
+    n += step.waits.size() + step.entry_sends.size() + step.passes.size() + step.sends.size() + 1;
+  return n;
+}
+
 // Rank r's step program: per step its waits, passes and done (run once per window), then the
-// exit waits.
+// exit waits. Declared with program_length entries (the longest table's; the rest are zero, end()), so
+// the interpreter copies one size into shared memory (ccc::shared_program).
 std::string rank_program(const KernelPlan& plan, int r, const SourceFile* source) {
   const RankPlan& rank = plan.ranks[r];
   std::string body;
@@ -161,7 +170,8 @@ std::string rank_program(const KernelPlan& plan, int r, const SourceFile* source
   for (const DataPass& pass : rank.passthrough) body += pass_instr(plan, pass, r, source);
   if (!rank.exit_waits.empty()) body += "    // after the last window\n";
   for (const Wait& w : rank.exit_waits) body += wait_instr(plan, w, true);
-  return fmt::format("// Rank {}.\nCCC_PROGRAM Instr rank_{}[] = {{\n{}    ccc::end(),\n}};\n\n", r, r, body);
+  return fmt::format("// Rank {}.\nCCC_PROGRAM Instr rank_{}[program_length] = {{\n{}    ccc::end(),\n}};\n\n", r, r,
+                     body);
 }
 
 // A pass's kind: how many sources it folds, and whether it applies the op's finish (the prelude
@@ -239,6 +249,10 @@ EmittedKernel emit_cuda(const KernelPlan& plan, const SourceFile* source) {
 
   std::string& s = k.source;
   s = header(plan, k.kernel_name);
+  // The scope switch precedes the prelude, which picks its sync instructions by it.
+  if (o.one_device)
+    s += "// Every rank runs on one device: sync operations in .gpu scope (ccc_device_cuda.h).\n"
+         "#define CCC_SCOPE_GPU 1\n";
   s += "#include \"ccc_device.h\"\n\nnamespace {\n\n";
   s += fmt::format("typedef ccc::Config<{}, {}, /*ranks*/ {}, /*chunks*/ {}, /*steps*/ {}, /*channels*/ {},\n"
                    "                    /*tile bytes*/ {}, /*pipeline*/ {}{}>\n    Cfg;\n",
@@ -255,6 +269,13 @@ EmittedKernel emit_cuda(const KernelPlan& plan, const SourceFile* source) {
   // their regions for it): the line loop (Channel::ll_pass) relabelled by RankMap spills, 12-148 B
   // in Nvrtc.LlEveryDtypeForAmpereAndHopper (docs/performance.md, "Source size under ll").
   const RankSymmetry sym = o.protocol == Protocol::Ll ? RankSymmetry{} : find_rank_symmetry(plan);
+  const int tables = sym.kind == RankSymmetry::Kind::None ? plan.nranks : 1;
+  size_t length = 0;
+  for (int r = 0; r < tables; ++r) length = std::max(length, program_length(plan.ranks[r]));
+  s += fmt::format("// Instructions in the longest table below (shorter ones end in zeros: end()); a table of\n"
+                   "// at most ccc::kSharedProgramBytes is read from shared memory.\n"
+                   "constexpr int program_length = {};\n",
+                   length);
   std::string launch;
   if (sym.kind == RankSymmetry::Kind::None) {
     s += "\n";
@@ -263,7 +284,7 @@ EmittedKernel emit_cuda(const KernelPlan& plan, const SourceFile* source) {
     for (int r = 0; r < plan.nranks; ++r) programs += fmt::format("{}rank_{}", r == 0 ? "" : ", ", r);
     s += fmt::format("CCC_PROGRAM const Instr* programs[] = {{{}}};\n\n", programs);
     s += consumer_tables(plan, plan.nranks);
-    launch = "  if (ch.enter(consumers)) ch.run<Passes>(programs[ch.rank()]);\n";
+    launch = "  if (ch.enter(consumers)) ch.run<Passes, program_length>(programs[ch.rank()]);\n";
   } else {
     const bool xored = sym.kind == RankSymmetry::Kind::Xor;
     s += fmt::format(
@@ -279,7 +300,7 @@ EmittedKernel emit_cuda(const KernelPlan& plan, const SourceFile* source) {
     s += rank_program(plan, 0, source);
     s += consumer_tables(plan, 1);
     launch = fmt::format("  const ccc::RankMap<Cfg::ranks, Cfg::chunks, /*stride*/ {}, /*xor*/ {}> map{{ch.rank()}};\n"
-                         "  if (ch.enter(consumers, map)) ch.run<Passes>(rank_0, map);\n",
+                         "  if (ch.enter(consumers, map)) ch.run<Passes, program_length>(rank_0, map);\n",
                          sym.stride, xored ? "true" : "false");
   }
   s += "}  // namespace\n\n";

@@ -214,12 +214,19 @@ CCC_FN void combine_elements(T* dst, const Sources<T, K>& s, long long begin, lo
 /* The one data-moving routine: dst[0, n) = fold of the K sources, the block's threads sharing
  * the work. When every pointer sits at the same offset past a 16-byte boundary (always so for
  * buffers from an allocator, at any element offset they share), a scalar head reaches the
- * boundary, 16-byte vectors do the body (4 in flight per thread per source, 2 when many sources
- * would spill registers) and a scalar tail ends it; element by element only when the pointers'
- * offsets differ. The loops stay rolled: the vector groups are unrolled by hand already. */
+ * boundary, 16-byte vectors do the body and a scalar tail ends it; element by element only when
+ * the pointers' offsets differ. The loops stay rolled: the vector groups are unrolled by hand
+ * already.
+ *
+ * Loads in flight: U vectors per thread per source, at least 8 per thread in all (what a peer
+ * read over NVLink needs to cover its latency). A copy (K = 1) has only its own: U = 8. A fold
+ * of K sources takes U = 4 (K <= 4) or 2 (more sources: 4 would spill past 128 registers), and
+ * K * U >= 8 only because the compiler issues every source's loads before the first add, which
+ * it does: the PTX NVRTC emits for a 2-source fold has its 8 ld.v4 ahead of any add.f32
+ * (docs/codegen.md, "Data loops"). */
 template <class T, class Op, int K, bool Finish, int Ranks>
 CCC_NOINLINE void combine(T* dst, Sources<T, K> s, long long n) {
-  const int E = 16 / sizeof(T), U = K > 4 ? 2 : 4;
+  const int E = 16 / sizeof(T), U = K == 1 ? 8 : K > 4 ? 2 : 4;
   const unsigned offset = misalignment16(dst);
   bool vectors = true;
   for (int k = 0; k < K; ++k) vectors = vectors && misalignment16(s.p[k]) == offset;
@@ -411,6 +418,47 @@ struct Passes {
   }
 };
 
+/* Hot state in shared memory. The interpreter reads its step table (every instruction, every
+ * window) and the ranks' fixed state (every poll: the inbox and error words) over and over;
+ * from global memory each field is a load that misses again whenever the L1 is invalidated
+ * (the acquires of a wait do that), from shared memory it is a few cycles. So at entry the block
+ * copies both into block-shared memory and reads them from there. A table larger than
+ * kSharedProgramBytes stays in global memory (read-only, cached), chosen at compile time from
+ * its size; the ranks' state is a few bytes per rank and always moves.
+ *
+ * The copy needs no more than plain loads and one barrier: both sources are constant for the
+ * launch (the table is __device__ constexpr data, written when the module loaded; the ranks'
+ * state is written once before the first launch and never again, ccc_abi.h), so no load races
+ * with a write and each returns the one value there is; and the barrier makes every thread's
+ * shared-memory stores visible to every thread of the block before any reads them (bar.sync:
+ * PTX ISA, memory consistency model, barriers synchronize and causality order is transitive
+ * through them; CUDA C++ Programming Guide, __syncthreads). On the host a block is one thread
+ * and the shared array a thread-local one (block_shared). */
+static const int kSharedProgramBytes = 16 * 1024;
+
+/* Copies `n` objects that stay constant for the launch from `from` into block-shared `to`, the
+ * block's threads sharing the words (4-byte aligned objects: Instr, ccc_rank_state), then a
+ * barrier (see above). */
+template <class T>
+CCC_FN const T* copy_to_shared(T* to, const T* from, int n) {
+  static_assert(sizeof(T) % 4 == 0 && alignof(T) >= 4, "copied as 4-byte words");
+  const unsigned* src = reinterpret_cast<const unsigned*>(from);
+  unsigned* dst = reinterpret_cast<unsigned*>(to);
+  const unsigned words = static_cast<unsigned>(n) * (sizeof(T) / 4);
+  for (unsigned w = thread_index(); w < words; w += block_threads()) dst[w] = src[w];
+  barrier();
+  return to;
+}
+
+/* The step table an interpreter reads: `program` copied into shared memory when its Length
+ * instructions fit kSharedProgramBytes, else `program` itself. Tables are declared with Length
+ * entries (the emitter pads shorter ones with end(), zero), so the copy stays inside them. */
+template <int Length, int S>
+CCC_FN const Instr<S>* shared_program(const Instr<S>* program) {
+  if constexpr (sizeof(Instr<S>) * Length > kSharedProgramBytes) return program;
+  else return copy_to_shared(block_shared<Instr<S>, Length>(), program, Length);
+}
+
 /* One (rank, channel) of a launch: where its slices are, and the progress protocol. */
 template <class Cfg_>
 class Channel {
@@ -419,7 +467,8 @@ class Channel {
   typedef typename Cfg::T T;
 
   CCC_FN Channel(const ccc_launch_args& args, int block)
-      : state_(args.ranks), count_(static_cast<long long>(args.count)), timeout_ns_(args.timeout_ns),
+      : state_(copy_to_shared(block_shared<ccc_rank_state, Cfg::ranks>(), args.ranks, Cfg::ranks)),
+        count_(static_cast<long long>(args.count)), timeout_ns_(args.timeout_ns),
         peers_(block_shared<ccc_buffers, Cfg::ranks>()) {
 #ifdef CCC_TRACE_ENABLED
     trace_ = args.trace != nullptr && thread_index() == 0 ? args.trace + block : nullptr;
@@ -469,11 +518,13 @@ class Channel {
 #endif
     return true;
   }
-  /* Runs this rank's step program: its steps once per window, then its exit waits. False if
-   * a wait failed (timeout, failed peer), a peer called with other arguments, or the program
-   * names a pass the kernel lacks. */
-  template <class PassList, int S, class Map = Unmapped>
-  CCC_NOINLINE bool run(const Instr<S>* program, Map map = Map()) {
+  /* Runs this rank's step program (a table of Length instructions, end() past its last): its
+   * steps once per window, then its exit waits, reading the table from shared memory where it
+   * fits (shared_program). False if a wait failed (timeout, failed peer), a peer called with
+   * other arguments, or the program names a pass the kernel lacks. */
+  template <class PassList, int Length, int S, class Map = Unmapped>
+  CCC_NOINLINE bool run(const Instr<S>* table, Map map = Map()) {
+    const Instr<S>* const program = shared_program<Length>(table);
     for (long long w = 0; w < windows_; ++w) {
       for (const Instr<S>* i = program; i->code != instr_end; ++i) {
         if (i->code == instr_wait) {
@@ -765,7 +816,8 @@ class Channel {
    * barrier operations on one barrier synchronize with each other, and base causality order is
    * transitive through them), and a consumer's ld.acquire that reads the release's value
    * synchronizes with it (a release and an acquire pattern on one location, both morally strong:
-   * the same .sys scope covers both GPUs). The consumer's bar.sync after its acquire carries the
+   * the kernel's scope, CCC_SCOPE, covers both threads:
+   * ccc_device_cuda.h). The consumer's bar.sync after its acquire carries the
    * order on to its whole block, so by the causality axiom every read it then makes of this
    * rank's buffers or mailbox sees the writes. A slot has one writer, this (rank, channel), and
    * its pushes are ordered by those barriers (and by launch order across launches), so its
@@ -875,7 +927,7 @@ class Channel {
     return true;
   }
 
-  const ccc_rank_state* state_;
+  const ccc_rank_state* state_;  // [ranks] in block-shared memory: every rank's fixed state
   long long count_;
   unsigned long long timeout_ns_;
   ccc_buffers* peers_;  // [ranks] in block-shared memory: the buffers of each rank this launch reads

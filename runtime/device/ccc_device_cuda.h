@@ -30,42 +30,64 @@ CCC_FN void barrier() { __syncthreads(); }
 /* A barrier that also tells every thread whether `p` held on all of them. */
 CCC_FN bool barrier_and(bool p) { return __syncthreads_and(p ? 1 : 0) != 0; }
 
-/* Progress counters: system scope, because peers are other GPUs reading over NVLink/PCIe. */
+/* The scope of every sync operation below (progress, inbox, error words, ll lines). The PTX
+ * memory consistency model makes two strong operations "morally strong" only when each one's
+ * scope includes the other's thread (PTX ISA, "Memory Consistency Model", sections "Scope" and
+ * "Morally strong operations"), and only morally strong release/acquire pairs synchronize.
+ * .sys covers every thread of the system: peers on other GPUs, reading over NVLink/PCIe, or in
+ * other processes. .gpu covers every thread of the same device, so when every rank runs on one
+ * device (virtual ranks in one grid, a one-device communicator: the generated kernel defines
+ * CCC_SCOPE_GPU, KernelOptions::one_device) .gpu pairs are morally strong too, and the hardware
+ * need not make them coherent beyond the device (what that saves is to be measured on a GPU:
+ * docs/codegen.md, "Memory scope"). Host-side readers of these words only read them once the
+ * kernel has completed, which orders them without any scope. */
+#ifdef CCC_SCOPE_GPU
+#define CCC_SCOPE "gpu"
+#else
+#define CCC_SCOPE "sys"
+#endif
+
 CCC_FN unsigned long long load_acquire(const unsigned long long* p) {
   unsigned long long v;
-  asm volatile("ld.acquire.sys.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+  asm volatile("ld.acquire." CCC_SCOPE ".global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
   return v;
 }
 CCC_FN void store_release(unsigned long long* p, unsigned long long v) {
-  asm volatile("st.release.sys.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+  asm volatile("st.release." CCC_SCOPE ".global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
 }
 CCC_FN void store_relaxed(unsigned long long* p, unsigned long long v) {
-  asm volatile("st.relaxed.sys.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+  asm volatile("st.relaxed." CCC_SCOPE ".global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
 }
 CCC_FN unsigned load_relaxed(const unsigned* p) {
   unsigned v;
-  asm volatile("ld.relaxed.sys.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  asm volatile("ld.relaxed." CCC_SCOPE ".global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
   return v;
 }
 /* LL lines (protocol ll, ccc_device_common.h): 8 bytes, the data in the low half and the flag in
  * the high half, written and read as one 8-byte access. A reader that sees the flag sees the
- * data of the same store: both accesses are strong (.relaxed) with .sys scope, which covers the
- * writing and the reading GPU, so they are morally strong, and the PTX ISA memory consistency
- * model performs morally strong accesses that overlap completely with single-copy atomicity
- * (sections "Morally strong operations" and "Axioms: Atomicity"): the load returns all 8 bytes
- * of one store, never the flag of one and the data of another. No fence is needed, since the
- * line carries its own data; nothing else of the producer's memory is read. */
+ * data of the same store: both accesses are strong (.relaxed) with CCC_SCOPE, which covers the
+ * writing and the reading thread (see above), so they are morally strong, and the PTX ISA memory
+ * consistency model performs morally strong accesses that overlap completely with single-copy
+ * atomicity (sections "Morally strong operations" and "Axioms: Atomicity"): the load returns
+ * all 8 bytes of one store, never the flag of one and the data of another. No fence is needed,
+ * since the line carries its own data; nothing else of the producer's memory is read. */
 CCC_FN void ll_store(unsigned long long* line, unsigned data, unsigned flag) {
   const unsigned long long v = static_cast<unsigned long long>(flag) << 32 | data;
-  asm volatile("st.relaxed.sys.global.u64 [%0], %1;" ::"l"(line), "l"(v) : "memory");
+  asm volatile("st.relaxed." CCC_SCOPE ".global.u64 [%0], %1;" ::"l"(line), "l"(v) : "memory");
 }
 CCC_FN unsigned long long ll_load(const unsigned long long* line) {
   unsigned long long v;
-  asm volatile("ld.relaxed.sys.global.u64 %0, [%1];" : "=l"(v) : "l"(line) : "memory");
+  asm volatile("ld.relaxed." CCC_SCOPE ".global.u64 %0, [%1];" : "=l"(v) : "l"(line) : "memory");
   return v;
 }
-/* Keeps the first error a rank records. */
-CCC_FN void record_error(unsigned* word, unsigned code) { atomicCAS_system(word, 0u, code); }
+/* Keeps the first error a rank records (an atomic of the kernel's scope: atomicCAS is .gpu). */
+CCC_FN void record_error(unsigned* word, unsigned code) {
+#ifdef CCC_SCOPE_GPU
+  atomicCAS(word, 0u, code);
+#else
+  atomicCAS_system(word, 0u, code);
+#endif
+}
 
 CCC_FN unsigned long long now_ns() {
   unsigned long long t;

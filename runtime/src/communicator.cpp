@@ -319,13 +319,14 @@ struct Communicator::Impl {
     shape.tile_bytes = choice.tile_bytes;
     shape.in_place = in_place;
     shape.protocol = choice.protocol;
+    shape.one_device = cuda && cuda->one_device();
     return shape;
   }
 
   static std::string kernel_key(const Choice& choice, const KernelShape& shape) {
-    return fmt::format("{}/{}/{}/{}/{}/{}/{}/{}/{}/{}", choice.algo, collective_name(shape.collective), shape.nranks,
+    return fmt::format("{}/{}/{}/{}/{}/{}/{}/{}/{}/{}/{}", choice.algo, collective_name(shape.collective), shape.nranks,
                        shape.root, data_type_name(shape.dtype), reduce_op_name(shape.op), shape.channels,
-                       shape.tile_bytes, shape.in_place, protocol_name(shape.protocol));
+                       shape.tile_bytes, shape.in_place, protocol_name(shape.protocol), shape.one_device);
   }
 
   const Loaded& kernel_for(const CollectiveCall& call, bool in_place, std::string* key_out) {

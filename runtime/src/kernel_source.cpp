@@ -36,6 +36,7 @@ EmittedKernel generate_kernel(const SourceFile& schedule, const KernelShape& sha
   options.op = shape.op;
   options.in_place = shape.in_place;
   options.protocol = shape.protocol;
+  options.one_device = shape.one_device;
   if (shape.channels > 0) options.channels = shape.channels;
   if (shape.tile_bytes > 0) options.tile_bytes = shape.tile_bytes;
   try {

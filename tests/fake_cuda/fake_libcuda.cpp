@@ -233,7 +233,8 @@ CUresult cuModuleUnload(CUmodule module) {
   return CUDA_SUCCESS;
 }
 
-CUresult cuModuleGetFunction(CUfunction* function, CUmodule module, const char*) {
+CUresult cuModuleGetFunction(CUfunction* function, CUmodule module, const char* name) {
+  record(call("cuModuleGetFunction", std::string("name=") + name));
   auto* m = reinterpret_cast<FakeModule*>(module);
   m->functions.push_back(std::make_unique<int>(0));
   *function = reinterpret_cast<CUfunction>(m->functions.back().get());

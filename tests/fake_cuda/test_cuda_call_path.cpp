@@ -134,7 +134,10 @@ TEST_F(CudaCallPath, EachRankIsEnqueuedOnItsDeviceAndStreamWhenItCalls) {
   for (int r = 0; r < 2; ++r)  // the first call compiles and loads the kernel
     ASSERT_EQ(cccAllReduce(buf[r], buf[r], kCount, cccFloat32, cccSum, comms[r], stream(r)), cccSuccess)
         << cccGetLastError(nullptr);
-  take_log();
+  // Two devices: the kernel syncs in .sys scope, loaded on each device.
+  const std::vector<std::string> loads = calls_named(take_log(), "cuModuleGetFunction");
+  ASSERT_EQ(loads.size(), 2u);
+  for (const std::string& load : loads) EXPECT_FALSE(load.ends_with("_gpu")) << load;
 
   for (int r = 0; r < 2; ++r) {
     ASSERT_EQ(cccAllReduce(buf[r], buf[r], kCount, cccFloat32, cccSum, comms[r], stream(r)), cccSuccess);
@@ -197,10 +200,14 @@ TEST_F(CudaCallPath, VirtualRanksAreOneCooperativeGrid) {
   const std::vector<const void*> send(buf.begin(), buf.end());
   const std::vector<void*> streams(4, stream(0));
   comm.all_reduce(send, buf, kCount, DataType::F32, ReduceOp::Sum, streams);
-  take_log();
+  // Every rank on one device: the kernel syncs in .gpu scope (KernelOptions::one_device).
+  std::vector<std::string> log = take_log();
+  const std::vector<std::string> loads = calls_named(log, "cuModuleGetFunction");
+  ASSERT_EQ(loads.size(), 1u) << testing::PrintToString(log);
+  EXPECT_TRUE(loads[0].ends_with("_gpu")) << loads[0];
 
   comm.all_reduce(send, buf, kCount, DataType::F32, ReduceOp::Sum, streams);
-  std::vector<std::string> log = take_log();
+  log = take_log();
   EXPECT_TRUE(calls_named(log, "cuLaunchKernel").empty()) << testing::PrintToString(log);
   const std::vector<std::string> launches = calls_named(log, "cuLaunchCooperativeKernel");
   ASSERT_EQ(launches.size(), 1u) << testing::PrintToString(log);

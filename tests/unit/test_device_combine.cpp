@@ -1,5 +1,6 @@
 // The prelude's data loop, run on the host against the host primitives: every split into scalar
-// head, 16-byte vector body and scalar tail computes the same as element by element.
+// head, 16-byte vector body and scalar tail computes the same as element by element. And the
+// interpreter's step tables: copied to block-shared memory when they fit, read in place when not.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -45,4 +46,18 @@ TEST(DeviceCombine, DifferentMisalignmentsGoElementByElement) {
     check_sum(1, 0, 2, n);
     check_sum(3, 3, 1, n);
   }
+}
+
+// A table of at most kSharedProgramBytes is read from a block-shared copy (the same instructions);
+// a larger one stays where it is.
+TEST(DeviceSharedProgram, FittingTablesAreCopiedLargerOnesStay) {
+  typedef ccc::Instr<2> Instr;
+  constexpr int fits = ccc::kSharedProgramBytes / static_cast<int>(sizeof(Instr));
+  static Instr small[fits], large[fits + 1];
+  for (int i = 0; i < fits; ++i) small[i] = ccc::reduce(i, i + 1, ccc::out(0), ccc::in(1), ccc::in(i % 3, -1));
+  small[fits - 1] = ccc::end();
+  const Instr* copy = ccc::shared_program<fits>(small);
+  EXPECT_NE(copy, small);
+  EXPECT_EQ(std::memcmp(copy, small, sizeof small), 0);
+  EXPECT_EQ(ccc::shared_program<fits + 1>(large), large);
 }

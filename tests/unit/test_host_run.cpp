@@ -440,27 +440,34 @@ TEST(HostRunRegistry, APeerPointerNoEntryCoversFailsEveryRank) {
 }
 
 // args.rank == -1: one "grid" of N * channels blocks runs every rank (block b is rank b / C,
-// channel b % C), as a single GPU hosting virtual ranks would.
+// channel b % C), as a single GPU hosting virtual ranks would. Such a kernel is built for one
+// device (.gpu scope on CUDA: KernelOptions::one_device); in host emulation it computes what the
+// .sys kernel does.
 TEST(HostRunVirtualRanks, OneGridRunsEveryRank) {
   const int n = 3;
   testing::Planned p = testing::plan_shipped("ring", n);
   ASSERT_TRUE(p.planned) << p.errors;
-  EmittedKernel k = emit_cuda(lower(*p.planned, options(DataType::I32, ReduceOp::Sum, false)));
-  testing::HostLibrary lib({k}, "virtual_ranks");
-  ASSERT_EQ(lib.error(), "");
-  const uint64_t count = 5000;
-  testing::HostBuffers b(n, count * 4, 0, 0, false);
-  for (int r = 0; r < n; ++r)
-    for (uint64_t i = 0; i < count; ++i) reinterpret_cast<int*>(b.input(r))[i] = static_cast<int>(i) * (r + 1);
-  std::vector<std::thread> blocks;
-  const ccc_launch_args args{b.state.data(), {}, b.own.data(), count, -1, kTimeoutNs, nullptr};
-  for (int block = 0; block < n * k.channels; ++block) blocks.emplace_back(lib.entry(k.kernel_name), args, block);
-  for (std::thread& t : blocks) t.join();
-  for (int r = 0; r < n; ++r) {
-    EXPECT_EQ(b.error(r), unsigned{CCC_OK});
-    EXPECT_EQ(b.sync[r].progress[0] >> 40, 1u);  // the first launch's epoch
-    for (uint64_t i = 0; i < count; ++i)
-      ASSERT_EQ(reinterpret_cast<int*>(b.output(r))[i], static_cast<int>(i) * 6) << "rank " << r << " element " << i;
+  for (bool one_device : {false, true}) {
+    KernelOptions o = options(DataType::I32, ReduceOp::Sum, false);
+    o.one_device = one_device;
+    EmittedKernel k = emit_cuda(lower(*p.planned, o));
+    testing::HostLibrary lib({k}, one_device ? "virtual_ranks_gpu" : "virtual_ranks");
+    ASSERT_EQ(lib.error(), "");
+    const uint64_t count = 5000;
+    testing::HostBuffers b(n, count * 4, 0, 0, false);
+    for (int r = 0; r < n; ++r)
+      for (uint64_t i = 0; i < count; ++i) reinterpret_cast<int*>(b.input(r))[i] = static_cast<int>(i) * (r + 1);
+    std::vector<std::thread> blocks;
+    const ccc_launch_args args{b.state.data(), {}, b.own.data(), count, -1, kTimeoutNs, nullptr};
+    for (int block = 0; block < n * k.channels; ++block) blocks.emplace_back(lib.entry(k.kernel_name), args, block);
+    for (std::thread& t : blocks) t.join();
+    for (int r = 0; r < n; ++r) {
+      EXPECT_EQ(b.error(r), unsigned{CCC_OK}) << k.kernel_name;
+      EXPECT_EQ(b.sync[r].progress[0] >> 40, 1u);  // the first launch's epoch
+      for (uint64_t i = 0; i < count; ++i)
+        ASSERT_EQ(reinterpret_cast<int*>(b.output(r))[i], static_cast<int>(i) * 6)
+            << k.kernel_name << " rank " << r << " element " << i;
+    }
   }
 }
 

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <sstream>
+#include <vector>
 
 #include "ccc/emit_cuda.h"
 #include "ccc/lower.h"
@@ -146,6 +147,70 @@ TEST(Nvrtc, PtxOnly) {
   EXPECT_NE(out.image.find(".entry ccc_ring_n2_f32_sum_t65536_c4_p2"), std::string::npos);
   EXPECT_NE(out.image.find("ld.acquire.sys"), std::string::npos);
   EXPECT_NE(out.image.find("st.release.sys"), std::string::npos);
+  // The interpreter's hot state lives in shared memory: the step table (small enough here), the
+  // ranks' fixed state and the peers' buffers (ccc::shared_program, Channel's constructor).
+  for (const char* array : {"block_sharedINS_5InstrI", "block_sharedI14ccc_rank_state", "block_sharedI11ccc_buffers"}) {
+    const size_t at = out.image.find(std::string(".shared .align 4 .b8 _ZZN3ccc12") + array);
+    const size_t at8 = out.image.find(std::string(".shared .align 8 .b8 _ZZN3ccc12") + array);
+    EXPECT_TRUE(at != std::string::npos || at8 != std::string::npos) << "no shared " << array;
+  }
+}
+
+// Scopes (ccc_device_cuda.h): a kernel whose ranks all run on one device syncs in .gpu scope, every
+// other one in .sys; both protocols (ll lines are sync operations too).
+TEST(Nvrtc, OneDeviceKernelsSyncInGpuScopeOthersInSysScope) {
+  const PlannedProgram pp = planned({"oneshot", 4});
+  for (Protocol protocol : {Protocol::Simple, Protocol::Ll}) {
+    for (bool one_device : {false, true}) {
+      KernelOptions o;
+      o.protocol = protocol;
+      o.one_device = one_device;
+      const EmittedKernel k = emit_cuda(lower(pp, o));
+      EXPECT_EQ(k.kernel_name.ends_with("_gpu"), one_device) << k.kernel_name;
+      NvrtcOutput out = nvrtc_compile(request(k.source, "sm_90", NvrtcTarget::Ptx));
+      ASSERT_TRUE(out.ok) << out.log;
+      const char* want = one_device ? ".gpu" : ".sys";
+      const char* never = one_device ? ".sys" : ".gpu";
+      for (const char* op : {"ld.acquire", "st.release", "st.relaxed", "ld.relaxed"})
+        EXPECT_NE(out.image.find(std::string(op) + want), std::string::npos) << k.kernel_name << ": no " << op << want;
+      EXPECT_EQ(out.image.find(never), std::string::npos) << k.kernel_name << " has " << never;
+    }
+  }
+}
+
+// The vector loop of every ccc::combine instantiation (one per pass kind) in `ptx`: the 16-byte
+// loads it issues before its first 16-byte store, which are all in flight together.
+std::vector<int> loads_before_first_store(const std::string& ptx) {
+  std::vector<int> out;
+  for (size_t f = ptx.find(".func _ZN3ccc7combine"); f != std::string::npos; f = ptx.find(".func _ZN3ccc7combine", f + 1)) {
+    const size_t end = ptx.find("\n}", f);
+    const size_t store = ptx.find("st.v4.", f);
+    if (store == std::string::npos || store > end) continue;
+    int loads = 0;
+    for (size_t l = ptx.find("ld.v4.", f); l < store; l = ptx.find("ld.v4.", l + 1)) ++loads;
+    out.push_back(loads);
+  }
+  return out;
+}
+
+// At least 8 16-byte loads in flight per thread in every data loop: a copy (one source, 8 per
+// thread), folds of 2 and of 8 sources (every source's loads issued before the first add), in
+// f32 and f16 (converted in float).
+TEST(Nvrtc, DataLoopsKeepEightVectorLoadsInFlight) {
+  for (const Case c : {Case{"ring", 4}, Case{"oneshot", 8}}) {
+    for (DataType t : {DataType::F32, DataType::F16}) {
+      KernelOptions o;
+      o.dtype = t;
+      const EmittedKernel k = emit_cuda(lower(planned(c), o));
+      NvrtcOutput out = nvrtc_compile(request(k.source, "sm_90", NvrtcTarget::Ptx));
+      ASSERT_TRUE(out.ok) << out.log;
+      const std::vector<int> loads = loads_before_first_store(out.image);
+      EXPECT_FALSE(loads.empty()) << k.kernel_name;
+      for (int n : loads) EXPECT_GE(n, 8) << k.kernel_name;
+      std::printf("[nvrtc] %-44s 16-byte loads in flight per combine: %s\n", k.kernel_name.c_str(),
+                  ::testing::PrintToString(loads).c_str());
+    }
+  }
 }
 
 TEST(Nvrtc, ReportsErrorsWithTheLog) {

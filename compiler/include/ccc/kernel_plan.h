@@ -37,6 +37,10 @@ struct KernelOptions {
   int pipeline = 2;                // tiles per channel between two progress updates
   bool in_place = false;           // input == output: reads never redirect to the input
   Protocol protocol = Protocol::Simple;
+  // Every rank runs on one device (virtual ranks, a one-device communicator): the kernel's
+  // acquire/release/relaxed sync operations take .gpu scope instead of .sys (docs/codegen.md,
+  // "Memory scope"). A compile-time choice: it is in the kernel's name and text.
+  bool one_device = false;
 };
 
 // Where a pass reads or writes on some rank: the user's buffers, the schedule's scratch, or

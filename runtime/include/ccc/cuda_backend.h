@@ -70,6 +70,11 @@ class CudaRanks {
 
   int nranks() const { return static_cast<int>(ranks_.size()); }
   bool virtual_ranks() const { return virtual_ranks_; }
+  // Every rank runs on one device in this process (virtual ranks, or one rank of one device):
+  // the kernels' sync operations need only .gpu scope (KernelOptions::one_device). Ranks in
+  // other processes (an arena) keep .sys even on one device: the runtime writes their error
+  // words from the host while kernels run (abort).
+  bool one_device() const { return arena_ == nullptr && devices_.size() == 1; }
   const std::string& arch() const { return arch_; }  // of devices[0]; all must match
 
   // Loads a cubin on every device; returns an index for launch().

@@ -24,6 +24,7 @@ struct KernelShape {
   int64_t tile_bytes = 0;  // 0: the code generator's default
   bool in_place = false;
   Protocol protocol = Protocol::Simple;
+  bool one_device = false;  // every rank on one device: KernelOptions::one_device (.gpu scope)
 };
 
 // Generates the kernel for `schedule` (a schedule file's text) and `shape`. Throws

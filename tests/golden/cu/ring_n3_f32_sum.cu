@@ -17,6 +17,9 @@ typedef ccc::Instr</*max sources*/ 2> Instr;
 
 // Each rank's step program: its steps run once per window (tile x pipeline of every chunk
 // slice), then the waits that keep its buffers alive until its peers are done with them.
+// Instructions in the longest table below (shorter ones end in zeros: end()); a table of
+// at most ccc::kSharedProgramBytes is read from shared memory.
+constexpr int program_length = 14;
 // Every rank runs rank 0's program below, relabelled by its rank r (the schedule is symmetric
 // under rotation, checked for every rank; ccc::RankMap):
 //   peer p  -> rank (p + r) % 3
@@ -25,7 +28,7 @@ typedef ccc::Instr</*max sources*/ 2> Instr;
 // The comments describe rank 0.
 
 // Rank 0.
-CCC_PROGRAM Instr rank_0[] = {
+CCC_PROGRAM Instr rank_0[program_length] = {
     // step 0: reduce_scatter s=0 (schedules/ring.sched:13)
     ccc::wait(2, -1),  // wait rank 2 entered (entry: reads input chunk 2 of rank 2, ready once it has started (schedules/ring.sched:14))
     // schedules/ring.sched:14  reduce chunk (r - s - 1) % N from prev
@@ -61,5 +64,5 @@ CCC_PROGRAM const int* consumers[] = {consumers_0};
 CCC_KERNEL(ccc_ring_n3_f32_sum_t65536_c4_p2, 512) {
   ccc::Channel<Cfg> ch(args, CCC_BLOCK_INDEX);
   const ccc::RankMap<Cfg::ranks, Cfg::chunks, /*stride*/ 1, /*xor*/ false> map{ch.rank()};
-  if (ch.enter(consumers, map)) ch.run<Passes>(rank_0, map);
+  if (ch.enter(consumers, map)) ch.run<Passes, program_length>(rank_0, map);
 }
