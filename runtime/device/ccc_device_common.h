@@ -600,11 +600,19 @@ class Channel {
     return static_cast<unsigned long long*>(peers_[rank].ll) + region * Cfg::ll_blocks * ll_lines_per_block();
   }
   CCC_FN long long ll_lines_per_block() const { return (count_ * static_cast<long long>(sizeof(T)) + 3) / 4; }
-  /* The flag of this launch's lines: the epoch + 1. Never 0, so zeroed memory is never taken for
-   * data, and it changes every launch, so a line left from an earlier launch is not accepted
-   * (unless last written a multiple of 2^24 launches ago, when the 24-bit epoch has wrapped to
-   * the same value: docs/codegen.md). */
-  CCC_FN unsigned ll_flag() const { return static_cast<unsigned>(base_ >> 40) + 1u; }
+  /* The flag of this launch's lines: (the epoch + 1) << 6 | the channel. Never 0, so zeroed
+   * memory is never taken for data. The epoch changes every launch of this channel, so a line the
+   * channel left from an earlier launch is not accepted (unless last written a multiple of 2^24
+   * launches ago, when the 24-bit epoch has wrapped to the same value: docs/codegen.md). The
+   * channel is in the flag because each channel counts its own launches while every ll kernel of
+   * the communicator shares the rank's receive slots: a kernel with fewer channels moves channel
+   * 0's epoch and not channel 1's, and may cut its slices elsewhere, so without it a line channel
+   * 0 wrote could carry the very flag channel 1 waits for later. CCC_MAX_CHANNELS is 64: 6 bits,
+   * and 24 + 6 bits fit the 32 of the flag. */
+  static_assert(CCC_MAX_CHANNELS <= 64, "the channel takes 6 bits of an ll flag");
+  CCC_FN unsigned ll_flag() const {
+    return ((static_cast<unsigned>(base_ >> 40) + 1u) << 6) | static_cast<unsigned>(channel_);
+  }
 
   /* Polls one line of this rank's receive region until it carries `flag`, with poll()'s
    * checks for a failed producer, this rank's failure and the timeout; the line's data in

@@ -170,14 +170,20 @@ CudaArena::CudaArena(const UniqueId& id, int nranks, int rank, int ordinal, uint
   CudaContextGuard guard(driver_);
   driver_.check(driver_.cuDeviceGet(&device_, ordinal), "cuDeviceGet");
   driver_.check(driver_.cuDevicePrimaryCtxRetain(&context_, device_), "cuDevicePrimaryCtxRetain");
-  struct Release {  // only when the constructor fails: a built arena keeps the retain
+  // Only when the constructor fails: unmap what was mapped while the context is still current
+  // and retained (the member mapper_ would otherwise be destroyed after the release, maybe with
+  // the context gone), then release it. A built arena keeps the retain.
+  struct Release {
     const CudaDriver& driver;
     CUdevice device;
+    std::unique_ptr<Mapper>& mapper;
     bool keep = false;
     ~Release() {
-      if (!keep) driver.cuDevicePrimaryCtxRelease(device);
+      if (keep) return;
+      mapper.reset();
+      driver.cuDevicePrimaryCtxRelease(device);
     }
-  } release{driver_, device_};
+  } release{driver_, device_, mapper_};
   driver_.check(driver_.cuCtxSetCurrent(context_), "cuCtxSetCurrent");
 
   const CUmemAllocationProp prop = part_properties(ordinal);
@@ -223,6 +229,10 @@ CudaArena::~CudaArena() {
   CUcontext saved = nullptr;
   driver_.cuCtxGetCurrent(&saved);
   driver_.cuCtxSetCurrent(context_);  // unmapping needs the device's context; the caller may have none
+  // cuMemUnmap must not run while work on the device still uses the range. The communicator
+  // destroys its CudaRanks (which synchronises) before the arena, but the arena does not lean on
+  // that member order.
+  driver_.cuCtxSynchronize();
   mapper_.reset();
   driver_.cuCtxSetCurrent(saved);
   driver_.cuDevicePrimaryCtxRelease(device_);

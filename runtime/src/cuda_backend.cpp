@@ -374,6 +374,8 @@ void CudaRanks::read_failures() {
     driver_.check(driver_.cuMemsetD8(r.sync, 0, CudaSyncLayout::kMailbox), "cuMemsetD8");
     driver_.check(driver_.cuMemsetD8(r.sync + CudaSyncLayout::kError, 0, sizeof(unsigned)), "cuMemsetD8");
     driver_.check(driver_.cuMemsetD8(r.sync + CudaSyncLayout::kInbox, 0, CudaSyncLayout::inbox_bytes(nranks())), "cuMemsetD8");
+    // The epochs start again from zero: so do the ll receive slots (Channel::ll_flag).
+    if (!r.ll.blocks.empty()) driver_.check(driver_.cuMemsetD8(r.ll.blocks.back(), 0, r.ll.bytes), "cuMemsetD8");
     driver_.check(driver_.cuCtxSynchronize(), "cuCtxSynchronize");
   }
 }

@@ -292,8 +292,11 @@ void HostRanks::reset_if_idle() {
     if (words[i] != CCC_OK && !r.reported_early) r.failure = launch_failures(words.data(), static_cast<int>(words.size()));
     r.reported_early = false;
   }
-  // Every stream is idle: no kernel reads the state while it is zeroed.
+  // Every stream is idle: no kernel reads the state while it is zeroed. The epochs start again
+  // from zero, so the ll receive slots are zeroed too: a line left there would otherwise carry a
+  // flag the restarted epochs reach again (Channel::ll_flag).
   for (auto& r : ranks_) {
+    if (!r->ll.blocks.empty()) std::memset(r->ll.blocks.back().get(), 0, r->ll.bytes);
     std::fill(std::begin(r->sync->progress), std::end(r->sync->progress), 0);
     std::fill(r->inbox, r->inbox + inbox_slots(nranks()), 0);
     r->sync->error = CCC_OK;

@@ -59,14 +59,14 @@ TEST(EmitCuda, SymmetricSourceGrowsWithTheSteps) {
   for (const char* name : {"ring", "butterfly"}) {
     const std::string small = emit_shipped(name, 8, {}, false).source, large = emit_shipped(name, 64, {}, false).source;
     for (const std::string* source : {&small, &large}) {
-      EXPECT_NE(source->find("CCC_PROGRAM Instr rank_0[]"), std::string::npos) << name;
-      EXPECT_EQ(source->find("CCC_PROGRAM Instr rank_1[]"), std::string::npos) << name;
+      EXPECT_NE(source->find("CCC_PROGRAM Instr rank_0[program_length]"), std::string::npos) << name;
+      EXPECT_EQ(source->find("CCC_PROGRAM Instr rank_1[program_length]"), std::string::npos) << name;
     }
     EXPECT_LT(large.size(), 12 * small.size()) << name;
   }
   KernelOptions ll;
   ll.protocol = Protocol::Ll;
-  EXPECT_NE(emit_shipped("ring", 8, ll, false).source.find("CCC_PROGRAM Instr rank_1[]"), std::string::npos);
+  EXPECT_NE(emit_shipped("ring", 8, ll, false).source.find("CCC_PROGRAM Instr rank_1[program_length]"), std::string::npos);
 }
 
 // generated/: every shipped schedule at N = 8, f32, sum, root 0, default parameters: the kernel
