@@ -439,6 +439,44 @@ TEST(HostRunRegistry, APeerPointerNoEntryCoversFailsEveryRank) {
   EXPECT_EQ(t.b.error(2), unsigned{CCC_ERR_PEER_FAILED});
 }
 
+// Protocol ll: kernels of one communicator with different channel counts share each rank's
+// receive slots, while every channel counts its own launches. After a one-channel launch, channel
+// 0 has written every line with the flag of epoch 1, and channel 1 of a two-channel launch is at
+// epoch 1 as well: were the channel not part of the flag (Channel::ll_flag), it would take those
+// stale lines for its peers' data. Each launch gets new inputs, so stale data cannot pass.
+TEST(HostRunLl, KernelsOfDifferentChannelCountsShareTheSlots) {
+  const int n = 3;
+  const uint64_t count = 6000;
+  testing::Planned p = testing::plan_shipped("oneshot", n);
+  ASSERT_TRUE(p.planned) << p.errors;
+  std::vector<EmittedKernel> kernels;
+  for (int channels : {1, 2}) {
+    KernelOptions o = options(DataType::I32, ReduceOp::Sum, false);
+    o.protocol = Protocol::Ll;
+    o.channels = channels;
+    kernels.push_back(emit_cuda(lower(*p.planned, o)));
+  }
+  testing::HostLibrary lib(kernels, "ll_channel_counts");
+  ASSERT_EQ(lib.error(), "");
+  testing::HostBuffers b(n, count * 4, 0, 0, false, std::max(kernels[0].ll_bytes(count), kernels[1].ll_bytes(count)));
+  int seed = 0;
+  for (int which : {0, 1, 1, 0, 0, 1}) {
+    const EmittedKernel& k = kernels[which];
+    ++seed;
+    for (int r = 0; r < n; ++r) {
+      for (uint64_t i = 0; i < count; ++i) reinterpret_cast<int*>(b.input(r))[i] = seed * 1000 + (r + 1) * static_cast<int>(i);
+      std::memset(b.output(r), kPoison, count * 4);
+    }
+    testing::launch_host(lib.entry(k.kernel_name), b, k.channels, count, kTimeoutNs);
+    for (int r = 0; r < n; ++r) {
+      ASSERT_EQ(b.error(r), unsigned{CCC_OK}) << "launch " << seed << " rank " << r;
+      for (uint64_t i = 0; i < count; ++i)
+        ASSERT_EQ(reinterpret_cast<int*>(b.output(r))[i], seed * 3000 + 6 * static_cast<int>(i))
+            << "launch " << seed << " (" << k.channels << " channels) rank " << r << " element " << i;
+    }
+  }
+}
+
 // args.rank == -1: one "grid" of N * channels blocks runs every rank (block b is rank b / C,
 // channel b % C), as a single GPU hosting virtual ranks would. Such a kernel is built for one
 // device (.gpu scope on CUDA: KernelOptions::one_device); in host emulation it computes what the
