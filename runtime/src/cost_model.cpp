@@ -9,6 +9,10 @@
 namespace ccc {
 namespace {
 
+// A peer load (protocol simple) crosses the fabric twice, the request out and the data back; a
+// pushed flag or an ll line crosses once. Topology latencies are one way.
+constexpr int kReadTrips = 2;
+
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 int64_t round_up(int64_t a, int64_t g) { return ceil_div(a, g) * g; }
 
@@ -68,14 +72,14 @@ void check_inputs(const StepProgram& p, const SyncPlan* sync, const Topology& t)
 
 // What rank r does in step k, in units of one window of one chunk (size-independent).
 struct RankStep {
-  // One thread per peer polls the waits together, then the reads take one latency more: alpha =
+  // One thread per peer polls the waits together, then the reads take a round trip more: alpha =
   // the slowest wait's + the slowest read's. Entry waits (the peer has started) are polled in the
   // first window only: later windows pay period_alpha.
   double alpha = 0;
   double period_alpha = 0;
   int latencies = 0;           // cross-GPU latencies alpha adds up, one after another
   int period_latencies = 0;
-  double read_latency = 0;     // the slowest of its reads' routes
+  double read_latency = 0;     // the slowest of its reads' routes, one way
   std::vector<int> resources;  // every resource its reads cross
   int64_t moved = 0;           // chunk windows read, remote ones twice under ll (lines are half flag)
   int64_t reduced = 0;         // chunk windows reduced
@@ -155,8 +159,11 @@ CostModel::CostModel(const StepProgram& p, const SyncPlan* sync, const Topology&
         rs.moved += op.chunks.count;
         if (op.kind == OpKind::Reduce) rs.reduced += op.chunks.count;
       }
-      rs.read_latency = rs.alpha = rs.period_alpha = read_latency;
-      rs.latencies = rs.period_latencies = read_latency > 0 ? 1 : 0;
+      // A peer load is a round trip: the request crosses to the peer and the data comes back
+      // (the loads of one step are issued together, so the slowest route's round trip).
+      rs.read_latency = read_latency;
+      rs.alpha = rs.period_alpha = kReadTrips * read_latency;
+      rs.latencies = rs.period_latencies = read_latency > 0 ? kReadTrips : 0;
       if (!sync) continue;  // lock-step: alpha is the round trip of the step's reads only
       rs.waits = sync->waits[r][k];
       const double waits = slowest_wait(rs.waits, r, true), period_waits = slowest_wait(rs.waits, r, false);

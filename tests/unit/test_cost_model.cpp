@@ -12,7 +12,9 @@ using namespace ccc::test;
 
 namespace {
 
-constexpr double kAlpha = 1e-6;    // s
+constexpr double kAlpha = 1e-6;    // s: the fabric's one-way latency
+// The closed forms' alpha, a step's latency: a peer load crosses the fabric and back.
+constexpr double kRoundTrip = 2 * kAlpha;
 constexpr double kBand = 100e9;    // bytes/s per port and direction: beta = 1 / kBand
 constexpr double kReduce = 400e9;  // bytes/s: gamma = 1 / kReduce
 constexpr int64_t kBytes = 64 << 20;
@@ -29,24 +31,24 @@ class ClosedForm : public ::testing::TestWithParam<int> {
 };
 
 TEST_P(ClosedForm, Ring) {
-  EXPECT_NEAR(t(shipped_program("ring", n)), 2 * (n - 1) * kAlpha + 2.0 * (n - 1) / n * nb + 1.0 * (n - 1) / n * ng, 1e-12);
+  EXPECT_NEAR(t(shipped_program("ring", n)), 2 * (n - 1) * kRoundTrip + 2.0 * (n - 1) / n * nb + 1.0 * (n - 1) / n * ng, 1e-12);
 }
 
 TEST_P(ClosedForm, Butterfly) {
-  EXPECT_NEAR(t(shipped_program("butterfly", n)), 2 * lg(n) * kAlpha + 2.0 * (n - 1) / n * nb + 1.0 * (n - 1) / n * ng, 1e-12);
+  EXPECT_NEAR(t(shipped_program("butterfly", n)), 2 * lg(n) * kRoundTrip + 2.0 * (n - 1) / n * nb + 1.0 * (n - 1) / n * ng, 1e-12);
 }
 
 TEST_P(ClosedForm, OneShotSharesTheReadersIngressPort) {
-  EXPECT_NEAR(t(shipped_program("oneshot", n)), kAlpha + (n - 1) * nb + (n - 1) * ng, 1e-12);
+  EXPECT_NEAR(t(shipped_program("oneshot", n)), kRoundTrip + (n - 1) * nb + (n - 1) * ng, 1e-12);
 }
 
 TEST_P(ClosedForm, TwoShot) {
-  EXPECT_NEAR(t(shipped_program("twoshot", n)), 2 * kAlpha + 2.0 * (n - 1) / n * nb + 1.0 * (n - 1) / n * ng, 1e-12);
+  EXPECT_NEAR(t(shipped_program("twoshot", n)), 2 * kRoundTrip + 2.0 * (n - 1) / n * nb + 1.0 * (n - 1) / n * ng, 1e-12);
 }
 
 TEST_P(ClosedForm, OneShotOnDirectLinksUsesEveryLinkAtOnce) {
   Topology mesh = full_mesh(n, kBand, kAlpha, kReduce);
-  EXPECT_NEAR(estimate_cost(shipped_program("oneshot", n), nullptr, mesh, kBytes, {}).time, kAlpha + nb + (n - 1) * ng, 1e-12);
+  EXPECT_NEAR(estimate_cost(shipped_program("oneshot", n), nullptr, mesh, kBytes, {}).time, kRoundTrip + nb + (n - 1) * ng, 1e-12);
 }
 
 INSTANTIATE_TEST_SUITE_P(Pow2Ranks, ClosedForm, ::testing::Values(2, 4, 8, 16));
@@ -58,7 +60,7 @@ TEST(CostModel, BinaryTreeOnCompleteTrees) {
   for (int levels : {1, 2, 3}) {
     int n = (2 << levels) - 1;
     Topology sw = uniform_switch(n, kBand, kAlpha, kReduce);
-    double expect = 2 * levels * kAlpha + 4 * levels * kBytes / kBand + 2 * levels * kBytes / kReduce;
+    double expect = 2 * levels * kRoundTrip + 4 * levels * kBytes / kBand + 2 * levels * kBytes / kReduce;
     EXPECT_NEAR(estimate_cost(shipped_program("tree", n), nullptr, sw, kBytes, {}).time, expect, 1e-12) << "N=" << n;
   }
 }
@@ -69,20 +71,21 @@ TEST(CostModel, RingReduceScatterAndAllGatherOverTheWholeVector) {
     int64_t bytes = 64 * n * 4096;
     double share = 1.0 * (n - 1) / n * bytes;
     EXPECT_NEAR(estimate_cost(shipped_program("ring_reduce_scatter", n), nullptr, sw, bytes, {}).time,
-                (n - 1) * kAlpha + share / kBand + share / kReduce, 1e-12);
+                (n - 1) * kRoundTrip + share / kBand + share / kReduce, 1e-12);
     EXPECT_NEAR(estimate_cost(shipped_program("ring_allgather", n), nullptr, sw, bytes, {}).time,
-                (n - 1) * kAlpha + share / kBand, 1e-12);
+                (n - 1) * kRoundTrip + share / kBand, 1e-12);
   }
 }
 
-// The chain broadcast in P windows: (N - 2 + P) (alpha + (n/P) beta), the pipeline formula exactly.
+// The chain broadcast in P windows: (N - 2 + P) (alpha + (n/P) beta), the pipeline formula exactly
+// (alpha: the read's round trip).
 TEST(CostModel, PipelinedChainBroadcast) {
   Topology sw = uniform_switch(8, kBand, kAlpha, kReduce);
   StepProgram chain = shipped_program("ring_broadcast", 8);
   for (int64_t windows : {1, 4, 64}) {
     Estimate e = estimate_cost(chain, nullptr, sw, kBytes, {1, kBytes / windows / 2, 2});  // 2 tiles a window
     EXPECT_EQ(e.windows, windows);
-    EXPECT_NEAR(e.time, (8 - 2 + windows) * (kAlpha + kBytes / windows / kBand), 1e-12) << windows;
+    EXPECT_NEAR(e.time, (8 - 2 + windows) * (kRoundTrip + kBytes / windows / kBand), 1e-12) << windows;
   }
   EXPECT_DOUBLE_EQ(estimate_cost(chain, nullptr, sw, kBytes, {}).busbw,
                    estimate_cost(chain, nullptr, sw, kBytes, {}).algbw);
@@ -92,7 +95,7 @@ TEST(CostModel, RingAtOddRankCounts) {
   for (int n : {3, 5, 7}) {
     Topology sw = uniform_switch(n, kBand, kAlpha, kReduce);
     int64_t bytes = 64 * n * 1000;  // chunks divide evenly on the 64-byte granule
-    double expect = 2 * (n - 1) * kAlpha + 2.0 * (n - 1) / n * bytes / kBand + 1.0 * (n - 1) / n * bytes / kReduce;
+    double expect = 2 * (n - 1) * kRoundTrip + 2.0 * (n - 1) / n * bytes / kBand + 1.0 * (n - 1) / n * bytes / kReduce;
     EXPECT_NEAR(estimate_cost(shipped_program("ring", n), nullptr, sw, bytes, {}).time, expect, 1e-12) << "N=" << n;
   }
 }
@@ -112,7 +115,7 @@ TEST(CostModel, UnevenSizesAreChargedTheLargestChunk) {
   EXPECT_NEAR(estimate_cost(shipped_program("ring", 4), nullptr, sw, 1000, {}).time, 6 * 256 / kBand, 1e-18);
   // 8 bytes: one non-empty chunk of 8 bytes, but every step still pays its latency.
   Topology slow = uniform_switch(4, kBand, kAlpha, 1e30);
-  EXPECT_NEAR(estimate_cost(shipped_program("ring", 4), nullptr, slow, 8, {}).time, 6 * (kAlpha + 8 / kBand), 1e-15);
+  EXPECT_NEAR(estimate_cost(shipped_program("ring", 4), nullptr, slow, 8, {}).time, 6 * (kRoundTrip + 8 / kBand), 1e-15);
 }
 
 TEST(CostModel, ChannelBandwidthCapsEachRank) {
@@ -135,7 +138,7 @@ TEST(CostModel, TilesPipelineTheTreeButOnlyAddLatencyToTheRing) {
   // Ranks 1 and 2 are the busiest: they read two children, then their parent, whose egress
   // port also serves the other child.
   double tile = kBytes / 16.0;
-  EXPECT_NEAR(tiled.period, 2 * kAlpha + 4 * tile / kBand + 2 * tile / kReduce, 1e-12);
+  EXPECT_NEAR(tiled.period, 2 * kRoundTrip + 4 * tile / kBand + 2 * tile / kReduce, 1e-12);
   EXPECT_NEAR(tiled.time, tiled.fill + 15 * tiled.period, 1e-12);
   EXPECT_LT(tiled.time, 0.6 * whole.time);
 
@@ -143,35 +146,35 @@ TEST(CostModel, TilesPipelineTheTreeButOnlyAddLatencyToTheRing) {
   StepProgram ring = shipped_program("ring", 8);
   Estimate ring_whole = estimate_cost(ring, nullptr, sw8, kBytes, {1, 0});
   Estimate ring_tiled = estimate_cost(ring, nullptr, sw8, kBytes, {1, kBytes / 8 / 4});
-  EXPECT_NEAR(ring_tiled.time - ring_whole.time, 3 * 14 * kAlpha, 1e-12);
+  EXPECT_NEAR(ring_tiled.time - ring_whole.time, 3 * 14 * kRoundTrip, 1e-12);
 }
 
 // The planner's ring waits chain each rank to its predecessor, so the longest path is the
 // lock-step sum, plus each step's wait (the one-way flight of the predecessor's pushed flag,
-// before the read's latency) and the exit wait (no rank returns while a peer still reads it):
-// 2 x 14 + 1 latencies in a row.
+// before the read's round trip) and the exit wait (no rank returns while a peer still reads it):
+// 2 x 14 one-way latencies for the reads' round trips, 14 + 1 for the waits, in a row.
 TEST(CostModel, SyncPlanLongestPathIsLockStepPlusEachWait) {
   Topology sw = uniform_switch(8, kBand, kAlpha, kReduce);
   PlannedProgram ring = shipped_planned("ring", 8);
   const Estimate lock = estimate_cost(ring.program, nullptr, sw, kBytes, {});
   const Estimate flow = estimate_cost(ring.program, &ring.sync, sw, kBytes, {});
   EXPECT_NEAR(flow.time, lock.time + 15 * kAlpha, 1e-12);
-  EXPECT_EQ(lock.serial_latencies, 14);
-  EXPECT_EQ(flow.serial_latencies, 29);
+  EXPECT_EQ(lock.serial_latencies, 2 * 14);
+  EXPECT_EQ(flow.serial_latencies, 2 * 14 + 15);
 }
 
 // Waits on several peers are polled together, one thread per peer: one-shot at N = 8 pays one
-// latency for its 7 entry waits, one for its reads and one for its 7 exit waits; the launch
-// comes on top. Later windows poll no entry waits: each adds only its reads' latency.
+// latency for its 7 entry waits, a round trip (two) for its reads and one for its 7 exit waits;
+// the launch comes on top. Later windows poll no entry waits: each adds only its reads' round trip.
 TEST(CostModel, WaitsOverlapAndTheLaunchIsCharged) {
   Topology sw = uniform_switch(8, kBand, kAlpha, kReduce);
   PlannedProgram oneshot = shipped_planned("oneshot", 8);
   const Estimate e = estimate_cost(oneshot.program, &oneshot.sync, sw, 8, {});
-  EXPECT_EQ(e.serial_latencies, 3);
-  EXPECT_NEAR(e.time, 3 * kAlpha, 1e-3 * kAlpha);
+  EXPECT_EQ(e.serial_latencies, 4);
+  EXPECT_NEAR(e.time, 4 * kAlpha, 1e-3 * kAlpha);
   const Estimate windowed = estimate_cost(oneshot.program, &oneshot.sync, sw, 4 << 20, {1, 64 << 10, 1});
   ASSERT_EQ(windowed.windows, 64);
-  EXPECT_EQ(windowed.serial_latencies, 3 + 63);
+  EXPECT_EQ(windowed.serial_latencies, 4 + 2 * 63);
   for (Gpu& g : sw.gpus) g.launch = 3e-6;
   const Estimate launched = estimate_cost(oneshot.program, &oneshot.sync, sw, 8, {});
   EXPECT_NEAR(launched.time - e.time, 3e-6, 1e-12);
@@ -199,7 +202,7 @@ TEST(CostModel, SyncPlanLetsIndependentRanksRunAhead) {
   plan.waits[1][0] = {entry};
   double lock = estimate_cost(p, nullptr, sw, kBytes, {}).time;
   double flow = estimate_cost(p, &plan, sw, kBytes, {}).time;
-  EXPECT_NEAR(lock, 10 * kBytes / kBand + kAlpha + kBytes / kBand + kBytes / kReduce, 1e-12);
+  EXPECT_NEAR(lock, 10 * kBytes / kBand + kRoundTrip + kBytes / kBand + kBytes / kReduce, 1e-12);
   EXPECT_NEAR(flow, 10 * kBytes / kBand, 1e-12);  // rank 0's copy is now the critical path
 }
 

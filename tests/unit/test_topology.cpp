@@ -269,8 +269,10 @@ TEST(Calibration, ReplacesOnlyTheConstantsItHas) {
 // A graph replay's launch is its own constant: a topology or calibration may give it, and
 // pricing graph replays (ccc tune --graph) puts it in place of the eager launch.
 TEST(Calibration, GraphLaunchPricesReplaysAndRoundTrips) {
-  Topology t = shipped_topology("dgx-h100");
-  ASSERT_FALSE(t.gpus[0].graph_launch) << "the shipped files have no measured graph launch";
+  ASSERT_TRUE(shipped_topology("dgx-h100").gpus[0].graph_launch) << "derived from vLLM's graph-mode one-shot";
+  EXPECT_DOUBLE_EQ(*shipped_topology("dgx-h100").gpus[0].graph_launch, 1.3e-6);
+  Topology t = shipped_topology("dgx-a100");
+  ASSERT_FALSE(t.gpus[0].graph_launch) << "no published graph-mode anchor for A100";
   Topology unchanged = t;
   price_graph_replays(unchanged);
   EXPECT_EQ(unchanged, t) << "without graph_launch a replay costs the launch";
