@@ -53,9 +53,9 @@ def collectives(uid, nranks, rank, results):
         results.put((rank, f"{type(e).__name__}: {e}"))
 
 
-def join_only(uid, nranks, rank, results):
+def join_only(uid, nranks, rank, results, **kwargs):
     try:
-        ccc.Communicator(rank=rank, nranks=nranks, uid=uid, timeout=1)
+        ccc.Communicator(rank=rank, nranks=nranks, uid=uid, timeout=1, **kwargs)
         results.put((rank, "ok"))
     except ccc.Error as e:
         results.put((rank, f"{type(e).__name__}: {e}"))
@@ -177,6 +177,20 @@ def cuda_rank(libcuda, uid, nranks, rank, results):
 def test_cuda_ranks_join_through_the_fake_driver_and_destroy_cleanly():
     got, codes = run(functools.partial(cuda_rank, str(FAKE_LIBCUDA)), 2)
     assert got == {0: "ok", 1: "ok"}, got
+    assert codes == [0, 0]
+
+
+def cuda_join_only(libcuda, uid, nranks, rank, results):
+    os.environ["CCC_LIBCUDA"] = libcuda
+    join_only(uid, nranks, rank, results, backend="cuda", device=rank)
+
+
+@needs_fake_driver
+def test_a_cuda_rank_that_never_joins_fails_the_others():
+    got, codes = run(functools.partial(cuda_join_only, str(FAKE_LIBCUDA)), 3, started=2)
+    assert len(got) == 2, got
+    for what in got.values():
+        assert what.startswith("RemoteError") and "did not join" in what, got
     assert codes == [0, 0]
 
 
