@@ -117,7 +117,7 @@ def check_errors(comm, nranks, rank):
         comm.all_reduce(torch.ones(8, device="meta"))
     with pytest.raises(ccc.InvalidArgumentError, match="not 'meta'"):
         ccc.torch.Communicator(device="meta")
-    if not torch.cuda.is_available():  # with a GPU, test_cuda_tensors runs a CUDA communicator
+    if not torch.cuda.is_available():  # with a GPU, test_two_cuda_ranks runs CUDA communicators
         with pytest.raises(ccc.NoDeviceError, match="torch sees no CUDA device"):
             ccc.torch.Communicator(device="cuda")
     # Still in step after the refusals; a tensor that requires grad is fine (ccc takes it detached).
@@ -257,13 +257,6 @@ def cuda_ranks_all_reduce(nranks, rank):
     return "ok"
 
 
-@needs_cuda
-def test_cuda_ranks_all_reduce_torch_tensors(tmp_path):
-    got, codes = run(tmp_path, cuda_ranks_all_reduce, 2, timeout=2 * CUDA_TIMEOUT)
-    assert got == {0: "ok", 1: "ok"}, got
-    assert codes == [0, 0]
-
-
 def cuda_tensors(nranks, rank):
     """ccc.torch on CUDA tensors: every collective on torch's current stream, with no wait
     between calls; a tensor on the wrong device; an all_reduce captured in a CUDA graph and
@@ -319,8 +312,9 @@ def cuda_tensors(nranks, rank):
 
 
 @needs_cuda
-def test_cuda_tensors(tmp_path):
-    got, codes = run(tmp_path, cuda_tensors, 2, timeout=2 * CUDA_TIMEOUT)
+@pytest.mark.parametrize("ranks", [cuda_ranks_all_reduce, cuda_tensors], ids=lambda f: f.__name__)
+def test_two_cuda_ranks(tmp_path, ranks):
+    got, codes = run(tmp_path, ranks, 2, timeout=2 * CUDA_TIMEOUT)
     assert got == {0: "ok", 1: "ok"}, got
     assert codes == [0, 0]
 
