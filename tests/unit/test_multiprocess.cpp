@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <filesystem>
@@ -81,7 +82,8 @@ std::vector<RankRun> run_ranks(const std::string& id, const std::vector<std::vec
     std::vector<char*> argv;
     for (std::string& s : argv_strings) argv.push_back(s.data());
     argv.push_back(nullptr);
-    logs.push_back(dir / fmt::format("rank{}.log", i));
+    static std::atomic<int> next_log{0};  // unique across concurrent run_ranks calls too
+    logs.push_back(dir / fmt::format("rank{}_{}.log", i, next_log++));
     posix_spawn_file_actions_t actions;
     posix_spawn_file_actions_init(&actions);
     posix_spawn_file_actions_addopen(&actions, 2, logs.back().c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
@@ -117,8 +119,10 @@ std::vector<RankRun> run_ranks(const std::string& id, const std::vector<std::vec
   for (size_t i = 0; i < runs.size(); ++i) {
     std::ifstream in(logs[i]);
     runs[i].stderr_text.assign(std::istreambuf_iterator<char>(in), {});
+    fs::remove(logs[i]);
   }
-  fs::remove_all(dir);
+  std::error_code busy;
+  fs::remove(dir, busy);  // unless a concurrent run_ranks still has its logs there
   return runs;
 }
 
@@ -223,6 +227,25 @@ TEST(MultiProcess, RanksThatDisagreeOnTheRankCountAllFail) {
   for (const RankRun& run : runs) {
     EXPECT_EQ(run.status, 10 + cccInvalidUsage) << report(runs);
     EXPECT_NE(run.stderr_text.find("ranks"), std::string::npos) << report(runs);
+  }
+}
+
+// The arena's size is fixed per communicator and every rank maps every part: ranks that ask for
+// different sizes are refused, all of them, before anything is mapped.
+TEST(MultiProcess, RanksThatDisagreeOnTheArenaSizeAllFail) {
+  const std::string id = new_id();
+  const auto all = ranks(2, "init");
+  std::vector<RankRun> runs(2);
+  std::vector<std::thread> starters;
+  for (int r = 0; r < 2; ++r)
+    starters.emplace_back([&, r] {
+      runs[r] = run_ranks(id, {all[r]}, {"CCC_TIMEOUT=5", r == 0 ? "CCC_ARENA_BYTES=65536" : "CCC_ARENA_BYTES=131072"},
+                          std::chrono::seconds(20))[0];
+    });
+  for (std::thread& t : starters) t.join();
+  for (const RankRun& run : runs) {
+    EXPECT_EQ(run.status, 10 + cccInvalidUsage) << report(runs);
+    EXPECT_NE(run.stderr_text.find("arena bytes per rank"), std::string::npos) << report(runs);
   }
 }
 
