@@ -720,6 +720,12 @@ TEST(CudaRegister, Rank) {
     EXPECT_NE(std::string(cccGetLastError(comm)).find("rank 1's call failed"), std::string::npos) << cccGetLastError(comm);
   }
   EXPECT_EQ(registry->count, static_cast<unsigned>(n - 1));
+  // Ranks deregistering the buffers of different registrations all fail, with nothing removed.
+  EXPECT_EQ(cccCommDeregister(comm, rank == 0 ? handle : second), cccInvalidUsage) << cccGetLastError(comm);
+  EXPECT_NE(std::string(cccGetLastError(comm)).find("every rank must deregister"), std::string::npos)
+      << cccGetLastError(comm);
+  EXPECT_TRUE(lines_named("cuIpcCloseMemHandle").empty());
+  EXPECT_EQ(registry->count, static_cast<unsigned>(n - 1));
   // So does one whose buffer is not device memory.
   std::vector<float> host(16);
   void* refused = nullptr;
