@@ -13,8 +13,7 @@
 // first, and the communicator's lock keeps new ones out), and the exchange completes only once
 // every rank has synchronised: so no kernel reads an entry while it is rewritten, and after a
 // deregistration no peer still reads the buffer. Neither is allowed while a stream of the
-// device captures a graph (the synchronisation is prohibited then, and a registration made
-// during capture would be missing when the graph replays).
+// device captures a graph (the synchronisation is prohibited then).
 //
 // A failure on any rank (a bad argument, an allocation that cannot be opened) fails the call on
 // every rank, with nothing changed: each rank's outcome is exchanged too.
