@@ -121,9 +121,9 @@ struct Communicator::Impl {
   // The buffers of collectives issued rank by rank that not every rank has issued yet, to refuse
   // overlaps across ranks (rank_call_ledger.h). Made with the communicator, unless multi-process.
   std::optional<RankCallLedger> ledger;
-  // One process: the handles register_buffer gave (by address; the bytes they point at are the
-  // buffer's extent, unused). Across processes the CUDA registry keeps its own.
-  std::map<void*, std::unique_ptr<uint64_t>> local_registrations;
+  // One process: the handles register_buffer gave, each the address of a byte of its own (so
+  // that no two are equal). Across processes the CUDA registry keeps its own.
+  std::map<void*, std::unique_ptr<char>> local_registrations;
 
   // Tracing (docs/tracing.md): each launch gets fresh records, collected once its rank's
   // stream is idle (a synchronize), into `trace`, which goes to `trace_file` at the end.
@@ -842,9 +842,9 @@ void* Communicator::register_buffer(void* p, uint64_t bytes) {
   }
   if (p == nullptr) invalid("register: buff is null");
   if (bytes == 0) invalid("register: size is 0");
-  auto extent = std::make_unique<uint64_t>(bytes);
-  void* handle = extent.get();
-  impl.local_registrations.emplace(handle, std::move(extent));
+  auto byte = std::make_unique<char>();
+  void* handle = byte.get();
+  impl.local_registrations.emplace(handle, std::move(byte));
   return handle;
 }
 
