@@ -79,6 +79,30 @@ std::string unix_name(uint64_t tag) {
   return name + fmt::format("ccc-bootstrap-{:016x}", tag);
 }
 
+// The control channel's socket, rank 0's (ControlChannel in bootstrap.h).
+std::string control_name(uint64_t tag) {
+  std::string name(1, '\0');
+  return name + fmt::format("ccc-control-{:016x}", tag);
+}
+
+// The control channel's messages. A peer connects with a ControlHello; in each exchange every
+// peer sends rank 0 a ControlHeader and its bytes, and rank 0 answers each with a ControlReply
+// and, when ok, every rank's bytes.
+struct ControlHello {
+  uint64_t tag;
+  int32_t rank;
+};
+struct ControlHeader {
+  uint64_t exchange;  // how many exchanges this rank made before this one
+  uint64_t bytes;
+  char what[48];
+};
+struct ControlReply {
+  uint32_t ok;
+  uint32_t error_kind;  // not ok: an ErrorKind
+  char message[488];    // not ok: why
+};
+
 Clock::time_point deadline_after(uint64_t ns) {
   constexpr uint64_t kFar = uint64_t{3600} * 24 * 365 * 1'000'000'000;  // a year: for ever
   return Clock::now() + std::chrono::nanoseconds(std::min(ns, kFar));
@@ -110,15 +134,23 @@ struct Waiter {
     if (result) throw Error(ErrorKind::System, fmt::format("{}: {}", what, result.message()));
   }
 
+  template <typename Socket>
+  void write_bytes(Socket& s, const void* data, size_t bytes, Clock::time_point deadline, const std::string& what) {
+    run(deadline, what, [&](ErrorCode& ec) { s.cancel(ec); },
+        [&](auto handler) { asio::async_write(s, asio::buffer(data, bytes), handler); });
+  }
+  template <typename Socket>
+  void read_bytes(Socket& s, void* data, size_t bytes, Clock::time_point deadline, const std::string& what) {
+    run(deadline, what, [&](ErrorCode& ec) { s.cancel(ec); },
+        [&](auto handler) { asio::async_read(s, asio::buffer(data, bytes), handler); });
+  }
   template <typename Socket, typename T>
   void write(Socket& s, const T& msg, Clock::time_point deadline, const std::string& what) {
-    run(deadline, what, [&](ErrorCode& ec) { s.cancel(ec); },
-        [&](auto handler) { asio::async_write(s, asio::buffer(&msg, sizeof msg), handler); });
+    write_bytes(s, &msg, sizeof msg, deadline, what);
   }
   template <typename Socket, typename T>
   void read(Socket& s, T& msg, Clock::time_point deadline, const std::string& what) {
-    run(deadline, what, [&](ErrorCode& ec) { s.cancel(ec); },
-        [&](auto handler) { asio::async_read(s, asio::buffer(&msg, sizeof msg), handler); });
+    read_bytes(s, &msg, sizeof msg, deadline, what);
   }
 };
 
@@ -514,7 +546,175 @@ UniqueId bootstrap_unique_id() {
   return id;
 }
 
-uint64_t bootstrap_join(const UniqueId& id, const JoinRequest& request, ArenaMapper& mapper) {
+struct ControlChannel::Impl {
+  int rank = 0, nranks = 0;
+  uint64_t tag = 0, timeout_ns = 0;
+  uint64_t exchanges = 0;  // made so far
+  std::string broken;      // why an earlier exchange failed, or ""
+  Waiter waiter;
+  std::unique_ptr<local::acceptor> acceptor;       // rank 0, until every peer has connected
+  std::vector<std::unique_ptr<local::socket>> peers;  // rank 0: by rank ([0] empty); others: [0], rank 0
+
+  // Rank 0, before its hello: the peers connect once the join succeeds, which needs this hello.
+  void listen() {
+    try {
+      acceptor = std::make_unique<local::acceptor>(waiter.io, local::endpoint(control_name(tag)));
+    } catch (const boost::system::system_error& e) {
+      throw Error(ErrorKind::System, fmt::format("control channel: cannot listen: {}", e.what()));
+    }
+  }
+
+  // After the join: rank 0 takes every peer's connection, the others connect.
+  void connect() {
+    const Clock::time_point deadline = deadline_after(timeout_ns);
+    peers.resize(rank == 0 ? nranks : 1);
+    if (rank != 0) {
+      peers[0] = std::make_unique<local::socket>(waiter.io);
+      local::socket& s = *peers[0];
+      waiter.run(deadline, "control channel: connecting to rank 0", [&](ErrorCode& ec) { s.close(ec); },
+                 [&](auto handler) { s.async_connect(local::endpoint(control_name(tag)), handler); });
+      waiter.write(s, ControlHello{tag, rank}, deadline, "control channel: saying hello to rank 0");
+      return;
+    }
+    for (int left = nranks - 1; left > 0;) {
+      auto s = std::make_unique<local::socket>(waiter.io);
+      try {
+        waiter.run(deadline, "control channel: waiting for the ranks", [&](ErrorCode& ec) { acceptor->cancel(ec); },
+                   [&](auto handler) { acceptor->async_accept(*s, handler); });
+      } catch (const Error&) {
+        std::string missing;
+        for (int r = 1; r < nranks; ++r)
+          if (!peers[r]) missing += fmt::format("{}{}", missing.empty() ? "" : ", ", r);
+        throw Error(ErrorKind::Remote, fmt::format("control channel: rank(s) {} did not connect within the timeout "
+                                                   "after joining", missing));
+      }
+      ControlHello hello{};
+      try {
+        waiter.read(*s, hello, std::min(deadline, Clock::now() + kHelloWait), "control channel: reading a hello");
+      } catch (const Error&) {
+        continue;  // not one of ours, or gone
+      }
+      if (hello.tag != tag || hello.rank <= 0 || hello.rank >= nranks || peers[hello.rank]) continue;
+      peers[hello.rank] = std::move(s);
+      --left;
+    }
+    acceptor.reset();  // a late connection gets "connection refused"
+  }
+
+  [[noreturn]] void fail(ErrorKind kind, const std::string& message) {
+    broken = message;
+    throw Error(kind, message);
+  }
+
+  std::vector<std::byte> all_gather(std::span<const std::byte> mine, const std::string& what) {
+    if (!broken.empty())
+      throw Error(ErrorKind::Remote, fmt::format("control channel: an earlier exchange failed ({}); destroy the "
+                                                 "communicator", broken));
+    ControlHeader header{};
+    header.exchange = exchanges++;
+    header.bytes = mine.size();
+    std::snprintf(header.what, sizeof header.what, "%s", what.c_str());
+    std::vector<std::byte> all(mine.size() * static_cast<size_t>(nranks));
+    std::copy(mine.begin(), mine.end(), all.begin() + static_cast<ptrdiff_t>(mine.size()) * rank);
+    if (rank == 0)
+      gather(header, all, what);
+    else
+      ask(header, mine, all, what);
+    return all;
+  }
+
+  // Rank 0: every peer's part, in rank order, then the answer to all.
+  void gather(const ControlHeader& mine, std::vector<std::byte>& all, const std::string& what) {
+    const Clock::time_point deadline = deadline_after(timeout_ns);
+    for (int r = 1; r < nranks; ++r) {
+      ControlHeader h{};
+      try {
+        waiter.read(*peers[r], h, deadline, "");
+        h.what[sizeof h.what - 1] = '\0';
+        if (h.exchange != mine.exchange || std::strcmp(h.what, mine.what) != 0 || h.bytes != mine.bytes)
+          answer_failure(ErrorKind::InvalidUsage,
+                         fmt::format("control channel: rank {} made {} (its exchange #{}) while rank 0 made {} (#{}): "
+                                     "every rank must make the same collective calls in the same order",
+                                     r, h.what, h.exchange, what, mine.exchange));
+        waiter.read_bytes(*peers[r], all.data() + mine.bytes * r, mine.bytes, deadline, "");
+      } catch (const Error& e) {
+        if (!broken.empty()) throw;  // answer_failure's
+        answer_failure(ErrorKind::Remote,
+                       e.kind() == ErrorKind::Remote
+                           ? fmt::format("control channel: rank {} did not take part in {} within the timeout ({:.3g} s)",
+                                         r, what, static_cast<double>(timeout_ns) / 1e9)
+                           : fmt::format("control channel: rank {}'s connection closed during {} (its process ended, "
+                                         "or it destroyed the communicator)", r, what));
+      }
+    }
+    ControlReply ok{};
+    ok.ok = 1;
+    for (int r = 1; r < nranks; ++r) {
+      try {
+        waiter.write(*peers[r], ok, deadline, "");
+        waiter.write_bytes(*peers[r], all.data(), all.size(), deadline, "");
+      } catch (const Error&) {
+        fail(ErrorKind::Remote, fmt::format("control channel: rank {} went away before it got the result of {}", r, what));
+      }
+    }
+  }
+
+  // Rank 0: tells every peer why the exchange failed (a bounded wait each), then throws it.
+  [[noreturn]] void answer_failure(ErrorKind kind, const std::string& message) {
+    ControlReply r{};
+    r.error_kind = static_cast<uint32_t>(kind);
+    std::snprintf(r.message, sizeof r.message, "%s", message.c_str());
+    for (int p = 1; p < nranks; ++p) {
+      try {
+        waiter.write(*peers[p], r, Clock::now() + kFarewellWait, "");
+      } catch (const Error&) {
+        // That rank learns nothing more; its own deadline ends its wait.
+      }
+    }
+    fail(kind, message);
+  }
+
+  // A peer: its part to rank 0, then rank 0's answer.
+  void ask(const ControlHeader& header, std::span<const std::byte> mine, std::vector<std::byte>& all,
+           const std::string& what) {
+    const uint64_t wait = timeout_ns == ~0ULL ? ~0ULL : timeout_ns + timeout_ns / 2;
+    const Clock::time_point deadline = deadline_after(wait);
+    local::socket& s = *peers[0];
+    ControlReply reply{};
+    try {
+      waiter.write(s, header, deadline, "");
+      waiter.write_bytes(s, mine.data(), mine.size(), deadline, "");
+      waiter.read(s, reply, deadline, "");
+    } catch (const Error& e) {
+      fail(ErrorKind::Remote,
+           e.kind() == ErrorKind::Remote
+               ? fmt::format("control channel: no answer from rank 0 to {} within the timeout (rank 0 never made "
+                             "this call, or is stuck)", what)
+               : fmt::format("control channel: rank 0's connection closed during {} (its process ended, or it "
+                             "destroyed the communicator)", what));
+    }
+    if (reply.ok == 0) {
+      reply.message[sizeof reply.message - 1] = '\0';
+      fail(static_cast<ErrorKind>(reply.error_kind), reply.message);
+    }
+    try {
+      waiter.read_bytes(s, all.data(), all.size(), deadline, "");
+    } catch (const Error&) {
+      fail(ErrorKind::Remote, fmt::format("control channel: rank 0 went away while sending the result of {}", what));
+    }
+  }
+};
+
+ControlChannel::ControlChannel(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+ControlChannel::~ControlChannel() = default;
+int ControlChannel::rank() const { return impl_->rank; }
+int ControlChannel::nranks() const { return impl_->nranks; }
+std::vector<std::byte> ControlChannel::all_gather(std::span<const std::byte> mine, const std::string& what) {
+  return impl_->all_gather(mine, what);
+}
+
+uint64_t bootstrap_join(const UniqueId& id, const JoinRequest& request, ArenaMapper& mapper,
+                        std::unique_ptr<ControlChannel>* control) {
   const IdFields f = parse(id);
   if (request.nranks < 1 || request.nranks > kMaxRanks)
     throw Error(ErrorKind::InvalidArgument, fmt::format("a communicator has 1 .. {} ranks, got {}", kMaxRanks,
@@ -553,6 +753,15 @@ uint64_t bootstrap_join(const UniqueId& id, const JoinRequest& request, ArenaMap
     throw Error(ErrorKind::Internal, fmt::format("bootstrap: alignment {} is not a power of two", request.alignment));
   if ((request.kind == ArenaKind::Cuda) != (request.part_fd >= 0))
     throw Error(ErrorKind::Internal, "bootstrap: a CUDA rank shares its part, a host rank none");
+  std::unique_ptr<ControlChannel::Impl> channel;
+  if (control != nullptr) {
+    channel = std::make_unique<ControlChannel::Impl>();
+    channel->rank = request.rank;
+    channel->nranks = request.nranks;
+    channel->tag = f.tag;
+    channel->timeout_ns = request.timeout_ns;
+    if (request.rank == 0) channel->listen();
+  }
   const Hello hello{kIdMagic,           kProtocol,          f.tag,
                     request.nranks,     request.rank,       request.kind,
                     request.part_bytes, request.total_bytes, request.alignment,
@@ -598,6 +807,10 @@ uint64_t bootstrap_join(const UniqueId& id, const JoinRequest& request, ArenaMap
     if (r.kind == Kind::Go) {
       if (!mapped) throw Error(ErrorKind::Internal, "bootstrap: started without a mapped arena");
       join_root.joined = true;
+      if (channel) {
+        channel->connect();
+        *control = std::make_unique<ControlChannel>(std::move(channel));
+      }
       return r.address;
     }
     if (r.kind != Kind::Map || r.bytes != request.total_bytes)

@@ -16,8 +16,12 @@
 // joined, reaches it first).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <span>
+#include <string>
+#include <vector>
 
 #include "ccc/communicator.h"
 
@@ -71,8 +75,41 @@ class FdMmapMapper : public ArenaMapper {
   void* at_ = nullptr;
 };
 
+// A communicator's control channel, kept from the join for the communicator's life (NCCL keeps
+// its bootstrap ring the same way): collective exchanges after init, such as registering buffers
+// (cccCommRegister). A star: rank 0 listens on an abstract Unix-domain socket named after the
+// session tag (the ranks share one machine, as the arena already requires), from before its
+// hello, and every other rank connects to it once the join has succeeded. Every wait is bounded
+// by the communicator's timeout: rank 0 waits that long for each peer's part, the others a half
+// more (so that rank 0's message naming the rank that failed reaches them first). After a failed
+// exchange the channel is broken for good (a late peer's message could still be on its way):
+// every later exchange fails at once.
+class ControlChannel {
+ public:
+  ~ControlChannel();
+  ControlChannel(const ControlChannel&) = delete;
+  ControlChannel& operator=(const ControlChannel&) = delete;
+
+  int rank() const;
+  int nranks() const;
+  // Every rank passes `mine`, of the same size on every rank, in the same exchange `what` (a name
+  // such as "cccCommRegister", compared across ranks); returns every rank's bytes in rank order.
+  // Throws Error(Remote) naming a peer that did not take part within the timeout or whose
+  // process went away, Error(InvalidUsage) naming one that made another exchange (another
+  // `what`, another size, or a different number of exchanges so far).
+  std::vector<std::byte> all_gather(std::span<const std::byte> mine, const std::string& what);
+
+  struct Impl;
+  explicit ControlChannel(std::unique_ptr<Impl> impl);
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
 // Joins the communicator `id`: returns the address every rank mapped the arena at, with
-// `mapper` holding its mapping. Throws ccc::Error saying why it failed.
-uint64_t bootstrap_join(const UniqueId& id, const JoinRequest& request, ArenaMapper& mapper);
+// `mapper` holding its mapping. Throws ccc::Error saying why it failed. With `control` non-null,
+// also opens the control channel into *control (every rank must ask for one, or none).
+uint64_t bootstrap_join(const UniqueId& id, const JoinRequest& request, ArenaMapper& mapper,
+                        std::unique_ptr<ControlChannel>* control = nullptr);
 
 }  // namespace ccc

@@ -262,6 +262,21 @@ cccResult_t cccCommMemFree(cccComm_t comm, void* ptr) {
   });
 }
 
+cccResult_t cccCommRegister(cccComm_t comm, void* buff, size_t size, void** handle) {
+  return guarded([&] {
+    if (handle == nullptr) throw Error(ErrorKind::InvalidArgument, "handle is null");
+    *handle = clique_of(comm)->comm.register_buffer(buff, size);
+    return cccSuccess;
+  });
+}
+
+cccResult_t cccCommDeregister(cccComm_t comm, void* handle) {
+  return guarded([&] {
+    clique_of(comm)->comm.deregister_buffer(handle);
+    return cccSuccess;
+  });
+}
+
 cccResult_t cccCommGetAsyncError(cccComm_t comm, cccResult_t* asyncError) {
   return guarded([&] {
     if (asyncError == nullptr) throw Error(ErrorKind::InvalidArgument, "asyncError is null");

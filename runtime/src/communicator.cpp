@@ -121,6 +121,9 @@ struct Communicator::Impl {
   // The buffers of collectives issued rank by rank that not every rank has issued yet, to refuse
   // overlaps across ranks (rank_call_ledger.h). Made with the communicator, unless multi-process.
   std::optional<RankCallLedger> ledger;
+  // One process: the handles register_buffer gave, each the address of a byte of its own (so
+  // that no two are equal). Across processes the CUDA registry keeps its own.
+  std::map<void*, std::unique_ptr<char>> local_registrations;
 
   // Tracing (docs/tracing.md): each launch gets fresh records, collected once its rank's
   // stream is idle (a synchronize), into `trace`, which goes to `trace_file` at the end.
@@ -439,8 +442,10 @@ struct Communicator::Impl {
   };
 
   bool multi_process() const { return arena || cuda_arena; }
-  bool in_arena(const void* p, uint64_t bytes) const {
-    return arena ? arena->contains(p, bytes) : cuda_arena->contains(p, bytes);
+  // Peers in other processes can read [p, p + bytes) where it is: arena memory, or (cuda) a
+  // buffer this rank registered.
+  bool peers_read_in_place(const void* p, uint64_t bytes) const {
+    return arena ? arena->contains(p, bytes) : cuda_arena->contains(p, bytes) || cuda->registered(p, bytes);
   }
   // The multi-process arena's heap (this rank's), or null.
   ArenaHeap* heap() const { return arena ? &arena->heap() : cuda_arena ? &cuda_arena->heap() : nullptr; }
@@ -479,10 +484,10 @@ struct Communicator::Impl {
       if (p.in_place) {
         const std::byte* lo = std::min(s, r);
         const uint64_t bytes = static_cast<uint64_t>(std::max(s + sb, r + rb) - lo);
-        if (!in_arena(lo, bytes)) in = out = {lo, bytes, room(bytes)};
+        if (!peers_read_in_place(lo, bytes)) in = out = {lo, bytes, room(bytes)};
       } else {
-        if (!(stand_in && send == nullptr) && !in_arena(s, sb)) in = {s, sb, room(sb)};
-        if (!(stand_in && recv == nullptr) && !in_arena(r, rb)) out = {r, rb, room(rb)};
+        if (!(stand_in && send == nullptr) && !peers_read_in_place(s, sb)) in = {s, sb, room(sb)};
+        if (!(stand_in && recv == nullptr) && !peers_read_in_place(r, rb)) out = {r, rb, room(rb)};
       }
     }
     void* scratch = host ? host->scratch(rank, end) : cuda->scratch(rank, end, stream);
@@ -820,6 +825,38 @@ void Communicator::mem_free(void* p) {
   if (impl.heap() == nullptr)
     throw Error(ErrorKind::InvalidUsage, "mem_free: only a multi-process communicator (host_rank, cuda_rank) has an arena");
   impl.heap()->free(p);
+}
+
+void* Communicator::register_buffer(void* p, uint64_t bytes) {
+  Impl& impl = live();
+  std::lock_guard lock(impl.mutex);  // no launch of this rank's starts while its registry changes
+  if (impl.arena)
+    throw Error(ErrorKind::InvalidUsage,
+                "register: the host backend across processes cannot share memory from malloc with another process; "
+                "allocate the buffer with cccCommMemAlloc (used in place), or pass it unregistered (staged through "
+                "the arena)");
+  if (impl.cuda_arena) {
+    void* handle = nullptr;
+    translating([&] { handle = impl.cuda->register_buffer(p, bytes); });
+    return handle;
+  }
+  if (p == nullptr) invalid("register: buff is null");
+  if (bytes == 0) invalid("register: size is 0");
+  auto byte = std::make_unique<char>();
+  void* handle = byte.get();
+  impl.local_registrations.emplace(handle, std::move(byte));
+  return handle;
+}
+
+void Communicator::deregister_buffer(void* handle) {
+  Impl& impl = live();
+  std::lock_guard lock(impl.mutex);
+  if (impl.arena)
+    throw Error(ErrorKind::InvalidUsage, "deregister: the host backend across processes registers no buffers");
+  if (impl.cuda_arena) return translating([&] { impl.cuda->deregister_buffer(handle); });
+  if (impl.local_registrations.erase(handle) == 0)
+    invalid(fmt::format("deregister: {} is not a handle cccCommRegister gave on this communicator (or it was "
+                        "deregistered already)", handle));
 }
 
 std::string Communicator::async_error(int rank) {

@@ -214,7 +214,7 @@ CudaArena::CudaArena(const UniqueId& id, int nranks, int rank, int ordinal, uint
   request.timeout_ns = timeout_ns;
   request.part_fd = fd;
   try {
-    base_ = bootstrap_join(id, request, *mapper_);
+    base_ = bootstrap_join(id, request, *mapper_, &control_);
   } catch (const Error& e) {
     if (mapper_->refusal().empty()) throw;
     throw Error(e.kind(), fmt::format("{} (here, last: {})", e.what(), mapper_->refusal()));

@@ -6,6 +6,7 @@
 
 #include "ccc/collective_types.h"
 #include "ccc/cuda_arena.h"
+#include "ccc/cuda_registry.h"
 
 namespace ccc {
 
@@ -20,7 +21,8 @@ ccc_rank_state rank_state(CUdeviceptr sync) {
   return {reinterpret_cast<unsigned long long*>(sync), reinterpret_cast<ccc_buffers*>(sync + CudaSyncLayout::kMailbox),
           reinterpret_cast<unsigned*>(sync + CudaSyncLayout::kError),
           reinterpret_cast<unsigned long long*>(sync + CudaSyncLayout::kInbox),
-          nullptr};  // no registry: every buffer a launch names is peer-mapped or arena memory
+          nullptr};  // no registry: every buffer a launch names is peer-mapped or arena memory (the
+                     // multi-process constructor gives the local rank its own)
 }
 
 }  // namespace
@@ -99,6 +101,9 @@ CudaRanks::CudaRanks(CudaArena& arena) : driver_(CudaDriver::get()), arena_(&are
     ranks_.push_back(rank);
     table_.push_back(rank_state(rank.sync));
   }
+  // Read only by the local rank's launches: its peers' registered buffers as this process maps them.
+  registry_ = std::make_unique<CudaRegistry>(driver_, arena);
+  table_[arena.rank()].registry = registry_->device();
   write_tables();
 }
 
@@ -151,6 +156,7 @@ CudaRanks::~CudaRanks() {
   if (control_ != nullptr) {
     driver_.cuCtxSetCurrent(devices_[0].context);
     driver_.cuStreamDestroy(control_);
+    registry_.reset();  // the device is idle (above); closes the peers' buffers
   }
   for (const auto& [key, table] : virtual_tables_) {
     driver_.cuCtxSetCurrent(devices_[0].context);
@@ -423,6 +429,22 @@ void CudaRanks::abort(int rank) {
   driver_.check(driver_.cuMemsetD32Async(error, CCC_ERR_ABORTED, 1, control_), "cuMemsetD32Async");
   driver_.check(driver_.cuStreamSynchronize(control_), "cuStreamSynchronize");
 }
+
+void* CudaRanks::register_buffer(void* p, uint64_t bytes) {
+  if (!registry_) throw Error(ErrorKind::Internal, "register_buffer: a CUDA communicator of one process has no registry");
+  CudaContextGuard guard(driver_);
+  use(devices_[0]);
+  return registry_->add(p, bytes);
+}
+
+void CudaRanks::deregister_buffer(void* handle) {
+  if (!registry_) throw Error(ErrorKind::Internal, "deregister_buffer: a CUDA communicator of one process has no registry");
+  CudaContextGuard guard(driver_);
+  use(devices_[0]);
+  registry_->remove(handle);
+}
+
+bool CudaRanks::registered(const void* p, uint64_t bytes) const { return registry_ && registry_->covers(p, bytes); }
 
 void CudaRanks::synchronize(int rank) {
   CudaContextGuard guard(driver_);

@@ -3,7 +3,8 @@
 // logged (with the calling thread's current device and the stream), so a test can check what was
 // enqueued where, that nothing synchronous happens while a stream captures, that the caller's
 // context survives, and that virtual ranks get a cooperative launch. Memory is host memory, so
-// copies and memsets work; kernels are recorded, never run. It is no substitute for the GPU check.
+// copies and memsets work (cuMemAlloc's a memfd, which CUDA IPC shares with other processes);
+// kernels are recorded, never run. It is no substitute for the GPU check.
 //
 // Knobs (environment, read at cuInit): FAKE_CUDA_DEVICES (default 2), FAKE_CUDA_BLOCKS_PER_SM
 // (occupancy answer, default 4). Test controls: the fake_cuda_* functions at the end.
@@ -41,6 +42,8 @@ struct FakeModule {
 struct Allocation {
   size_t size;
   int device;
+  int fd = -1;          // cuMemAlloc's memfd (its pages shared through CUDA IPC); -1: an arena part
+  bool opened = false;  // a peer's allocation mapped by cuIpcOpenMemHandle
 };
 
 struct State {
@@ -52,6 +55,7 @@ struct State {
   std::set<std::pair<int, int>> peer_enabled;          // (from device, to device)
   std::map<uintptr_t, Allocation> allocations;         // by start address
   std::set<CUstream> capturing;
+  ccc_launch_args last_launch{};  // the arguments of the last kernel launched
 };
 
 State& state() {
@@ -107,6 +111,11 @@ CUresult launch(const char* name, CUfunction f, unsigned grid, unsigned block, C
     uintptr_t start = 0;
     return p == nullptr ? "null" : find(reinterpret_cast<uintptr_t>(p), &start) != nullptr ? "device" : "other";
   };
+  {
+    State& s = state();
+    std::lock_guard lock(s.mutex);
+    s.last_launch = *args;
+  }
   std::string buffers;
   if (args->rank >= 0)
     buffers = std::string(" input=") + where(args->own.input) + " output=" + where(args->own.output);
@@ -204,7 +213,12 @@ CUresult cuCtxEnablePeerAccess(CUcontext peer, unsigned int) {
 
 CUresult cuCtxSynchronize() {
   record(call("cuCtxSynchronize"));
-  return CUDA_SUCCESS;
+  // Synchronising a context one of whose streams captures is prohibited during stream capture
+  // (CUDA Programming Guide, "Prohibited and Unhandled Operations"); the fake has one context
+  // per device and counts every capturing stream as the caller's.
+  State& s = state();
+  std::lock_guard lock(s.mutex);
+  return s.capturing.empty() ? CUDA_SUCCESS : CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
 }
 
 CUresult cuStreamSynchronize(CUstream stream) {
@@ -256,14 +270,24 @@ CUresult cuOccupancyMaxActiveBlocksPerMultiprocessor(int* blocks, CUfunction, in
   return CUDA_SUCCESS;
 }
 
+// A memfd mapped shared, so that another process can map the same bytes through a fake IPC
+// handle (cuIpcGetMemHandle below).
 CUresult cuMemAlloc(CUdeviceptr* p, size_t bytes) {
   if (current == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
-  void* memory = std::aligned_alloc(256, (bytes + 255) / 256 * 256);
-  if (memory == nullptr) return CUDA_ERROR_OUT_OF_MEMORY;
+  const size_t size = std::max<size_t>(bytes, 1);
+  const int fd = memfd_create("fake-cuda-alloc", MFD_CLOEXEC);
+  if (fd < 0) return CUDA_ERROR_OUT_OF_MEMORY;
+  void* memory = MAP_FAILED;
+  if (ftruncate(fd, static_cast<off_t>(size)) == 0)
+    memory = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (memory == MAP_FAILED) {
+    close(fd);
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
   record(call("cuMemAlloc", std::to_string(bytes)));
   State& s = state();
   std::lock_guard lock(s.mutex);
-  s.allocations[reinterpret_cast<uintptr_t>(memory)] = {bytes, current->device};
+  s.allocations[reinterpret_cast<uintptr_t>(memory)] = {size, current->device, fd};
   *p = reinterpret_cast<CUdeviceptr>(memory);
   return CUDA_SUCCESS;
 }
@@ -271,8 +295,11 @@ CUresult cuMemAlloc(CUdeviceptr* p, size_t bytes) {
 CUresult cuMemFree(CUdeviceptr p) {
   State& s = state();
   std::lock_guard lock(s.mutex);
-  if (s.allocations.erase(static_cast<uintptr_t>(p)) == 0) return CUDA_ERROR_INVALID_VALUE;
-  std::free(reinterpret_cast<void*>(p));
+  auto it = s.allocations.find(static_cast<uintptr_t>(p));
+  if (it == s.allocations.end() || it->second.fd < 0 || it->second.opened) return CUDA_ERROR_INVALID_VALUE;
+  munmap(reinterpret_cast<void*>(p), it->second.size);
+  close(it->second.fd);
+  s.allocations.erase(it);
   return CUDA_SUCCESS;
 }
 
@@ -511,6 +538,79 @@ CUresult cuMemcpyDtoHAsync(void* dst, CUdeviceptr src, size_t bytes, CUstream st
   return CUDA_SUCCESS;
 }
 
+// CUDA IPC (cccCommRegister). A handle carries the owner's pid, the allocation's memfd in the
+// owner and its size and address there; opening it maps /proc/<pid>/fd/<fd> shared at another
+// address than the owner's (so a peer's pointer really needs translating), as the driver maps a
+// peer's cudaMalloc memory wherever it finds room.
+struct FakeIpcHandle {
+  uint32_t magic;
+  int32_t pid, fd;
+  uint64_t size, owner_base;
+};
+constexpr uint32_t kIpcMagic = 0xfa4e1bc0;
+static_assert(sizeof(FakeIpcHandle) <= sizeof(CUipcMemHandle));
+
+CUresult cuMemGetAddressRange(CUdeviceptr* base, size_t* size, CUdeviceptr p) {
+  State& s = state();
+  std::lock_guard lock(s.mutex);
+  uintptr_t start = 0;
+  const Allocation* a = find(static_cast<uintptr_t>(p), &start);
+  if (a == nullptr) return CUDA_ERROR_NOT_FOUND;
+  if (base != nullptr) *base = start;
+  if (size != nullptr) *size = a->size;
+  return CUDA_SUCCESS;
+}
+
+CUresult cuIpcGetMemHandle(CUipcMemHandle* handle, CUdeviceptr p) {
+  State& s = state();
+  std::lock_guard lock(s.mutex);
+  auto it = s.allocations.find(static_cast<uintptr_t>(p));  // the allocation's base, as the driver asks
+  if (it == s.allocations.end() || it->second.fd < 0 || it->second.opened) return CUDA_ERROR_INVALID_VALUE;
+  const FakeIpcHandle h{kIpcMagic, getpid(), it->second.fd, it->second.size, static_cast<uint64_t>(p)};
+  std::memset(handle, 0, sizeof *handle);
+  std::memcpy(handle->reserved, &h, sizeof h);
+  return CUDA_SUCCESS;
+}
+
+CUresult cuIpcOpenMemHandle(CUdeviceptr* p, CUipcMemHandle handle, unsigned int flags) {
+  FakeIpcHandle h{};
+  std::memcpy(&h, handle.reserved, sizeof h);
+  if (current == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
+  if (h.magic != kIpcMagic || flags != CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS) return CUDA_ERROR_INVALID_VALUE;
+  if (h.pid == getpid()) return CUDA_ERROR_INVALID_CONTEXT;  // the driver refuses its own process's handles
+  const std::string path = "/proc/" + std::to_string(h.pid) + "/fd/" + std::to_string(h.fd);
+  const int fd = open(path.c_str(), O_RDWR | O_CLOEXEC);
+  if (fd < 0) return CUDA_ERROR_INVALID_HANDLE;
+  void* at = mmap(nullptr, h.size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (at != MAP_FAILED && reinterpret_cast<uint64_t>(at) == h.owner_base) {  // by chance the owner's: move
+    void* other = mmap(nullptr, h.size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    munmap(at, h.size);
+    at = other;
+  }
+  if (at == MAP_FAILED) {
+    close(fd);
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  record(call("cuIpcOpenMemHandle", "pid=" + std::to_string(h.pid) + " bytes=" + std::to_string(h.size)));
+  State& s = state();
+  std::lock_guard lock(s.mutex);
+  s.allocations[reinterpret_cast<uintptr_t>(at)] = {h.size, current->device, fd, true};
+  *p = reinterpret_cast<CUdeviceptr>(at);
+  return CUDA_SUCCESS;
+}
+
+CUresult cuIpcCloseMemHandle(CUdeviceptr p) {
+  State& s = state();
+  std::lock_guard lock(s.mutex);
+  auto it = s.allocations.find(static_cast<uintptr_t>(p));
+  if (it == s.allocations.end() || !it->second.opened) return CUDA_ERROR_INVALID_VALUE;
+  s.log.push_back(call("cuIpcCloseMemHandle", "bytes=" + std::to_string(it->second.size)));
+  munmap(reinterpret_cast<void*>(p), it->second.size);
+  close(it->second.fd);
+  s.allocations.erase(it);
+  return CUDA_SUCCESS;
+}
+
 // ---- test controls ----
 
 extern "C" {
@@ -533,6 +633,14 @@ void fake_cuda_set_capturing(CUstream stream, int on) {
     s.capturing.insert(stream);
   else
     s.capturing.erase(stream);
+}
+
+// The arguments of the last kernel launched (its rank-state table and registry are host memory
+// here, so a test can read them).
+void fake_cuda_last_launch(ccc_launch_args* args) {
+  State& s = state();
+  std::lock_guard lock(s.mutex);
+  *args = s.last_launch;
 }
 
 // The occupancy cuOccupancyMaxActiveBlocksPerMultiprocessor reports from now on.

@@ -5,16 +5,24 @@
 // stream captures, the caller's context restored, virtual ranks as one cooperative grid. The GPU
 // check (docs/runtime.md) is what runs them.
 #include <dlfcn.h>
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <map>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "ccc/ccc.h"
@@ -23,6 +31,10 @@
 #include "ccc/content_hash.h"
 #include "ccc/cuda_driver.h"
 #include "ccc_abi.h"
+
+#include <fmt/format.h>
+
+extern char** environ;
 
 using namespace ccc;
 
@@ -34,6 +46,7 @@ struct Fake {
   char* (*take_log)() = nullptr;
   void (*set_capturing)(CUstream, int) = nullptr;
   void (*set_blocks_per_sm)(int) = nullptr;
+  void (*last_launch)(ccc_launch_args*) = nullptr;
 };
 
 const Fake& fake() {
@@ -45,6 +58,7 @@ const Fake& fake() {
     f.take_log = reinterpret_cast<char* (*)()>(dlsym(lib, "fake_cuda_take_log"));
     f.set_capturing = reinterpret_cast<void (*)(CUstream, int)>(dlsym(lib, "fake_cuda_set_capturing"));
     f.set_blocks_per_sm = reinterpret_cast<void (*)(int)>(dlsym(lib, "fake_cuda_set_blocks_per_sm"));
+    f.last_launch = reinterpret_cast<void (*)(ccc_launch_args*)>(dlsym(lib, "fake_cuda_last_launch"));
     return f;
   }();
   return f;
@@ -412,6 +426,334 @@ TEST_F(CudaCallPath, AcrossProcessesBuffersOutsideTheArenaAreStagedOnTheCallersS
   }
   comm.mem_free(arena);
   EXPECT_THROW(comm.mem_free(arena), Error) << "freed twice";
+}
+
+}  // namespace
+
+// ---- cccCommRegister (docs/runtime.md, "Buffers.") ----
+
+namespace {
+
+// The registry the last launch's rank reads (the fake's device memory is host memory).
+const ccc_registry* launched_registry() {
+  ccc_launch_args args{};
+  fake().last_launch(&args);
+  return args.ranks == nullptr ? nullptr : args.ranks[args.rank].registry;
+}
+
+ccc_launch_args last_launch() {
+  ccc_launch_args args{};
+  fake().last_launch(&args);
+  return args;
+}
+
+std::vector<std::string> staging_and_launches(const std::vector<std::string>& log) {
+  std::vector<std::string> out;
+  for (const std::string& line : log)
+    if (starts_with(line, "cuMemcpyAsync") || starts_with(line, "cuLaunchKernel")) out.push_back(line.substr(0, line.find(' ')));
+  return out;
+}
+
+template <typename Body>
+void expect_error(ErrorKind kind, const std::string& text, Body&& body) {
+  try {
+    body();
+    ADD_FAILURE() << "no error; expected one saying \"" << text << "\"";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), kind) << e.what();
+    EXPECT_NE(std::string(e.what()).find(text), std::string::npos) << e.what();
+  }
+}
+
+// One rank (its root in this process): the registry the launches read, in-place use of a
+// registered buffer, and the errors that need no peer.
+TEST_F(CudaCallPath, AcrossProcessesARegisteredBufferIsUsedInPlaceAndUnregisteredOnesStillStaged) {
+  const UniqueId id = Communicator::unique_id();
+  const CudaDriver& d = CudaDriver::get();
+  ASSERT_EQ(d.cuCtxSetCurrent(primary_context(0)), CUDA_SUCCESS);
+  RankOptions rank_options;
+  rank_options.arena_bytes = 1 << 20;
+  auto comm = Communicator::cuda_rank(id, 1, 0, {}, rank_options);
+  const CollectiveCall call{Collective::AllReduce, kCount, DataType::F32, ReduceOp::Sum, -1, {}, {}};
+  auto* user = static_cast<std::byte*>(device_alloc(0, 2 * kCount * 4));
+  const CUstream s = stream(0);
+  comm.run_rank(call, 0, user, user, s);  // compiles and loads
+  const ccc_registry* registry = launched_registry();
+  ASSERT_NE(registry, nullptr) << "a multi-process rank reads a registry";
+  EXPECT_EQ(registry->count, 0u);
+  EXPECT_GT(registry->shared_bytes, 0u) << "the arena is the shared range";
+  take_log();
+
+  void* handle = comm.register_buffer(user, kCount * 4);
+  ASSERT_NE(handle, nullptr);
+  comm.run_rank(call, 0, user, user, s);
+  std::vector<std::string> log = take_log();
+  EXPECT_EQ(staging_and_launches(log), std::vector<std::string>{"cuLaunchKernel"}) << testing::PrintToString(log);
+  EXPECT_EQ(last_launch().own.input, user) << "the kernel reads the registered buffer itself";
+  EXPECT_EQ(last_launch().own.output, user);
+  // Past the registered range (the allocation's second half): staged as before.
+  comm.run_rank(call, 0, user + kCount * 4, user + kCount * 4, s);
+  EXPECT_EQ(staging_and_launches(take_log()),
+            (std::vector<std::string>{"cuMemcpyAsync", "cuLaunchKernel", "cuMemcpyAsync"}));
+  EXPECT_EQ(registry->count, 0u) << "one rank: no peer allocation to open";
+
+  // Neither call while a stream captures: the rank's device cannot be synchronised then.
+  fake().set_capturing(s, 1);
+  expect_error(ErrorKind::InvalidUsage, "captures a graph", [&] { comm.register_buffer(user, 4); });
+  expect_error(ErrorKind::InvalidUsage, "captures a graph", [&] { comm.deregister_buffer(handle); });
+  fake().set_capturing(s, 0);
+
+  std::vector<float> host(16);
+  expect_error(ErrorKind::InvalidArgument, "buff is null", [&] { comm.register_buffer(nullptr, 4); });
+  expect_error(ErrorKind::InvalidArgument, "size is 0", [&] { comm.register_buffer(user, 0); });
+  expect_error(ErrorKind::InvalidArgument, "is not CUDA device memory", [&] { comm.register_buffer(host.data(), 64); });
+  void* other_device = device_alloc(1, 64);
+  expect_error(ErrorKind::InvalidArgument, "is on CUDA device 1, the rank's device is 0",
+               [&] { comm.register_buffer(other_device, 64); });
+  expect_error(ErrorKind::InvalidArgument, "run past the end of the allocation",
+               [&] { comm.register_buffer(user, 2 * kCount * 4 + 1); });
+  expect_error(ErrorKind::InvalidArgument, "is not a handle cccCommRegister gave",
+               [&] { comm.deregister_buffer(host.data()); });
+
+  void* arena = comm.mem_alloc(64);
+  void* arena_handle = comm.register_buffer(arena, 64);  // shared already: nothing to open
+  comm.deregister_buffer(arena_handle);
+  comm.mem_free(arena);
+
+  comm.deregister_buffer(handle);
+  expect_error(ErrorKind::InvalidArgument, "deregistered already", [&] { comm.deregister_buffer(handle); });
+  take_log();
+  comm.run_rank(call, 0, user, user, s);
+  EXPECT_EQ(staging_and_launches(take_log()),
+            (std::vector<std::string>{"cuMemcpyAsync", "cuLaunchKernel", "cuMemcpyAsync"}))
+      << "deregistered: staged again";
+  comm.synchronize();
+}
+
+// In one process there is nothing to exchange: registering succeeds, and only the handle is checked.
+TEST_F(CudaCallPath, InOneProcessRegisteringSucceedsWithNothingToDo) {
+  cccComm_t comms[2] = {};
+  ASSERT_EQ(cccCommInitAll(comms, 2, nullptr), cccSuccess) << cccGetLastError(nullptr);
+  void* buffer = device_alloc(0, 256);
+  take_log();
+  void* handle = nullptr;
+  ASSERT_EQ(cccCommRegister(comms[0], buffer, 256, &handle), cccSuccess) << cccGetLastError(comms[0]);
+  EXPECT_NE(handle, nullptr);
+  EXPECT_TRUE(take_log().empty()) << "no driver call";
+  EXPECT_EQ(cccCommRegister(comms[0], buffer, 256, nullptr), cccInvalidArgument);
+  EXPECT_EQ(cccCommRegister(comms[0], nullptr, 256, &handle), cccInvalidArgument);
+  EXPECT_EQ(cccCommDeregister(comms[1], handle), cccSuccess) << "the handles of one clique share registrations";
+  EXPECT_EQ(cccCommDeregister(comms[0], handle), cccInvalidArgument);
+  EXPECT_NE(std::string(cccGetLastError(comms[0])).find("deregistered already"), std::string::npos)
+      << cccGetLastError(comms[0]);
+  for (cccComm_t c : comms) EXPECT_EQ(cccCommDestroy(c), cccSuccess);
+}
+
+// Across processes: this executable again, once per rank (CudaRegister.Rank), each on its own
+// copy of the fake driver; the fake's IPC maps a peer's memfd at an address of the reader's.
+std::string hex(const UniqueId& id) {
+  std::string s;
+  for (unsigned char c : id.bytes) s += fmt::format("{:02x}", c);
+  return s;
+}
+
+UniqueId unhex(const std::string& text) {
+  UniqueId id{};
+  for (size_t i = 0; i < id.bytes.size() && 2 * i + 1 < text.size(); ++i)
+    id.bytes[i] = static_cast<decltype(id.bytes)::value_type>(std::stoi(text.substr(2 * i, 2), nullptr, 16));
+  return id;
+}
+
+// Runs `scenario` on `n` rank processes; each must pass (exit 0, not skipped).
+void run_ranks(int n, const std::string& scenario) {
+  const UniqueId id = Communicator::unique_id();
+  const std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
+  std::vector<pid_t> pids;
+  std::vector<std::string> logs;
+  for (int r = 0; r < n; ++r) {
+    std::vector<std::string> env{"CCC_TEST_REG_ID=" + hex(id), "CCC_TEST_REG_RANK=" + std::to_string(r),
+                                 "CCC_TEST_REG_NRANKS=" + std::to_string(n), "CCC_TEST_REG_SCENARIO=" + scenario};
+    for (char** e = environ; *e != nullptr; ++e) env.emplace_back(*e);
+    std::vector<char*> envp;
+    for (std::string& e : env) envp.push_back(e.data());
+    envp.push_back(nullptr);
+    std::string filter = "--gtest_filter=CudaRegister.Rank";
+    std::vector<char*> argv{const_cast<char*>(self.c_str()), filter.data(), nullptr};
+    logs.push_back(testing::TempDir() + fmt::format("/ccc_register_rank{}_{}.log", r, ::getpid()));
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_addopen(&actions, 1, logs.back().c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    posix_spawn_file_actions_adddup2(&actions, 1, 2);
+    pid_t pid = -1;
+    const int rc = posix_spawn(&pid, self.c_str(), &actions, nullptr, argv.data(), envp.data());
+    posix_spawn_file_actions_destroy(&actions);
+    ASSERT_EQ(rc, 0) << "posix_spawn: " << std::strerror(rc);
+    pids.push_back(pid);
+  }
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(240);
+  for (int r = 0; r < n; ++r) {
+    int status = 0;
+    while (::waitpid(pids[r], &status, WNOHANG) == 0) {
+      if (std::chrono::steady_clock::now() > deadline) {
+        for (pid_t p : pids) ::kill(p, SIGKILL);
+        ::waitpid(pids[r], &status, 0);
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    std::ifstream in(logs[r]);
+    const std::string log((std::istreambuf_iterator<char>(in)), {});
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
+        << scenario << ", " << n << " ranks: rank " << r << " (status " << status << "):\n" << log;
+    EXPECT_EQ(log.find("[  SKIPPED ]"), std::string::npos) << "rank " << r << " skipped:\n" << log;
+    std::remove(logs[r].c_str());
+  }
+}
+
+TEST(CudaRegister, AcrossTwoAndThreeProcessesPeersOpenEachOthersBuffersAndCollectivesUseThemInPlace) {
+  if (std::getenv("CCC_TEST_REG_ID") != nullptr) GTEST_SKIP() << "inside a rank";
+  for (int n : {2, 3}) run_ranks(n, "register");
+}
+
+TEST(CudaRegister, APeerThatNeverRegistersFailsTheOthersWithinTheTimeout) {
+  if (std::getenv("CCC_TEST_REG_ID") != nullptr) GTEST_SKIP() << "inside a rank";
+  run_ranks(3, "silent");
+}
+
+std::vector<std::string> lines_named(const std::string& name) { return calls_named(take_log(), name); }
+
+// One rank's part of run_ranks, in a process of its own.
+TEST(CudaRegister, Rank) {
+  const char* id_text = std::getenv("CCC_TEST_REG_ID");
+  if (id_text == nullptr) GTEST_SKIP() << "a rank of the CudaRegister tests, which start it";
+  ASSERT_NE(fake().take_log, nullptr);
+  const int rank = std::atoi(std::getenv("CCC_TEST_REG_RANK"));
+  const int n = std::atoi(std::getenv("CCC_TEST_REG_NRANKS"));
+  const std::string scenario = std::getenv("CCC_TEST_REG_SCENARIO");
+  const CudaDriver& d = CudaDriver::get();
+  ASSERT_EQ(d.cuCtxSetCurrent(primary_context(0)), CUDA_SUCCESS);
+  cccConfig_t config = CCC_CONFIG_INITIALIZER;
+  config.backend = "cuda";
+  // Silent: short, but not so short that the ranks' start-up skew fails the join.
+  config.timeoutSeconds = scenario == "silent" ? 3.0 : 60.0;
+  config.arenaBytes = 1 << 20;
+  cccComm_t comm = nullptr;
+  cccUniqueId id{};
+  const UniqueId unique = unhex(id_text);
+  std::memcpy(id.internal, unique.bytes.data(), sizeof id.internal);
+  ASSERT_EQ(cccCommInitRankConfig(&comm, n, id, rank, &config), cccSuccess) << cccGetLastError(nullptr);
+
+  // Each rank's buffer holds its rank number, so a reader can tell whose bytes it maps.
+  CUdeviceptr mine = 0;
+  const size_t bytes = 2 * kCount * 4;
+  ASSERT_EQ(d.cuMemAlloc(&mine, bytes), CUDA_SUCCESS);
+  ASSERT_EQ(d.cuMemsetD8(mine, static_cast<unsigned char>('A' + rank), bytes), CUDA_SUCCESS);
+  auto* buf = reinterpret_cast<std::byte*>(mine);
+  void* handle = nullptr;
+
+  if (scenario == "silent") {
+    if (rank == n - 1) {  // never registers; stays until the others have given up
+      std::this_thread::sleep_for(std::chrono::seconds(8));
+    } else {
+      const auto start = std::chrono::steady_clock::now();
+      EXPECT_EQ(cccCommRegister(comm, buf, bytes, &handle), cccRemoteError);
+      const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      EXPECT_LT(seconds, 6.0) << "within 1.5 x the 3 s timeout, not a hang";
+      EXPECT_NE(std::string(cccGetLastError(comm)).find(fmt::format("rank {} did not take part in cccCommRegister", n - 1)),
+                std::string::npos) << cccGetLastError(comm);
+    }
+    EXPECT_EQ(cccCommDestroy(comm), cccSuccess);
+    d.cuMemFree(mine);
+    return;
+  }
+
+  take_log();
+  ASSERT_EQ(cccCommRegister(comm, buf, kCount * 4, &handle), cccSuccess) << cccGetLastError(comm);
+  EXPECT_EQ(lines_named("cuIpcOpenMemHandle").size(), static_cast<size_t>(n - 1)) << "one per peer";
+  // A collective on the registered buffer: in place, no staging copy; the launch's registry
+  // lists every peer's allocation, mapped here at an address of this process's.
+  const CUstream s = stream(0);
+  ASSERT_EQ(cccAllReduce(buf, buf, kCount, cccFloat32, cccSum, comm, s), cccSuccess) << cccGetLastError(comm);
+  std::vector<std::string> log = take_log();
+  EXPECT_TRUE(calls_named(log, "cuMemcpyAsync").empty()) << testing::PrintToString(log);
+  EXPECT_EQ(last_launch().own.input, buf);
+  const ccc_registry* registry = launched_registry();
+  ASSERT_NE(registry, nullptr);
+  ASSERT_EQ(registry->count, static_cast<unsigned>(n - 1));
+  std::vector<int> owners;
+  for (unsigned i = 0; i < registry->count; ++i) {
+    const ccc_registration& e = registry->entries[i];
+    owners.push_back(e.owner);
+    EXPECT_NE(e.owner, rank);
+    EXPECT_EQ(e.bytes, bytes);
+    EXPECT_NE(e.local_base, e.owner_base) << "mapped elsewhere here: translation is needed";
+    const auto* local = reinterpret_cast<const unsigned char*>(e.local_base);
+    EXPECT_EQ(local[0], 'A' + e.owner);
+    EXPECT_EQ(local[bytes - 1], 'A' + e.owner) << "the owner's bytes, read through local_base";
+  }
+  std::sort(owners.begin(), owners.end());
+  std::vector<int> peers;
+  for (int r = 0; r < n; ++r)
+    if (r != rank) peers.push_back(r);
+  EXPECT_EQ(owners, peers);
+  // The owner's later writes show through the peers' mappings (the same pages).
+  ASSERT_EQ(cccCommSynchronize(comm), cccSuccess) << cccGetLastError(comm);
+  // Unregistered memory still stages.
+  CUdeviceptr plain = 0;
+  ASSERT_EQ(d.cuMemAlloc(&plain, kCount * 4), CUDA_SUCCESS);
+  take_log();
+  ASSERT_EQ(cccAllReduce(reinterpret_cast<void*>(plain), reinterpret_cast<void*>(plain), kCount, cccFloat32, cccSum,
+                         comm, s), cccSuccess);
+  EXPECT_EQ(calls_named(take_log(), "cuMemcpyAsync").size(), 2u) << "staged in and out";
+  ASSERT_EQ(cccCommSynchronize(comm), cccSuccess) << cccGetLastError(comm);
+
+  // A second buffer in the same allocation: the peers map it once (a reference more).
+  void* second = nullptr;
+  ASSERT_EQ(cccCommRegister(comm, buf + kCount * 4, kCount * 4, &second), cccSuccess) << cccGetLastError(comm);
+  EXPECT_TRUE(lines_named("cuIpcOpenMemHandle").empty()) << "opened once";
+  EXPECT_EQ(registry->count, static_cast<unsigned>(n - 1));
+
+  // A rank with a bad handle fails every rank's deregistration, with nothing removed.
+  const cccResult_t bad = cccCommDeregister(comm, rank == 1 ? static_cast<void*>(&config) : second);
+  EXPECT_EQ(bad, rank == 1 ? cccInvalidArgument : cccInvalidUsage) << cccGetLastError(comm);
+  if (rank != 1) {
+    EXPECT_NE(std::string(cccGetLastError(comm)).find("rank 1's call failed"), std::string::npos) << cccGetLastError(comm);
+  }
+  EXPECT_EQ(registry->count, static_cast<unsigned>(n - 1));
+  // Ranks deregistering the buffers of different registrations all fail, with nothing removed.
+  EXPECT_EQ(cccCommDeregister(comm, rank == 0 ? handle : second), cccInvalidUsage) << cccGetLastError(comm);
+  EXPECT_NE(std::string(cccGetLastError(comm)).find("every rank must deregister"), std::string::npos)
+      << cccGetLastError(comm);
+  EXPECT_TRUE(lines_named("cuIpcCloseMemHandle").empty());
+  EXPECT_EQ(registry->count, static_cast<unsigned>(n - 1));
+  // So does one whose buffer is not device memory.
+  std::vector<float> host(16);
+  void* refused = nullptr;
+  EXPECT_EQ(cccCommRegister(comm, rank == 0 ? static_cast<void*>(host.data()) : buf, 64, &refused),
+            rank == 0 ? cccInvalidArgument : cccInvalidUsage) << cccGetLastError(comm);
+  EXPECT_TRUE(lines_named("cuIpcOpenMemHandle").empty()) << "nothing opened";
+  // And one registering while a stream captures.
+  fake().set_capturing(s, rank == 0 ? 1 : 0);
+  void* during = nullptr;
+  EXPECT_EQ(cccCommRegister(comm, buf, 64, &during), cccInvalidUsage) << cccGetLastError(comm);
+  EXPECT_NE(std::string(cccGetLastError(comm)).find("captures a graph"), std::string::npos) << cccGetLastError(comm);
+  fake().set_capturing(s, 0);
+
+  // Deregistering the second keeps the mapping (the first still holds it); the first closes it.
+  take_log();
+  ASSERT_EQ(cccCommDeregister(comm, second), cccSuccess) << cccGetLastError(comm);
+  EXPECT_TRUE(lines_named("cuIpcCloseMemHandle").empty());
+  EXPECT_EQ(registry->count, static_cast<unsigned>(n - 1));
+  ASSERT_EQ(cccCommDeregister(comm, handle), cccSuccess) << cccGetLastError(comm);
+  EXPECT_EQ(lines_named("cuIpcCloseMemHandle").size(), static_cast<size_t>(n - 1));
+  EXPECT_EQ(registry->count, 0u);
+  take_log();
+  ASSERT_EQ(cccAllReduce(buf, buf, kCount, cccFloat32, cccSum, comm, s), cccSuccess);
+  EXPECT_EQ(calls_named(take_log(), "cuMemcpyAsync").size(), 2u) << "deregistered: staged again";
+  ASSERT_EQ(cccCommSynchronize(comm), cccSuccess) << cccGetLastError(comm);
+  EXPECT_EQ(cccCommDestroy(comm), cccSuccess);
+  d.cuMemFree(plain);
+  d.cuMemFree(mine);
 }
 
 }  // namespace

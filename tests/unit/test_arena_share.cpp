@@ -1,7 +1,8 @@
 // The pieces of the multi-process CUDA arena that run without a GPU (docs/runtime.md,
 // "Multi-process"): its layout, the bootstrap's address agreement with stand-in mappers, the
 // all-gather of every rank's part descriptor across real processes (memfds standing in for
-// cuMemCreate's), and the whole join through the fake driver (tests/fake_cuda).
+// cuMemCreate's), the control channel kept from the join, and the whole join through the fake
+// driver (tests/fake_cuda).
 #include <gtest/gtest.h>
 
 #include <sys/mman.h>
@@ -9,7 +10,9 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstddef>
 #include <cstring>
+#include <memory>
 #include <functional>
 #include <string>
 #include <thread>
@@ -259,6 +262,150 @@ TEST(ArenaAddressAgreement, RanksOfDifferentBackendsAreRefused) {
   host.join();
   cuda.join();
   for (const std::string& e : errors) EXPECT_NE(e.find("every rank must use the same"), std::string::npos) << e;
+}
+
+// Ranks 0..n-1 as threads of this process, each joined with a control channel.
+std::vector<std::unique_ptr<ccc::ControlChannel>> join_with_channels(int n, uint64_t timeout_ns) {
+  const ccc::UniqueId id = ccc::bootstrap_unique_id();
+  std::vector<std::unique_ptr<ccc::ControlChannel>> channels(n);
+  std::vector<std::string> errors(n);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r) {
+    threads.emplace_back([&, r] {
+      FakeMapper m([](int, uint64_t) { return true; });
+      JoinRequest request;
+      request.nranks = n;
+      request.rank = r;
+      request.part_bytes = 4096;
+      request.total_bytes = kMiB;
+      request.timeout_ns = timeout_ns;
+      try {
+        ccc::bootstrap_join(id, request, m, &channels[r]);
+      } catch (const ccc::Error& e) {
+        errors[r] = e.what();
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int r = 0; r < n; ++r) EXPECT_EQ(errors[r], "") << "rank " << r;
+  return channels;
+}
+
+std::vector<std::byte> pattern(int rank, size_t bytes) {
+  std::vector<std::byte> v(bytes);
+  for (size_t i = 0; i < bytes; ++i) v[i] = static_cast<std::byte>(rank * 31 + i);
+  return v;
+}
+
+struct Gathered {
+  std::vector<std::byte> all;
+  std::string error;
+  ccc::ErrorKind kind = ccc::ErrorKind::Internal;
+  double seconds = 0;
+};
+
+// Runs `body(rank, channel)` on a thread per rank; each returns what its all_gather gave.
+std::vector<Gathered> on_every_rank(std::vector<std::unique_ptr<ccc::ControlChannel>>& channels,
+                                    const std::function<std::vector<std::byte>(int, ccc::ControlChannel&)>& body) {
+  std::vector<Gathered> out(channels.size());
+  std::vector<std::thread> threads;
+  for (size_t r = 0; r < channels.size(); ++r) {
+    threads.emplace_back([&, r] {
+      const auto start = std::chrono::steady_clock::now();
+      try {
+        out[r].all = body(static_cast<int>(r), *channels[r]);
+      } catch (const ccc::Error& e) {
+        out[r].error = e.what();
+        out[r].kind = e.kind();
+      }
+      out[r].seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    });
+  }
+  for (auto& t : threads) t.join();
+  return out;
+}
+
+TEST(ControlChannel, AllGathersEveryRanksBytesInRankOrderRepeatedly) {
+  for (int n : {1, 2, 3, 4}) {
+    auto channels = join_with_channels(n, 10'000'000'000);
+    ASSERT_EQ(channels.size(), static_cast<size_t>(n));
+    for (int r = 0; r < n; ++r) {
+      ASSERT_NE(channels[r], nullptr) << n << " ranks: rank " << r;
+      EXPECT_EQ(channels[r]->rank(), r);
+      EXPECT_EQ(channels[r]->nranks(), n);
+    }
+    for (size_t bytes : {size_t{1}, size_t{100}, size_t{70000}}) {  // the last more than a socket buffer
+      const auto got = on_every_rank(channels, [&](int r, ccc::ControlChannel& c) {
+        return c.all_gather(pattern(r, bytes), "test");
+      });
+      std::vector<std::byte> expected;
+      for (int r = 0; r < n; ++r) {
+        const auto p = pattern(r, bytes);
+        expected.insert(expected.end(), p.begin(), p.end());
+      }
+      for (int r = 0; r < n; ++r) {
+        EXPECT_EQ(got[r].error, "") << n << " ranks, rank " << r;
+        EXPECT_TRUE(got[r].all == expected) << n << " ranks, " << bytes << " bytes, rank " << r;
+      }
+    }
+  }
+}
+
+TEST(ControlChannel, APeerThatNeverTakesPartFailsTheOthersWithinTheTimeoutNamingIt) {
+  const uint64_t timeout = 500'000'000;  // 0.5 s
+  auto channels = join_with_channels(3, timeout);
+  const auto got = on_every_rank(channels, [&](int r, ccc::ControlChannel& c) {
+    if (r == 2) return std::vector<std::byte>{};  // never calls
+    return c.all_gather(pattern(r, 8), "test");
+  });
+  for (int r : {0, 1}) {
+    EXPECT_EQ(got[r].kind, ccc::ErrorKind::Remote) << got[r].error;
+    EXPECT_NE(got[r].error.find("rank 2 did not take part in test within the timeout"), std::string::npos)
+        << "rank " << r << ": " << got[r].error;
+    EXPECT_LT(got[r].seconds, 5.0) << "bounded by the timeout, not a hang";
+  }
+  // The channel is broken for good: a later exchange fails at once, saying why.
+  const auto again = on_every_rank(channels, [&](int r, ccc::ControlChannel& c) {
+    if (r == 2) return std::vector<std::byte>{};
+    return c.all_gather(pattern(r, 8), "test");
+  });
+  for (int r : {0, 1}) EXPECT_NE(again[r].error.find("an earlier exchange failed"), std::string::npos) << again[r].error;
+}
+
+TEST(ControlChannel, ADeadPeerFailsTheOthersAtOnce) {
+  const uint64_t timeout = 60'000'000'000;  // long: the closed connection must end the wait, not the clock
+  for (int dead : {0, 2}) {
+    auto channels = join_with_channels(3, timeout);
+    channels[dead].reset();  // as its process ending closes its socket
+    std::vector<std::unique_ptr<ccc::ControlChannel>> live;
+    std::vector<int> ranks;
+    for (int r = 0; r < 3; ++r)
+      if (channels[r]) {
+        live.push_back(std::move(channels[r]));
+        ranks.push_back(r);
+      }
+    const auto got = on_every_rank(live, [&](int i, ccc::ControlChannel& c) {
+      return c.all_gather(pattern(ranks[i], 8), "test");
+    });
+    for (size_t i = 0; i < live.size(); ++i) {
+      EXPECT_EQ(got[i].kind, ccc::ErrorKind::Remote) << got[i].error;
+      EXPECT_NE(got[i].error.find(fmt::format("rank {}'s connection closed during test", dead)), std::string::npos)
+          << "dead rank " << dead << ", rank " << ranks[i] << ": " << got[i].error;
+      EXPECT_LT(got[i].seconds, 5.0);
+    }
+  }
+}
+
+TEST(ControlChannel, RanksMakingDifferentExchangesFailWithInvalidUsage) {
+  auto channels = join_with_channels(3, 10'000'000'000);
+  const auto got = on_every_rank(channels, [&](int r, ccc::ControlChannel& c) {
+    return c.all_gather(pattern(r, 8), r == 1 ? "cccCommDeregister" : "cccCommRegister");
+  });
+  for (int r = 0; r < 3; ++r) {
+    EXPECT_EQ(got[r].kind, ccc::ErrorKind::InvalidUsage) << got[r].error;
+    EXPECT_NE(got[r].error.find("rank 1 made cccCommDeregister (its exchange #0) while rank 0 made cccCommRegister"),
+              std::string::npos) << "rank " << r << ": " << got[r].error;
+  }
 }
 
 }  // namespace

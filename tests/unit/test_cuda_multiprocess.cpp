@@ -2,8 +2,9 @@
 // rank processes, both on device 0 (they time-slice it, hence the generous timeout), joined with
 // cccCommInitRank on backend "cuda". Each runs an allreduce and an allgather, on arena memory
 // (cccCommMemAlloc, read by the peer in place) and on cuMemAlloc memory (staged through the
-// arena with cuMemcpyAsync), on a stream of its own, and checks its results against the
-// reference. The test starts this executable again once per rank (CCC_TEST_RANK_* set), running
+// arena with cuMemcpyAsync) and on cuMemAlloc memory registered with cccCommRegister (read by
+// the peer in place through CUDA IPC), on a stream of its own, and checks its results against
+// the reference. The test starts this executable again once per rank (CCC_TEST_RANK_* set), running
 // CudaMultiProcess.Rank there; it skips without a device. gpu-bundle/gpu-check.sh runs it.
 #include <gtest/gtest.h>
 
@@ -126,6 +127,15 @@ TEST(CudaMultiProcess, Rank) {
     run_and_check(d, comm, stream, shape, rank, send, recv, name + " on cuMemAlloc memory (staged)");
     if (shape.collective == Collective::AllReduce)  // and in place, staged as one region
       run_and_check(d, comm, stream, shape, rank, recv, recv, name + " in place on cuMemAlloc memory (staged)");
+    // Registered (cccCommRegister, collective): used in place, the peer reading it through CUDA
+    // IPC at an address of its own, translated by its kernel's registry.
+    void* send_handle = nullptr;
+    void* recv_handle = nullptr;
+    ASSERT_EQ(cccCommRegister(comm, reinterpret_cast<void*>(send), sb, &send_handle), cccSuccess) << cccGetLastError(comm);
+    ASSERT_EQ(cccCommRegister(comm, reinterpret_cast<void*>(recv), rb, &recv_handle), cccSuccess) << cccGetLastError(comm);
+    run_and_check(d, comm, stream, shape, rank, send, recv, name + " on registered cuMemAlloc memory (in place)");
+    EXPECT_EQ(cccCommDeregister(comm, recv_handle), cccSuccess) << cccGetLastError(comm);
+    EXPECT_EQ(cccCommDeregister(comm, send_handle), cccSuccess) << cccGetLastError(comm);
     d.cuMemFree(send);
     d.cuMemFree(recv);
   }

@@ -343,6 +343,35 @@ TEST(MultiProcess, InProcessCommunicatorsHaveNoArenaButReportAsyncErrors) {
   EXPECT_EQ(cccCommDestroy(comms[1]), cccSuccess);
 }
 
+// cccCommRegister on the host backend (docs/runtime.md, "Buffers."): across processes another
+// process cannot map malloc memory, so it is refused, pointing at cccCommMemAlloc; in one
+// process the ranks share the address space and it succeeds with nothing to do.
+TEST(MultiProcess, RegisteringIsRefusedAcrossHostProcessesAndANoOpInOne) {
+  cccUniqueId id{};
+  ASSERT_EQ(cccGetUniqueId(&id), cccSuccess) << cccGetLastError(nullptr);
+  cccConfig_t config = CCC_CONFIG_INITIALIZER;
+  config.backend = "host";
+  config.timeoutSeconds = 10;
+  cccComm_t comm = nullptr;
+  ASSERT_EQ(cccCommInitRankConfig(&comm, 1, id, 0, &config), cccSuccess) << cccGetLastError(nullptr);
+  std::vector<float> buffer(64);
+  void* handle = nullptr;
+  EXPECT_EQ(cccCommRegister(comm, buffer.data(), sizeof(float) * buffer.size(), &handle), cccInvalidUsage);
+  EXPECT_NE(std::string(cccGetLastError(comm)).find("cccCommMemAlloc"), std::string::npos) << cccGetLastError(comm);
+  EXPECT_EQ(handle, nullptr);
+  EXPECT_EQ(cccCommDeregister(comm, buffer.data()), cccInvalidUsage);
+  EXPECT_EQ(cccCommDestroy(comm), cccSuccess);
+
+  cccComm_t comms[2];
+  ASSERT_EQ(cccCommInitAllHost(comms, 2), cccSuccess);
+  ASSERT_EQ(cccCommRegister(comms[0], buffer.data(), sizeof(float) * buffer.size(), &handle), cccSuccess)
+      << cccGetLastError(comms[0]);
+  EXPECT_EQ(cccCommRegister(comms[0], buffer.data(), 0, &handle), cccInvalidArgument);
+  EXPECT_EQ(cccCommDeregister(comms[0], handle), cccSuccess);
+  EXPECT_EQ(cccCommDeregister(comms[0], handle), cccInvalidArgument) << "deregistered already";
+  for (cccComm_t c : comms) EXPECT_EQ(cccCommDestroy(c), cccSuccess);
+}
+
 TEST(HostArena, AllocatesFirstFitCoalescesAndSaysWhenFull) {
   const uint64_t heap = 4096;
   const uint64_t bytes = ccc::HostArena::total_bytes(2, heap);

@@ -105,7 +105,7 @@ cccResult_t cccCommInitAllHostConfig(cccComm_t* comms, int nranks, const cccConf
  * cccInvalidArgument. Buffers: any host memory (host backend) or memory of the rank's device
  * (cuda); those outside the arena are copied into it before and out of it after each call (one
  * copy each way; on cuda cuMemcpyAsync on the call's stream, so graph capture works), those from
- * cccCommMemAlloc are used in place. After a failed collective the
+ * cccCommMemAlloc, and on cuda those registered with cccCommRegister, are used in place. After a failed collective the
  * communicator stays failed (as NCCL's after an asynchronous error): every later
  * cccCommSynchronize reports it; abort or destroy it. */
 cccResult_t cccGetUniqueId(cccUniqueId* uniqueId);
@@ -119,6 +119,21 @@ cccResult_t cccCommInitRankConfig(cccComm_t* comm, int nranks, cccUniqueId commI
  * (its arena goes with it). cccInvalidUsage for a communicator of one process. */
 cccResult_t cccCommMemAlloc(cccComm_t comm, void** ptr, size_t size);
 cccResult_t cccCommMemFree(cccComm_t comm, void* ptr);
+/* Registers a buffer the user already has, as ncclCommRegister, and fills *handle for
+ * cccCommDeregister. CUDA across processes (cccCommInitRank, backend "cuda"): collective, like
+ * ncclCommWindowRegister: every rank calls it, in the same order, with a buffer of its own
+ * (cudaMalloc memory of the rank's device, or arena memory); the peers open it through CUDA IPC,
+ * and this rank's collectives then use it in place instead of staging it. cccCommDeregister is
+ * collective too, waits for the rank's device first, and every rank passes the handle of the
+ * same cccCommRegister call. Neither is allowed while a stream of the device captures a graph
+ * (cccInvalidUsage). A failure on one rank fails the call on every rank (cccInvalidUsage there,
+ * naming it), with nothing registered; a rank that never calls makes the others fail with
+ * cccRemoteError within 1.5 x the timeout. One process (cccCommInitAll*): succeeds with nothing
+ * to do (the ranks share an address space). Host backend across processes: cccInvalidUsage
+ * (malloc memory cannot be shared; use cccCommMemAlloc). cccInvalidArgument for a null buffer or
+ * handle, size 0, memory that is not the rank's device's, or an unknown handle. */
+cccResult_t cccCommRegister(cccComm_t comm, void* buff, size_t size, void** handle);
+cccResult_t cccCommDeregister(cccComm_t comm, void* handle);
 /* Destroys one rank's handle; the clique's resources go with its last handle. */
 cccResult_t cccCommDestroy(cccComm_t comm);
 /* Marks the rank failed, so that its peers stop waiting for it and fail at once instead of

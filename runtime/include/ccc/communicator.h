@@ -120,8 +120,9 @@ class Communicator {
                                 RankOptions rank_options = {});
   // The same on the CUDA backend, one device per process (RankOptions::device): the arena is
   // device memory every rank's process maps at one address (cuda_arena.h). Collectives run on
-  // the caller's stream; buffers outside the arena (anything but mem_alloc's) are staged with
-  // cuMemcpyAsync on that stream before and after the kernel. Throws Error(NoDevice) without a
+  // the caller's stream; buffers outside the arena (anything but mem_alloc's) that the rank has
+  // not registered (register_buffer) are staged with cuMemcpyAsync on that stream before and
+  // after the kernel. Throws Error(NoDevice) without a
   // driver, Error(Cuda) naming a failed driver call.
   static Communicator cuda_rank(const UniqueId& id, int nranks, int rank, CommOptions options = {},
                                 RankOptions rank_options = {});
@@ -184,6 +185,18 @@ class Communicator {
   // heap has no room.
   void* mem_alloc(uint64_t bytes);
   void mem_free(void* p);
+
+  // Registers a buffer the user already has (cccCommRegister; docs/runtime.md, "Buffers.") and
+  // returns its handle for deregister_buffer. CUDA across processes (cuda_rank): collective,
+  // every rank registers one buffer of its own in the same call; the peers open it through CUDA
+  // IPC and its collectives then use it in place instead of staging it (cuda_registry.h). One
+  // process (host, cuda, cuda_virtual): nothing to exchange, the ranks share an address space;
+  // the handle is only checked by deregister_buffer. Host across processes (host_rank):
+  // Error(InvalidUsage), since another process cannot map malloc memory (cccCommMemAlloc gives
+  // memory used in place). Error(InvalidArgument) for a null buffer or 0 bytes.
+  void* register_buffer(void* p, uint64_t bytes);
+  // Error(InvalidArgument) for a handle register_buffer did not give (or already taken back).
+  void deregister_buffer(void* handle);
 
   // Rank `rank`'s failure so far, without waiting ("" if none). Host backend, and the CUDA
   // backend across processes (the error words read on a stream of their own, so a kernel still

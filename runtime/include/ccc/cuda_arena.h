@@ -20,6 +20,8 @@
 
 namespace ccc {
 
+class ControlChannel;  // bootstrap.h
+
 // One rank's sync state in device memory, as CudaRanks lays it out (also outside an arena):
 // progress[CCC_MAX_CHANNELS], mailbox[2 * CCC_MAX_CHANNELS], the error word, then (8-byte
 // aligned) the inbox of CCC_MAX_CHANNELS * N slots.
@@ -63,6 +65,9 @@ class CudaArena {
   ArenaHeap& heap() { return *heap_; }
   // [p, p + bytes) lies inside the arena (any rank's part): peers can read it.
   bool contains(const void* p, uint64_t bytes) const;
+  CUdeviceptr base() const { return base_; }
+  // The communicator's control channel, kept from the join (bootstrap.h).
+  ControlChannel& control() { return *control_; }
 
   class Mapper;  // the ArenaMapper of bootstrap.h (cuda_arena.cpp)
 
@@ -77,6 +82,7 @@ class CudaArena {
   CUdeviceptr base_ = 0;
   std::unique_ptr<Mapper> mapper_;  // owns the handles and the mapping
   std::unique_ptr<ArenaHeap> heap_;
+  std::unique_ptr<ControlChannel> control_;
 };
 
 }  // namespace ccc

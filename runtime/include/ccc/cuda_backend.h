@@ -16,6 +16,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <span>
 #include <string>
 #include <vector>
@@ -47,6 +48,7 @@ std::string cuda_buffer_problem(uintptr_t p, uint64_t bytes, uintptr_t range_sta
                                 bool legacy_ipc, bool peers);
 
 class CudaArena;
+class CudaRegistry;
 
 // A stream-ordered copy around a kernel (staging a buffer outside the multi-process arena).
 struct CudaCopy {
@@ -124,6 +126,13 @@ class CudaRanks {
   // Nothing in one process.
   void abort(int rank);
 
+  // Multi-process, collective (cuda_registry.h): registers the local rank's [p, p + bytes), which
+  // its collectives then use in place; returns the handle for deregister_buffer.
+  void* register_buffer(void* p, uint64_t bytes);
+  void deregister_buffer(void* handle);
+  // [p, p + bytes) lies inside a buffer the local rank registered (always false in one process).
+  bool registered(const void* p, uint64_t bytes) const;
+
  private:
   struct Device {
     int ordinal = 0;
@@ -159,6 +168,7 @@ class CudaRanks {
   const CudaDriver& driver_;
   CudaArena* arena_ = nullptr;    // multi-process
   CUstream control_ = nullptr;    // multi-process: a non-blocking stream for the error words
+  std::unique_ptr<CudaRegistry> registry_;  // multi-process: the local rank's (its table entry's)
   bool virtual_ranks_ = false;
   std::string arch_;
   std::vector<Device> devices_;

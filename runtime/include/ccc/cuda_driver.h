@@ -42,7 +42,9 @@ class NoCudaDevice : public CudaError {
   X(cuCtxGetDevice) X(cuMemGetAllocationGranularity) X(cuMemCreate) X(cuMemRelease)          \
   X(cuMemExportToShareableHandle) X(cuMemImportFromShareableHandle) X(cuMemAddressReserve)    \
   X(cuMemAddressFree) X(cuMemMap) X(cuMemUnmap) X(cuMemSetAccess) X(cuMemcpyAsync)            \
-  X(cuMemsetD32Async) X(cuMemcpyDtoHAsync)
+  X(cuMemsetD32Async) X(cuMemcpyDtoHAsync)                                                   \
+  /* multi-process: registering the user's buffers (cccCommRegister, cuda_registry.h) */      \
+  X(cuMemGetAddressRange) X(cuIpcGetMemHandle) X(cuIpcOpenMemHandle) X(cuIpcCloseMemHandle)
 
 class CudaDriver {
  public:

@@ -1,0 +1,93 @@
+// The buffers registered with one rank of a multi-process CUDA communicator (cccCommRegister,
+// docs/runtime.md, "Buffers."). Registration is collective: every rank registers one buffer of
+// its own in the same call, and the ranks all-gather, over the communicator's control channel
+// (bootstrap.h), the allocation holding each (its base and size in the owner's process, from
+// cuMemGetAddressRange, and a CUDA IPC handle, cuIpcGetMemHandle). Each rank opens its peers'
+// allocations (cuIpcOpenMemHandle; an allocation registered again, e.g. a second buffer in it,
+// is opened once and reference-counted) and lists them in its device-resident ccc_registry,
+// which its kernels use to translate a peer's pointers into this process's mapping
+// (ccc_abi.h). A buffer this rank registered is then used in place by its collectives (no
+// staging copy).
+//
+// Both calls run with no launch of this rank in flight (they synchronise the rank's device
+// first, and the communicator's lock keeps new ones out), and the exchange completes only once
+// every rank has synchronised: so no kernel reads an entry while it is rewritten, and after a
+// deregistration no peer still reads the buffer. Neither is allowed while a stream of the
+// device captures a graph (the synchronisation is prohibited then).
+//
+// A failure on any rank (a bad argument, an allocation that cannot be opened) fails the call on
+// every rank, with nothing changed: each rank's outcome is exchanged too.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include "ccc/cuda_driver.h"
+#include "ccc_abi.h"
+
+namespace ccc {
+
+class CudaArena;
+
+class CudaRegistry {
+ public:
+  // Allocates the rank's ccc_registry on the arena's device (its context current), empty, with
+  // the arena as the shared range.
+  CudaRegistry(const CudaDriver& driver, CudaArena& arena);
+  // Closes what this process opened and frees the registry; the rank's device must be idle and
+  // its context current.
+  ~CudaRegistry();
+  CudaRegistry(const CudaRegistry&) = delete;
+  CudaRegistry& operator=(const CudaRegistry&) = delete;
+
+  const ccc_registry* device() const { return reinterpret_cast<const ccc_registry*>(registry_); }
+
+  // Collective: registers [p, p + bytes), device memory of the rank's device, and returns its
+  // handle. Memory in the arena needs nothing opened (it is shared already) but still takes part.
+  // Throws Error(InvalidArgument) for a bad buffer, Error(InvalidUsage) during capture, for a full
+  // registry or when a peer's call failed (naming it), Error(Remote) for a peer that did not
+  // take part within the timeout.
+  void* add(void* p, uint64_t bytes);
+  // Collective: every rank deregisters its registration of the same add call. Error
+  // (InvalidArgument) for a handle this rank does not know, Error(InvalidUsage) for ranks that
+  // deregister different registrations.
+  void remove(void* handle);
+  // [p, p + bytes) lies inside a buffer this rank registered: its peers can read it in place.
+  bool covers(const void* p, uint64_t bytes) const;
+
+  struct Wire;  // what each rank contributes to an exchange (cuda_registry.cpp)
+
+ private:
+  struct Key {  // a peer's allocation
+    int owner;
+    uint64_t owner_base;
+    auto operator<=>(const Key&) const = default;
+  };
+  struct Opened {
+    uint64_t bytes;
+    CUdeviceptr local;  // where this process mapped it
+    int refs;
+  };
+  struct Registration {
+    uint64_t serial;  // its add call's number, equal on every rank
+    uintptr_t base;
+    uint64_t bytes;
+    std::vector<Key> peers;  // what it opened (one reference each)
+  };
+  std::vector<Wire> exchange(const Wire& mine, const char* what);
+  void synchronize_outside_capture(const char* what);
+  void release(const std::vector<Key>& keys);
+  void write_registry();  // the entries, then the header with the count; waits for both
+
+  const CudaDriver& driver_;
+  CudaArena& arena_;
+  CUdeviceptr registry_ = 0;
+  std::map<Key, Opened> opened_;
+  std::map<void*, std::unique_ptr<Registration>> registrations_;  // by handle
+  uint64_t serial_ = 0;  // add calls so far
+};
+
+}  // namespace ccc

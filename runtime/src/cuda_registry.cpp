@@ -1,0 +1,241 @@
+#include "ccc/cuda_registry.h"
+
+#include <cstddef>
+#include <cstdio>
+#include <cstring>
+#include <span>
+#include <string>
+
+#include <fmt/format.h>
+
+#include "bootstrap.h"
+#include "ccc/collective_types.h"
+#include "ccc/cuda_arena.h"
+
+namespace ccc {
+
+// What each rank contributes to an exchange (the same struct for both calls).
+struct CudaRegistry::Wire {
+  uint32_t ok;
+  uint32_t error_kind;  // not ok: an ErrorKind
+  uint64_t serial;      // remove: the registration's add call
+  uint64_t base;        // add: the allocation holding the buffer, in its owner's process
+  uint64_t bytes;       // add: its size; 0: arena memory, nothing to open
+  CUipcMemHandle handle;
+  char error[256];  // not ok: why
+};
+
+namespace {
+
+CudaRegistry::Wire failed(const Error& e) {
+  CudaRegistry::Wire w{};
+  w.error_kind = static_cast<uint32_t>(e.kind());
+  std::snprintf(w.error, sizeof w.error, "%s", e.what());
+  return w;
+}
+
+// Runs `body`, which fills `w`; a failure fills w with why instead (the rank still takes part in
+// the exchange, so that its peers fail too instead of waiting).
+template <typename Body>
+void outcome(CudaRegistry::Wire& w, Body&& body) {
+  try {
+    body();
+    w.ok = 1;
+  } catch (const Error& e) {
+    w = failed(e);
+  } catch (const CudaError& e) {
+    w = failed(Error(ErrorKind::Cuda, e.what()));
+  }
+}
+
+// The first failure among `all`: this rank's own as it was, a peer's as InvalidUsage naming it.
+void throw_first_failure(const std::vector<CudaRegistry::Wire>& all, int me, const char* what) {
+  if (all[me].ok == 0) throw Error(static_cast<ErrorKind>(all[me].error_kind), all[me].error);
+  for (size_t r = 0; r < all.size(); ++r)
+    if (all[r].ok == 0)
+      throw Error(ErrorKind::InvalidUsage, fmt::format("{}: rank {}'s call failed, so every rank's did: {}", what, r,
+                                                       all[r].error));
+}
+
+}  // namespace
+
+CudaRegistry::CudaRegistry(const CudaDriver& driver, CudaArena& arena) : driver_(driver), arena_(arena) {
+  driver_.check(driver_.cuMemAlloc(&registry_, sizeof(ccc_registry)), "cuMemAlloc (the registry)");
+  try {
+    write_registry();
+  } catch (...) {
+    driver_.cuMemFree(registry_);
+    throw;
+  }
+}
+
+CudaRegistry::~CudaRegistry() {
+  // Best effort: a failing driver at teardown has nothing left to report to.
+  for (const auto& [key, o] : opened_) driver_.cuIpcCloseMemHandle(o.local);
+  driver_.cuMemFree(registry_);
+}
+
+std::vector<CudaRegistry::Wire> CudaRegistry::exchange(const Wire& mine, const char* what) {
+  const std::vector<std::byte> bytes =
+      arena_.control().all_gather(std::as_bytes(std::span<const Wire>(&mine, 1)), what);
+  std::vector<Wire> all(bytes.size() / sizeof(Wire));
+  std::memcpy(all.data(), bytes.data(), all.size() * sizeof(Wire));
+  return all;
+}
+
+// Waits for the rank's launches (none may read the registry while it changes, nor a peer's
+// buffer after it is deregistered). Synchronising a context while one of its streams captures
+// is prohibited (CUDA Programming Guide, stream capture, "Prohibited and Unhandled
+// Operations"): the driver's refusal says a capture is under way.
+void CudaRegistry::synchronize_outside_capture(const char* what) {
+  const CUresult r = driver_.cuCtxSynchronize();
+  if (r == CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED || r == CUDA_ERROR_STREAM_CAPTURE_IMPLICIT ||
+      r == CUDA_ERROR_STREAM_CAPTURE_INVALIDATED)
+    throw Error(ErrorKind::InvalidUsage, fmt::format("{}: not allowed while a stream of the rank's device captures a "
+                                                     "graph; register buffers before capturing, deregister after",
+                                                     what));
+  driver_.check(r, "cuCtxSynchronize");
+}
+
+void* CudaRegistry::add(void* p, uint64_t bytes) {
+  constexpr const char* kWhat = "cccCommRegister";
+  const int me = arena_.rank();
+  const uint64_t serial = serial_++;  // every rank counts every call, failed or not
+  Wire mine{};
+  outcome(mine, [&] {
+    if (p == nullptr) throw Error(ErrorKind::InvalidArgument, "cccCommRegister: buff is null");
+    if (bytes == 0) throw Error(ErrorKind::InvalidArgument, "cccCommRegister: size is 0");
+    synchronize_outside_capture(kWhat);
+    const auto ptr = reinterpret_cast<CUdeviceptr>(p);
+    int ordinal = -1;
+    if (driver_.cuPointerGetAttribute(&ordinal, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, ptr) != CUDA_SUCCESS)
+      throw Error(ErrorKind::InvalidArgument, fmt::format("cccCommRegister: buffer {} is not CUDA device memory", p));
+    if (ordinal != arena_.ordinal())
+      throw Error(ErrorKind::InvalidArgument, fmt::format("cccCommRegister: buffer {} is on CUDA device {}, the rank's "
+                                                          "device is {}", p, ordinal, arena_.ordinal()));
+    if (arena_.contains(p, bytes)) return;  // shared already: bytes 0, nothing for the peers to open
+    CUdeviceptr base = 0;
+    size_t size = 0;
+    driver_.check(driver_.cuMemGetAddressRange(&base, &size, ptr), "cuMemGetAddressRange");
+    if (ptr - base > size || bytes > size - (ptr - base))
+      throw Error(ErrorKind::InvalidArgument, fmt::format("cccCommRegister: its {} bytes run past the end of the "
+                                                          "allocation that holds it ({} bytes from {:#x})", bytes,
+                                                          size, base));
+    int legacy_ipc = 0;
+    driver_.check(driver_.cuPointerGetAttribute(&legacy_ipc, CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE, ptr),
+                  "cuPointerGetAttribute");
+    // cuIpcGetMemHandle shares cuMemAlloc/cudaMalloc allocations only (CUDA Driver API, cuIpcGetMemHandle).
+    if (legacy_ipc == 0)
+      throw Error(ErrorKind::InvalidArgument,
+                  fmt::format("cccCommRegister: buffer {} comes from a stream-ordered pool (cudaMallocAsync) or "
+                              "from cuMemCreate, which CUDA IPC cannot share; allocate it with cudaMalloc, or "
+                              "with cccCommMemAlloc (used in place without registering)", p));
+    driver_.check(driver_.cuIpcGetMemHandle(&mine.handle, base), "cuIpcGetMemHandle");
+    mine.base = base;
+    mine.bytes = size;
+  });
+  mine.serial = serial;
+  std::vector<Wire> all = exchange(mine, kWhat);
+  throw_first_failure(all, me, kWhat);
+
+  // Open what this process has not yet (one reference per registration either way).
+  std::vector<Key> keys;
+  Wire opened{};
+  outcome(opened, [&] {
+    for (int r = 0; r < static_cast<int>(all.size()); ++r) {
+      if (r == me || all[r].bytes == 0) continue;
+      const Key key{r, all[r].base};
+      if (auto it = opened_.find(key); it != opened_.end()) {
+        ++it->second.refs;
+      } else {
+        if (opened_.size() >= CCC_MAX_REGISTRATIONS)
+          throw Error(ErrorKind::InvalidUsage, fmt::format("cccCommRegister: this rank has opened {} peer "
+                                                           "allocations, the most its registry holds; deregister "
+                                                           "some first", CCC_MAX_REGISTRATIONS));
+        CUdeviceptr local = 0;
+        driver_.check(driver_.cuIpcOpenMemHandle(&local, all[r].handle, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS),
+                      fmt::format("cuIpcOpenMemHandle (rank {}'s buffer)", r).c_str());
+        opened_[key] = {all[r].bytes, local, 1};
+      }
+      keys.push_back(key);
+    }
+    write_registry();
+  });
+  // Whether every rank opened everything: if one did not, all undo, so the ranks agree.
+  std::vector<Wire> outcomes;
+  try {
+    outcomes = exchange(opened, "cccCommRegister (outcome)");
+    throw_first_failure(outcomes, me, kWhat);
+  } catch (...) {
+    release(keys);
+    write_registry();
+    throw;
+  }
+  auto registration = std::make_unique<Registration>(Registration{serial, reinterpret_cast<uintptr_t>(p), bytes, keys});
+  void* handle = registration.get();
+  registrations_.emplace(handle, std::move(registration));
+  return handle;
+}
+
+void CudaRegistry::remove(void* handle) {
+  constexpr const char* kWhat = "cccCommDeregister";
+  const int me = arena_.rank();
+  const auto it = registrations_.find(handle);
+  Wire mine{};
+  outcome(mine, [&] {
+    if (it == registrations_.end())
+      throw Error(ErrorKind::InvalidArgument, fmt::format("cccCommDeregister: {} is not a handle cccCommRegister gave "
+                                                          "on this communicator (or it was deregistered already)",
+                                                          handle));
+    synchronize_outside_capture(kWhat);
+    mine.serial = it->second->serial;
+  });
+  const std::vector<Wire> all = exchange(mine, kWhat);
+  throw_first_failure(all, me, kWhat);
+  for (size_t r = 0; r < all.size(); ++r)
+    if (all[r].serial != mine.serial)
+      throw Error(ErrorKind::InvalidUsage, fmt::format("cccCommDeregister: rank {} deregisters the buffer of its "
+                                                       "registration #{}, rank {} that of #{}: every rank must "
+                                                       "deregister the buffers of one cccCommRegister call together",
+                                                       r, all[r].serial, me, mine.serial));
+  // Every rank synchronised before the exchange completed: no launch reads these any more.
+  release(it->second->peers);
+  registrations_.erase(it);
+  write_registry();
+}
+
+bool CudaRegistry::covers(const void* p, uint64_t bytes) const {
+  const auto at = reinterpret_cast<uintptr_t>(p);
+  for (const auto& [handle, r] : registrations_)
+    if (at >= r->base && at - r->base <= r->bytes && bytes <= r->bytes - (at - r->base)) return true;
+  return false;
+}
+
+void CudaRegistry::release(const std::vector<Key>& keys) {
+  for (const Key& key : keys) {
+    auto it = opened_.find(key);
+    if (it == opened_.end() || --it->second.refs > 0) continue;
+    driver_.cuIpcCloseMemHandle(it->second.local);  // best effort: the entry goes either way
+    opened_.erase(it);
+  }
+}
+
+void CudaRegistry::write_registry() {
+  std::vector<ccc_registration> entries;
+  for (const auto& [key, o] : opened_) entries.push_back({key.owner_base, o.bytes, o.local, key.owner, 0});
+  ccc_registry header{};
+  header.shared_base = arena_.base();
+  header.shared_bytes = arena_.layout().total_bytes;
+  header.count = static_cast<unsigned>(entries.size());
+  // Two copies on one stream land in order: the entries before the count that covers them.
+  if (!entries.empty())
+    driver_.check(driver_.cuMemcpyHtoD(registry_ + offsetof(ccc_registry, entries), entries.data(),
+                                       entries.size() * sizeof(ccc_registration)),
+                  "cuMemcpyHtoD (registry entries)");
+  driver_.check(driver_.cuMemcpyHtoD(registry_, &header, offsetof(ccc_registry, entries)), "cuMemcpyHtoD (registry)");
+  // From pageable memory a copy may return before it lands; the next launch may be on a
+  // non-blocking stream that does not wait for it.
+  driver_.check(driver_.cuCtxSynchronize(), "cuCtxSynchronize");
+}
+
+}  // namespace ccc
