@@ -42,7 +42,9 @@ class NoCudaDevice : public CudaError {
   X(cuCtxGetDevice) X(cuMemGetAllocationGranularity) X(cuMemCreate) X(cuMemRelease)          \
   X(cuMemExportToShareableHandle) X(cuMemImportFromShareableHandle) X(cuMemAddressReserve)    \
   X(cuMemAddressFree) X(cuMemMap) X(cuMemUnmap) X(cuMemSetAccess) X(cuMemcpyAsync)            \
-  X(cuMemsetD32Async) X(cuMemcpyDtoHAsync)
+  X(cuMemsetD32Async) X(cuMemcpyDtoHAsync)                                                 \
+  /* programmatic dependent launch (cuda_backend.cpp); a CUDA 12.0 driver or newer */          \
+  X(cuLaunchKernelEx)
 
 class CudaDriver {
  public:
