@@ -11,6 +11,7 @@
 #   5. the cost model's constants this GPU can give (launch, graph replay, memory, one channel):
 #      ccc-bench --calibrate writes $OUT/calibration.txt (else beside the logs), which
 #      `ccc tune --calibration` and $CCC_CALIBRATION read (docs/cost_model.md, "Calibration");
+#      then again with programmatic dependent launch off ($OUT/calibration-no-pdl.txt);
 #   6. ccc.torch's tests with this machine's Python and torch, on CPU tensors and then on CUDA
 #      ones, two rank processes on the one GPU (python/check.sh: SKIP when the bundle's
 #      extension, built for one CPython version, does not load here).
@@ -134,6 +135,10 @@ done
 calibration_detail() { sed -n 's/^gpus //p' "$1"; }
 part "calibrate:launch, graph, memory, channel" 60 calibration_detail \
   "$bin/ccc-bench" --calibrate "${OUT:-$logs}/calibration.txt"
+# Again with programmatic dependent launch off (docs/runtime.md): its `launch` against the one
+# above is what PDL hides of a back-to-back eager launch on this GPU.
+part "calibrate:again with CCC_PDL=0" 60 calibration_detail \
+  env CCC_PDL=0 "$bin/ccc-bench" --calibrate "${OUT:-$logs}/calibration-no-pdl.txt"
 part "python:ccc.torch tests" 180 - "$here/python/check.sh" host
 part "python:CUDA ranks from Python" 180 - "$here/python/check.sh" cuda
 

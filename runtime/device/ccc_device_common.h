@@ -491,6 +491,26 @@ class Channel {
    * instead of waiting. */
   template <class Map = Unmapped>
   CCC_FN bool enter(const int* const* consumers, Map = Map()) {
+    // Programmatic dependent launch (ccc_device_cuda.h). Up to here the block has read only what
+    // no grid writes: the launch arguments and, through them, the ranks' fixed state (copied to
+    // shared memory by the constructor; written once before the first launch, ccc_abi.h) and a
+    // virtual-rank launch's buffer table (immutable, CudaRanks::launch_virtual). From here on it
+    // reads and writes what the stream's previous grid may still be writing (progress, inbox,
+    // mailbox, error words, ll slots, scratch, the user's buffers), so every thread waits first.
+    // Every block waits, even one that runs no (rank, channel): then this grid completes only
+    // after its predecessor, and whatever waits for this grid's completion (a later launch
+    // without PDL, an event, a synchronize) has waited for the predecessor's too.
+    wait_for_prior_grids();
+    // Then releases the stream's next grid at once, to hide its launch latency behind this one.
+    // Safe for this grid's progress: the next grid is scheduled only once every block of this
+    // grid has executed the release or exited (PTX ISA, griddepcontrol.launch_dependents), and a
+    // block not yet running has done neither, so the next grid's blocks never take the place of
+    // a block of this grid that its peers wait for. Issued after the wait, a grid releases its
+    // successor only once its own predecessor has completed: at most two grids of a stream are
+    // resident at once, this one and a successor parked in its wait, never a growing chain. That
+    // parked grid holds SM resources while this one runs; ranks that share a device (processes
+    // under MPS) need room for both (docs/runtime.md, "Programmatic dependent launch").
+    allow_dependent_launch();
     if (rank_ >= Cfg::ranks || channel_ >= Cfg::channels) return false;
     consumers_ = consumers[Map::shared ? 0 : rank_];  // a shared list is relabelled in done()
     for (int p = static_cast<int>(thread_index()); p < Cfg::ranks; p += static_cast<int>(block_threads())) {

@@ -89,6 +89,31 @@ CCC_FN void record_error(unsigned* word, unsigned code) {
 #endif
 }
 
+/* Programmatic dependent launch (PDL; CUDA C++ Programming Guide, "Programmatic Dependent Launch
+ * and Synchronization"; PTX ISA, "griddepcontrol"). A grid the runtime launches with
+ * CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION (cuda_backend.cpp) may start while the
+ * previous grid of its stream still runs. wait_for_prior_grids (griddepcontrol.wait) blocks until
+ * every prerequisite grid has completed and its memory operations are performed and visible to
+ * this grid; nothing a prior grid may write (progress, inbox, mailbox, error words, ll slots,
+ * scratch, the user's buffers) may be touched before it. allow_dependent_launch
+ * (griddepcontrol.launch_dependents) lets the stream's next grid be scheduled once every block of
+ * this grid has executed it or exited; it orders no memory, the next grid's own wait does that.
+ * In a grid launched without the attribute (a cooperative launch, PDL switched off, a capture)
+ * there is no prerequisite grid in flight, so the wait returns at once, and launch_dependents
+ * has no dependent to release. Both need sm_90: below it they are nothing, and the runtime never
+ * asks for PDL there. The "memory" clobber keeps the compiler from moving this thread's loads or
+ * stores across them. Where the kernel calls them, and why there: Channel::enter. */
+CCC_FN void wait_for_prior_grids() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+CCC_FN void allow_dependent_launch() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
 CCC_FN unsigned long long now_ns() {
   unsigned long long t;
   asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));

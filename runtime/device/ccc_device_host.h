@@ -59,6 +59,12 @@ CCC_FN void record_error(unsigned* word, unsigned code) {
   std::atomic_ref<unsigned>(*word).compare_exchange_strong(expected, code);
 }
 
+/* Programmatic dependent launch (ccc_device_cuda.h) is a CUDA launch feature: the host backend
+ * runs a launch only after the one before it on its stream has returned, so there is nothing to
+ * wait for and no one to release. */
+CCC_FN void wait_for_prior_grids() {}
+CCC_FN void allow_dependent_launch() {}
+
 CCC_FN unsigned long long now_ns() {
   return static_cast<unsigned long long>(std::chrono::duration_cast<std::chrono::nanoseconds>(
       std::chrono::steady_clock::now().time_since_epoch()).count());

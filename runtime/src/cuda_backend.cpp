@@ -36,6 +36,12 @@ std::vector<void*> cuda_kernel_params(ccc_launch_args& args) { return {&args}; }
 
 std::string cuda_arch_name(int major, int minor) { return fmt::format("sm_{}{}", major, minor); }
 
+bool cuda_programmatic_launch_allowed(const char* env) {
+  if (env == nullptr || std::strcmp(env, "") == 0 || std::strcmp(env, "1") == 0) return true;
+  if (std::strcmp(env, "0") == 0) return false;
+  invalid(fmt::format("CCC_PDL={}: 0 turns programmatic dependent launch off, 1 (or unset) allows it", env));
+}
+
 std::string cuda_buffer_problem(uintptr_t p, uint64_t bytes, uintptr_t range_start, uint64_t range_size,
                                 bool legacy_ipc, bool peers) {
   if (p < range_start || p - range_start > range_size || bytes > range_size - (p - range_start))
@@ -122,6 +128,9 @@ void CudaRanks::add_device(int ordinal) {
   if (devices_.empty()) arch_ = arch;
   if (arch != arch_)
     invalid(fmt::format("CUDA devices {} ({}) and {} ({}) differ in architecture", devices_[0].ordinal, arch_, ordinal, arch));
+  // Programmatic dependent launch needs compute capability 9.0 (CUDA C++ Programming Guide,
+  // "Programmatic Dependent Launch and Synchronization").
+  d.programmatic_launch = major >= 9;
   driver_.check(driver_.cuDevicePrimaryCtxRetain(&d.context, d.device), "cuDevicePrimaryCtxRetain");
   devices_.push_back(d);
 }
@@ -314,9 +323,31 @@ void CudaRanks::launch(int rank, int kernel, int channels, int threads, const cc
   std::vector<void*> params = cuda_kernel_params(args);
   const auto s = static_cast<CUstream>(stream);
   if (before != nullptr) driver_.check(driver_.cuMemcpyAsync(before->to, before->from, before->bytes, s), "cuMemcpyAsync (staging in)");
-  driver_.check(driver_.cuLaunchKernel(d.functions.at(kernel), shape.grid, 1, 1, shape.block, 1, 1, 0, s,
-                                       params.data(), nullptr),
-                "cuLaunchKernel");
+  const CUfunction f = d.functions.at(kernel);
+  // Programmatic dependent launch: the kernel may begin while the stream's previous kernel is
+  // still running, once every block of that one has released it (or exited), and waits for its
+  // completion itself (griddepcontrol.wait, Channel::enter) before it touches anything that
+  // kernel may write. What it hides is the launch latency behind the previous kernel, a ccc
+  // collective or the user's own. Not while capturing: that a graph keeps the programmatic edge
+  // of a captured launch is not checked on a GPU yet, so a captured launch keeps the plain
+  // full-completion dependency (docs/runtime.md, "Programmatic dependent launch").
+  if (pdl_ && d.programmatic_launch && !capturing(stream)) {
+    CUlaunchAttribute attribute{};
+    attribute.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+    attribute.value.programmaticStreamSerializationAllowed = 1;
+    CUlaunchConfig config{};
+    config.gridDimX = shape.grid;
+    config.gridDimY = config.gridDimZ = 1;
+    config.blockDimX = shape.block;
+    config.blockDimY = config.blockDimZ = 1;
+    config.hStream = s;
+    config.attrs = &attribute;
+    config.numAttrs = 1;
+    driver_.check(driver_.cuLaunchKernelEx(&config, f, params.data(), nullptr), "cuLaunchKernelEx");
+  } else {
+    driver_.check(driver_.cuLaunchKernel(f, shape.grid, 1, 1, shape.block, 1, 1, 0, s, params.data(), nullptr),
+                  "cuLaunchKernel");
+  }
   if (after != nullptr) driver_.check(driver_.cuMemcpyAsync(after->to, after->from, after->bytes, s), "cuMemcpyAsync (staging out)");
 }
 

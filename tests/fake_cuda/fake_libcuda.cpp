@@ -7,7 +7,8 @@
 // kernels are recorded, never run. It is no substitute for the GPU check.
 //
 // Knobs (environment, read at cuInit): FAKE_CUDA_DEVICES (default 2), FAKE_CUDA_BLOCKS_PER_SM
-// (occupancy answer, default 4). Test controls: the fake_cuda_* functions at the end.
+// (occupancy answer, default 4). Every device is sm_90 unless a test says otherwise. Test
+// controls: the fake_cuda_* functions at the end.
 #include <cuda.h>
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -51,6 +52,7 @@ struct State {
   std::vector<std::string> log;
   int devices = 2;
   int blocks_per_sm = 4;
+  int compute_capability = 90;  // of every device: major * 10 + minor
   std::vector<std::unique_ptr<FakeContext>> contexts;  // the primary context of each device
   std::set<std::pair<int, int>> peer_enabled;          // (from device, to device)
   std::map<uintptr_t, Allocation> allocations;         // by start address
@@ -101,7 +103,9 @@ int env_int(const char* name, int fallback) {
   return v != nullptr && *v != '\0' ? std::atoi(v) : fallback;
 }
 
-CUresult launch(const char* name, CUfunction f, unsigned grid, unsigned block, CUstream stream, void** params) {
+// `details`: what else the launch asked for (cuLaunchKernelEx's attributes), logged last.
+CUresult launch(const char* name, CUfunction f, unsigned grid, unsigned block, CUstream stream, void** params,
+                const std::string& details = "") {
   if (f == nullptr || params == nullptr) return CUDA_ERROR_INVALID_VALUE;
   const auto* args = static_cast<const ccc_launch_args*>(params[0]);
   // Where a rank's buffers point: fake device memory, null, or elsewhere.
@@ -120,7 +124,7 @@ CUresult launch(const char* name, CUfunction f, unsigned grid, unsigned block, C
   if (args->rank >= 0)
     buffers = std::string(" input=") + where(args->own.input) + " output=" + where(args->own.output);
   record(call(name, "stream=" + stream_name(stream) + " grid=" + std::to_string(grid) + " block=" +
-                        std::to_string(block) + " rank=" + std::to_string(args->rank) + buffers));
+                        std::to_string(block) + " rank=" + std::to_string(args->rank) + buffers + details));
   return CUDA_SUCCESS;
 }
 
@@ -160,8 +164,8 @@ CUresult cuDeviceGet(CUdevice* device, int ordinal) {
 
 CUresult cuDeviceGetAttribute(int* value, CUdevice_attribute attribute, CUdevice) {
   switch (attribute) {
-    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR: *value = 9; break;
-    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR: *value = 0; break;
+    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR: *value = state().compute_capability / 10; break;
+    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR: *value = state().compute_capability % 10; break;
     case CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT: *value = kSms; break;
     default: *value = 1; break;
   }
@@ -263,6 +267,24 @@ CUresult cuLaunchKernel(CUfunction f, unsigned grid, unsigned, unsigned, unsigne
 CUresult cuLaunchCooperativeKernel(CUfunction f, unsigned grid, unsigned, unsigned, unsigned block, unsigned,
                                    unsigned, unsigned, CUstream stream, void** params) {
   return launch("cuLaunchCooperativeKernel", f, grid, block, stream, params);
+}
+
+// Logs each attribute: " programmatic=<0|1>" for programmatic stream serialization, else
+// " attribute=<id>".
+CUresult cuLaunchKernelEx(const CUlaunchConfig* config, CUfunction f, void** params, void** extra) {
+  if (config == nullptr || extra != nullptr || (config->numAttrs > 0 && config->attrs == nullptr))
+    return CUDA_ERROR_INVALID_VALUE;
+  if (config->gridDimY != 1 || config->gridDimZ != 1 || config->blockDimY != 1 || config->blockDimZ != 1)
+    return CUDA_ERROR_INVALID_VALUE;  // ccc's grids are one-dimensional
+  std::string attributes;
+  for (unsigned i = 0; i < config->numAttrs; ++i) {
+    const CUlaunchAttribute& a = config->attrs[i];
+    if (a.id == CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION)
+      attributes += " programmatic=" + std::to_string(a.value.programmaticStreamSerializationAllowed);
+    else
+      attributes += " attribute=" + std::to_string(static_cast<int>(a.id));
+  }
+  return launch("cuLaunchKernelEx", f, config->gridDimX, config->blockDimX, config->hStream, params, attributes);
 }
 
 CUresult cuOccupancyMaxActiveBlocksPerMultiprocessor(int* blocks, CUfunction, int, size_t) {
@@ -645,5 +667,8 @@ void fake_cuda_last_launch(ccc_launch_args* args) {
 
 // The occupancy cuOccupancyMaxActiveBlocksPerMultiprocessor reports from now on.
 void fake_cuda_set_blocks_per_sm(int blocks) { state().blocks_per_sm = blocks; }
+
+// The compute capability (major * 10 + minor) every device reports from now on (default 90).
+void fake_cuda_set_compute_capability(int cc) { state().compute_capability = cc; }
 
 }  // extern "C"

@@ -23,6 +23,7 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "ccc/ccc.h"
@@ -47,6 +48,7 @@ struct Fake {
   void (*set_capturing)(CUstream, int) = nullptr;
   void (*set_blocks_per_sm)(int) = nullptr;
   void (*last_launch)(ccc_launch_args*) = nullptr;
+  void (*set_compute_capability)(int) = nullptr;
 };
 
 const Fake& fake() {
@@ -59,6 +61,7 @@ const Fake& fake() {
     f.set_capturing = reinterpret_cast<void (*)(CUstream, int)>(dlsym(lib, "fake_cuda_set_capturing"));
     f.set_blocks_per_sm = reinterpret_cast<void (*)(int)>(dlsym(lib, "fake_cuda_set_blocks_per_sm"));
     f.last_launch = reinterpret_cast<void (*)(ccc_launch_args*)>(dlsym(lib, "fake_cuda_last_launch"));
+    f.set_compute_capability = reinterpret_cast<void (*)(int)>(dlsym(lib, "fake_cuda_set_compute_capability"));
     return f;
   }();
   return f;
@@ -80,6 +83,23 @@ std::vector<std::string> calls_named(const std::vector<std::string>& log, const 
   std::vector<std::string> out;
   for (const std::string& line : log)
     if (starts_with(line, name + " ")) out.push_back(line);
+  return out;
+}
+
+// The staging copies and launches of a log, in order, by name.
+std::vector<std::string> staging_and_launches(const std::vector<std::string>& log) {
+  std::vector<std::string> out;
+  for (const std::string& line : log)
+    if (starts_with(line, "cuMemcpyAsync") || starts_with(line, "cuLaunchKernel")) out.push_back(line.substr(0, line.find(' ')));
+  return out;
+}
+
+
+// Every kernel launch of any kind in `log`.
+std::vector<std::string> kernel_launches(const std::vector<std::string>& log) {
+  std::vector<std::string> out;
+  for (const char* name : {"cuLaunchKernel", "cuLaunchKernelEx", "cuLaunchCooperativeKernel"})
+    for (const std::string& line : calls_named(log, name)) out.push_back(line);
   return out;
 }
 
@@ -156,9 +176,11 @@ TEST_F(CudaCallPath, EachRankIsEnqueuedOnItsDeviceAndStreamWhenItCalls) {
   for (int r = 0; r < 2; ++r) {
     ASSERT_EQ(cccAllReduce(buf[r], buf[r], kCount, cccFloat32, cccSum, comms[r], stream(r)), cccSuccess);
     const std::vector<std::string> log = take_log();
-    const std::vector<std::string> launches = calls_named(log, "cuLaunchKernel");
+    // The fake devices are sm_90: programmatic dependent launch (see ProgrammaticDependentLaunch...).
+    const std::vector<std::string> launches = calls_named(log, "cuLaunchKernelEx");
+    ASSERT_EQ(kernel_launches(log).size(), 1u) << testing::PrintToString(log);
     ASSERT_EQ(launches.size(), 1u) << testing::PrintToString(log);
-    const std::string where = "cuLaunchKernel dev=" + std::to_string(r) + " stream=";
+    const std::string where = "cuLaunchKernelEx dev=" + std::to_string(r) + " stream=";
     EXPECT_TRUE(starts_with(launches[0], where)) << launches[0];
     EXPECT_NE(launches[0].find(" rank=" + std::to_string(r)), std::string::npos) << launches[0];
     std::ostringstream s;
@@ -203,8 +225,60 @@ TEST_F(CudaCallPath, NothingSynchronousWhileAStreamCaptures) {
   for (int i = 0; i < 3; ++i) comm.all_reduce(send, buf, kCount, DataType::F32, ReduceOp::Sum, streams);
   for (void* s : streams) fake().set_capturing(static_cast<CUstream>(s), 0);
   const std::vector<std::string> log = take_log();
+  // Captured launches go without programmatic dependent launch (docs/runtime.md).
   EXPECT_EQ(calls_named(log, "cuLaunchKernel").size(), 6u) << testing::PrintToString(log);
+  EXPECT_EQ(kernel_launches(log).size(), 6u) << testing::PrintToString(log);
   EXPECT_TRUE(synchronous_calls(log).empty()) << testing::PrintToString(log);
+}
+
+// Programmatic dependent launch (docs/runtime.md): an eager launch on an sm_90 device goes through
+// cuLaunchKernelEx with programmatic stream serialization allowed; on sm_80, with $CCC_PDL=0, and
+// while the stream captures, through cuLaunchKernel as before. A $CCC_PDL other than 0 or 1 is
+// refused when the communicator is made.
+TEST_F(CudaCallPath, ProgrammaticDependentLaunchWhereTheDeviceHasIt) {
+  ASSERT_NE(fake().set_compute_capability, nullptr);
+  std::vector<void*> buf = {device_alloc(0, kCount * 4), device_alloc(1, kCount * 4)};
+  const std::vector<const void*> send(buf.begin(), buf.end());
+  const std::vector<void*> streams = {stream(0), stream(1)};
+  // The launches of one all_reduce on a communicator made under `cc` and $CCC_PDL=`env` (null: unset).
+  auto launches = [&](int cc, const char* env, bool capture) {
+    fake().set_compute_capability(cc);
+    if (env != nullptr) setenv("CCC_PDL", env, 1);
+    auto comm = Communicator::cuda({0, 1});
+    unsetenv("CCC_PDL");
+    fake().set_compute_capability(90);
+    comm.all_reduce(send, buf, kCount, DataType::F32, ReduceOp::Sum, streams);  // compiles and loads
+    take_log();
+    for (void* s : streams) fake().set_capturing(static_cast<CUstream>(s), capture ? 1 : 0);
+    comm.all_reduce(send, buf, kCount, DataType::F32, ReduceOp::Sum, streams);
+    for (void* s : streams) fake().set_capturing(static_cast<CUstream>(s), 0);
+    return kernel_launches(take_log());
+  };
+  for (const char* env : {static_cast<const char*>(nullptr), "1", ""}) {
+    const std::vector<std::string> eager = launches(90, env, false);
+    ASSERT_EQ(eager.size(), 2u) << testing::PrintToString(eager);
+    for (const std::string& line : eager) {
+      EXPECT_TRUE(starts_with(line, "cuLaunchKernelEx ")) << line;
+      EXPECT_TRUE(line.ends_with(" programmatic=1")) << line;
+    }
+  }
+  for (const auto& [cc, env, capture] : {std::tuple{80, static_cast<const char*>(nullptr), false},
+                                         std::tuple{90, "0", false}, std::tuple{90, static_cast<const char*>(nullptr), true}}) {
+    const std::vector<std::string> plain = launches(cc, env, capture);
+    EXPECT_EQ(calls_named(plain, "cuLaunchKernel").size(), 2u)
+        << "sm_" << cc << " CCC_PDL=" << (env ? env : "(unset)") << (capture ? " capturing" : "") << ": "
+        << testing::PrintToString(plain);
+    EXPECT_EQ(plain.size(), 2u) << testing::PrintToString(plain);
+  }
+  setenv("CCC_PDL", "yes", 1);
+  try {
+    auto comm = Communicator::cuda({0, 1});
+    ADD_FAILURE() << "CCC_PDL=yes was accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::InvalidArgument);
+    EXPECT_NE(std::string(e.what()).find("CCC_PDL=yes"), std::string::npos) << e.what();
+  }
+  unsetenv("CCC_PDL");
 }
 
 TEST_F(CudaCallPath, VirtualRanksAreOneCooperativeGrid) {
@@ -222,9 +296,9 @@ TEST_F(CudaCallPath, VirtualRanksAreOneCooperativeGrid) {
 
   comm.all_reduce(send, buf, kCount, DataType::F32, ReduceOp::Sum, streams);
   log = take_log();
-  EXPECT_TRUE(calls_named(log, "cuLaunchKernel").empty()) << testing::PrintToString(log);
   const std::vector<std::string> launches = calls_named(log, "cuLaunchCooperativeKernel");
   ASSERT_EQ(launches.size(), 1u) << testing::PrintToString(log);
+  EXPECT_EQ(kernel_launches(log).size(), 1u) << "cooperative, and nothing else: " << testing::PrintToString(log);
   EXPECT_NE(launches[0].find(" rank=-1"), std::string::npos) << launches[0];
   EXPECT_TRUE(synchronous_calls(log).empty()) << "same buffers again: " << testing::PrintToString(log);
 
@@ -277,7 +351,7 @@ TEST_F(CudaCallPath, NullBuffersWhereNcclAllowsThemBecomeDeviceMemory) {
               cccSuccess)
         << cccGetLastError(nullptr);
   const std::vector<std::string> log = take_log();
-  const std::vector<std::string> launches = calls_named(log, "cuLaunchKernel");
+  const std::vector<std::string> launches = kernel_launches(log);
   ASSERT_EQ(launches.size(), 4u) << testing::PrintToString(log);
   for (const std::string& launch : launches)
     EXPECT_NE(launch.find(" input=device output=device"), std::string::npos) << launch;
@@ -345,7 +419,7 @@ TEST_F(CudaCallPath, TracedCallsReadTheirRecordsBackAtTheSynchronize) {
   comm.all_reduce(send, buf, kCount, DataType::F32, ReduceOp::Sum, streams);
   std::vector<std::string> log = take_log();
   const std::string records = std::to_string(2 * sizeof(ccc_trace_channel));
-  EXPECT_EQ(calls_named(log, "cuLaunchKernel").size(), 2u) << testing::PrintToString(log);
+  EXPECT_EQ(kernel_launches(log).size(), 2u) << testing::PrintToString(log);
   EXPECT_EQ(calls_named(log, "cuMemAlloc").size(), 2u) << testing::PrintToString(log);
   EXPECT_EQ(calls_named(log, "cuMemsetD8").size(), 2u) << testing::PrintToString(log);
   for (const std::string& c : calls_named(log, "cuMemsetD8")) EXPECT_NE(c.find(records), std::string::npos) << c;
@@ -366,7 +440,7 @@ TEST_F(CudaCallPath, TracedCallsReadTheirRecordsBackAtTheSynchronize) {
     EXPECT_NE(std::string(e.what()).find("graph capture"), std::string::npos) << e.what();
   }
   for (void* s : streams) fake().set_capturing(static_cast<CUstream>(s), 0);
-  EXPECT_TRUE(calls_named(take_log(), "cuLaunchKernel").empty());
+  EXPECT_TRUE(kernel_launches(take_log()).empty());
   comm.destroy();
   std::filesystem::remove(options.trace_file);
 }
@@ -399,10 +473,8 @@ TEST_F(CudaCallPath, AcrossProcessesBuffersOutsideTheArenaAreStagedOnTheCallersS
   comm.run_rank({Collective::AllReduce, kCount, DataType::F32, ReduceOp::Sum, -1, {}, {}}, 0, arena, arena, s);
   fake().set_capturing(s, 0);
   log = take_log();
-  std::vector<std::string> enqueued;
-  for (const std::string& line : log)
-    if (starts_with(line, "cuMemcpyAsync") || starts_with(line, "cuLaunchKernel")) enqueued.push_back(line.substr(0, line.find(' ')));
-  EXPECT_EQ(enqueued, (std::vector<std::string>{"cuMemcpyAsync", "cuLaunchKernel", "cuMemcpyAsync", "cuLaunchKernel"}))
+  // Captured: without programmatic dependent launch (docs/runtime.md).
+  EXPECT_EQ(staging_and_launches(log), (std::vector<std::string>{"cuMemcpyAsync", "cuLaunchKernel", "cuMemcpyAsync", "cuLaunchKernel"}))
       << "staged in, run, staged out; arena memory in place: " << testing::PrintToString(log);
   std::ostringstream name;
   name << static_cast<void*>(s);
@@ -447,13 +519,6 @@ ccc_launch_args last_launch() {
   return args;
 }
 
-std::vector<std::string> staging_and_launches(const std::vector<std::string>& log) {
-  std::vector<std::string> out;
-  for (const std::string& line : log)
-    if (starts_with(line, "cuMemcpyAsync") || starts_with(line, "cuLaunchKernel")) out.push_back(line.substr(0, line.find(' ')));
-  return out;
-}
-
 template <typename Body>
 void expect_error(ErrorKind kind, const std::string& text, Body&& body) {
   try {
@@ -488,13 +553,13 @@ TEST_F(CudaCallPath, AcrossProcessesARegisteredBufferIsUsedInPlaceAndUnregistere
   ASSERT_NE(handle, nullptr);
   comm.run_rank(call, 0, user, user, s);
   std::vector<std::string> log = take_log();
-  EXPECT_EQ(staging_and_launches(log), std::vector<std::string>{"cuLaunchKernel"}) << testing::PrintToString(log);
+  EXPECT_EQ(staging_and_launches(log), std::vector<std::string>{"cuLaunchKernelEx"}) << testing::PrintToString(log);
   EXPECT_EQ(last_launch().own.input, user) << "the kernel reads the registered buffer itself";
   EXPECT_EQ(last_launch().own.output, user);
   // Past the registered range (the allocation's second half): staged as before.
   comm.run_rank(call, 0, user + kCount * 4, user + kCount * 4, s);
   EXPECT_EQ(staging_and_launches(take_log()),
-            (std::vector<std::string>{"cuMemcpyAsync", "cuLaunchKernel", "cuMemcpyAsync"}));
+            (std::vector<std::string>{"cuMemcpyAsync", "cuLaunchKernelEx", "cuMemcpyAsync"}));
   EXPECT_EQ(registry->count, 0u) << "one rank: no peer allocation to open";
 
   // Neither call while a stream captures: the rank's device cannot be synchronised then.
@@ -525,7 +590,7 @@ TEST_F(CudaCallPath, AcrossProcessesARegisteredBufferIsUsedInPlaceAndUnregistere
   take_log();
   comm.run_rank(call, 0, user, user, s);
   EXPECT_EQ(staging_and_launches(take_log()),
-            (std::vector<std::string>{"cuMemcpyAsync", "cuLaunchKernel", "cuMemcpyAsync"}))
+            (std::vector<std::string>{"cuMemcpyAsync", "cuLaunchKernelEx", "cuMemcpyAsync"}))
       << "deregistered: staged again";
   comm.synchronize();
 }

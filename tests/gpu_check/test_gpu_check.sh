@@ -44,6 +44,7 @@ grep -q $'^time:allreduce ring f32, 8 B - 1 GiB\tNOT RUN\t' "$tsv" || fail "no r
 grep -q $'^device\tPASS\t0\tFake H200, sm_90' "$tsv" || fail "no row for the device"
 grep -q $'^python:ccc.torch tests\tNOT RUN\t' "$tsv" || fail "no row for the Python tests"
 grep -q $'^calibrate:launch, graph, memory, channel\tNOT RUN\t' "$tsv" || fail "no row for the calibration"
+grep -q $'^calibrate:again with CCC_PDL=0\tNOT RUN\t' "$tsv" || fail "no row for the calibration without PDL"
 grep -q $'^python:CUDA ranks from Python\tNOT RUN\t' "$tsv" || fail "no row for the Python CUDA tests"
 # A trace part for every shipped schedule, and for nothing else.
 schedules=$(cd "$(dirname "$0")/../../schedules" && pwd)

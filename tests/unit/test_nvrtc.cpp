@@ -5,6 +5,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <sstream>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "ccc/emit_cuda.h"
@@ -175,6 +177,72 @@ TEST(Nvrtc, OneDeviceKernelsSyncInGpuScopeOthersInSysScope) {
         EXPECT_NE(out.image.find(std::string(op) + want), std::string::npos) << k.kernel_name << ": no " << op << want;
       EXPECT_EQ(out.image.find(never), std::string::npos) << k.kernel_name << " has " << never;
     }
+  }
+}
+
+// The body of the kernel entry in `ptx` (from ".entry" to its closing brace), or "".
+std::string entry_body(const std::string& ptx) {
+  const size_t begin = ptx.find(".entry ");
+  if (begin == std::string::npos) return "";
+  const size_t end = ptx.find("\n}", begin);
+  return ptx.substr(begin, end == std::string::npos ? std::string::npos : end - begin);
+}
+
+// The labels the branches (bra, bra.uni) in `ptx` jump to.
+std::vector<std::string> branch_targets(const std::string& ptx) {
+  std::vector<std::string> out;
+  for (size_t b = ptx.find("bra"); b != std::string::npos; b = ptx.find("bra", b + 1)) {
+    const size_t label = ptx.find_first_not_of(" \t", ptx.find_first_of(" \t", b));
+    const size_t end = ptx.find(';', label);
+    if (label != std::string::npos && end != std::string::npos) out.push_back(ptx.substr(label, end - label));
+  }
+  return out;
+}
+
+// Programmatic dependent launch (ccc_device_cuda.h, Channel::enter): for sm_90 the kernel waits
+// for the stream's previous grid (griddepcontrol.wait) before its first sync operation and before
+// it calls into the interpreter, then releases the next grid (launch_dependents); for sm_80,
+// which lacks the instructions, neither is there. Both protocols, a shared (relabelled) program
+// and per-rank tables. Channel::enter is inlined into the entry, whose text is checked in order;
+// with no branch before the wait landing after it, every path through the entry reaches the wait
+// before anything that follows it in the text.
+TEST(Nvrtc, Sm90KernelsWaitForThePriorGridBeforeTouchingSyncState) {
+  const std::pair<Case, Protocol> kernels[] = {
+      {{"oneshot", 4}, Protocol::Simple}, {{"oneshot", 4}, Protocol::Ll}, {{"ring", 3}, Protocol::Simple}};
+  for (const auto& [c, protocol] : kernels) {
+    KernelOptions o;
+    o.protocol = protocol;
+    const EmittedKernel k = emit_cuda(lower(planned(c), o));
+    NvrtcOutput hopper = nvrtc_compile(request(k.source, "sm_90", NvrtcTarget::Ptx));
+    ASSERT_TRUE(hopper.ok) << hopper.log;
+    const std::string body = entry_body(hopper.image);
+    ASSERT_FALSE(body.empty()) << k.kernel_name;
+    const size_t wait = body.find("griddepcontrol.wait;");
+    const size_t release = body.find("griddepcontrol.launch_dependents;");
+    ASSERT_NE(wait, std::string::npos) << k.kernel_name;
+    ASSERT_NE(release, std::string::npos) << k.kernel_name;
+    EXPECT_LT(wait, release) << k.kernel_name << ": the next grid is released before this one waited";
+    // Before the wait the entry reads only the launch arguments and the constant rank state
+    // (ld.global into shared memory). Every other access of the entry to memory a previous
+    // grid may write is a sync operation (progress, inbox, error words, ll lines), a plain
+    // global store (the mailbox) or inside a callee (the interpreter). Nor does a thread leave
+    // (ret, exit) before it waited: every block waits.
+    for (const char* access : {"ld.acquire", "ld.relaxed", "st.release", "st.relaxed", "st.global", "atom.", "call",
+                               "ret;", "exit;"}) {
+      const size_t first = body.find(access);
+      EXPECT_TRUE(first == std::string::npos || first > release)
+          << k.kernel_name << ": " << access << " before griddepcontrol";
+    }
+    EXPECT_NE(body.find("ld.acquire", wait), std::string::npos) << k.kernel_name << ": the entry's acquire moved";
+    // And text order is execution order up to the wait: no branch before it lands after it, so
+    // every path through the prologue reaches the wait.
+    for (const std::string& label : branch_targets(body.substr(0, wait))) {
+      const size_t at = body.find("\n" + label + ":");
+      EXPECT_TRUE(at != std::string::npos && at < wait) << k.kernel_name << ": a branch to " << label << " skips the wait";
+    }
+    NvrtcOutput ampere = nvrtc_compile(request(k.source, "sm_80", NvrtcTarget::Ptx));
+    ASSERT_TRUE(ampere.ok) << ampere.log;
+    EXPECT_EQ(ampere.image.find("griddepcontrol"), std::string::npos) << k.kernel_name << " for sm_80";
   }
 }
 

@@ -15,6 +15,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstdlib>
 #include <map>
 #include <memory>
 #include <span>
@@ -46,6 +47,11 @@ std::string cuda_arch_name(int major, int minor);
 // devices read it.
 std::string cuda_buffer_problem(uintptr_t p, uint64_t bytes, uintptr_t range_start, uint64_t range_size,
                                 bool legacy_ipc, bool peers);
+
+// Whether launches may use programmatic dependent launch where the device has it, from the
+// value of $CCC_PDL (null: unset): unset, "" or "1" yes, "0" no; anything else throws
+// Error(InvalidArgument).
+bool cuda_programmatic_launch_allowed(const char* env);
 
 class CudaArena;
 class CudaRegistry;
@@ -103,7 +109,9 @@ class CudaRanks {
 
   // Queues rank `rank`'s kernel on `stream` (null: the default stream) without waiting. `trace`:
   // device records for a traced kernel (trace_alloc), or null. `before`/`after`: copies queued
-  // on the same stream just before and after the kernel (cuMemcpyAsync), or null.
+  // on the same stream just before and after the kernel (cuMemcpyAsync), or null. On a device of
+  // compute capability 9.0 or newer the kernel goes out with programmatic dependent launch
+  // (cuLaunchKernelEx), unless $CCC_PDL=0 or `stream` is capturing a graph (docs/runtime.md).
   void launch(int rank, int kernel, int channels, int threads, const ccc_buffers& own, uint64_t count,
               uint64_t timeout_ns, void* stream, ccc_trace_channel* trace = nullptr,
               const CudaCopy* before = nullptr, const CudaCopy* after = nullptr);
@@ -139,6 +147,7 @@ class CudaRanks {
     CUdevice device = 0;
     CUcontext context = nullptr;
     CUdeviceptr state = 0;  // ccc_rank_state[N] as this device's launches read it
+    bool programmatic_launch = false;  // compute capability 9.0 or newer: has PDL
     std::vector<CUfunction> functions;  // by kernel index
     std::vector<CUmodule> modules;
   };
@@ -170,6 +179,7 @@ class CudaRanks {
   CUstream control_ = nullptr;    // multi-process: a non-blocking stream for the error words
   std::unique_ptr<CudaRegistry> registry_;  // multi-process: the local rank's (its table entry's)
   bool virtual_ranks_ = false;
+  const bool pdl_ = cuda_programmatic_launch_allowed(std::getenv("CCC_PDL"));  // read once, at creation
   std::string arch_;
   std::vector<Device> devices_;
   std::vector<Rank> ranks_;

@@ -44,7 +44,9 @@ class NoCudaDevice : public CudaError {
   X(cuMemAddressFree) X(cuMemMap) X(cuMemUnmap) X(cuMemSetAccess) X(cuMemcpyAsync)            \
   X(cuMemsetD32Async) X(cuMemcpyDtoHAsync)                                                   \
   /* multi-process: registering the user's buffers (cccCommRegister, cuda_registry.h) */      \
-  X(cuMemGetAddressRange) X(cuIpcGetMemHandle) X(cuIpcOpenMemHandle) X(cuIpcCloseMemHandle)
+  X(cuMemGetAddressRange) X(cuIpcGetMemHandle) X(cuIpcOpenMemHandle) X(cuIpcCloseMemHandle)   \
+  /* programmatic dependent launch (cuda_backend.cpp); a CUDA 12.0 driver or newer */          \
+  X(cuLaunchKernelEx)
 
 class CudaDriver {
  public:
