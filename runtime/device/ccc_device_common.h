@@ -669,6 +669,7 @@ class Channel {
    * (8-source one-shot, f16 and i64). */
   template <bool Finish, int K, int S, class Map>
   CCC_NOINLINE bool ll_pass(long long w, const Instr<S>& i, const Map& map) {
+    // The lowering refuses ll kernels whose window would not fit (compiler/src/lower.cpp).
     static_assert(Cfg::window < (1ll << 30), "ll_pass counts a chunk's groups of a window in int");
     typedef typename Num<T>::Acc A;
     const int E = ll_group / sizeof(T), L = ll_group / 4;
