@@ -265,10 +265,7 @@ EmittedKernel emit_cuda(const KernelPlan& plan, const SourceFile* source) {
   s += fmt::format("typedef ccc::Instr</*max sources*/ {}> Instr;\n\n", max_sources);
   s += "// Each rank's step program: its steps run once per window (tile x pipeline of every chunk\n"
        "// slice), then the waits that keep its buffers alive until its peers are done with them.\n";
-  // Protocol ll keeps a table per rank although its symmetric plans would share one (to_ll numbers
-  // their regions for it): the line loop (Channel::ll_pass) relabelled by RankMap spills, 12-148 B
-  // in Nvrtc.LlEveryDtypeForAmpereAndHopper (docs/performance.md, "Source size under ll").
-  const RankSymmetry sym = o.protocol == Protocol::Ll ? RankSymmetry{} : find_rank_symmetry(plan);
+  const RankSymmetry sym = find_rank_symmetry(plan);
   const int tables = sym.kind == RankSymmetry::Kind::None ? plan.nranks : 1;
   size_t length = 0;
   for (int r = 0; r < tables; ++r) length = std::max(length, program_length(plan.ranks[r]));

@@ -398,6 +398,13 @@ struct RankMap {
   }
 };
 
+/* Source k of pass i in the order its fold reads them: from source `lowest` (the map's lowest()),
+ * wrapping around. K == i.sources. */
+template <int K, int S>
+CCC_FN const Ref& fold_source(const Instr<S>& i, int lowest, int k) {
+  return i.src[k + lowest < K ? k + lowest : k + lowest - K];
+}
+
 template <int Sources, bool Finish = false>
 struct Pass {
   static const int sources = Sources;
@@ -597,7 +604,7 @@ class Channel {
     View src[K];
     const int lowest = map.lowest(i);  // the fold begins at this source (K == i.sources)
     for (int k = 0; k < K; ++k) {
-      const Ref& ref = i.src[k + lowest < K ? k + lowest : k + lowest - K];
+      const Ref& ref = fold_source<K>(i, lowest, k);
       src[k] = view(ref, map.peer(ref.rank));
     }
     const int first = map.first(i);
@@ -636,8 +643,11 @@ class Channel {
 
   /* Polls one line of this rank's receive region until it carries `flag`, with poll()'s
    * checks for a failed producer, this rank's failure and the timeout; the line's data in
-   * `data`. */
-  CCC_FN bool ll_wait(const unsigned long long* line, unsigned flag, int producer, unsigned& data) {
+   * `data`. The region is source k (fold order) of pass i; its producer, needed only by the
+   * checks every 64 polls, is derived from the table there rather than held in a register
+   * through ll_pass's line loop. */
+  template <int K, int S, class Map>
+  CCC_FN bool ll_wait(const unsigned long long* line, unsigned flag, const Instr<S>& i, int k, const Map& map, unsigned& data) {
     unsigned long long start = 0;
     for (unsigned polls = 0;; ++polls) {
       const unsigned long long v = ll_load(line);
@@ -645,7 +655,8 @@ class Channel {
         data = static_cast<unsigned>(v);
         return true;
       }
-      if (!keep_waiting(producer, polls, start)) return false;
+      if (polls % 64 == 63 && !keep_waiting(map.peer(fold_source<K>(i, map.lowest(i), k).rank), polls, start))
+        return false;
       relax();
     }
   }
@@ -664,46 +675,67 @@ class Channel {
    * past the pass's range in a group's last line (a block's end) are zero in a send and ignored
    * by a read. The barrier first: a send reads what other threads wrote in this step's passes.
    * `map` relabels peers and chunks as pull_pass does; region numbers are the same on every rank
-   * (the compiler numbers them so). */
+   * (the compiler numbers them so).
+   *
+   * Register budget: ptxas gives these kernels 64 registers, and the line loop must fit them
+   * (Nvrtc.LlEveryDtypeForAmpereAndHopper fails on any spill here). So the relabelling happens
+   * per chunk, outside the line loop: each operand is resolved from the table to one pointer at
+   * the chunk's first group (a bit per source says whether it is a region), and the line loop
+   * holds those, one destination pointer, the flag and 32-bit counters; the chunk loop reads the
+   * table again for each chunk rather than keep the map's first chunk, and a wait derives its
+   * producer from the table only when it checks (ll_wait). Holding a view and a line pointer per
+   * source for the whole pass spilled 12-148 B under RankMap; per chunk, a data and a line
+   * pointer per source, or two destination pointers, or 64-bit counters still spilled 4-8 B
+   * (8-source one-shot, f16 and i64). */
   template <bool Finish, int K, int S, class Map>
   CCC_NOINLINE bool ll_pass(long long w, const Instr<S>& i, const Map& map) {
+    // The lowering refuses ll kernels whose window would not fit (compiler/src/lower.cpp).
+    static_assert(Cfg::window < (1ll << 30), "ll_pass counts a chunk's groups of a window in int");
     typedef typename Num<T>::Acc A;
     const int E = ll_group / sizeof(T), L = ll_group / 4;
     const bool send = i.dst.buffer == buffer_ll;
     if (send) barrier();
     const unsigned flag = ll_flag();
-    const View dst = send ? View{nullptr, 0} : view(i.dst, map.peer(i.dst.rank));
-    unsigned long long* const out_lines = send ? ll_lines(map.peer(i.dst.rank), i.dst.block) : nullptr;
-    View src[K];
-    const unsigned long long* in_lines[K];
-    const int lowest = map.lowest(i);  // the fold begins at this source (K == i.sources)
-    for (int k = 0; k < K; ++k) {
-      const Ref& ref = i.src[k + lowest < K ? k + lowest : k + lowest - K];
-      const bool region = ref.buffer == buffer_ll;
-      src[k] = region ? View{nullptr, 0} : view(ref, map.peer(ref.rank));
-      in_lines[k] = region ? ll_lines(rank_, ref.block) : nullptr;
-    }
     bool ok = true;
-    const int first = map.first(i);
     CCC_ROLLED
-    for (int c = first; c < first + (i.b - i.a) && ok; ++c) {
-      const Range r = window_of(w, c);
+    for (int c = i.a; c < i.b && ok; ++c) {
+      const Range r = window_of(w, map.first(i) + (c - i.a));
       if (r.begin >= r.end) continue;
+      // The chunk's groups, from its first (the block's lines start afresh at each block). Counted
+      // in int: a chunk's range lies in one window.
       const long long block = r.begin / count_, block_start = block * count_;
-      const long long g0 = (r.begin - block_start) / E, g1 = (r.end - block_start + E - 1) / E;
-      const long long line0 = block * ll_lines_per_block();
+      const long long first = block_start + (r.begin - block_start) / E * E;  // the first group's first element
+      const int groups = static_cast<int>((r.end - first + E - 1) / E);
+      const int end = static_cast<int>(r.end - first);
+      const long long line0 = block * ll_lines_per_block() + (first - block_start) / E * L;
+      // Each operand at the first group, relabelled from the table once per chunk.
+      void* const to = send ? static_cast<void*>(ll_lines(map.peer(i.dst.rank), i.dst.block) + line0)
+                            : static_cast<void*>(ll_data(i.dst, map, first));  // lines or elements
+      const void* at[K];                     // a region's lines or a buffer's elements
+      unsigned regions[(K + 31) / 32] = {};  // bit k: source k is a region
+      const int lowest = map.lowest(i);
+      for (int k = 0; k < K; ++k) {
+        const Ref& ref = fold_source<K>(i, lowest, k);
+        const bool region = ref.buffer == buffer_ll;
+        if (region) {
+          at[k] = ll_lines(rank_, ref.block) + line0;
+          regions[k / 32] |= 1u << (k % 32);
+        } else {
+          at[k] = ll_data(ref, map, first);
+        }
+      }
       CCC_ROLLED
-      for (long long g = g0 + thread_index(); g < g1 && ok; g += block_threads()) {
-        const long long e0 = block_start + g * E;
-        const int n = r.end - e0 < E ? static_cast<int>(r.end - e0) : E;
+      for (int g = static_cast<int>(thread_index()); g < groups && ok; g += static_cast<int>(block_threads())) {
+        const int n = end - g * E < E ? end - g * E : E;  // the group's elements in the chunk
         A acc[E] = {};
         for (int k = 0; k < K && ok; ++k) {
           LlGroup in = {};
-          if (in_lines[k] != nullptr) {
-            for (int l = 0; l < L && ok; ++l) ok = ll_wait(in_lines[k] + line0 + g * L + l, flag,
-                                                         map.peer(i.src[k + lowest < K ? k + lowest : k + lowest - K].rank), in.line[l]);
+          if (regions[k / 32] >> (k % 32) & 1u) {
+            const unsigned long long* lines = static_cast<const unsigned long long*>(at[k]) + g * L;
+            for (int l = 0; l < L && ok; ++l) ok = ll_wait<K>(lines + l, flag, i, k, map, in.line[l]);
           } else {
-            for (int e = 0; e < n; ++e) in.e[e] = src[k].base[e0 + e - src[k].shift];
+            const T* data = static_cast<const T*>(at[k]) + g * E;
+            for (int e = 0; e < n; ++e) in.e[e] = data[e];
           }
           for (int e = 0; e < n; ++e) acc[e] = k == 0 ? Num<T>::to(in.e[e]) : Cfg::Op::apply(acc[e], Num<T>::to(in.e[e]));
         }
@@ -712,13 +744,21 @@ class Channel {
         for (int l = 0; l < L; ++l) o.line[l] = 0;
         for (int e = 0; e < n; ++e) o.e[e] = Num<T>::from(Finish ? Cfg::Op::finish(acc[e], Cfg::ranks) : acc[e]);
         if (send) {
-          for (int l = 0; l < L; ++l) ll_store(out_lines + line0 + g * L + l, o.line[l], flag);
+          for (int l = 0; l < L; ++l) ll_store(static_cast<unsigned long long*>(to) + g * L + l, o.line[l], flag);
         } else {
-          for (int e = 0; e < n; ++e) dst.base[e0 + e - dst.shift] = o.e[e];
+          for (int e = 0; e < n; ++e) static_cast<T*>(to)[g * E + e] = o.e[e];
         }
       }
     }
     return barrier_and(ok);
+  }
+
+  /* Where element `at` of ref (one the pass reads or writes there) lies, on the ref's rank
+   * relabelled by `map`. */
+  template <class Map>
+  CCC_FN T* ll_data(const Ref& ref, const Map& map, long long at) const {
+    const View v = view(ref, map.peer(ref.rank));
+    return v.base + (at - v.shift);
   }
 
   /* A rank's buffer seen from the vector: element i lives at base[i - shift]. The blocked

@@ -53,20 +53,37 @@ TEST(EmitCuda, KernelTextUsesOnlyThePrelude) {
 
 // A symmetric schedule's kernel ships one table, so its source grows with the steps (ring: 2N - 2
 // of them, butterfly: 2 log2 N), not with N x steps: from N = 8 to N = 64, ring's source grows
-// about 7-fold; per-rank tables would make it 64-fold. Protocol ll keeps per-rank tables for now
-// (emit_cuda.cpp: the shared line loop spills).
+// about 7-fold; per-rank tables would make it 64-fold. Under both protocols.
 TEST(EmitCuda, SymmetricSourceGrowsWithTheSteps) {
-  for (const char* name : {"ring", "butterfly"}) {
-    const std::string small = emit_shipped(name, 8, {}, false).source, large = emit_shipped(name, 64, {}, false).source;
-    for (const std::string* source : {&small, &large}) {
-      EXPECT_NE(source->find("CCC_PROGRAM Instr rank_0[program_length]"), std::string::npos) << name;
-      EXPECT_EQ(source->find("CCC_PROGRAM Instr rank_1[program_length]"), std::string::npos) << name;
+  for (Protocol protocol : {Protocol::Simple, Protocol::Ll}) {
+    KernelOptions o;
+    o.protocol = protocol;
+    for (const char* name : {"ring", "butterfly"}) {
+      const std::string small = emit_shipped(name, 8, o, false).source, large = emit_shipped(name, 64, o, false).source;
+      for (const std::string* source : {&small, &large}) {
+        EXPECT_NE(source->find("CCC_PROGRAM Instr rank_0[program_length]"), std::string::npos) << name;
+        EXPECT_EQ(source->find("CCC_PROGRAM Instr rank_1[program_length]"), std::string::npos) << name;
+      }
+      EXPECT_LT(large.size(), 12 * small.size()) << name;
     }
-    EXPECT_LT(large.size(), 12 * small.size()) << name;
   }
+}
+
+// Under ll the symmetric schedules share rank 0's table and the asymmetric ones (trees) keep a
+// table per rank.
+TEST(EmitCuda, LlSharesTheTableOfSymmetricPlansOnly) {
   KernelOptions ll;
   ll.protocol = Protocol::Ll;
-  EXPECT_NE(emit_shipped("ring", 8, ll, false).source.find("CCC_PROGRAM Instr rank_1[program_length]"), std::string::npos);
+  for (const char* name : {"oneshot", "twoshot", "ring_reduce_scatter", "ring_allgather"}) {
+    const std::string source = emit_shipped(name, 8, ll, false).source;
+    EXPECT_NE(source.find("ccc::RankMap<"), std::string::npos) << name;
+    EXPECT_EQ(source.find("CCC_PROGRAM Instr rank_1[program_length]"), std::string::npos) << name;
+  }
+  for (const char* name : {"tree", "dbtree"}) {
+    const std::string source = emit_shipped(name, 8, ll, false).source;
+    EXPECT_EQ(source.find("ccc::RankMap<"), std::string::npos) << name;
+    EXPECT_NE(source.find("CCC_PROGRAM Instr rank_1[program_length]"), std::string::npos) << name;
+  }
 }
 
 // generated/: every shipped schedule at N = 8, f32, sum, root 0, default parameters: the kernel

@@ -226,6 +226,18 @@ TEST(Lower, RejectsBadOptions) {
   o = {};
   o.pipeline = 0;
   EXPECT_THROW(lower(pp, o), LowerError);
+  // Protocol ll counts a window's elements in 32 bits (Channel::ll_pass): a 1 GiB tile is fine
+  // under simple only.
+  o = {};
+  o.tile_bytes = int64_t{1} << 30;
+  EXPECT_NO_THROW(lower(pp, o));
+  o.protocol = Protocol::Ll;
+  try {
+    lower(pp, o);
+    FAIL() << "expected a LowerError";
+  } catch (const LowerError& e) {
+    EXPECT_STREQ(e.what(), "protocol ll: tile size 1073741824 B x pipeline depth 2 must stay below 1 GiB");
+  }
 }
 
 TEST(Lower, RejectsAReadOfUnwrittenScratch) {

@@ -92,10 +92,12 @@ TEST(Nvrtc, EveryDtypeForAmpereAndHopper) {
   }
 }
 
-// Protocol ll: the small-message schedules at N = 8 over every dtype (packed lines, two lines
-// per 8-byte element), both architectures; the line loop must not spill either.
+// Protocol ll: the small-message schedules and ring (1- and 2-source passes) at N = 8 over every
+// dtype (packed lines, two lines per 8-byte element), both architectures; the line loop must not
+// spill either. Each runs rank 0's table through ccc::RankMap (butterfly: the xor map), the form
+// whose line loop once spilled 12-148 B (docs/performance.md, "Source size under ll").
 TEST(Nvrtc, LlEveryDtypeForAmpereAndHopper) {
-  for (const char* schedule : {"oneshot", "twoshot"}) {
+  for (const char* schedule : {"oneshot", "twoshot", "ring", "butterfly"}) {
     const PlannedProgram pp = planned({schedule, 8});
     for (DataType t : kAllDataTypes) {
       KernelOptions o;
@@ -104,6 +106,7 @@ TEST(Nvrtc, LlEveryDtypeForAmpereAndHopper) {
       o.protocol = Protocol::Ll;
       EmittedKernel k = emit_cuda(lower(pp, o));
       EXPECT_NE(k.source.find("ccc::send("), std::string::npos) << k.kernel_name;
+      EXPECT_NE(k.source.find("ccc::RankMap<"), std::string::npos) << k.kernel_name;
       for (const char* arch : {"sm_80", "sm_90"}) expect_compiles(k, arch);
     }
   }
