@@ -26,6 +26,7 @@
 #include <tuple>
 #include <vector>
 
+#include "../unit/rank_processes.h"
 #include "ccc/ccc.h"
 #include "ccc/collective_types.h"
 #include "ccc/communicator.h"
@@ -632,47 +633,13 @@ UniqueId unhex(const std::string& text) {
 // Runs `scenario` on `n` rank processes; each must pass (exit 0, not skipped).
 void run_ranks(int n, const std::string& scenario) {
   const UniqueId id = Communicator::unique_id();
-  const std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
-  std::vector<pid_t> pids;
-  std::vector<std::string> logs;
-  for (int r = 0; r < n; ++r) {
-    std::vector<std::string> env{"CCC_TEST_REG_ID=" + hex(id), "CCC_TEST_REG_RANK=" + std::to_string(r),
-                                 "CCC_TEST_REG_NRANKS=" + std::to_string(n), "CCC_TEST_REG_SCENARIO=" + scenario};
-    for (char** e = environ; *e != nullptr; ++e) env.emplace_back(*e);
-    std::vector<char*> envp;
-    for (std::string& e : env) envp.push_back(e.data());
-    envp.push_back(nullptr);
-    std::string filter = "--gtest_filter=CudaRegister.Rank";
-    std::vector<char*> argv{const_cast<char*>(self.c_str()), filter.data(), nullptr};
-    logs.push_back(testing::TempDir() + fmt::format("/ccc_register_rank{}_{}.log", r, ::getpid()));
-    posix_spawn_file_actions_t actions;
-    posix_spawn_file_actions_init(&actions);
-    posix_spawn_file_actions_addopen(&actions, 1, logs.back().c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    posix_spawn_file_actions_adddup2(&actions, 1, 2);
-    pid_t pid = -1;
-    const int rc = posix_spawn(&pid, self.c_str(), &actions, nullptr, argv.data(), envp.data());
-    posix_spawn_file_actions_destroy(&actions);
-    ASSERT_EQ(rc, 0) << "posix_spawn: " << std::strerror(rc);
-    pids.push_back(pid);
-  }
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(240);
-  for (int r = 0; r < n; ++r) {
-    int status = 0;
-    while (::waitpid(pids[r], &status, WNOHANG) == 0) {
-      if (std::chrono::steady_clock::now() > deadline) {
-        for (pid_t p : pids) ::kill(p, SIGKILL);
-        ::waitpid(pids[r], &status, 0);
-        break;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-    std::ifstream in(logs[r]);
-    const std::string log((std::istreambuf_iterator<char>(in)), {});
-    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
-        << scenario << ", " << n << " ranks: rank " << r << " (status " << status << "):\n" << log;
-    EXPECT_EQ(log.find("[  SKIPPED ]"), std::string::npos) << "rank " << r << " skipped:\n" << log;
-    std::remove(logs[r].c_str());
-  }
+  test::run_rank_processes(
+      n, "CudaRegister.Rank",
+      [&](int r) {
+        return std::vector<std::string>{"CCC_TEST_REG_ID=" + hex(id), "CCC_TEST_REG_RANK=" + std::to_string(r),
+                                        "CCC_TEST_REG_NRANKS=" + std::to_string(n), "CCC_TEST_REG_SCENARIO=" + scenario};
+      },
+      std::chrono::seconds(240), fmt::format("{}, {} ranks", scenario, n));
 }
 
 TEST(CudaRegister, AcrossTwoAndThreeProcessesPeersOpenEachOthersBuffersAndCollectivesUseThemInPlace) {

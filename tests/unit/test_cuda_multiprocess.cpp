@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "ccc/ccc.h"
+#include "rank_processes.h"
 #include "ccc/collective_reference.h"
 #include "ccc/cuda_driver.h"
 
@@ -156,46 +157,10 @@ TEST(CudaMultiProcess, TwoRanksOnOneDevice) {
   }
   cccUniqueId id{};
   ASSERT_EQ(cccGetUniqueId(&id), cccSuccess) << cccGetLastError(nullptr);
-  const std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
-  const std::string dir = testing::TempDir();
-  std::vector<pid_t> pids;
-  std::vector<std::string> logs;
-  for (int r = 0; r < kRanks; ++r) {
-    std::vector<std::string> env{"CCC_TEST_RANK_ID=" + hex(id), "CCC_TEST_RANK=" + std::to_string(r)};
-    for (char** e = environ; *e != nullptr; ++e) env.emplace_back(*e);
-    std::vector<char*> envp;
-    for (std::string& s : env) envp.push_back(s.data());
-    envp.push_back(nullptr);
-    std::string filter = "--gtest_filter=CudaMultiProcess.Rank";
-    std::vector<char*> argv{const_cast<char*>(self.c_str()), filter.data(), nullptr};
-    logs.push_back(dir + "/ccc_cuda_rank" + std::to_string(r) + "_" + std::to_string(::getpid()) + ".log");
-    posix_spawn_file_actions_t actions;
-    posix_spawn_file_actions_init(&actions);
-    posix_spawn_file_actions_addopen(&actions, 1, logs.back().c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    posix_spawn_file_actions_adddup2(&actions, 1, 2);
-    pid_t pid = -1;
-    const int rc = posix_spawn(&pid, self.c_str(), &actions, nullptr, argv.data(), envp.data());
-    posix_spawn_file_actions_destroy(&actions);
-    ASSERT_EQ(rc, 0) << "posix_spawn: " << std::strerror(rc);
-    pids.push_back(pid);
-  }
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(220);
-  for (int r = 0; r < kRanks; ++r) {
-    int status = 0;
-    while (::waitpid(pids[r], &status, WNOHANG) == 0) {
-      if (std::chrono::steady_clock::now() > deadline) {
-        for (pid_t p : pids) ::kill(p, SIGKILL);
-        ::waitpid(pids[r], &status, 0);
-        break;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-    std::ifstream in(logs[r]);
-    const std::string log((std::istreambuf_iterator<char>(in)), {});
-    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "rank " << r << " (status " << status << "):\n" << log;
-    EXPECT_EQ(log.find("[  SKIPPED ]"), std::string::npos) << "rank " << r << " skipped:\n" << log;
-    std::remove(logs[r].c_str());
-  }
+  test::run_rank_processes(
+      kRanks, "CudaMultiProcess.Rank",
+      [&](int r) { return std::vector<std::string>{"CCC_TEST_RANK_ID=" + hex(id), "CCC_TEST_RANK=" + std::to_string(r)}; },
+      std::chrono::seconds(220), "two ranks on one device");
 }
 
 }  // namespace
