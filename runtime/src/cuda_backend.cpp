@@ -97,6 +97,7 @@ CudaRanks::CudaRanks(std::vector<int> devices, int virtual_ranks)
 // Every process builds the same table (the arena lies at one address in all of them); each
 // keeps it in its own memory, read only by its own launches.
 CudaRanks::CudaRanks(CudaArena& arena) : driver_(CudaDriver::get()), arena_(&arena) {
+  pdl_ = pdl_ && !arena.device_shared();
   CudaContextGuard guard(driver_);
   add_device(arena.ordinal());
   use(devices_[0]);
@@ -284,7 +285,10 @@ void* CudaRanks::grow(int rank, Pool Rank::*pool, uint64_t bytes, void* stream, 
     const uint64_t size = std::max(bytes, 2 * p.bytes);
     CUdeviceptr d = 0;
     driver_.check(driver_.cuMemAlloc(&d, size), "cuMemAlloc");
-    if (zero) driver_.check(driver_.cuMemsetD8(d, 0, size), "cuMemsetD8");
+    // On `stream`, before the launch that uses it: a synchronous cuMemsetD8 runs on the legacy
+    // default stream, which a launch on a non-blocking stream does not wait for (CUDA Runtime
+    // API, "API synchronization behavior" and "Stream synchronization behavior").
+    if (zero) driver_.check(driver_.cuMemsetD8Async(d, 0, size, static_cast<CUstream>(stream)), "cuMemsetD8Async");
     p.blocks.push_back(d);
     p.bytes = size;
   }
@@ -297,7 +301,10 @@ void* CudaRanks::trace_alloc(int rank, uint64_t bytes, void* stream) {
                                          "records); capture without CCC_TRACE");
   CudaContextGuard guard(driver_);
   use(devices_[ranks_.at(rank).device]);
-  return reinterpret_cast<void*>(alloc_zeroed(bytes));
+  const CUdeviceptr records = alloc_zeroed(bytes);
+  // The zeroing runs on the legacy default stream: done before a launch on any stream reads it.
+  driver_.check(driver_.cuCtxSynchronize(), "cuCtxSynchronize");
+  return reinterpret_cast<void*>(records);
 }
 
 void CudaRanks::trace_read(int rank, void* records, void* host, uint64_t bytes) {

@@ -45,6 +45,8 @@ void outcome(CudaRegistry::Wire& w, Body&& body) {
     w = failed(e);
   } catch (const CudaError& e) {
     w = failed(Error(ErrorKind::Cuda, e.what()));
+  } catch (const std::exception& e) {  // still takes part, so that its peers do not wait
+    w = failed(Error(ErrorKind::Internal, e.what()));
   }
 }
 
@@ -146,6 +148,16 @@ void* CudaRegistry::add(void* p, uint64_t bytes) {
       if (r == me || all[r].bytes == 0) continue;
       const Key key{r, all[r].base};
       if (auto it = opened_.find(key); it != opened_.end()) {
+        // The same base with another handle or size: the owner freed the allocation this rank
+        // still maps and a new one took its address. Reusing the old mapping would read freed
+        // memory (CUDA Driver API, cuIpcOpenMemHandle: freeing before every importer closed it
+        // is undefined behaviour).
+        if (it->second.bytes != all[r].bytes ||
+            std::memcmp(&it->second.handle, &all[r].handle, sizeof(CUipcMemHandle)) != 0)
+          throw Error(ErrorKind::InvalidUsage,
+                      fmt::format("cccCommRegister: rank {}'s allocation at {:#x} is not the one it registered "
+                                  "there before (freed and reallocated while still registered?); deregister "
+                                  "before freeing a buffer", r, all[r].base));
         ++it->second.refs;
       } else {
         if (opened_.size() >= CCC_MAX_REGISTRATIONS)
@@ -155,7 +167,7 @@ void* CudaRegistry::add(void* p, uint64_t bytes) {
         CUdeviceptr local = 0;
         driver_.check(driver_.cuIpcOpenMemHandle(&local, all[r].handle, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS),
                       fmt::format("cuIpcOpenMemHandle (rank {}'s buffer)", r).c_str());
-        opened_[key] = {all[r].bytes, local, 1};
+        opened_[key] = {all[r].bytes, local, 1, all[r].handle};
       }
       keys.push_back(key);
     }
@@ -202,6 +214,13 @@ void CudaRegistry::remove(void* handle) {
   release(it->second->peers);
   registrations_.erase(it);
   write_registry();
+  // No rank returns before every peer has closed its mapping of the rank's buffer: the owner
+  // may free it once this returns, and freeing before an importer closed it is undefined
+  // behaviour (CUDA Driver API, cuIpcOpenMemHandle).
+  Wire closed{};
+  closed.ok = 1;
+  closed.serial = mine.serial;
+  throw_first_failure(exchange(closed, "cccCommDeregister (closed)"), me, kWhat);
 }
 
 bool CudaRegistry::covers(const void* p, uint64_t bytes) const {

@@ -708,6 +708,9 @@ TEST(CudaRegister, Rank) {
   ASSERT_EQ(cccAllReduce(buf, buf, kCount, cccFloat32, cccSum, comm, s), cccSuccess) << cccGetLastError(comm);
   std::vector<std::string> log = take_log();
   EXPECT_TRUE(calls_named(log, "cuMemcpyAsync").empty()) << testing::PrintToString(log);
+  // Every rank here is on the fake's device 0: a shared device, so no programmatic launch.
+  EXPECT_EQ(calls_named(log, "cuLaunchKernel").size(), 1u) << testing::PrintToString(log);
+  EXPECT_TRUE(calls_named(log, "cuLaunchKernelEx").empty()) << testing::PrintToString(log);
   EXPECT_EQ(last_launch().own.input, buf);
   const ccc_registry* registry = launched_registry();
   ASSERT_NE(registry, nullptr);

@@ -19,7 +19,7 @@ TEST(TopoCommand, PrintsASummaryAndAReloadableFile) {
             "#   gpu 0-7: H100-SXM5-80GB sm_90, memory 3350GB/s, 32 channels of 25GB/s\n"
             "#   nvswitch switch nvswitch over gpus 0-7: 450GB/s per port and direction, latency 0.8us\n"
             "name dgx-h100\n"
-            "gpus 8 model=\"H100-SXM5-80GB\" arch=sm_90 memory=3350GB/s reduce=1600GB/s channel=25GB/s channels=32 launch=2.5us\n"
+            "gpus 8 model=\"H100-SXM5-80GB\" arch=sm_90 memory=3350GB/s reduce=1600GB/s channel=25GB/s channels=32 launch=2.5us graph_launch=1.3us\n"
             "switch nvswitch kind=nvswitch gpus=0-7 bandwidth=450GB/s latency=0.8us\n");
   std::string saved = std::string(CCC_BINARY_DIR) + "/topo_roundtrip.topo";
   std::ofstream(saved) << r.out;

@@ -68,6 +68,9 @@ class CudaArena {
   CUdeviceptr base() const { return base_; }
   // The communicator's control channel, kept from the join (bootstrap.h).
   ControlChannel& control() { return *control_; }
+  // Another rank's part lives on this rank's device (ranks in processes sharing one GPU, e.g.
+  // under MPS), from the PCI bus ids the ranks exchanged at the join.
+  bool device_shared() const { return device_shared_; }
 
   class Mapper;  // the ArenaMapper of bootstrap.h (cuda_arena.cpp)
 
@@ -83,6 +86,7 @@ class CudaArena {
   std::unique_ptr<Mapper> mapper_;  // owns the handles and the mapping
   std::unique_ptr<ArenaHeap> heap_;
   std::unique_ptr<ControlChannel> control_;
+  bool device_shared_ = false;
 };
 
 }  // namespace ccc

@@ -179,7 +179,9 @@ class CudaRanks {
   CUstream control_ = nullptr;    // multi-process: a non-blocking stream for the error words
   std::unique_ptr<CudaRegistry> registry_;  // multi-process: the local rank's (its table entry's)
   bool virtual_ranks_ = false;
-  const bool pdl_ = cuda_programmatic_launch_allowed(std::getenv("CCC_PDL"));  // read once, at creation
+  // Read once, at creation; off too where ranks of the communicator share a device: a parked
+  // successor grid would hold room a peer's blocks need to become resident (docs/runtime.md).
+  bool pdl_ = cuda_programmatic_launch_allowed(std::getenv("CCC_PDL"));
   std::string arch_;
   std::vector<Device> devices_;
   std::vector<Rank> ranks_;

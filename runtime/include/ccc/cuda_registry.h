@@ -70,6 +70,7 @@ class CudaRegistry {
     uint64_t bytes;
     CUdeviceptr local;  // where this process mapped it
     int refs;
+    CUipcMemHandle handle;  // what opened it: a later registration of the same base must match
   };
   struct Registration {
     uint64_t serial;  // its add call's number, equal on every rank
