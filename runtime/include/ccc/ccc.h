@@ -125,13 +125,15 @@ cccResult_t cccCommMemFree(cccComm_t comm, void* ptr);
  * (cudaMalloc memory of the rank's device, or arena memory); the peers open it through CUDA IPC,
  * and this rank's collectives then use it in place instead of staging it. cccCommDeregister is
  * collective too, waits for the rank's device first, and every rank passes the handle of the
- * same cccCommRegister call. Neither is allowed while a stream of the device captures a graph
+ * same cccCommRegister call; it returns on no rank before every peer has closed the buffer, so
+ * the buffer may be freed once it has returned, and not before. Neither is allowed while a stream of the device captures a graph
  * (cccInvalidUsage). A failure on one rank fails the call on every rank (cccInvalidUsage there,
  * naming it), with nothing registered; a rank that never calls makes the others fail with
  * cccRemoteError within 1.5 x the timeout. One process (cccCommInitAll*): succeeds with nothing
  * to do (the ranks share an address space). Host backend across processes: cccInvalidUsage
  * (malloc memory cannot be shared; use cccCommMemAlloc). cccInvalidArgument for a null buffer or
- * handle, size 0, memory that is not the rank's device's, or an unknown handle. */
+ * handle, size 0, an unknown handle, and (cuda across processes) memory that is not the rank's
+ * device's. */
 cccResult_t cccCommRegister(cccComm_t comm, void* buff, size_t size, void** handle);
 cccResult_t cccCommDeregister(cccComm_t comm, void* handle);
 /* Destroys one rank's handle; the clique's resources go with its last handle. */
