@@ -23,9 +23,10 @@ Errors are exceptions derived from ``ccc.Error`` (see ``ccc._errors``).
 
 from __future__ import annotations
 
+import contextlib
 import os
 from dataclasses import dataclass
-from typing import Any, Literal, Optional, Sequence, TypeVar, Union
+from typing import Any, Iterator, Literal, Optional, Sequence, TypeVar, Union
 
 from . import _ccc
 from ._errors import (
@@ -42,7 +43,7 @@ from ._errors import (
 )
 
 __all__ = [
-    "CheckResult", "Communicator", "check", "compile", "get_unique_id", "Error", "DiagnosticError", "InvalidArgumentError",
+    "CheckResult", "Communicator", "Registration", "check", "compile", "get_unique_id", "Error", "DiagnosticError", "InvalidArgumentError",
     "InvalidUsageError", "NoDeviceError", "CudaError", "CompileError", "RemoteError", "SystemResourceError",
     "InternalError",
 ]
@@ -176,6 +177,21 @@ def get_unique_id() -> bytes:
 
 
 _Handle = TypeVar("_Handle", bound="_CommunicatorHandle")
+
+
+class Registration:
+    """A registration of buffers with a communicator (``Communicator.register``, or
+    ``Communicator.graph_capture`` once its block has ended), for ``Communicator.deregister``.
+    Registrations not deregistered go with the communicator."""
+
+    __slots__ = ("_handle",)
+
+    def __init__(self) -> None:
+        self._handle: Optional[int] = None  # graph_capture: set when its block ends
+
+    def __repr__(self) -> str:
+        state = "pending" if self._handle is None else hex(self._handle)
+        return f"<ccc.Registration {state}>"
 
 
 class _CommunicatorHandle:
@@ -366,3 +382,64 @@ class Communicator(_CommunicatorHandle):
         Out of place only (recv may not overlap send)."""
         send, recv = self._ranks(send), self._ranks(recv)
         self._comm.all_to_all(list(send), self._recv(send, recv), self._streams(send, streams))
+
+    def register(self, array: Any) -> Registration:
+        """Registers this rank's ``array`` (``cccCommRegister``) so that collectives use it in
+        place instead of staging it through the arena.
+
+        One rank per process on "cuda": collective (every rank calls it, in the same order, with
+        an array of its own, cudaMalloc memory such as PyTorch's caching allocator gives with
+        expandable segments off); the peers open it through CUDA IPC. Not while a stream
+        captures a graph (``graph_capture`` is for that). One process: nothing to do.
+
+        Raises:
+            InvalidUsageError: the host backend across processes (use arrays it never shares).
+            InvalidArgumentError: memory that is not the rank's device's, or that CUDA IPC
+                cannot share; on the other ranks, InvalidUsageError naming the rank.
+            RemoteError: a rank did not take part within 1.5 x the timeout.
+        """
+        registration = Registration()
+        registration._handle = self._comm.register_buffer(array)
+        return registration
+
+    def deregister(self, registration: Registration) -> None:
+        """Takes a registration back (``cccCommDeregister``; collective where ``register`` is).
+        Returns once no peer maps the buffers any more, so they may be freed after it."""
+        if not isinstance(registration, Registration):
+            raise InvalidArgumentError(f"registration: expected a ccc.Registration, not {type(registration).__name__}")
+        if registration._handle is None:
+            raise InvalidUsageError("registration: its graph_capture block has not ended")
+        self._comm.deregister_buffer(registration._handle)
+
+    @contextlib.contextmanager
+    def graph_capture(self) -> Iterator[Registration]:
+        """A block around CUDA graph captures whose collectives read their arrays in place, as
+        vLLM's ``capture()`` (``cccCommGraphRegisterBegin``/``End``)::
+
+            with comm.graph_capture() as registration:
+                with torch.cuda.graph(graph):
+                    comm.all_reduce(x)
+            graph.replay()
+
+        Inside the block, a collective issued while its stream captures uses each cudaMalloc
+        array in place (no staging copy in the graph) and remembers it. When the block ends
+        (collective: every rank ends it, after its captures have ended), the ranks register
+        what they remembered, and ``registration`` becomes the handle for ``deregister``. Replay
+        the graphs only after that, and keep their memory until the registration is taken back
+        (or the communicator goes). If the block raises, the registration is still attempted,
+        so that the peers are not left waiting, and the block's exception propagates.
+
+        Raises:
+            InvalidUsageError: the host backend across processes, or (at the end) a stream of
+                the device still capturing; every rank's end fails then, and nothing changes.
+            RemoteError: a rank did not end its block within 1.5 x the timeout.
+        """
+        self._comm.begin_graph_registration()
+        registration = Registration()
+        try:
+            yield registration
+        except BaseException:
+            with contextlib.suppress(Error):
+                registration._handle = self._comm.end_graph_registration()
+            raise
+        registration._handle = self._comm.end_graph_registration()

@@ -26,8 +26,10 @@ from typing import Any, Optional, Union
 import torch
 import torch.distributed as dist
 
+from contextlib import AbstractContextManager
+
 from . import Communicator as _Communicator
-from . import _CommunicatorHandle
+from . import Registration, _CommunicatorHandle
 from . import InvalidArgumentError, InvalidUsageError, NoDeviceError, get_unique_id
 
 __all__ = ["Communicator", "DTYPES"]
@@ -151,6 +153,31 @@ class Communicator(_CommunicatorHandle):
         reduction of every rank's ``input`` (size x output's elements)."""
         x = self._tensor("input", input)
         self._comm.reduce_scatter(x, self._tensor("output", output, like=x), op=_op(op))
+
+    def register(self, tensor: "torch.Tensor") -> Registration:
+        """Registers this rank's ``tensor`` with the communicator (``ccc.Communicator.register``):
+        collectives on it then run in place, with no staging copy. Collective on "cuda" (every
+        rank calls it, in the same order); the tensor's memory must come from cudaMalloc (torch's
+        caching allocator without expandable segments). Keep the tensor until ``deregister``."""
+        return self._comm.register(self._tensor("tensor", tensor))
+
+    def deregister(self, registration: Registration) -> None:
+        """Takes back a registration of ``register`` or ``graph_capture`` (collective on "cuda")."""
+        self._comm.deregister(registration)
+
+    def graph_capture(self) -> AbstractContextManager[Registration]:
+        """A block around ``torch.cuda.graph`` captures whose collectives read their tensors in
+        place, registered when the block ends (``ccc.Communicator.graph_capture``)::
+
+            graph = torch.cuda.CUDAGraph()
+            with comm.graph_capture():
+                with torch.cuda.graph(graph):
+                    comm.all_reduce(x)
+            graph.replay()
+
+        Without it, a captured collective copies each tensor into ccc's shared arena and back
+        (two copies per call in the graph)."""
+        return self._comm.graph_capture()
 
     def all_to_all_single(self, output: "torch.Tensor", input: "torch.Tensor") -> None:
         """Equal splits: block p of this rank's ``output`` is block (this rank) of rank p's

@@ -390,6 +390,23 @@ class PyCommunicator {
     launch(ccc::Collective::AllToAll, b, b.send_count / n, ccc::ReduceOp::Sum, -1, streams);
   }
 
+  // Registration (cccCommRegister, cccCommGraphRegisterBegin/End): this process's rank's
+  // array (any array in one process); handles as integers, for the Python side to wrap.
+  uintptr_t register_buffer(const Array& a) {
+    void* handle = nullptr;
+    run([&] { handle = comm_.register_buffer(const_cast<void*>(a.data()), a.nbytes()); });
+    return reinterpret_cast<uintptr_t>(handle);
+  }
+  void deregister_buffer(uintptr_t handle) {
+    run([&] { comm_.deregister_buffer(reinterpret_cast<void*>(handle)); });
+  }
+  void begin_graph_registration() { comm_.begin_graph_registration(); }
+  uintptr_t end_graph_registration() {
+    void* handle = nullptr;
+    run([&] { handle = comm_.end_graph_registration(); });
+    return reinterpret_cast<uintptr_t>(handle);
+  }
+
   void synchronize() {
     run([&] { comm_.synchronize(); });
   }
@@ -529,6 +546,10 @@ NB_MODULE(_ccc, m) {
       .def("reduce_scatter", &PyCommunicator::reduce_scatter, nb::arg("send"), nb::arg("recv"), nb::arg("op"),
            nb::arg("streams"))
       .def("all_to_all", &PyCommunicator::all_to_all, nb::arg("send"), nb::arg("recv"), nb::arg("streams"))
+      .def("register_buffer", &PyCommunicator::register_buffer, nb::arg("array"))
+      .def("deregister_buffer", &PyCommunicator::deregister_buffer, nb::arg("handle"))
+      .def("begin_graph_registration", &PyCommunicator::begin_graph_registration)
+      .def("end_graph_registration", &PyCommunicator::end_graph_registration)
       .def("synchronize", &PyCommunicator::synchronize)
       .def("destroy", &PyCommunicator::destroy);
 }

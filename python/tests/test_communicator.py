@@ -253,3 +253,30 @@ def test_host_backend_refuses_gpu_arrays_descriptively(comm):
         pytest.skip("no CUDA device for torch")
     with pytest.raises(ccc.InvalidArgumentError, match="host backend needs host"):
         comm.all_reduce([torch.zeros(4, device="cuda") for _ in range(RANKS)])
+
+
+def test_registration_in_one_process_has_nothing_to_do(comm):
+    """One process: register and graph_capture succeed with nothing to exchange; the handles
+    are still checked."""
+    x = np.ones(16, np.float32)
+    registration = comm.register(x)
+    assert repr(registration).startswith("<ccc.Registration 0x")
+    comm.deregister(registration)
+    with pytest.raises(ccc.InvalidArgumentError, match="deregistered already"):
+        comm.deregister(registration)
+    with pytest.raises(ccc.InvalidArgumentError, match="expected a ccc.Registration, not int"):
+        comm.deregister(5)
+    with pytest.raises(ccc.InvalidArgumentError, match="size is 0"):
+        comm.register(np.ones(0, np.float32))
+
+    with comm.graph_capture() as captured:
+        assert repr(captured) == "<ccc.Registration pending>"
+        with pytest.raises(ccc.InvalidUsageError, match="its graph_capture block has not ended"):
+            comm.deregister(captured)
+        comm.all_reduce([x.copy() for _ in range(comm.size)])
+    comm.deregister(captured)
+    # A block that raises still ends (the peers would wait otherwise); its exception propagates.
+    with pytest.raises(ZeroDivisionError):
+        with comm.graph_capture() as failed:
+            raise ZeroDivisionError
+    comm.deregister(failed)

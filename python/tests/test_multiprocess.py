@@ -47,6 +47,13 @@ def collectives(uid, nranks, rank, results):
             comm.reduce(data(rank, dtype), r, root=0, op="min")
             if rank == 0:
                 np.testing.assert_array_equal(r, np.min(everyone(dtype), axis=0))
+        # Another process cannot map malloc memory: nothing to register, no graphs to capture.
+        for refused in (lambda: comm.register(np.ones(8, np.float32)), lambda: comm.graph_capture().__enter__()):
+            try:
+                refused()
+                raise AssertionError("the host backend across processes registered a buffer")
+            except ccc.InvalidUsageError as e:
+                assert "the host backend across processes" in str(e), e
         comm.destroy()
         results.put((rank, "ok"))
     except BaseException as e:  # reported to the test, which names the rank

@@ -260,7 +260,7 @@ def cuda_ranks_all_reduce(nranks, rank):
 def cuda_tensors(nranks, rank):
     """ccc.torch on CUDA tensors: every collective on torch's current stream, with no wait
     between calls; a tensor on the wrong device; an all_reduce captured in a CUDA graph and
-    replayed on new inputs."""
+    replayed on new inputs, staged and (graph_capture) in place; a registered tensor."""
     comm = ccc.torch.Communicator(device="cuda", timeout=CUDA_TIMEOUT)
     assert (comm.backend, comm.device) == ("cuda", torch.device("cuda", torch.cuda.current_device()))
     f32 = torch.float32
@@ -307,6 +307,31 @@ def cuda_tensors(nranks, rank):
         comm.synchronize()
         want = torch.stack([data(r + i, f32).to(torch.float64) for r in range(nranks)]).sum(0)
         assert_equal(static.cpu(), want, f"replay {i} of the captured all_reduce")
+
+    # Captured inside graph_capture: the graph reads the tensor in place, registered at the end.
+    in_place = data(rank, f32).cuda()
+    comm.all_reduce(in_place)
+    comm.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with comm.graph_capture() as registration:
+        with torch.cuda.graph(graph):
+            comm.all_reduce(in_place)
+    for i in range(1, 3):
+        in_place.copy_(data(rank + i, f32))
+        graph.replay()
+        comm.synchronize()
+        want = torch.stack([data(r + i, f32).to(torch.float64) for r in range(nranks)]).sum(0)
+        assert_equal(in_place.cpu(), want, f"replay {i} of the all_reduce captured in graph_capture")
+    del graph
+    comm.deregister(registration)
+
+    # A registered tensor, eagerly.
+    registered = data(rank, f32).cuda()
+    handle = comm.register(registered)
+    comm.all_reduce(registered)
+    comm.synchronize()
+    assert_equal(registered.cpu(), rows.sum(0), "all_reduce on a registered tensor")
+    comm.deregister(handle)
     comm.destroy()
     return "ok"
 

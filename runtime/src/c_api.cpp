@@ -277,6 +277,21 @@ cccResult_t cccCommDeregister(cccComm_t comm, void* handle) {
   });
 }
 
+cccResult_t cccCommGraphRegisterBegin(cccComm_t comm) {
+  return guarded([&] {
+    clique_of(comm)->comm.begin_graph_registration();
+    return cccSuccess;
+  });
+}
+
+cccResult_t cccCommGraphRegisterEnd(cccComm_t comm, void** handle) {
+  return guarded([&] {
+    if (handle == nullptr) throw Error(ErrorKind::InvalidArgument, "handle is null");
+    *handle = clique_of(comm)->comm.end_graph_registration();
+    return cccSuccess;
+  });
+}
+
 cccResult_t cccCommGetAsyncError(cccComm_t comm, cccResult_t* asyncError) {
   return guarded([&] {
     if (asyncError == nullptr) throw Error(ErrorKind::InvalidArgument, "asyncError is null");

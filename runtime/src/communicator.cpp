@@ -124,6 +124,10 @@ struct Communicator::Impl {
   // One process: the handles register_buffer gave, each the address of a byte of its own (so
   // that no two are equal). Across processes the CUDA registry keeps its own.
   std::map<void*, std::unique_ptr<char>> local_registrations;
+  // CUDA across processes, between begin_graph_registration and end_graph_registration: the
+  // buffers collectives issued under capture use in place, for end_graph_registration to register.
+  bool graph_registration = false;
+  std::set<std::pair<uintptr_t, uint64_t>> captured;
 
   // Tracing (docs/tracing.md): each launch gets fresh records, collected once its rank's
   // stream is idle (a synchronize), into `trace`, which goes to `trace_file` at the end.
@@ -447,6 +451,14 @@ struct Communicator::Impl {
   bool peers_read_in_place(const void* p, uint64_t bytes) const {
     return arena ? arena->contains(p, bytes) : cuda_arena->contains(p, bytes) || cuda->registered(p, bytes);
   }
+  // The same, or (graph registration, `stream` capturing) the buffer is remembered, to be
+  // registered before the graph runs, when CUDA IPC can share it.
+  bool peers_will_read_in_place(const void* p, uint64_t bytes, void* stream) {
+    if (peers_read_in_place(p, bytes)) return true;
+    if (!graph_registration || !cuda->capturing(stream) || !cuda->ipc_shareable(p)) return false;
+    captured.insert({reinterpret_cast<uintptr_t>(p), bytes});
+    return true;
+  }
   // The multi-process arena's heap (this rank's), or null.
   ArenaHeap* heap() const { return arena ? &arena->heap() : cuda_arena ? &cuda_arena->heap() : nullptr; }
 
@@ -484,10 +496,10 @@ struct Communicator::Impl {
       if (p.in_place) {
         const std::byte* lo = std::min(s, r);
         const uint64_t bytes = static_cast<uint64_t>(std::max(s + sb, r + rb) - lo);
-        if (!peers_read_in_place(lo, bytes)) in = out = {lo, bytes, room(bytes)};
+        if (!peers_will_read_in_place(lo, bytes, stream)) in = out = {lo, bytes, room(bytes)};
       } else {
-        if (!(stand_in && send == nullptr) && !peers_read_in_place(s, sb)) in = {s, sb, room(sb)};
-        if (!(stand_in && recv == nullptr) && !peers_read_in_place(r, rb)) out = {r, rb, room(rb)};
+        if (!(stand_in && send == nullptr) && !peers_will_read_in_place(s, sb, stream)) in = {s, sb, room(sb)};
+        if (!(stand_in && recv == nullptr) && !peers_will_read_in_place(r, rb, stream)) out = {r, rb, room(rb)};
       }
     }
     void* scratch = host ? host->scratch(rank, end) : cuda->scratch(rank, end, stream);
@@ -857,6 +869,36 @@ void Communicator::deregister_buffer(void* handle) {
   if (impl.local_registrations.erase(handle) == 0)
     invalid(fmt::format("deregister: {} is not a handle cccCommRegister gave on this communicator (or it was "
                         "deregistered already)", handle));
+}
+
+void Communicator::begin_graph_registration() {
+  Impl& impl = live();
+  std::lock_guard lock(impl.mutex);
+  if (impl.arena)
+    throw Error(ErrorKind::InvalidUsage, "graph registration: the host backend across processes has no graphs to "
+                                         "capture, and registers no buffers");
+  impl.graph_registration = impl.cuda_arena != nullptr;  // one process: every buffer is reachable
+}
+
+void* Communicator::end_graph_registration() {
+  Impl& impl = live();
+  std::lock_guard lock(impl.mutex);
+  if (impl.arena)
+    throw Error(ErrorKind::InvalidUsage, "graph registration: the host backend across processes has no graphs to "
+                                         "capture, and registers no buffers");
+  if (!impl.cuda_arena) {
+    auto byte = std::make_unique<char>();
+    void* handle = byte.get();
+    impl.local_registrations.emplace(handle, std::move(byte));
+    return handle;
+  }
+  std::vector<CudaRegistry::Buffer> buffers;
+  for (const auto& [base, bytes] : impl.captured) buffers.push_back({base, bytes});
+  void* handle = nullptr;
+  translating([&] { handle = impl.cuda->register_buffers(buffers, "cccCommGraphRegisterEnd"); });
+  impl.graph_registration = false;
+  impl.captured.clear();
+  return handle;
 }
 
 std::string Communicator::async_error(int rank) {

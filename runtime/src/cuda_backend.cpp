@@ -475,6 +475,13 @@ void* CudaRanks::register_buffer(void* p, uint64_t bytes) {
   return registry_->add(p, bytes);
 }
 
+void* CudaRanks::register_buffers(std::span<const CudaRegistry::Buffer> buffers, const char* what) {
+  if (!registry_) throw Error(ErrorKind::Internal, "register_buffers: a CUDA communicator of one process has no registry");
+  CudaContextGuard guard(driver_);
+  use(devices_[0]);
+  return registry_->add_buffers(buffers, what);
+}
+
 void CudaRanks::deregister_buffer(void* handle) {
   if (!registry_) throw Error(ErrorKind::Internal, "deregister_buffer: a CUDA communicator of one process has no registry");
   CudaContextGuard guard(driver_);
@@ -483,6 +490,14 @@ void CudaRanks::deregister_buffer(void* handle) {
 }
 
 bool CudaRanks::registered(const void* p, uint64_t bytes) const { return registry_ && registry_->covers(p, bytes); }
+
+bool CudaRanks::ipc_shareable(const void* p) const {
+  int legacy_ipc = 0;
+  driver_.check(driver_.cuPointerGetAttribute(&legacy_ipc, CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE,
+                                              reinterpret_cast<CUdeviceptr>(p)),
+                "cuPointerGetAttribute");
+  return legacy_ipc != 0;
+}
 
 void CudaRanks::synchronize(int rank) {
   CudaContextGuard guard(driver_);

@@ -1,8 +1,10 @@
 #include "ccc/cuda_registry.h"
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdio>
 #include <cstring>
+#include <optional>
 #include <span>
 #include <string>
 
@@ -14,15 +16,21 @@
 
 namespace ccc {
 
-// What each rank contributes to an exchange (the same struct for both calls).
+// What each rank contributes to an exchange: its outcome so far, and which registration or
+// how many allocations (Shared) follow.
 struct CudaRegistry::Wire {
   uint32_t ok;
   uint32_t error_kind;  // not ok: an ErrorKind
   uint64_t serial;      // remove: the registration's add call
-  uint64_t base;        // add: the allocation holding the buffer, in its owner's process
-  uint64_t bytes;       // add: its size; 0: arena memory, nothing to open
+  uint64_t count;       // add: the allocations this rank shares (the next exchange's entries)
+  char error[256];      // not ok: why
+};
+
+// One allocation a rank shares: where it lies in its owner's process, and its CUDA IPC handle.
+struct CudaRegistry::Shared {
+  uint64_t base;
+  uint64_t bytes;  // 0: padding (ranks that share fewer allocations than others)
   CUipcMemHandle handle;
-  char error[256];  // not ok: why
 };
 
 namespace {
@@ -77,7 +85,7 @@ CudaRegistry::~CudaRegistry() {
   driver_.cuMemFree(registry_);
 }
 
-std::vector<CudaRegistry::Wire> CudaRegistry::exchange(const Wire& mine, const char* what) {
+std::vector<CudaRegistry::Wire> CudaRegistry::exchange(const Wire& mine, const std::string& what) {
   const std::vector<std::byte> bytes =
       arena_.control().all_gather(std::as_bytes(std::span<const Wire>(&mine, 1)), what);
   std::vector<Wire> all(bytes.size() / sizeof(Wire));
@@ -100,93 +108,124 @@ void CudaRegistry::synchronize_outside_capture(const char* what) {
 }
 
 void* CudaRegistry::add(void* p, uint64_t bytes) {
-  constexpr const char* kWhat = "cccCommRegister";
+  const Buffer buffer{reinterpret_cast<uintptr_t>(p), bytes};
+  return add_buffers(std::span(&buffer, 1), "cccCommRegister");
+}
+
+// The allocation holding `b`, for the peers to open; nullopt for arena memory (shared already).
+std::optional<CudaRegistry::Shared> CudaRegistry::shareable(const Buffer& b, const char* what) const {
+  const auto ptr = static_cast<CUdeviceptr>(b.base);
+  const void* p = reinterpret_cast<const void*>(b.base);
+  int ordinal = -1;
+  if (driver_.cuPointerGetAttribute(&ordinal, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, ptr) != CUDA_SUCCESS)
+    throw Error(ErrorKind::InvalidArgument, fmt::format("{}: buffer {} is not CUDA device memory", what, p));
+  if (ordinal != arena_.ordinal())
+    throw Error(ErrorKind::InvalidArgument, fmt::format("{}: buffer {} is on CUDA device {}, the rank's device is {}",
+                                                        what, p, ordinal, arena_.ordinal()));
+  if (arena_.contains(p, b.bytes)) return std::nullopt;
+  CUdeviceptr base = 0;
+  size_t size = 0;
+  driver_.check(driver_.cuMemGetAddressRange(&base, &size, ptr), "cuMemGetAddressRange");
+  if (ptr - base > size || b.bytes > size - (ptr - base))
+    throw Error(ErrorKind::InvalidArgument, fmt::format("{}: its {} bytes run past the end of the allocation that "
+                                                        "holds it ({} bytes from {:#x})", what, b.bytes, size, base));
+  int legacy_ipc = 0;
+  driver_.check(driver_.cuPointerGetAttribute(&legacy_ipc, CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE, ptr),
+                "cuPointerGetAttribute");
+  // cuIpcGetMemHandle shares cuMemAlloc/cudaMalloc allocations only (CUDA Driver API, cuIpcGetMemHandle).
+  if (legacy_ipc == 0)
+    throw Error(ErrorKind::InvalidArgument,
+                fmt::format("{}: buffer {} comes from a stream-ordered pool (cudaMallocAsync) or from cuMemCreate, "
+                            "which CUDA IPC cannot share; allocate it with cudaMalloc, or with cccCommMemAlloc (used "
+                            "in place without registering)", what, p));
+  Shared shared{base, size, {}};
+  driver_.check(driver_.cuIpcGetMemHandle(&shared.handle, base), "cuIpcGetMemHandle");
+  return shared;
+}
+
+void* CudaRegistry::add_buffers(std::span<const Buffer> buffers, const char* what) {
   const int me = arena_.rank();
   const uint64_t serial = serial_++;  // every rank counts every call, failed or not
   Wire mine{};
+  std::vector<Shared> shared;  // one per allocation, however many of the buffers it holds
   outcome(mine, [&] {
-    if (p == nullptr) throw Error(ErrorKind::InvalidArgument, "cccCommRegister: buff is null");
-    if (bytes == 0) throw Error(ErrorKind::InvalidArgument, "cccCommRegister: size is 0");
-    synchronize_outside_capture(kWhat);
-    const auto ptr = reinterpret_cast<CUdeviceptr>(p);
-    int ordinal = -1;
-    if (driver_.cuPointerGetAttribute(&ordinal, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, ptr) != CUDA_SUCCESS)
-      throw Error(ErrorKind::InvalidArgument, fmt::format("cccCommRegister: buffer {} is not CUDA device memory", p));
-    if (ordinal != arena_.ordinal())
-      throw Error(ErrorKind::InvalidArgument, fmt::format("cccCommRegister: buffer {} is on CUDA device {}, the rank's "
-                                                          "device is {}", p, ordinal, arena_.ordinal()));
-    if (arena_.contains(p, bytes)) return;  // shared already: bytes 0, nothing for the peers to open
-    CUdeviceptr base = 0;
-    size_t size = 0;
-    driver_.check(driver_.cuMemGetAddressRange(&base, &size, ptr), "cuMemGetAddressRange");
-    if (ptr - base > size || bytes > size - (ptr - base))
-      throw Error(ErrorKind::InvalidArgument, fmt::format("cccCommRegister: its {} bytes run past the end of the "
-                                                          "allocation that holds it ({} bytes from {:#x})", bytes,
-                                                          size, base));
-    int legacy_ipc = 0;
-    driver_.check(driver_.cuPointerGetAttribute(&legacy_ipc, CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE, ptr),
-                  "cuPointerGetAttribute");
-    // cuIpcGetMemHandle shares cuMemAlloc/cudaMalloc allocations only (CUDA Driver API, cuIpcGetMemHandle).
-    if (legacy_ipc == 0)
-      throw Error(ErrorKind::InvalidArgument,
-                  fmt::format("cccCommRegister: buffer {} comes from a stream-ordered pool (cudaMallocAsync) or "
-                              "from cuMemCreate, which CUDA IPC cannot share; allocate it with cudaMalloc, or "
-                              "with cccCommMemAlloc (used in place without registering)", p));
-    driver_.check(driver_.cuIpcGetMemHandle(&mine.handle, base), "cuIpcGetMemHandle");
-    mine.base = base;
-    mine.bytes = size;
+    for (const Buffer& b : buffers) {
+      if (b.base == 0) throw Error(ErrorKind::InvalidArgument, fmt::format("{}: buff is null", what));
+      if (b.bytes == 0) throw Error(ErrorKind::InvalidArgument, fmt::format("{}: size is 0", what));
+    }
+    synchronize_outside_capture(what);
+    for (const Buffer& b : buffers) {
+      const std::optional<Shared> s = shareable(b, what);
+      if (s && std::ranges::none_of(shared, [&](const Shared& o) { return o.base == s->base; })) shared.push_back(*s);
+    }
+    mine.count = shared.size();
   });
   mine.serial = serial;
-  std::vector<Wire> all = exchange(mine, kWhat);
-  throw_first_failure(all, me, kWhat);
+  const std::vector<Wire> all = exchange(mine, what);
+  throw_first_failure(all, me, what);
+
+  // Every rank's allocations, padded to the longest list (an exchange's parts are of one size).
+  uint64_t most = 0;
+  for (const Wire& w : all) most = std::max(most, w.count);
+  shared.resize(most, Shared{});
+  const std::vector<std::byte> gathered = arena_.control().all_gather(
+      std::as_bytes(std::span<const Shared>(shared)), fmt::format("{} (allocations)", what));
+  std::vector<Shared> table(gathered.size() / sizeof(Shared));
+  std::memcpy(table.data(), gathered.data(), table.size() * sizeof(Shared));
 
   // Open what this process has not yet (one reference per registration either way).
   std::vector<Key> keys;
   Wire opened{};
   outcome(opened, [&] {
     for (int r = 0; r < static_cast<int>(all.size()); ++r) {
-      if (r == me || all[r].bytes == 0) continue;
-      const Key key{r, all[r].base};
-      if (auto it = opened_.find(key); it != opened_.end()) {
-        // The same base with another handle or size: the owner freed the allocation this rank
-        // still maps and a new one took its address. Reusing the old mapping would read freed
-        // memory (CUDA Driver API, cuIpcOpenMemHandle: freeing before every importer closed it
-        // is undefined behaviour).
-        if (it->second.bytes != all[r].bytes ||
-            std::memcmp(&it->second.handle, &all[r].handle, sizeof(CUipcMemHandle)) != 0)
-          throw Error(ErrorKind::InvalidUsage,
-                      fmt::format("cccCommRegister: rank {}'s allocation at {:#x} is not the one it registered "
-                                  "there before (freed and reallocated while still registered?); deregister "
-                                  "before freeing a buffer", r, all[r].base));
-        ++it->second.refs;
-      } else {
-        if (opened_.size() >= CCC_MAX_REGISTRATIONS)
-          throw Error(ErrorKind::InvalidUsage, fmt::format("cccCommRegister: this rank has opened {} peer "
-                                                           "allocations, the most its registry holds; deregister "
-                                                           "some first", CCC_MAX_REGISTRATIONS));
-        CUdeviceptr local = 0;
-        driver_.check(driver_.cuIpcOpenMemHandle(&local, all[r].handle, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS),
-                      fmt::format("cuIpcOpenMemHandle (rank {}'s buffer)", r).c_str());
-        opened_[key] = {all[r].bytes, local, 1, all[r].handle};
+      if (r == me) continue;
+      for (uint64_t i = 0; i < most; ++i) {
+        const Shared& s = table[r * most + i];
+        if (s.bytes == 0) continue;
+        keys.push_back(open(r, s, what));
       }
-      keys.push_back(key);
     }
     write_registry();
   });
   // Whether every rank opened everything: if one did not, all undo, so the ranks agree.
-  std::vector<Wire> outcomes;
   try {
-    outcomes = exchange(opened, "cccCommRegister (outcome)");
-    throw_first_failure(outcomes, me, kWhat);
+    throw_first_failure(exchange(opened, fmt::format("{} (outcome)", what)), me, what);
   } catch (...) {
     release(keys);
     write_registry();
     throw;
   }
-  auto registration = std::make_unique<Registration>(Registration{serial, reinterpret_cast<uintptr_t>(p), bytes, keys});
+  auto registration = std::make_unique<Registration>(Registration{serial, {buffers.begin(), buffers.end()}, keys});
   void* handle = registration.get();
   registrations_.emplace(handle, std::move(registration));
   return handle;
+}
+
+// Takes a reference on rank r's allocation `s`, opening it unless this process has already.
+CudaRegistry::Key CudaRegistry::open(int r, const Shared& s, const char* what) {
+  const Key key{r, s.base};
+  if (auto it = opened_.find(key); it != opened_.end()) {
+    // The same base with another handle or size: the owner freed the allocation this rank still
+    // maps and a new one took its address. Reusing the old mapping would read freed memory (CUDA
+    // Driver API, cuIpcOpenMemHandle: freeing before every importer closed it is undefined
+    // behaviour).
+    if (it->second.bytes != s.bytes || std::memcmp(&it->second.handle, &s.handle, sizeof(CUipcMemHandle)) != 0)
+      throw Error(ErrorKind::InvalidUsage,
+                  fmt::format("{}: rank {}'s allocation at {:#x} is not the one it registered there before (freed "
+                              "and reallocated while still registered?); deregister before freeing a buffer",
+                              what, r, s.base));
+    ++it->second.refs;
+    return key;
+  }
+  if (opened_.size() >= CCC_MAX_REGISTRATIONS)
+    throw Error(ErrorKind::InvalidUsage, fmt::format("{}: this rank has opened {} peer allocations, the most its "
+                                                     "registry holds; deregister some first", what,
+                                                     CCC_MAX_REGISTRATIONS));
+  CUdeviceptr local = 0;
+  driver_.check(driver_.cuIpcOpenMemHandle(&local, s.handle, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS),
+                fmt::format("cuIpcOpenMemHandle (rank {}'s buffer)", r).c_str());
+  opened_[key] = {s.bytes, local, 1, s.handle};
+  return key;
 }
 
 void CudaRegistry::remove(void* handle) {
@@ -226,7 +265,8 @@ void CudaRegistry::remove(void* handle) {
 bool CudaRegistry::covers(const void* p, uint64_t bytes) const {
   const auto at = reinterpret_cast<uintptr_t>(p);
   for (const auto& [handle, r] : registrations_)
-    if (at >= r->base && at - r->base <= r->bytes && bytes <= r->bytes - (at - r->base)) return true;
+    for (const Buffer& b : r->buffers)
+      if (at >= b.base && at - b.base <= b.bytes && bytes <= b.bytes - (at - b.base)) return true;
   return false;
 }
 

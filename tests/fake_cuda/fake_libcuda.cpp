@@ -365,7 +365,8 @@ CUresult cuPointerGetAttribute(void* data, CUpointer_attribute attribute, CUdevi
     case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL: *static_cast<int*>(data) = a->device; break;
     case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR: *static_cast<CUdeviceptr*>(data) = start; break;
     case CU_POINTER_ATTRIBUTE_RANGE_SIZE: *static_cast<size_t*>(data) = a->size; break;
-    case CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE: *static_cast<int*>(data) = 1; break;
+    // cuMemAlloc memory only (its own, not a peer's opened through IPC); cuMemCreate memory is not.
+    case CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE: *static_cast<int*>(data) = a->fd >= 0 && !a->opened; break;
     default: return CUDA_ERROR_NOT_SUPPORTED;
   }
   return CUDA_SUCCESS;

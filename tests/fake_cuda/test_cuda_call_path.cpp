@@ -596,6 +596,109 @@ TEST_F(CudaCallPath, AcrossProcessesARegisteredBufferIsUsedInPlaceAndUnregistere
   comm.synchronize();
 }
 
+// `bytes` of cuMemCreate memory on device 0 (what CUDA IPC cannot share), mapped and readable;
+// unmapped and released with the returned guard.
+struct VmmBuffer {
+  CUdeviceptr at = 0;
+  size_t bytes = 0;
+  CUmemGenericAllocationHandle handle{};
+  explicit VmmBuffer(size_t size) : bytes(size) {
+    const CudaDriver& d = CudaDriver::get();
+    CUmemAllocationProp prop{};
+    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop.location = {CU_MEM_LOCATION_TYPE_DEVICE, 0};
+    prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+    d.check(d.cuMemCreate(&handle, bytes, &prop, 0), "cuMemCreate");
+    d.check(d.cuMemAddressReserve(&at, bytes, 0, 0, 0), "cuMemAddressReserve");
+    d.check(d.cuMemMap(at, bytes, 0, handle, 0), "cuMemMap");
+  }
+  ~VmmBuffer() {
+    const CudaDriver& d = CudaDriver::get();
+    d.cuMemUnmap(at, bytes);
+    d.cuMemAddressFree(at, bytes);
+    d.cuMemRelease(handle);
+  }
+  void* get() const { return reinterpret_cast<void*>(at); }
+};
+
+// Graph registration on one rank (its peers' part is CudaRegister's "graph" scenario): under
+// capture an unregistered cudaMalloc buffer is used in place and remembered, other memory is
+// still staged, and the end registers what was remembered.
+TEST_F(CudaCallPath, AcrossProcessesCapturedBuffersAreUsedInPlaceAndRegisteredWhenTheCaptureEnds) {
+  const UniqueId id = Communicator::unique_id();
+  const CudaDriver& d = CudaDriver::get();
+  ASSERT_EQ(d.cuCtxSetCurrent(primary_context(0)), CUDA_SUCCESS);
+  RankOptions rank_options;
+  rank_options.arena_bytes = 1 << 20;
+  auto comm = Communicator::cuda_rank(id, 1, 0, {}, rank_options);
+  const CollectiveCall call{Collective::AllReduce, kCount, DataType::F32, ReduceOp::Sum, -1, {}, {}};
+  auto* user = static_cast<std::byte*>(device_alloc(0, 2 * kCount * 4));
+  const CUstream s = stream(0);
+  comm.run_rank(call, 0, user, user, s);  // compiles, loads and sizes the scratch before capturing
+  comm.synchronize();
+
+  // Without the mode a capture stages, as before.
+  fake().set_capturing(s, 1);
+  take_log();
+  comm.run_rank(call, 0, user, user, s);
+  EXPECT_EQ(staging_and_launches(take_log()),
+            (std::vector<std::string>{"cuMemcpyAsync", "cuLaunchKernel", "cuMemcpyAsync"}));
+  fake().set_capturing(s, 0);
+
+  comm.begin_graph_registration();
+  comm.run_rank(call, 0, user, user, s);  // not capturing: staged
+  EXPECT_EQ(staging_and_launches(take_log()),
+            (std::vector<std::string>{"cuMemcpyAsync", "cuLaunchKernelEx", "cuMemcpyAsync"}));
+  fake().set_capturing(s, 1);
+  comm.run_rank(call, 0, user, user, s);
+  std::vector<std::string> log = take_log();
+  EXPECT_EQ(staging_and_launches(log), std::vector<std::string>{"cuLaunchKernel"}) << testing::PrintToString(log);
+  EXPECT_TRUE(synchronous_calls(log).empty()) << testing::PrintToString(log);
+  EXPECT_EQ(last_launch().own.input, user) << "the captured kernel reads the user's buffer itself";
+  // Out of place, two buffers of one allocation: both in place.
+  comm.run_rank(call, 0, user, user + kCount * 4, s);
+  EXPECT_EQ(staging_and_launches(take_log()), std::vector<std::string>{"cuLaunchKernel"});
+  EXPECT_EQ(last_launch().own.output, user + kCount * 4);
+  // Memory CUDA IPC cannot share is staged even now.
+  VmmBuffer vmm(1 << 21);
+  comm.run_rank(call, 0, vmm.get(), vmm.get(), s);
+  EXPECT_EQ(staging_and_launches(take_log()),
+            (std::vector<std::string>{"cuMemcpyAsync", "cuLaunchKernel", "cuMemcpyAsync"}));
+  // The end synchronises the device: not while a stream captures.
+  expect_error(ErrorKind::InvalidUsage, "captures a graph", [&] { comm.end_graph_registration(); });
+  fake().set_capturing(s, 0);
+
+  void* handle = comm.end_graph_registration();
+  ASSERT_NE(handle, nullptr);
+  take_log();
+  for (std::byte* at : {user, user + kCount * 4}) {  // eager, both captured buffers registered now: in place
+    comm.run_rank(call, 0, at, at, s);
+    EXPECT_EQ(staging_and_launches(take_log()), std::vector<std::string>{"cuLaunchKernelEx"});
+  }
+  fake().set_capturing(s, 1);
+  comm.run_rank(call, 0, user, user, s);  // the mode ended, but the buffer is registered
+  EXPECT_EQ(staging_and_launches(take_log()), std::vector<std::string>{"cuLaunchKernel"});
+  auto* other = static_cast<std::byte*>(device_alloc(0, kCount * 4));
+  comm.run_rank(call, 0, other, other, s);  // the mode ended: a new buffer is staged
+  EXPECT_EQ(staging_and_launches(take_log()),
+            (std::vector<std::string>{"cuMemcpyAsync", "cuLaunchKernel", "cuMemcpyAsync"}));
+  fake().set_capturing(s, 0);
+
+  comm.deregister_buffer(handle);
+  take_log();
+  comm.run_rank(call, 0, user, user, s);
+  EXPECT_EQ(staging_and_launches(take_log()),
+            (std::vector<std::string>{"cuMemcpyAsync", "cuLaunchKernelEx", "cuMemcpyAsync"}))
+      << "deregistered: staged again";
+  expect_error(ErrorKind::InvalidArgument, "deregistered already", [&] { comm.deregister_buffer(handle); });
+  // An end with nothing captured still registers (nothing) and gives a handle.
+  comm.begin_graph_registration();
+  void* empty = comm.end_graph_registration();
+  ASSERT_NE(empty, nullptr);
+  comm.deregister_buffer(empty);
+  comm.synchronize();
+}
+
 // In one process there is nothing to exchange: registering succeeds, and only the handle is checked.
 TEST_F(CudaCallPath, InOneProcessRegisteringSucceedsWithNothingToDo) {
   cccComm_t comms[2] = {};
@@ -609,6 +712,12 @@ TEST_F(CudaCallPath, InOneProcessRegisteringSucceedsWithNothingToDo) {
   EXPECT_EQ(cccCommRegister(comms[0], buffer, 256, nullptr), cccInvalidArgument);
   EXPECT_EQ(cccCommRegister(comms[0], nullptr, 256, &handle), cccInvalidArgument);
   EXPECT_EQ(cccCommDeregister(comms[1], handle), cccSuccess) << "the handles of one clique share registrations";
+  void* graph = nullptr;
+  EXPECT_EQ(cccCommGraphRegisterBegin(comms[0]), cccSuccess);
+  EXPECT_EQ(cccCommGraphRegisterEnd(comms[0], nullptr), cccInvalidArgument);
+  ASSERT_EQ(cccCommGraphRegisterEnd(comms[0], &graph), cccSuccess) << cccGetLastError(comms[0]);
+  EXPECT_TRUE(take_log().empty()) << "no driver call";
+  EXPECT_EQ(cccCommDeregister(comms[0], graph), cccSuccess);
   EXPECT_EQ(cccCommDeregister(comms[0], handle), cccInvalidArgument);
   EXPECT_NE(std::string(cccGetLastError(comms[0])).find("deregistered already"), std::string::npos)
       << cccGetLastError(comms[0]);
@@ -647,12 +756,74 @@ TEST(CudaRegister, AcrossTwoAndThreeProcessesPeersOpenEachOthersBuffersAndCollec
   for (int n : {2, 3}) run_ranks(n, "register");
 }
 
+TEST(CudaRegister, BuffersCapturedInPlaceAreRegisteredAcrossProcessesWhenTheCaptureEnds) {
+  if (std::getenv("CCC_TEST_REG_ID") != nullptr) GTEST_SKIP() << "inside a rank";
+  for (int n : {2, 3}) run_ranks(n, "graph");
+}
+
 TEST(CudaRegister, APeerThatNeverRegistersFailsTheOthersWithinTheTimeout) {
   if (std::getenv("CCC_TEST_REG_ID") != nullptr) GTEST_SKIP() << "inside a rank";
   run_ranks(3, "silent");
 }
 
 std::vector<std::string> lines_named(const std::string& name) { return calls_named(take_log(), name); }
+
+// The "graph" scenario: rank 0 captures collectives on two buffers in two allocations, the
+// others on one (so the ranks share different numbers of allocations); the end registers them.
+void capture_and_register(cccComm_t comm, int rank, int n, std::byte* buf, size_t bytes) {
+  const CudaDriver& d = CudaDriver::get();
+  CUdeviceptr extra = 0;
+  ASSERT_EQ(d.cuMemAlloc(&extra, bytes), CUDA_SUCCESS);
+  ASSERT_EQ(d.cuMemsetD8(extra, static_cast<unsigned char>('a' + rank), bytes), CUDA_SUCCESS);
+  auto* second = rank == 0 ? reinterpret_cast<std::byte*>(extra) : buf;
+  const CUstream s = stream(0);
+  ASSERT_EQ(cccAllReduce(buf, buf, kCount, cccFloat32, cccSum, comm, s), cccSuccess);  // compiles before capturing
+  ASSERT_EQ(cccCommSynchronize(comm), cccSuccess) << cccGetLastError(comm);
+
+  ASSERT_EQ(cccCommGraphRegisterBegin(comm), cccSuccess) << cccGetLastError(comm);
+  fake().set_capturing(s, 1);
+  take_log();
+  for (std::byte* b : {buf, second})
+    ASSERT_EQ(cccAllReduce(b, b, kCount, cccFloat32, cccSum, comm, s), cccSuccess) << cccGetLastError(comm);
+  std::vector<std::string> log = take_log();
+  EXPECT_TRUE(calls_named(log, "cuMemcpyAsync").empty()) << "in place: " << testing::PrintToString(log);
+  EXPECT_EQ(last_launch().own.input, second);
+  // One rank still capturing fails every rank's end, with nothing registered; the mode stays.
+  if (rank != n - 1) fake().set_capturing(s, 0);
+  void* handle = nullptr;
+  EXPECT_EQ(cccCommGraphRegisterEnd(comm, &handle), cccInvalidUsage)
+      << cccGetLastError(comm);
+  const std::string why = cccGetLastError(comm);
+  EXPECT_NE(why.find(rank == n - 1 ? "captures a graph" : fmt::format("rank {}'s call failed", n - 1)),
+            std::string::npos) << why;
+  EXPECT_TRUE(lines_named("cuIpcOpenMemHandle").empty());
+  fake().set_capturing(s, 0);
+
+  ASSERT_EQ(cccCommGraphRegisterEnd(comm, &handle), cccSuccess) << cccGetLastError(comm);
+  // Rank 0 shares two allocations, every other rank one; each opens its peers'.
+  const size_t peer_allocations = rank == 0 ? n - 1 : n;
+  EXPECT_EQ(lines_named("cuIpcOpenMemHandle").size(), peer_allocations);
+  ASSERT_EQ(cccAllReduce(buf, buf, kCount, cccFloat32, cccSum, comm, s), cccSuccess);
+  const ccc_registry* registry = launched_registry();
+  ASSERT_NE(registry, nullptr);
+  ASSERT_EQ(registry->count, peer_allocations);
+  std::string seen;  // the first byte of each peer allocation, read through this process's mapping
+  for (unsigned i = 0; i < registry->count; ++i) seen += *reinterpret_cast<const char*>(registry->entries[i].local_base);
+  std::sort(seen.begin(), seen.end());
+  std::string expected;
+  for (int r = 0; r < n; ++r)
+    if (r != rank) expected += static_cast<char>('A' + r);
+  if (rank != 0) expected += 'a';  // rank 0's second allocation
+  std::sort(expected.begin(), expected.end());
+  EXPECT_EQ(seen, expected);
+  EXPECT_TRUE(calls_named(take_log(), "cuMemcpyAsync").empty()) << "registered: in place outside capture too";
+  ASSERT_EQ(cccCommSynchronize(comm), cccSuccess) << cccGetLastError(comm);
+
+  ASSERT_EQ(cccCommDeregister(comm, handle), cccSuccess) << cccGetLastError(comm);
+  EXPECT_EQ(lines_named("cuIpcCloseMemHandle").size(), peer_allocations);
+  EXPECT_EQ(registry->count, 0u);
+  d.cuMemFree(extra);
+}
 
 // One rank's part of run_ranks, in a process of its own.
 TEST(CudaRegister, Rank) {
@@ -694,6 +865,13 @@ TEST(CudaRegister, Rank) {
       EXPECT_NE(std::string(cccGetLastError(comm)).find(fmt::format("rank {} did not take part in cccCommRegister", n - 1)),
                 std::string::npos) << cccGetLastError(comm);
     }
+    EXPECT_EQ(cccCommDestroy(comm), cccSuccess);
+    d.cuMemFree(mine);
+    return;
+  }
+
+  if (scenario == "graph") {
+    capture_and_register(comm, rank, n, buf, bytes);
     EXPECT_EQ(cccCommDestroy(comm), cccSuccess);
     d.cuMemFree(mine);
     return;

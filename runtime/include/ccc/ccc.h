@@ -105,7 +105,8 @@ cccResult_t cccCommInitAllHostConfig(cccComm_t* comms, int nranks, const cccConf
  * cccInvalidArgument. Buffers: any host memory (host backend) or memory of the rank's device
  * (cuda); those outside the arena are copied into it before and out of it after each call (one
  * copy each way; on cuda cuMemcpyAsync on the call's stream, so graph capture works), those from
- * cccCommMemAlloc, and on cuda those registered with cccCommRegister, are used in place. After a failed collective the
+ * cccCommMemAlloc, and on cuda those registered with cccCommRegister (or captured between
+ * cccCommGraphRegisterBegin and End), are used in place. After a failed collective the
  * communicator stays failed (as NCCL's after an asynchronous error): every later
  * cccCommSynchronize reports it; abort or destroy it. */
 cccResult_t cccGetUniqueId(cccUniqueId* uniqueId);
@@ -136,6 +137,22 @@ cccResult_t cccCommMemFree(cccComm_t comm, void* ptr);
  * device's. */
 cccResult_t cccCommRegister(cccComm_t comm, void* buff, size_t size, void** handle);
 cccResult_t cccCommDeregister(cccComm_t comm, void* handle);
+/* Registration for CUDA graphs, as vLLM's custom allreduce registers graph buffers: captured
+ * collectives read the user's buffers in place instead of staging them, and the buffers are
+ * registered once the captures have ended. CUDA across processes: after cccCommGraphRegisterBegin
+ * (this rank only, no exchange), a collective of the rank issued while its stream captures a
+ * graph uses an unregistered buffer in place when CUDA IPC can share it (cudaMalloc memory;
+ * anything else is still staged) and remembers it. cccCommGraphRegisterEnd is collective, like
+ * cccCommRegister, and called once no stream of the device captures (cccInvalidUsage otherwise):
+ * it registers every rank's remembered buffers as one registration, fills *handle for
+ * cccCommDeregister, and ends the mode. Replay the graphs captured in between only after it has
+ * returned on every rank: before, their kernels fail (cccRemoteError from cccCommSynchronize;
+ * the peers cannot reach the buffers). Keep the buffers (the graph's memory) until that
+ * registration is deregistered. A failed End changes nothing (the mode stays on and End may be
+ * called again). One process: both succeed with nothing to do. Host backend across processes:
+ * cccInvalidUsage. */
+cccResult_t cccCommGraphRegisterBegin(cccComm_t comm);
+cccResult_t cccCommGraphRegisterEnd(cccComm_t comm, void** handle);
 /* Destroys one rank's handle; the clique's resources go with its last handle. */
 cccResult_t cccCommDestroy(cccComm_t comm);
 /* Marks the rank failed, so that its peers stop waiting for it and fail at once instead of

@@ -198,6 +198,19 @@ class Communicator {
   // Error(InvalidArgument) for a handle register_buffer did not give (or already taken back).
   void deregister_buffer(void* handle);
 
+  // Registration for CUDA graphs (cccCommGraphRegisterBegin/End; docs/runtime.md, "Buffers.").
+  // CUDA across processes: after begin_graph_registration (this rank only), a collective of the
+  // rank issued while its stream captures a graph uses an unregistered buffer in place, when
+  // CUDA IPC can share it, instead of staging it through the arena, and remembers it.
+  // end_graph_registration (collective, after the captures have ended) registers what every
+  // rank remembered as one registration, ends the mode and returns the registration's handle
+  // for deregister_buffer. A graph captured in between fails (its peers cannot reach the
+  // buffer) if replayed before end_graph_registration returns. A failed end changes nothing: the
+  // mode stays, and it may be called again. One process: nothing to do, a handle as
+  // register_buffer's. Host across processes: Error(InvalidUsage) (no graphs; nothing shared).
+  void begin_graph_registration();
+  void* end_graph_registration();
+
   // Rank `rank`'s failure so far, without waiting ("" if none). Host backend, and the CUDA
   // backend across processes (the error words read on a stream of their own, so a kernel still
   // waiting does not hold the answer up); Error(InvalidUsage) for CUDA in one process.

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "ccc/cuda_driver.h"
+#include "ccc/cuda_registry.h"
 #include "ccc_abi.h"
 
 namespace ccc {
@@ -54,7 +55,6 @@ std::string cuda_buffer_problem(uintptr_t p, uint64_t bytes, uintptr_t range_sta
 bool cuda_programmatic_launch_allowed(const char* env);
 
 class CudaArena;
-class CudaRegistry;
 
 // A stream-ordered copy around a kernel (staging a buffer outside the multi-process arena).
 struct CudaCopy {
@@ -137,9 +137,16 @@ class CudaRanks {
   // Multi-process, collective (cuda_registry.h): registers the local rank's [p, p + bytes), which
   // its collectives then use in place; returns the handle for deregister_buffer.
   void* register_buffer(void* p, uint64_t bytes);
+  // The same for any number of buffers of the local rank (none on some ranks) as one
+  // registration, e.g. those captured graphs use in place (Communicator::end_graph_registration).
+  void* register_buffers(std::span<const CudaRegistry::Buffer> buffers, const char* what);
   void deregister_buffer(void* handle);
   // [p, p + bytes) lies inside a buffer the local rank registered (always false in one process).
   bool registered(const void* p, uint64_t bytes) const;
+  // The allocation holding device pointer p can be shared through CUDA IPC (cudaMalloc memory).
+  bool ipc_shareable(const void* p) const;
+  // `stream` is capturing a graph.
+  bool capturing(void* stream) const;
 
  private:
   struct Device {
@@ -171,7 +178,6 @@ class CudaRanks {
   std::vector<unsigned> arena_error_words();  // every rank's, read on control_
   void use(const Device& d) const;
   CUdeviceptr alloc_zeroed(uint64_t bytes);
-  bool capturing(void* stream) const;
   void read_failures();  // every device idle: error words into failure, then zero the state
 
   const CudaDriver& driver_;

@@ -22,6 +22,8 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
+#include <span>
 #include <utility>
 #include <vector>
 
@@ -51,6 +53,14 @@ class CudaRegistry {
   // registry or when a peer's call failed (naming it), Error(Remote) for a peer that did not
   // take part within the timeout.
   void* add(void* p, uint64_t bytes);
+  // [base, base + bytes) in the rank's process.
+  struct Buffer {
+    uintptr_t base;
+    uint64_t bytes;
+  };
+  // Collective, as add, for any number of buffers per rank (none on some ranks), as one
+  // registration: its handle deregisters them all. `what` names the call in errors.
+  void* add_buffers(std::span<const Buffer> buffers, const char* what);
   // Collective: every rank deregisters its registration of the same add call. Error
   // (InvalidArgument) for a handle this rank does not know, Error(InvalidUsage) for ranks that
   // deregister different registrations.
@@ -58,7 +68,8 @@ class CudaRegistry {
   // [p, p + bytes) lies inside a buffer this rank registered: its peers can read it in place.
   bool covers(const void* p, uint64_t bytes) const;
 
-  struct Wire;  // what each rank contributes to an exchange (cuda_registry.cpp)
+  struct Wire;    // what each rank contributes to an exchange (cuda_registry.cpp)
+  struct Shared;  // one allocation a rank shares with its peers
 
  private:
   struct Key {  // a peer's allocation
@@ -74,11 +85,12 @@ class CudaRegistry {
   };
   struct Registration {
     uint64_t serial;  // its add call's number, equal on every rank
-    uintptr_t base;
-    uint64_t bytes;
-    std::vector<Key> peers;  // what it opened (one reference each)
+    std::vector<Buffer> buffers;  // this rank's
+    std::vector<Key> peers;       // what it opened (one reference each)
   };
-  std::vector<Wire> exchange(const Wire& mine, const char* what);
+  std::vector<Wire> exchange(const Wire& mine, const std::string& what);
+  std::optional<Shared> shareable(const Buffer& b, const char* what) const;
+  Key open(int owner, const Shared& s, const char* what);
   void synchronize_outside_capture(const char* what);
   void release(const std::vector<Key>& keys);
   void write_registry();  // the entries, then the header with the count; waits for both
