@@ -2,8 +2,15 @@
 // Registers and spills of each kernel go to the test log (ptxas -v); the data loops must not spill.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <regex>
 #include <sstream>
 #include <string>
 #include <utility>
@@ -42,6 +49,90 @@ std::string data_loop_spills(const std::string& log) {
       out += function + "\n" + line + "\n";
   }
   return out;
+}
+
+// The spill instructions (STL/LDL at the stack pointer R1, the ABI's) of each function of a
+// kernel's SASS (`nvdisasm -c`) whose name contains `function`, that lie inside at least
+// `depth` loops (a loop: a backward branch to a label and the code between them), one per line
+// as "function: instruction". ptxas' report says how many bytes a function spills, not where:
+// this says whether it is in a hot loop or once around one.
+std::string spills_in_loops(const std::string& sass, const std::string& function, int depth) {
+  static const std::regex kFunction(R"(^\$[^$]+\$(\S+):$)"), kLabel(R"(^\s*(\.L_x_\d+):)"),
+      kBranch(R"(\bBRA\b.*`\((\.L_x_\d+)\))"), kSpill(R"(\b(STL|LDL)(\.\S+)?\s.*\[R1[\]+ ])");
+  struct Function {
+    std::string name;
+    std::vector<std::string> lines;
+  };
+  std::vector<Function> functions;
+  std::istringstream in(sass);
+  for (std::string line; std::getline(in, line);) {
+    std::smatch m;
+    if (std::regex_match(line, m, kFunction)) functions.push_back({m[1], {}});
+    else if (!functions.empty()) functions.back().lines.push_back(line);
+  }
+  std::string out;
+  for (const Function& f : functions) {
+    if (f.name.find(function) == std::string::npos) continue;
+    std::map<std::string, size_t> labels;
+    std::vector<std::pair<size_t, size_t>> loops;  // [label, branch]
+    for (size_t i = 0; i < f.lines.size(); ++i) {
+      std::smatch m;
+      if (std::regex_search(f.lines[i], m, kLabel)) labels[m[1]] = i;
+      if (std::regex_search(f.lines[i], m, kBranch))
+        if (auto it = labels.find(m[1]); it != labels.end()) loops.push_back({it->second, i});
+    }
+    for (size_t i = 0; i < f.lines.size(); ++i) {
+      if (!std::regex_search(f.lines[i], kSpill)) continue;
+      int nesting = 0;
+      for (const auto& [from, to] : loops) nesting += from <= i && i <= to;
+      if (nesting >= depth) out += f.name + ": " + f.lines[i] + "\n";
+    }
+  }
+  return out;
+}
+
+// nvdisasm's SASS of a cubin. The toolkit here lacks nvdisasm; CMake finds the PyPI wheel's
+// (python/requirements-dev.txt) in .venv.
+std::string disassemble(const std::string& cubin) {
+  const std::filesystem::path nvdisasm = CCC_NVDISASM;
+  if (!std::filesystem::is_regular_file(nvdisasm))
+    throw std::runtime_error("no nvdisasm at '" + nvdisasm.string() + "': `make deps` installs it into .venv");
+  const std::filesystem::path file =
+      std::filesystem::temp_directory_path() / ("ccc_nvdisasm_" + std::to_string(::getpid()) + ".cubin");
+  std::ofstream(file, std::ios::binary) << cubin;
+  const std::string command = "'" + nvdisasm.string() + "' -c '" + file.string() + "' 2>&1";
+  std::string sass;
+  if (FILE* pipe = ::popen(command.c_str(), "r")) {
+    char buffer[65536];
+    for (size_t n; (n = std::fread(buffer, 1, sizeof buffer, pipe)) > 0;) sass.append(buffer, n);
+    ::pclose(pipe);
+  }
+  std::filesystem::remove(file);
+  return sass;
+}
+
+TEST(Nvrtc, FindsSpillsInsideLoopsOfTheDisassembly) {
+  const std::string sass =
+      "$k$_Z7ll_passv:\n"
+      "        /*0000*/                   STL [R1+0x68], R35 ;\n"     // before the loops
+      ".L_x_1:\n"
+      "        /*0010*/                   LDL R10, [R1+0x68] ;\n"     // in the outer loop
+      ".L_x_2:\n"
+      "        /*0020*/                   LDL.64 R2, [R1+0x70] ;\n"   // in both
+      "        /*0030*/                   LDL R4, [R12+0x50] ;\n"     // not the stack pointer
+      "        /*0040*/              @P0 BRA `(.L_x_2) ;\n"
+      "        /*0050*/              @P1 BRA `(.L_x_1) ;\n"
+      "        /*0060*/                   BRA `(.L_x_3) ;\n"          // forward: no loop
+      ".L_x_3:\n"
+      "        /*0070*/                   STL [R1], R3 ;\n"
+      "$k$_Z3runv:\n"
+      ".L_x_4:\n"
+      "        /*0080*/                   STL [R1+0x8], R2 ;\n"
+      "        /*0090*/                   BRA `(.L_x_4) ;\n";
+  EXPECT_EQ(spills_in_loops(sass, "ll_pass", 2), "_Z7ll_passv:         /*0020*/                   LDL.64 R2, [R1+0x70] ;\n");
+  const std::string outer = spills_in_loops(sass, "ll_pass", 1), any = spills_in_loops(sass, "", 1);
+  EXPECT_EQ(std::count(outer.begin(), outer.end(), '\n'), 2) << outer;
+  EXPECT_EQ(std::count(any.begin(), any.end(), '\n'), 3) << any;
 }
 
 NvrtcRequest request(const std::string& source, const char* arch, NvrtcTarget target) {
@@ -108,6 +199,33 @@ TEST(Nvrtc, LlEveryDtypeForAmpereAndHopper) {
       EXPECT_NE(k.source.find("ccc::send("), std::string::npos) << k.kernel_name;
       EXPECT_NE(k.source.find("ccc::RankMap<"), std::string::npos) << k.kernel_name;
       for (const char* arch : {"sm_80", "sm_90"}) expect_compiles(k, arch);
+    }
+  }
+}
+
+// Protocol ll where every rank has its own table (trees and rooted rings are not symmetric, so
+// no rank map). Here ptxas gives ll_pass 4-16 B of spills for some element types, which its
+// report cannot place: the disassembly shows them in the chunk loop (a value or two reloaded
+// once per chunk, around the window's computation), never in the loops inside it that move
+// the lines (groups, sources, lines, polls). The element types where this happens (8-byte ones:
+// two lines per element; f32 and f16 for the reduce), both architectures.
+TEST(Nvrtc, LlPerRankTablesSpillNothingInsideTheChunkLoop) {
+  for (const char* schedule : {"tree", "dbtree", "ring_reduce", "ring_broadcast"}) {
+    const PlannedProgram pp = planned({schedule, 8});
+    for (DataType t : {DataType::F64, DataType::I64, DataType::U64, DataType::F32, DataType::F16}) {
+      KernelOptions o;
+      o.dtype = t;
+      o.op = data_type_is_float(t) ? ReduceOp::Avg : ReduceOp::Sum;
+      o.protocol = Protocol::Ll;
+      EmittedKernel k = emit_cuda(lower(pp, o));
+      EXPECT_EQ(k.source.find("ccc::RankMap<"), std::string::npos) << k.kernel_name << ": a table per rank";
+      for (const char* arch : {"sm_80", "sm_90"}) {
+        NvrtcOutput out = nvrtc_compile(request(k.source, arch, NvrtcTarget::Cubin));
+        ASSERT_TRUE(out.ok) << k.kernel_name << " " << arch << ":\n" << out.log;
+        const std::string sass = disassemble(out.image);
+        ASSERT_NE(sass.find("ll_pass"), std::string::npos) << k.kernel_name << " " << arch << ":\n" << sass;
+        EXPECT_EQ(spills_in_loops(sass, "ll_pass", 2), "") << k.kernel_name << " " << arch;
+      }
     }
   }
 }
