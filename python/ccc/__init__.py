@@ -184,14 +184,18 @@ class Registration:
     ``Communicator.graph_capture`` once its block has ended), for ``Communicator.deregister``.
     Registrations not deregistered go with the communicator."""
 
-    __slots__ = ("_handle",)
+    __slots__ = ("_handle", "_state")
 
     def __init__(self) -> None:
-        self._handle: Optional[int] = None  # graph_capture: set when its block ends
+        self._handle = 0  # the runtime's, once registered (its address: reused after deregistering)
+        self._state: Literal["pending", "registered", "failed", "deregistered"] = "pending"
+
+    def _registered(self, handle: int) -> Registration:
+        self._handle, self._state = handle, "registered"
+        return self
 
     def __repr__(self) -> str:
-        state = "pending" if self._handle is None else hex(self._handle)
-        return f"<ccc.Registration {state}>"
+        return f"<ccc.Registration {hex(self._handle) if self._state == 'registered' else self._state}>"
 
 
 class _CommunicatorHandle:
@@ -398,18 +402,20 @@ class Communicator(_CommunicatorHandle):
                 cannot share; on the other ranks, InvalidUsageError naming the rank.
             RemoteError: a rank did not take part within 1.5 x the timeout.
         """
-        registration = Registration()
-        registration._handle = self._comm.register_buffer(array)
-        return registration
+        return Registration()._registered(self._comm.register_buffer(array))
 
     def deregister(self, registration: Registration) -> None:
         """Takes a registration back (``cccCommDeregister``; collective where ``register`` is).
         Returns once no peer maps the buffers any more, so they may be freed after it."""
         if not isinstance(registration, Registration):
             raise InvalidArgumentError(f"registration: expected a ccc.Registration, not {type(registration).__name__}")
-        if registration._handle is None:
-            raise InvalidUsageError("registration: its graph_capture block has not ended")
+        why = {"pending": "its graph_capture block has not ended",
+               "failed": "its graph_capture block ended without registering (the block's error said why)",
+               "deregistered": "it was deregistered already"}
+        if registration._state != "registered":
+            raise InvalidUsageError(f"registration: {why[registration._state]}")
         self._comm.deregister_buffer(registration._handle)
+        registration._state = "deregistered"
 
     @contextlib.contextmanager
     def graph_capture(self) -> Iterator[Registration]:
@@ -425,13 +431,17 @@ class Communicator(_CommunicatorHandle):
         array in place (no staging copy in the graph) and remembers it. When the block ends
         (collective: every rank ends it, after its captures have ended), the ranks register
         what they remembered, and ``registration`` becomes the handle for ``deregister``. Replay
-        the graphs only after that, and keep their memory until the registration is taken back
-        (or the communicator goes). If the block raises, the registration is still attempted,
-        so that the peers are not left waiting, and the block's exception propagates.
+        the graphs only after that, and keep them and their memory (do not empty torch's cache)
+        until the registration is taken back (or the communicator goes); launch none of them
+        while ``register``, ``deregister`` or a block's end runs. If the block raises, the
+        registration is still attempted, so that the peers are not left waiting, and the
+        block's exception propagates. If the end fails, every rank's does and nothing is
+        registered: capture those graphs again.
 
         Raises:
-            InvalidUsageError: the host backend across processes, or (at the end) a stream of
-                the device still capturing; every rank's end fails then, and nothing changes.
+            InvalidUsageError: the host backend across processes; a block inside another; (at
+                the end) a stream that captured in the block still capturing, or another rank's
+                end failing.
             RemoteError: a rank did not end its block within 1.5 x the timeout.
         """
         self._comm.begin_graph_registration()
@@ -440,6 +450,12 @@ class Communicator(_CommunicatorHandle):
             yield registration
         except BaseException:
             with contextlib.suppress(Error):
-                registration._handle = self._comm.end_graph_registration()
+                registration._registered(self._comm.end_graph_registration())
+            if registration._state == "pending":
+                registration._state = "failed"
             raise
-        registration._handle = self._comm.end_graph_registration()
+        try:
+            registration._registered(self._comm.end_graph_registration())
+        finally:
+            if registration._state == "pending":
+                registration._state = "failed"

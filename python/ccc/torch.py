@@ -21,12 +21,11 @@ docs/python.md, "PyTorch", has the semantics and what is not done yet.
 
 from __future__ import annotations
 
+from contextlib import AbstractContextManager
 from typing import Any, Optional, Union
 
 import torch
 import torch.distributed as dist
-
-from contextlib import AbstractContextManager
 
 from . import Communicator as _Communicator
 from . import Registration, _CommunicatorHandle

@@ -393,6 +393,8 @@ class PyCommunicator {
   // Registration (cccCommRegister, cccCommGraphRegisterBegin/End): this process's rank's
   // array (any array in one process); handles as integers, for the Python side to wrap.
   uintptr_t register_buffer(const Array& a) {
+    if (a.size() > 0 && !is_c_contiguous(a))
+      throw ccc::Error(ccc::ErrorKind::InvalidArgument, "array: not contiguous (a registration covers one range)");
     void* handle = nullptr;
     run([&] { handle = comm_.register_buffer(const_cast<void*>(a.data()), a.nbytes()); });
     return reinterpret_cast<uintptr_t>(handle);
@@ -400,7 +402,9 @@ class PyCommunicator {
   void deregister_buffer(uintptr_t handle) {
     run([&] { comm_.deregister_buffer(reinterpret_cast<void*>(handle)); });
   }
-  void begin_graph_registration() { comm_.begin_graph_registration(); }
+  void begin_graph_registration() {
+    run([&] { comm_.begin_graph_registration(); });  // may wait for another thread's collective
+  }
   uintptr_t end_graph_registration() {
     void* handle = nullptr;
     run([&] { handle = comm_.end_graph_registration(); });

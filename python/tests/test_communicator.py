@@ -262,18 +262,26 @@ def test_registration_in_one_process_has_nothing_to_do(comm):
     registration = comm.register(x)
     assert repr(registration).startswith("<ccc.Registration 0x")
     comm.deregister(registration)
-    with pytest.raises(ccc.InvalidArgumentError, match="deregistered already"):
+    assert repr(registration) == "<ccc.Registration deregistered>"
+    again = comm.register(x)  # may get the same runtime handle: the old object must not free it
+    with pytest.raises(ccc.InvalidUsageError, match="it was deregistered already"):
         comm.deregister(registration)
+    comm.deregister(again)
     with pytest.raises(ccc.InvalidArgumentError, match="expected a ccc.Registration, not int"):
         comm.deregister(5)
     with pytest.raises(ccc.InvalidArgumentError, match="size is 0"):
         comm.register(np.ones(0, np.float32))
+    with pytest.raises(ccc.InvalidArgumentError, match="not contiguous"):
+        comm.register(np.ones(16, np.float32)[::2])
 
     with comm.graph_capture() as captured:
         assert repr(captured) == "<ccc.Registration pending>"
         with pytest.raises(ccc.InvalidUsageError, match="its graph_capture block has not ended"):
             comm.deregister(captured)
         comm.all_reduce([x.copy() for _ in range(comm.size)])
+        with pytest.raises(ccc.InvalidUsageError, match="do not nest"):
+            with comm.graph_capture():
+                pass
     comm.deregister(captured)
     # A block that raises still ends (the peers would wait otherwise); its exception propagates.
     with pytest.raises(ZeroDivisionError):

@@ -322,8 +322,8 @@ def cuda_tensors(nranks, rank):
         comm.synchronize()
         want = torch.stack([data(r + i, f32).to(torch.float64) for r in range(nranks)]).sum(0)
         assert_equal(in_place.cpu(), want, f"replay {i} of the all_reduce captured in graph_capture")
+    comm.deregister(registration)  # before the graph (and its memory) goes
     del graph
-    comm.deregister(registration)
 
     # A registered tensor, eagerly.
     registered = data(rank, f32).cuda()

@@ -12,6 +12,7 @@
 #include <set>
 #include <system_error>
 #include <thread>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -124,10 +125,12 @@ struct Communicator::Impl {
   // One process: the handles register_buffer gave, each the address of a byte of its own (so
   // that no two are equal). Across processes the CUDA registry keeps its own.
   std::map<void*, std::unique_ptr<char>> local_registrations;
-  // CUDA across processes, between begin_graph_registration and end_graph_registration: the
-  // buffers collectives issued under capture use in place, for end_graph_registration to register.
+  // Between begin_graph_registration and end_graph_registration. CUDA across processes: the
+  // buffers collectives issued under capture use in place, for end_graph_registration to
+  // register, and the streams that captured them.
   bool graph_registration = false;
   std::set<std::pair<uintptr_t, uint64_t>> captured;
+  std::set<void*> capturing_streams;
 
   // Tracing (docs/tracing.md): each launch gets fresh records, collected once its rank's
   // stream is idle (a synchronize), into `trace`, which goes to `trace_file` at the end.
@@ -455,8 +458,9 @@ struct Communicator::Impl {
   // registered before the graph runs, when CUDA IPC can share it.
   bool peers_will_read_in_place(const void* p, uint64_t bytes, void* stream) {
     if (peers_read_in_place(p, bytes)) return true;
-    if (!graph_registration || !cuda->capturing(stream) || !cuda->ipc_shareable(p)) return false;
+    if (!graph_registration || !cuda_arena || !cuda->capturing(stream) || !cuda->ipc_shareable(p)) return false;
     captured.insert({reinterpret_cast<uintptr_t>(p), bytes});
+    capturing_streams.insert(stream);
     return true;
   }
   // The multi-process arena's heap (this rank's), or null.
@@ -877,7 +881,10 @@ void Communicator::begin_graph_registration() {
   if (impl.arena)
     throw Error(ErrorKind::InvalidUsage, "graph registration: the host backend across processes has no graphs to "
                                          "capture, and registers no buffers");
-  impl.graph_registration = impl.cuda_arena != nullptr;  // one process: every buffer is reachable
+  if (impl.graph_registration)
+    throw Error(ErrorKind::InvalidUsage, "cccCommGraphRegisterBegin: this rank is between Begin and End already "
+                                         "(they do not nest)");
+  impl.graph_registration = true;
 }
 
 void* Communicator::end_graph_registration() {
@@ -886,18 +893,35 @@ void* Communicator::end_graph_registration() {
   if (impl.arena)
     throw Error(ErrorKind::InvalidUsage, "graph registration: the host backend across processes has no graphs to "
                                          "capture, and registers no buffers");
-  if (!impl.cuda_arena) {
+  // The mode ends whatever happens: after a failure the graphs captured in it cannot be
+  // replayed (their buffers are not registered), and keeping the buffers would fail every
+  // later End the same way if one of them is gone.
+  const bool begun = std::exchange(impl.graph_registration, false);
+  std::vector<CudaRegistry::Buffer> buffers;
+  for (const auto& [base, bytes] : impl.captured) buffers.push_back({base, bytes});
+  const std::set<void*> streams = std::move(impl.capturing_streams);
+  impl.captured.clear();
+  impl.capturing_streams.clear();
+  auto precondition = [&] {
+    if (!begun)
+      throw Error(ErrorKind::InvalidUsage, "cccCommGraphRegisterEnd: no cccCommGraphRegisterBegin on this rank "
+                                           "before it");
+    // Checked before the registration synchronises the device, which would invalidate the
+    // capture (CUDA Programming Guide, stream capture, "Invalidation").
+    for (void* s : streams)
+      if (impl.cuda->capturing(s))
+        throw Error(ErrorKind::InvalidUsage, fmt::format("cccCommGraphRegisterEnd: stream {} still captures a "
+                                                         "graph; end its capture first", s));
+  };
+  if (!impl.cuda_arena) {  // one process: every buffer is reachable already
+    precondition();
     auto byte = std::make_unique<char>();
     void* handle = byte.get();
     impl.local_registrations.emplace(handle, std::move(byte));
     return handle;
   }
-  std::vector<CudaRegistry::Buffer> buffers;
-  for (const auto& [base, bytes] : impl.captured) buffers.push_back({base, bytes});
   void* handle = nullptr;
-  translating([&] { handle = impl.cuda->register_buffers(buffers, "cccCommGraphRegisterEnd"); });
-  impl.graph_registration = false;
-  impl.captured.clear();
+  translating([&] { handle = impl.cuda->register_buffers(buffers, "cccCommGraphRegisterEnd", precondition); });
   return handle;
 }
 

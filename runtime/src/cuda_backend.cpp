@@ -475,11 +475,12 @@ void* CudaRanks::register_buffer(void* p, uint64_t bytes) {
   return registry_->add(p, bytes);
 }
 
-void* CudaRanks::register_buffers(std::span<const CudaRegistry::Buffer> buffers, const char* what) {
+void* CudaRanks::register_buffers(std::span<const CudaRegistry::Buffer> buffers, const char* what,
+                                  const std::function<void()>& precondition) {
   if (!registry_) throw Error(ErrorKind::Internal, "register_buffers: a CUDA communicator of one process has no registry");
   CudaContextGuard guard(driver_);
   use(devices_[0]);
-  return registry_->add_buffers(buffers, what);
+  return registry_->add_buffers(buffers, what, precondition);
 }
 
 void CudaRanks::deregister_buffer(void* handle) {

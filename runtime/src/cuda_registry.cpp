@@ -143,12 +143,14 @@ std::optional<CudaRegistry::Shared> CudaRegistry::shareable(const Buffer& b, con
   return shared;
 }
 
-void* CudaRegistry::add_buffers(std::span<const Buffer> buffers, const char* what) {
+void* CudaRegistry::add_buffers(std::span<const Buffer> buffers, const char* what,
+                                const std::function<void()>& precondition) {
   const int me = arena_.rank();
   const uint64_t serial = serial_++;  // every rank counts every call, failed or not
   Wire mine{};
   std::vector<Shared> shared;  // one per allocation, however many of the buffers it holds
   outcome(mine, [&] {
+    if (precondition) precondition();
     for (const Buffer& b : buffers) {
       if (b.base == 0) throw Error(ErrorKind::InvalidArgument, fmt::format("{}: buff is null", what));
       if (b.bytes == 0) throw Error(ErrorKind::InvalidArgument, fmt::format("{}: size is 0", what));

@@ -664,10 +664,23 @@ TEST_F(CudaCallPath, AcrossProcessesCapturedBuffersAreUsedInPlaceAndRegisteredWh
   comm.run_rank(call, 0, vmm.get(), vmm.get(), s);
   EXPECT_EQ(staging_and_launches(take_log()),
             (std::vector<std::string>{"cuMemcpyAsync", "cuLaunchKernel", "cuMemcpyAsync"}));
-  // The end synchronises the device: not while a stream captures.
-  expect_error(ErrorKind::InvalidUsage, "captures a graph", [&] { comm.end_graph_registration(); });
-  fake().set_capturing(s, 0);
+  expect_error(ErrorKind::InvalidUsage, "do not nest", [&] { comm.begin_graph_registration(); });
+  // The end would synchronise the device, which invalidates a capture: refused first, and the
+  // mode ends (nothing registered; those graphs are to be captured again).
+  take_log();
+  expect_error(ErrorKind::InvalidUsage, "still captures a graph", [&] { comm.end_graph_registration(); });
+  EXPECT_TRUE(synchronous_calls(take_log()).empty());
+  comm.run_rank(call, 0, user, user, s);
+  EXPECT_EQ(staging_and_launches(take_log()),
+            (std::vector<std::string>{"cuMemcpyAsync", "cuLaunchKernel", "cuMemcpyAsync"}))
+      << "the mode ended with the failed end";
+  expect_error(ErrorKind::InvalidUsage, "no cccCommGraphRegisterBegin", [&] { comm.end_graph_registration(); });
 
+  comm.begin_graph_registration();
+  comm.run_rank(call, 0, user, user, s);
+  comm.run_rank(call, 0, user, user + kCount * 4, s);
+  EXPECT_EQ(staging_and_launches(take_log()), (std::vector<std::string>{"cuLaunchKernel", "cuLaunchKernel"}));
+  fake().set_capturing(s, 0);
   void* handle = comm.end_graph_registration();
   ASSERT_NE(handle, nullptr);
   take_log();
@@ -696,6 +709,18 @@ TEST_F(CudaCallPath, AcrossProcessesCapturedBuffersAreUsedInPlaceAndRegisteredWh
   void* empty = comm.end_graph_registration();
   ASSERT_NE(empty, nullptr);
   comm.deregister_buffer(empty);
+  // A remembered buffer freed before the end fails it, and the mode ends with it.
+  comm.begin_graph_registration();
+  CUdeviceptr gone = 0;
+  ASSERT_EQ(d.cuMemAlloc(&gone, kCount * 4), CUDA_SUCCESS);
+  fake().set_capturing(s, 1);
+  comm.run_rank(call, 0, reinterpret_cast<void*>(gone), reinterpret_cast<void*>(gone), s);
+  fake().set_capturing(s, 0);
+  comm.synchronize();
+  ASSERT_EQ(d.cuMemFree(gone), CUDA_SUCCESS);
+  expect_error(ErrorKind::InvalidArgument, "is not CUDA device memory", [&] { comm.end_graph_registration(); });
+  comm.begin_graph_registration();
+  comm.deregister_buffer(comm.end_graph_registration());
   comm.synchronize();
 }
 
@@ -769,7 +794,8 @@ TEST(CudaRegister, APeerThatNeverRegistersFailsTheOthersWithinTheTimeout) {
 std::vector<std::string> lines_named(const std::string& name) { return calls_named(take_log(), name); }
 
 // The "graph" scenario: rank 0 captures collectives on two buffers in two allocations, the
-// others on one (so the ranks share different numbers of allocations); the end registers them.
+// others on two buffers of one allocation (so the ranks share different numbers of
+// allocations); the end registers them.
 void capture_and_register(cccComm_t comm, int rank, int n, std::byte* buf, size_t bytes) {
   const CudaDriver& d = CudaDriver::get();
   CUdeviceptr extra = 0;
@@ -788,17 +814,24 @@ void capture_and_register(cccComm_t comm, int rank, int n, std::byte* buf, size_
   std::vector<std::string> log = take_log();
   EXPECT_TRUE(calls_named(log, "cuMemcpyAsync").empty()) << "in place: " << testing::PrintToString(log);
   EXPECT_EQ(last_launch().own.input, second);
-  // One rank still capturing fails every rank's end, with nothing registered; the mode stays.
+  // One rank still capturing fails every rank's end, with nothing registered, and ends the mode.
   if (rank != n - 1) fake().set_capturing(s, 0);
   void* handle = nullptr;
   EXPECT_EQ(cccCommGraphRegisterEnd(comm, &handle), cccInvalidUsage)
       << cccGetLastError(comm);
   const std::string why = cccGetLastError(comm);
-  EXPECT_NE(why.find(rank == n - 1 ? "captures a graph" : fmt::format("rank {}'s call failed", n - 1)),
+  EXPECT_NE(why.find(rank == n - 1 ? "still captures a graph" : fmt::format("rank {}'s call failed", n - 1)),
             std::string::npos) << why;
   EXPECT_TRUE(lines_named("cuIpcOpenMemHandle").empty());
-  fake().set_capturing(s, 0);
 
+  // Captured again: two buffers of one allocation on the ranks but 0 (each allocation opened once).
+  ASSERT_EQ(cccCommGraphRegisterBegin(comm), cccSuccess) << cccGetLastError(comm);
+  fake().set_capturing(s, 1);
+  if (rank != 0) second = buf + kCount * 4;
+  for (std::byte* b : {buf, second})
+    ASSERT_EQ(cccAllReduce(b, b, kCount, cccFloat32, cccSum, comm, s), cccSuccess) << cccGetLastError(comm);
+  EXPECT_TRUE(calls_named(take_log(), "cuMemcpyAsync").empty());
+  fake().set_capturing(s, 0);
   ASSERT_EQ(cccCommGraphRegisterEnd(comm, &handle), cccSuccess) << cccGetLastError(comm);
   // Rank 0 shares two allocations, every other rank one; each opens its peers'.
   const size_t peer_allocations = rank == 0 ? n - 1 : n;
@@ -822,6 +855,11 @@ void capture_and_register(cccComm_t comm, int rank, int n, std::byte* buf, size_
   ASSERT_EQ(cccCommDeregister(comm, handle), cccSuccess) << cccGetLastError(comm);
   EXPECT_EQ(lines_named("cuIpcCloseMemHandle").size(), peer_allocations);
   EXPECT_EQ(registry->count, 0u);
+  // Nothing captured on any rank: the allocations' exchange carries no bytes, and still agrees.
+  ASSERT_EQ(cccCommGraphRegisterBegin(comm), cccSuccess) << cccGetLastError(comm);
+  ASSERT_EQ(cccCommGraphRegisterEnd(comm, &handle), cccSuccess) << cccGetLastError(comm);
+  EXPECT_TRUE(lines_named("cuIpcOpenMemHandle").empty());
+  ASSERT_EQ(cccCommDeregister(comm, handle), cccSuccess) << cccGetLastError(comm);
   d.cuMemFree(extra);
 }
 

@@ -147,9 +147,13 @@ cccResult_t cccCommDeregister(cccComm_t comm, void* handle);
  * it registers every rank's remembered buffers as one registration, fills *handle for
  * cccCommDeregister, and ends the mode. Replay the graphs captured in between only after it has
  * returned on every rank: before, their kernels fail (cccRemoteError from cccCommSynchronize;
- * the peers cannot reach the buffers). Keep the buffers (the graph's memory) until that
- * registration is deregistered. A failed End changes nothing (the mode stays on and End may be
- * called again). One process: both succeed with nothing to do. Host backend across processes:
+ * the peers cannot reach the buffers). Keep the buffers (the graph and its memory) until that
+ * registration is deregistered, and launch no graph of the communicator while End, Register
+ * or Deregister runs. End ends the mode even when it fails (on every rank, nothing
+ * registered): the graphs captured in it cannot be replayed then; capture them again.
+ * cccInvalidUsage: Begin inside the mode (no nesting), End outside it, End while a stream that
+ * captured in the mode still captures (checked before anything would invalidate that capture).
+ * One process: both succeed with nothing to exchange. Host backend across processes:
  * cccInvalidUsage. */
 cccResult_t cccCommGraphRegisterBegin(cccComm_t comm);
 cccResult_t cccCommGraphRegisterEnd(cccComm_t comm, void** handle);

@@ -205,9 +205,12 @@ class Communicator {
   // end_graph_registration (collective, after the captures have ended) registers what every
   // rank remembered as one registration, ends the mode and returns the registration's handle
   // for deregister_buffer. A graph captured in between fails (its peers cannot reach the
-  // buffer) if replayed before end_graph_registration returns. A failed end changes nothing: the
-  // mode stays, and it may be called again. One process: nothing to do, a handle as
-  // register_buffer's. Host across processes: Error(InvalidUsage) (no graphs; nothing shared).
+  // buffer) if replayed before end_graph_registration returns. The end ends the mode even when
+  // it fails (on every rank; nothing registered): the graphs captured in it cannot be replayed
+  // then. Error(InvalidUsage) for a begin inside the mode (they do not nest), an end outside it,
+  // or an end while a stream that captured in the mode still captures (checked before the
+  // device is synchronised, which would invalidate that capture). One process: nothing to
+  // exchange, a handle as register_buffer's. Host across processes: Error(InvalidUsage).
   void begin_graph_registration();
   void* end_graph_registration();
 

@@ -139,7 +139,8 @@ class CudaRanks {
   void* register_buffer(void* p, uint64_t bytes);
   // The same for any number of buffers of the local rank (none on some ranks) as one
   // registration, e.g. those captured graphs use in place (Communicator::end_graph_registration).
-  void* register_buffers(std::span<const CudaRegistry::Buffer> buffers, const char* what);
+  void* register_buffers(std::span<const CudaRegistry::Buffer> buffers, const char* what,
+                         const std::function<void()>& precondition);
   void deregister_buffer(void* handle);
   // [p, p + bytes) lies inside a buffer the local rank registered (always false in one process).
   bool registered(const void* p, uint64_t bytes) const;

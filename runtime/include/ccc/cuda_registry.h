@@ -1,6 +1,7 @@
 // The buffers registered with one rank of a multi-process CUDA communicator (cccCommRegister,
-// docs/runtime.md, "Buffers."). Registration is collective: every rank registers one buffer of
-// its own in the same call, and the ranks all-gather, over the communicator's control channel
+// cccCommGraphRegisterEnd; docs/runtime.md, "Buffers."). Registration is collective: every rank
+// registers its own buffers (one, or those its captured graphs use) in the same call, and the
+// ranks all-gather, over the communicator's control channel
 // (bootstrap.h), the allocation holding each (its base and size in the owner's process, from
 // cuMemGetAddressRange, and a CUDA IPC handle, cuIpcGetMemHandle). Each rank opens its peers'
 // allocations (cuIpcOpenMemHandle; an allocation registered again, e.g. a second buffer in it,
@@ -20,6 +21,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -60,7 +62,9 @@ class CudaRegistry {
   };
   // Collective, as add, for any number of buffers per rank (none on some ranks), as one
   // registration: its handle deregisters them all. `what` names the call in errors.
-  void* add_buffers(std::span<const Buffer> buffers, const char* what);
+  // `precondition` runs first, inside the exchange: what it throws fails the call on every rank.
+  void* add_buffers(std::span<const Buffer> buffers, const char* what,
+                    const std::function<void()>& precondition = {});
   // Collective: every rank deregisters its registration of the same add call. Error
   // (InvalidArgument) for a handle this rank does not know, Error(InvalidUsage) for ranks that
   // deregister different registrations.
