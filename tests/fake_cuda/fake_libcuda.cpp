@@ -57,6 +57,7 @@ struct State {
   std::set<std::pair<int, int>> peer_enabled;          // (from device, to device)
   std::map<uintptr_t, Allocation> allocations;         // by start address
   std::set<CUstream> capturing;
+  std::set<CUstream> invalidated;  // capturing, but a prohibited call invalidated the capture
   ccc_launch_args last_launch{};  // the arguments of the last kernel launched
 };
 
@@ -220,8 +221,10 @@ CUresult cuCtxSynchronize() {
   // Synchronising a context one of whose streams captures is prohibited during stream capture
   // (CUDA Programming Guide, "Prohibited and Unhandled Operations"); the fake has one context
   // per device and counts every capturing stream as the caller's.
+  // The attempt also invalidates those captures ("Invalidation"): their end fails.
   State& s = state();
   std::lock_guard lock(s.mutex);
+  s.invalidated.insert(s.capturing.begin(), s.capturing.end());
   return s.capturing.empty() ? CUDA_SUCCESS : CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
 }
 
@@ -422,6 +425,7 @@ CUresult cuStreamEndCapture(CUstream stream, CUgraph* graph) {
   State& s = state();
   std::lock_guard lock(s.mutex);
   if (s.capturing.erase(stream) == 0) return CUDA_ERROR_ILLEGAL_STATE;
+  if (s.invalidated.erase(stream) != 0) return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
   *graph = reinterpret_cast<CUgraph>(new int(0));
   return CUDA_SUCCESS;
 }
@@ -652,10 +656,12 @@ char* fake_cuda_take_log() {
 void fake_cuda_set_capturing(CUstream stream, int on) {
   State& s = state();
   std::lock_guard lock(s.mutex);
-  if (on)
+  if (on) {
     s.capturing.insert(stream);
-  else
+  } else {
     s.capturing.erase(stream);
+    s.invalidated.erase(stream);
+  }
 }
 
 // The arguments of the last kernel launched (its rank-state table and registry are host memory

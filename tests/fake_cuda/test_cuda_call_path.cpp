@@ -665,11 +665,21 @@ TEST_F(CudaCallPath, AcrossProcessesCapturedBuffersAreUsedInPlaceAndRegisteredWh
   EXPECT_EQ(staging_and_launches(take_log()),
             (std::vector<std::string>{"cuMemcpyAsync", "cuLaunchKernel", "cuMemcpyAsync"}));
   expect_error(ErrorKind::InvalidUsage, "do not nest", [&] { comm.begin_graph_registration(); });
-  // The end would synchronise the device, which invalidates a capture: refused first, and the
-  // mode ends (nothing registered; those graphs are to be captured again).
+  // The end would synchronise the device, which invalidates a capture: refused first (the
+  // capture still ends well), and the mode ends (nothing registered; capture those again).
+  fake().set_capturing(s, 0);
+  ASSERT_EQ(d.cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_SUCCESS);
   take_log();
   expect_error(ErrorKind::InvalidUsage, "still captures a graph", [&] { comm.end_graph_registration(); });
   EXPECT_TRUE(synchronous_calls(take_log()).empty());
+  CUgraph graph = nullptr;
+  EXPECT_EQ(d.cuStreamEndCapture(s, &graph), CUDA_SUCCESS) << "not invalidated";
+  d.cuGraphDestroy(graph);
+  // Registering now does synchronise, and the driver invalidates the capture (the fake as well).
+  ASSERT_EQ(d.cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_SUCCESS);
+  expect_error(ErrorKind::InvalidUsage, "captures a graph", [&] { comm.register_buffer(user, 4); });
+  EXPECT_EQ(d.cuStreamEndCapture(s, &graph), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+  fake().set_capturing(s, 1);
   comm.run_rank(call, 0, user, user, s);
   EXPECT_EQ(staging_and_launches(take_log()),
             (std::vector<std::string>{"cuMemcpyAsync", "cuLaunchKernel", "cuMemcpyAsync"}))
