@@ -72,16 +72,17 @@ bool check_structure(const StepProgram& p, Diagnostics& d) {
       const auto& ops = p.ops[r][k];
       for (int i = 0; i < static_cast<int>(ops.size()); ++i) {
         const Op& op = ops[i];
-        std::string where = fmt::format("rank {} {}", r, describe_step(p, k));
+        // Spelled out only for an error: formatting it for every op cost a string per op.
+        auto where = [&] { return fmt::format("rank {} {}", r, describe_step(p, k)); };
         if (op.peer < 0 || op.peer >= N) {
-          error(op.loc, fmt::format("{} reads from rank {}, which does not exist (N = {})", where, op.peer, N));
+          error(op.loc, fmt::format("{} reads from rank {}, which does not exist (N = {})", where(), op.peer, N));
           continue;
         }
         bool in_range = true;
         for (auto [b, range] : {std::pair(op.dst, op.chunks), std::pair(op.src, op.read_chunks())}) {
           const int64_t n = buffer_chunks(p, b);
           if (range.count < 1 || range.begin < 0 || range.end() > n) {
-            error(op.loc, fmt::format("{} names {} chunks {}..{}, outside 0..{}", where, buffer_name(b), range.begin,
+            error(op.loc, fmt::format("{} names {} chunks {}..{}, outside 0..{}", where(), buffer_name(b), range.begin,
                                       range.end() - 1, n - 1));
             in_range = false;
             break;
@@ -90,11 +91,11 @@ bool check_structure(const StepProgram& p, Diagnostics& d) {
         if (!in_range) continue;
         if (chunk_position(p, op.chunks.begin) != chunk_position(p, op.read_chunks().begin)) {
           error(op.loc, fmt::format("{} moves chunk {} onto chunk {}, another position in a block of {} chunks (their "
-                                    "sizes may differ)", where, op.read_chunks().begin, op.chunks.begin, C / blocks(p)));
+                                    "sizes may differ)", where(), op.read_chunks().begin, op.chunks.begin, C / blocks(p)));
           continue;
         }
         if (op.dst == Buffer::Input) {
-          error(op.loc, fmt::format("{} writes the input buffer, which is read-only", where));
+          error(op.loc, fmt::format("{} writes the input buffer, which is read-only", where()));
           continue;
         }
         const size_t base = op.dst == Buffer::Scratch ? static_cast<size_t>(C) : 0;
@@ -106,7 +107,7 @@ bool check_structure(const StepProgram& p, Diagnostics& d) {
           }
           const Op& other = ops[seen_op[base + c]];
           if (op.kind == OpKind::Copy || other.kind == OpKind::Copy) {
-            error(op.loc, fmt::format("{} writes {} with a copy and another op in the same step", where,
+            error(op.loc, fmt::format("{} writes {} with a copy and another op in the same step", where(),
                                       describe_chunks(op.dst, {c, 1})));
             if (reported <= kMaxReported) d.note(other.loc, "the other write: " + describe_op(other, r));
             break;
