@@ -65,34 +65,57 @@ PassKey key(const DataPass& p) {
   return {p.kind, p.dst, p.to, p.chunks.begin, p.chunks.count, p.completes, p.operands};
 }
 
+// key(a) == key(b) without building the keys (this runs for every pass of every rank).
+bool same_key(const DataPass& a, const DataPass& b) {
+  return a.kind == b.kind && a.dst == b.dst && a.to == b.to && a.chunks.begin == b.chunks.begin &&
+         a.chunks.count == b.chunks.count && a.completes == b.completes && a.operands == b.operands;
+}
+
+// Rank 0's pass `a` relabelled for rank r into `m`, as far as key() sees it; false when its
+// chunks leave the vector.
+bool map_pass(const RankSymmetry& s, const KernelPlan& plan, int r, const DataPass& a, DataPass& m) {
+  m.kind = a.kind;
+  m.dst = a.dst;
+  m.to = a.to;
+  m.completes = a.completes;
+  m.chunks = map_chunks(s, plan.nchunks, r, a.chunks);
+  if (m.chunks.end() > plan.nchunks) return false;
+  m.operands = map_operands(s, plan.nranks, r, a.operands);
+  if (a.dst == Storage::Ll) m.to.rank = map_peer(s, plan.nranks, r, a.to.rank);
+  return true;
+}
+
 // Rank r's passes of a step are rank 0's mapped: in the same order, or in any order when they
 // are independent. A receive region (protocol ll) keeps its number: the map relabels only whose
 // region a send fills and who fills a region a pass reads.
 bool same_passes(const RankSymmetry& s, const KernelPlan& plan, int r, const std::vector<DataPass>& base,
                  const std::vector<DataPass>& mine) {
   if (base.size() != mine.size()) return false;
+  // The same order, the common case, compares pass by pass without keys on the heap.
+  DataPass m;
+  bool in_order = true;
+  for (size_t i = 0; i < base.size() && in_order; ++i) {
+    if (!map_pass(s, plan, r, base[i], m)) return false;
+    in_order = same_key(m, mine[i]);
+  }
+  if (in_order) return true;
+  if (!independent(mine, r)) return false;
   std::vector<PassKey> want, have;
   for (const DataPass& a : base) {
-    DataPass m = a;
-    m.chunks = map_chunks(s, plan.nchunks, r, a.chunks);
-    if (m.chunks.end() > plan.nchunks) return false;
-    m.operands = map_operands(s, plan.nranks, r, a.operands);
-    if (a.dst == Storage::Ll) m.to.rank = map_peer(s, plan.nranks, r, a.to.rank);
+    if (!map_pass(s, plan, r, a, m)) return false;
     want.push_back(key(m));
   }
   for (const DataPass& b : mine) have.push_back(key(b));
-  if (want == have) return true;
-  if (!independent(mine, r)) return false;
   std::sort(want.begin(), want.end());
   std::sort(have.begin(), have.end());
   return want == have;
 }
 
 // The waits as (peer, step) sets: their order within a step does not matter (they are polled
-// together).
+// together). A step has a handful: sorted inline, not on the heap.
 bool same_waits(const RankSymmetry& s, const KernelPlan& plan, int r, const Waits& base, const Waits& mine) {
   if (base.size() != mine.size()) return false;
-  std::vector<std::pair<int, int>> want, have;
+  boost::container::small_vector<std::pair<int, int>, 8> want, have;
   for (const Wait& w : base) want.emplace_back(map_peer(s, plan.nranks, r, w.peer), w.step);
   for (const Wait& w : mine) have.emplace_back(w.peer, w.step);
   std::sort(want.begin(), want.end());
