@@ -9,6 +9,7 @@
 
 #include "ccc/fold_order.h"
 #include "ccc/rank_symmetry.h"
+#include "ccc/small_sort.h"
 #include "ccc/verify_bits.h"
 
 namespace ccc {
@@ -104,7 +105,7 @@ Waits merge_waits(const std::vector<Wait>& waits, int rank) {
   for (const Wait& w : waits)
     if (w.peer != rank) out.push_back(w);
   // The latest step first within a peer; among equal steps the first planned, as before.
-  std::stable_sort(out.begin(), out.end(), [](const Wait& a, const Wait& b) {
+  stable_sort_small(out.begin(), out.end(), [](const Wait& a, const Wait& b) {
     return a.peer != b.peer ? a.peer < b.peer : a.step > b.step;
   });
   out.erase(std::unique(out.begin(), out.end(), [](const Wait& a, const Wait& b) { return a.peer == b.peer; }), out.end());
@@ -118,26 +119,20 @@ class Lowerer {
   std::vector<DataPass> step_passes(int rank, int step) {
     const std::vector<Op>& ops = p_.ops[rank][step];
     // Every (destination buffer, chunk) an op writes, then sorted: the ops writing one chunk
-    // stay in program order (a flat sort: this runs N x steps times).
-    struct Write {
-      int buffer;
-      int64_t chunk;
-      const Op* op;
-    };
-    std::vector<Write> writes;
+    // stay in program order. This runs N x steps times, so its buffers are members, reused.
+    writes_.clear();
     for (const Op& op : ops)
-      for (int64_t c = op.chunks.begin; c < op.chunks.end(); ++c) writes.push_back({index(op.dst), c, &op});
-    std::stable_sort(writes.begin(), writes.end(), [](const Write& a, const Write& b) {
+      for (int64_t c = op.chunks.begin; c < op.chunks.end(); ++c) writes_.push_back({index(op.dst), c, &op});
+    stable_sort_small(writes_.begin(), writes_.end(), [](const Write& a, const Write& b) {
       return a.buffer != b.buffer ? a.buffer < b.buffer : a.chunk < b.chunk;
     });
     std::vector<DataPass> chunk_passes;
-    std::vector<const Op*> writers;
-    for (size_t i = 0; i < writes.size();) {
-      writers.clear();
+    for (size_t i = 0; i < writes_.size();) {
+      writers_.clear();
       size_t j = i;
-      for (; j < writes.size() && writes[j].buffer == writes[i].buffer && writes[j].chunk == writes[i].chunk; ++j)
-        writers.push_back(writes[j].op);
-      chunk_passes.push_back(chunk_pass(rank, step, static_cast<Buffer>(writes[i].buffer), writes[i].chunk, writers));
+      for (; j < writes_.size() && writes_[j].buffer == writes_[i].buffer && writes_[j].chunk == writes_[i].chunk; ++j)
+        writers_.push_back(writes_[j].op);
+      chunk_passes.push_back(chunk_pass(rank, step, static_cast<Buffer>(writes_[i].buffer), writes_[i].chunk, writers_));
       i = j;
     }
     check_no_self_hazard(rank, step, chunk_passes);
@@ -296,11 +291,20 @@ class Lowerer {
     return out;
   }
 
+  // What step_passes collects, per written (buffer, chunk).
+  struct Write {
+    int buffer;
+    int64_t chunk;
+    const Op* op;
+  };
+
   const StepProgram& p_;
   const KernelOptions& opt_;
   State state_;
   std::vector<std::tuple<int, int, int64_t>> next_written_;
   std::vector<Held> next_held_;
+  std::vector<Write> writes_;  // step_passes' buffers
+  std::vector<const Op*> writers_;
 };
 
 uint64_t hash_program(const StepProgram& p) {

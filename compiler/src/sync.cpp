@@ -12,6 +12,7 @@
 #include "ccc/dependencies.h"
 #include "ccc/describe.h"
 #include "ccc/rewrites.h"
+#include "ccc/small_sort.h"
 #include "ccc/verify.h"
 
 namespace ccc {
@@ -195,17 +196,19 @@ class Planner {
     std::vector<const Clock*> sources;
     std::vector<const Candidate*> direct;  // kept waits whose clocks left the window: only themselves
     std::vector<Candidate> by_step;
+    std::vector<Wait> kept;  // a node's, copied out at its exact size (2 M small vectors at large N)
     for (int k = 0; k <= S_; ++k)
       for (int r : order_[k]) {
         const Candidates& cands = node(r, k);
         const Clock* base = clocks.row(k - 1, r);
         sources.assign(1, base);
         direct.clear();
+        kept.clear();
         // Dependencies never go to an earlier step, so only a wait on a later step -- or on the
         // same step, if that step has waits inside it -- can imply another: with the candidates
         // sorted latest first, each looks at a prefix (one-shot's N-1 waits on one step: none).
         by_step.assign(cands.begin(), cands.end());
-        std::stable_sort(by_step.begin(), by_step.end(), [](const Candidate& a, const Candidate& b) { return a.step > b.step; });
+        stable_sort_small(by_step.begin(), by_step.end(), [](const Candidate& a, const Candidate& b) { return a.step > b.step; });
         for (size_t i = 0; i < by_step.size(); ++i) {
           const Candidate& c = by_step[i];
           bool implied = base[c.peer] >= c.step;
@@ -215,7 +218,7 @@ class Planner {
             implied = j != i && clocks.holds(o.step, k) && clocks.row(o.step, o.peer)[c.peer] >= c.step;
           }
           if (implied) continue;
-          plan.waits[r][k].push_back(wait_for(r, k, c));
+          kept.push_back(wait_for(r, k, c));
           if (clocks.holds(c.step, k)) sources.push_back(clocks.row(c.step, c.peer));
           else direct.push_back(&c);
         }
@@ -223,7 +226,8 @@ class Planner {
         clocks.merge(row, sources);
         for (const Candidate* c : direct) row[c->peer] = std::max<Clock>(row[c->peer], static_cast<Clock>(c->step));
         row[r] = static_cast<Clock>(k);
-        plan.waits_kept += static_cast<int64_t>(plan.waits[r][k].size());
+        plan.waits[r][k].assign(kept.begin(), kept.end());
+        plan.waits_kept += static_cast<int64_t>(kept.size());
       }
     return plan;
   }

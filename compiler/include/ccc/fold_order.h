@@ -20,14 +20,16 @@
 #include <algorithm>
 #include <vector>
 
+#include "ccc/small_sort.h"
+
 namespace ccc {
 
 // Sorts operands into fold order; lowest_rank(o) is the lowest rank contributing to o's value.
 template <class Operands, class LowestRank>
 void sort_into_fold_order(Operands& operands, LowestRank lowest_rank) {
   using Operand = typename Operands::value_type;
-  std::stable_sort(operands.begin(), operands.end(),
-                   [&](const Operand& a, const Operand& b) { return lowest_rank(a) < lowest_rank(b); });
+  stable_sort_small(operands.begin(), operands.end(),
+                    [&](const Operand& a, const Operand& b) { return lowest_rank(a) < lowest_rank(b); });
 }
 
 }  // namespace ccc
