@@ -72,7 +72,7 @@ std::optional<CodegenArgs> codegen_args(const Command& cmd, const ParsedArgs& ar
 std::optional<KernelPlan> run_lower_on(PlannedProgram& planned, const KernelOptions& options,
                                        const SourceFile* source, const DumpHook& dump, std::ostream& err) {
   try {
-    KernelPlan plan = lower_releasing_waits(planned, options);
+    KernelPlan plan = lower_releasing(planned, options);
     dump(Pass::Lower, [&] { return print_kernel_plan(plan); });
     return plan;
   } catch (const LowerError& e) {

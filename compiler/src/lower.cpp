@@ -274,6 +274,7 @@ class Lowerer {
 
   // Adjacent chunks with the same destination buffer, operands and completion become one pass.
   static std::vector<DataPass> fuse_adjacent(std::vector<DataPass> passes) {
+    if (passes.size() < 2) return passes;  // most steps: no second vector to allocate
     std::vector<DataPass> out;
     for (DataPass& pass : passes) {
       if (!out.empty()) {
@@ -490,8 +491,8 @@ void check_ll_plan(const KernelPlan& plan) {
 
 namespace {
 
-// `release`: pp.sync itself, whose waits of each (rank, step) are freed once merged; or null.
-KernelPlan lower_planned(const PlannedProgram& pp, const KernelOptions& options, SyncPlan* release) {
+// `release`: pp itself, whose ops and waits of each (rank, step) are freed once lowered; or null.
+KernelPlan lower_planned(const PlannedProgram& pp, const KernelOptions& options, PlannedProgram* release) {
   check_options(options);
   check_program(pp);
   const StepProgram& p = pp.program;
@@ -518,8 +519,11 @@ KernelPlan lower_planned(const PlannedProgram& pp, const KernelOptions& options,
     for (int r = 0; r < p.nranks; ++r) {
       StepPlan step;
       if (!ll) step.waits = merge_waits(pp.sync.waits[r][k], r);
-      if (release) std::vector<Wait>().swap(release->waits[r][k]);
       step.passes = lowerer.step_passes(r, k);
+      if (release) {
+        std::vector<Wait>().swap(release->sync.waits[r][k]);
+        std::vector<Op>().swap(release->program.ops[r][k]);
+      }
       lowerer.commit(r, step.passes);
       plan.ranks[r].steps.push_back(std::move(step));
     }
@@ -530,7 +534,7 @@ KernelPlan lower_planned(const PlannedProgram& pp, const KernelOptions& options,
     rank.passthrough = lowerer.passthrough(r);
     if (!ll) rank.exit_waits = merge_waits(pp.sync.waits[r][p.nsteps()], r);
   }
-  if (release) release->waits.clear();
+  if (release) release->sync.waits.clear();
   // The fold order is the program's, whatever the protocol: checked on the pull form, which
   // to_ll changes only in where each operand is read from.
   verify_same_bits(plan);
@@ -568,8 +572,8 @@ KernelPlan lower(const PlannedProgram& planned, const KernelOptions& options) {
   return lower_planned(planned, options, nullptr);
 }
 
-KernelPlan lower_releasing_waits(PlannedProgram& planned, const KernelOptions& options) {
-  return lower_planned(planned, options, &planned.sync);
+KernelPlan lower_releasing(PlannedProgram& planned, const KernelOptions& options) {
+  return lower_planned(planned, options, &planned);
 }
 
 }  // namespace ccc

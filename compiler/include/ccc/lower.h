@@ -17,10 +17,11 @@ namespace ccc {
 // consumer, a producer waits for that consumer to have entered the launch (check_ll_plan says
 // why that is enough).
 KernelPlan lower(const PlannedProgram& planned, const KernelOptions& options);
-// The same, releasing planned.sync.waits as each rank's step is lowered (empty after): for
-// callers that keep only the kernel plan, a large N's waits (~300 MiB for ring at N = 1024) then
-// make room for the plan instead of adding to it.
-KernelPlan lower_releasing_waits(PlannedProgram& planned, const KernelOptions& options);
+// The same, releasing planned.sync.waits and planned.program's ops as each rank's step is
+// lowered (after: no waits, and every step of every rank without ops; the rest of the program
+// stays): for callers that keep only the kernel plan, a large N's waits and ops (~300 and ~200
+// MiB for ring at N = 1024) then make room for the plan instead of adding to it.
+KernelPlan lower_releasing(PlannedProgram& planned, const KernelOptions& options);
 
 // Checks what makes a protocol-ll plan safe, and throws LowerError naming rank, step and slot
 // where it does not hold:
