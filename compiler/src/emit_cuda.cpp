@@ -162,8 +162,8 @@ std::string rank_program(const KernelPlan& plan, int r, const SourceFile* source
     body += fmt::format("    // step {}: {} ({})\n", k, info.label, location(plan, info.loc));
     const StepPlan& step = rank.steps[k];
     for (const Wait& w : step.waits) body += wait_instr(plan, w, false);
-    for (const auto* list : {&step.entry_sends, &step.passes, &step.sends})
-      for (const DataPass& pass : *list) body += pass_instr(plan, pass, r, source);
+    for (std::span<const DataPass> list : pass_lists(step))
+      for (const DataPass& pass : list) body += pass_instr(plan, pass, r, source);
     body += fmt::format("    ccc::done({}),\n", k);
   }
   if (!rank.passthrough.empty()) body += "    // chunks no step writes: the input passes through\n";
@@ -195,8 +195,8 @@ std::vector<PassKind> pass_kinds(const KernelPlan& plan) {
   };
   for (const RankPlan& rank : plan.ranks) {
     for (const StepPlan& step : rank.steps)
-      for (const auto* list : {&step.entry_sends, &step.passes, &step.sends})
-        for (const DataPass& pass : *list) add(pass);
+      for (std::span<const DataPass> list : pass_lists(step))
+        for (const DataPass& pass : list) add(pass);
     for (const DataPass& pass : rank.passthrough) add(pass);
   }
   std::sort(kinds.begin(), kinds.end());

@@ -113,8 +113,8 @@ std::string print_kernel_plan(const KernelPlan& plan) {
       out += fmt::format("  step {} ({}):\n", k, plan.steps[k].label);
       const StepPlan& step = rank.steps[k];
       for (const Wait& w : step.waits) out += fmt::format("    {}\n", wait_text(w, plan));
-      for (const auto* list : {&step.entry_sends, &step.passes, &step.sends})
-        for (const DataPass& pass : *list)
+      for (std::span<const DataPass> list : pass_lists(step))
+        for (const DataPass& pass : list)
           out += fmt::format("    {}  -- {}\n", pass_text(pass, r, o.op), traffic_text(pass_traffic(pass, r)));
     }
     for (const DataPass& pass : rank.passthrough)

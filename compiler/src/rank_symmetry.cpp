@@ -1,6 +1,7 @@
 #include "ccc/rank_symmetry.h"
 
 #include <algorithm>
+#include <span>
 #include <tuple>
 #include <vector>
 
@@ -48,7 +49,7 @@ namespace {
 // Whether rank r's passes of one step touch disjoint data: none writes what another reads or
 // writes on the rank itself, and no two sends (protocol ll) write the same receive region.
 // Then their order does not matter.
-bool independent(const std::vector<DataPass>& passes, int r) {
+bool independent(std::span<const DataPass> passes, int r) {
   for (size_t i = 0; i < passes.size(); ++i)
     for (size_t j = 0; j < passes.size(); ++j) {
       if (i == j || !passes[i].chunks.overlaps(passes[j].chunks)) continue;
@@ -88,8 +89,8 @@ bool map_pass(const RankSymmetry& s, const KernelPlan& plan, int r, const DataPa
 // Rank r's passes of a step are rank 0's mapped: in the same order, or in any order when they
 // are independent. A receive region (protocol ll) keeps its number: the map relabels only whose
 // region a send fills and who fills a region a pass reads.
-bool same_passes(const RankSymmetry& s, const KernelPlan& plan, int r, const std::vector<DataPass>& base,
-                 const std::vector<DataPass>& mine) {
+bool same_passes(const RankSymmetry& s, const KernelPlan& plan, int r, std::span<const DataPass> base,
+                 std::span<const DataPass> mine) {
   if (base.size() != mine.size()) return false;
   // The same order, the common case, compares pass by pass without keys on the heap.
   DataPass m;
@@ -129,9 +130,10 @@ bool maps_every_rank(const RankSymmetry& s, const KernelPlan& plan) {
     const RankPlan& mine = plan.ranks[r];
     for (int k = 0; k < plan.nsteps(); ++k) {
       const StepPlan &a = base.steps[k], &b = mine.steps[k];
-      if (!same_waits(s, plan, r, a.waits, b.waits) || !same_passes(s, plan, r, a.entry_sends, b.entry_sends) ||
-          !same_passes(s, plan, r, a.passes, b.passes) || !same_passes(s, plan, r, a.sends, b.sends))
-        return false;
+      if (!same_waits(s, plan, r, a.waits, b.waits)) return false;
+      const auto base_lists = pass_lists(a), my_lists = pass_lists(b);
+      for (size_t i = 0; i < base_lists.size(); ++i)
+        if (!same_passes(s, plan, r, base_lists[i], my_lists[i])) return false;
     }
     if (!same_passes(s, plan, r, base.passthrough, mine.passthrough) ||
         !same_waits(s, plan, r, base.exit_waits, mine.exit_waits))

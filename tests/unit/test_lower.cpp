@@ -83,7 +83,7 @@ TEST(Lower, OneShotFusesEveryPeerIntoOnePass) {
   KernelOptions o;
   o.op = ReduceOp::Avg;
   KernelPlan plan = lower_shipped("oneshot", 5, o);
-  const std::vector<DataPass>& passes = plan.ranks[2].steps[0].passes;
+  const DataPasses& passes = plan.ranks[2].steps[0].passes;
   ASSERT_EQ(passes.size(), 1u);
   EXPECT_EQ(passes[0].operands.size(), 5u);
   EXPECT_TRUE(passes[0].completes);

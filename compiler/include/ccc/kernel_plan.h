@@ -18,8 +18,10 @@
 // passes and waits apply to every (channel, window) alike.
 #pragma once
 
+#include <array>
 #include <boost/container/small_vector.hpp>
 #include <cstdint>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -79,15 +81,23 @@ struct DataPass {
   bool completes = false;        // this write completes the value: the op's finish (avg) goes here
   SourceLocs locs;               // the DSL ops fused into it
 };
+// Most steps have one pass: inline (a plan holds N x steps of them; on the heap each cost an
+// allocation and its free).
+using DataPasses = boost::container::small_vector<DataPass, 1>;
 
 struct StepPlan {
   Waits waits;                   // at most one per peer, self-waits dropped
   std::vector<DataPass> entry_sends;  // protocol ll, step 0 only: sends of values the rank holds
                                       // at entry (its input), before any pass can overwrite them
                                       // or wait on a peer's send
-  std::vector<DataPass> passes;
+  DataPasses passes;
   std::vector<DataPass> sends;   // protocol ll: sends of values this step's passes finished
 };
+
+// A step's passes in the order they run: entry sends, passes, sends.
+inline std::array<std::span<const DataPass>, 3> pass_lists(const StepPlan& step) {
+  return {std::span(step.entry_sends), std::span(step.passes.data(), step.passes.size()), std::span(step.sends)};
+}
 
 struct RankPlan {
   std::vector<StepPlan> steps;       // one per program step
