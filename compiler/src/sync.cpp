@@ -35,8 +35,7 @@ namespace {
 struct Candidate {
   int peer = 0;
   int step = -1;
-  int from_op = -1;  // the op on `peer`'s side
-  int to_op = -1;    // the op on the waiting side (-1 at exit)
+  SourceLoc loc;  // the DSL op behind the wait (wait_for)
   DepKind kind = DepKind::RAW;
   Buffer buffer = Buffer::Output;
   ChunkRange chunks;
@@ -101,8 +100,7 @@ class Planner {
         return;
       }
       ++cross_edges_;
-      add({dep.from.rank, dep.from.step, dep.from.op, dep.to.op, dep.kind, dep.buffer, dep.chunks},
-          dep.to.rank, dep.to.step);
+      add({dep.from.rank, dep.from.step, op_loc(dep), dep.kind, dep.buffer, dep.chunks}, dep.to.rank, dep.to.step);
     });
     return errors == 0;
   }
@@ -167,7 +165,7 @@ class Planner {
     std::string chain;
     for (size_t i = static_cast<size_t>(seen[r]); i < path.size(); ++i)
       chain += fmt::format("{}rank {} waits for rank {} ({})", i == static_cast<size_t>(seen[r]) ? "" : ", ", path[i],
-                           via[i]->peer, wait_why(wait_for(path[i], k, *via[i]), p_.steps, p_.file));
+                           via[i]->peer, wait_why(wait_for(*via[i]), p_.steps, p_.file));
     d_.error(p_.steps[k].loc, fmt::format("deadlock at {}: ranks overwrite in this step what a peer still reads in it: {}",
                                           describe_step(p_, k), chain));
     d_.note({}, "staging cannot break the cycle: " + why_not +
@@ -218,7 +216,7 @@ class Planner {
             implied = j != i && clocks.holds(o.step, k) && clocks.row(o.step, o.peer)[c.peer] >= c.step;
           }
           if (implied) continue;
-          kept.push_back(wait_for(r, k, c));
+          kept.push_back(wait_for(c));
           if (clocks.holds(c.step, k)) sources.push_back(clocks.row(c.step, c.peer));
           else direct.push_back(&c);
         }
@@ -254,12 +252,18 @@ class Planner {
     }
   }
 
-  // Rank r's wait, before step k, for candidate c, with the fields wait_why() explains it by.
-  Wait wait_for(int r, int k, const Candidate& c) const {
-    const bool exit = c.kind == DepKind::Exit;
-    const Op& op = exit ? p_.ops[c.peer][c.step][c.from_op] : p_.ops[r][k][c.to_op];
+  // The DSL op a wait for `dep` names: the waiting rank's op, or at exit the peer's op that still
+  // reads. Looked up while the dependency walk has the op at hand (mostly in cache), not later
+  // when the plan is reduced step by step across ranks (a cache and TLB miss per wait).
+  SourceLoc op_loc(const Dependency& dep) const {
+    const OpRef& at = dep.kind == DepKind::Exit ? dep.from : dep.to;
+    return p_.ops[at.rank][at.step][at.op].loc;
+  }
+
+  // The wait for candidate c, with the fields wait_why() explains it by.
+  Wait wait_for(const Candidate& c) const {
     return {c.peer, c.step, reason(c.kind), c.buffer, c.kind == DepKind::WAR && opt_.in_place && c.buffer == Buffer::Input,
-            op.loc, c.chunks};
+            c.loc, c.chunks};
   }
 
   void report_clobbered_input(const Dependency& dep) {
