@@ -257,6 +257,16 @@ def cuda_ranks_all_reduce(nranks, rank):
     return "ok"
 
 
+def replay(comm, graph, tensor, nranks, rank, what):
+    """Replays `graph` (an all_reduce of `tensor`, float32) on new inputs and checks each sum."""
+    for i in range(1, 4):
+        tensor.copy_(data(rank + i, torch.float32))
+        graph.replay()
+        comm.synchronize()
+        want = torch.stack([data(r + i, torch.float32).to(torch.float64) for r in range(nranks)]).sum(0)
+        assert_equal(tensor.cpu(), want, f"replay {i} of {what}")
+
+
 def cuda_tensors(nranks, rank):
     """ccc.torch on CUDA tensors: every collective on torch's current stream, with no wait
     between calls; a tensor on the wrong device; an all_reduce captured in a CUDA graph and
@@ -301,12 +311,7 @@ def cuda_tensors(nranks, rank):
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
         comm.all_reduce(static)
-    for i in range(1, 4):
-        static.copy_(data(rank + i, f32))
-        graph.replay()
-        comm.synchronize()
-        want = torch.stack([data(r + i, f32).to(torch.float64) for r in range(nranks)]).sum(0)
-        assert_equal(static.cpu(), want, f"replay {i} of the captured all_reduce")
+    replay(comm, graph, static, nranks, rank, "the captured all_reduce")
 
     # Captured inside graph_capture: the graph reads the tensor in place, registered at the end.
     in_place = data(rank, f32).cuda()
@@ -316,12 +321,7 @@ def cuda_tensors(nranks, rank):
     with comm.graph_capture() as registration:
         with torch.cuda.graph(graph):
             comm.all_reduce(in_place)
-    for i in range(1, 3):
-        in_place.copy_(data(rank + i, f32))
-        graph.replay()
-        comm.synchronize()
-        want = torch.stack([data(r + i, f32).to(torch.float64) for r in range(nranks)]).sum(0)
-        assert_equal(in_place.cpu(), want, f"replay {i} of the all_reduce captured in graph_capture")
+    replay(comm, graph, in_place, nranks, rank, "the all_reduce captured in graph_capture")
     comm.deregister(registration)  # before the graph (and its memory) goes
     del graph
 

@@ -531,18 +531,33 @@ void expect_error(ErrorKind kind, const std::string& text, Body&& body) {
   }
 }
 
+// A multi-process CUDA communicator of one rank (its root in this process) on device 0, an
+// allreduce of kCount floats and a user buffer of twice its size.
+struct OneRank {
+  Communicator comm;
+  CollectiveCall call;
+  std::byte* user;
+  CUstream stream;
+};
+
+OneRank one_rank() {
+  const CudaDriver& d = CudaDriver::get();
+  d.check(d.cuCtxSetCurrent(primary_context(0)), "cuCtxSetCurrent");
+  RankOptions rank_options;
+  rank_options.arena_bytes = 1 << 20;
+  return {Communicator::cuda_rank(Communicator::unique_id(), 1, 0, {}, rank_options),
+          {Collective::AllReduce, kCount, DataType::F32, ReduceOp::Sum, -1, {}, {}},
+          static_cast<std::byte*>(device_alloc(0, 2 * kCount * 4)), stream(0)};
+}
+
 // One rank (its root in this process): the registry the launches read, in-place use of a
 // registered buffer, and the errors that need no peer.
 TEST_F(CudaCallPath, AcrossProcessesARegisteredBufferIsUsedInPlaceAndUnregisteredOnesStillStaged) {
-  const UniqueId id = Communicator::unique_id();
-  const CudaDriver& d = CudaDriver::get();
-  ASSERT_EQ(d.cuCtxSetCurrent(primary_context(0)), CUDA_SUCCESS);
-  RankOptions rank_options;
-  rank_options.arena_bytes = 1 << 20;
-  auto comm = Communicator::cuda_rank(id, 1, 0, {}, rank_options);
-  const CollectiveCall call{Collective::AllReduce, kCount, DataType::F32, ReduceOp::Sum, -1, {}, {}};
-  auto* user = static_cast<std::byte*>(device_alloc(0, 2 * kCount * 4));
-  const CUstream s = stream(0);
+  OneRank one = one_rank();
+  Communicator& comm = one.comm;
+  const CollectiveCall& call = one.call;
+  std::byte* const user = one.user;
+  const CUstream s = one.stream;
   comm.run_rank(call, 0, user, user, s);  // compiles and loads
   const ccc_registry* registry = launched_registry();
   ASSERT_NE(registry, nullptr) << "a multi-process rank reads a registry";
@@ -625,15 +640,12 @@ struct VmmBuffer {
 // capture an unregistered cudaMalloc buffer is used in place and remembered, other memory is
 // still staged, and the end registers what was remembered.
 TEST_F(CudaCallPath, AcrossProcessesCapturedBuffersAreUsedInPlaceAndRegisteredWhenTheCaptureEnds) {
-  const UniqueId id = Communicator::unique_id();
   const CudaDriver& d = CudaDriver::get();
-  ASSERT_EQ(d.cuCtxSetCurrent(primary_context(0)), CUDA_SUCCESS);
-  RankOptions rank_options;
-  rank_options.arena_bytes = 1 << 20;
-  auto comm = Communicator::cuda_rank(id, 1, 0, {}, rank_options);
-  const CollectiveCall call{Collective::AllReduce, kCount, DataType::F32, ReduceOp::Sum, -1, {}, {}};
-  auto* user = static_cast<std::byte*>(device_alloc(0, 2 * kCount * 4));
-  const CUstream s = stream(0);
+  OneRank one = one_rank();
+  Communicator& comm = one.comm;
+  const CollectiveCall& call = one.call;
+  std::byte* const user = one.user;
+  const CUstream s = one.stream;
   comm.run_rank(call, 0, user, user, s);  // compiles, loads and sizes the scratch before capturing
   comm.synchronize();
 
