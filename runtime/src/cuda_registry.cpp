@@ -166,14 +166,18 @@ void* CudaRegistry::add_buffers(std::span<const Buffer> buffers, const char* wha
   const std::vector<Wire> all = exchange(mine, what);
   throw_first_failure(all, me, what);
 
-  // Every rank's allocations, padded to the longest list (an exchange's parts are of one size).
+  // Every rank's allocations, padded to the longest list (an exchange's parts are of one size);
+  // none anywhere (every rank knows it from the counts): no exchange.
   uint64_t most = 0;
   for (const Wire& w : all) most = std::max(most, w.count);
-  shared.resize(most, Shared{});
-  const std::vector<std::byte> gathered = arena_.control().all_gather(
-      std::as_bytes(std::span<const Shared>(shared)), fmt::format("{} (allocations)", what));
-  std::vector<Shared> table(gathered.size() / sizeof(Shared));
-  std::memcpy(table.data(), gathered.data(), table.size() * sizeof(Shared));
+  std::vector<Shared> table;
+  if (most > 0) {
+    shared.resize(most, Shared{});
+    const std::vector<std::byte> gathered = arena_.control().all_gather(
+        std::as_bytes(std::span<const Shared>(shared)), fmt::format("{} (allocations)", what));
+    table.resize(gathered.size() / sizeof(Shared));
+    std::memcpy(table.data(), gathered.data(), table.size() * sizeof(Shared));
+  }
 
   // Open what this process has not yet (one reference per registration either way).
   std::vector<Key> keys;

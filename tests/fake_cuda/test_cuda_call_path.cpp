@@ -877,7 +877,7 @@ void capture_and_register(cccComm_t comm, int rank, int n, std::byte* buf, size_
   ASSERT_EQ(cccCommDeregister(comm, handle), cccSuccess) << cccGetLastError(comm);
   EXPECT_EQ(lines_named("cuIpcCloseMemHandle").size(), peer_allocations);
   EXPECT_EQ(registry->count, 0u);
-  // Nothing captured on any rank: the allocations' exchange carries no bytes, and still agrees.
+  // Nothing captured on any rank: no allocations to exchange, and the ranks still agree.
   ASSERT_EQ(cccCommGraphRegisterBegin(comm), cccSuccess) << cccGetLastError(comm);
   ASSERT_EQ(cccCommGraphRegisterEnd(comm, &handle), cccSuccess) << cccGetLastError(comm);
   EXPECT_TRUE(lines_named("cuIpcOpenMemHandle").empty());
