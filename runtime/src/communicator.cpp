@@ -875,12 +875,21 @@ void Communicator::deregister_buffer(void* handle) {
                         "deregistered already)", handle));
 }
 
+namespace {
+
+// The host backend across processes (`arena`: its shared memory) has no graphs and shares no user memory.
+void refuse_graph_registration_on_host_ranks(const HostArena* arena) {
+  if (arena != nullptr)
+    throw Error(ErrorKind::InvalidUsage, "graph registration: the host backend across processes has no graphs to "
+                                         "capture, and registers no buffers");
+}
+
+}  // namespace
+
 void Communicator::begin_graph_registration() {
   Impl& impl = live();
   std::lock_guard lock(impl.mutex);
-  if (impl.arena)
-    throw Error(ErrorKind::InvalidUsage, "graph registration: the host backend across processes has no graphs to "
-                                         "capture, and registers no buffers");
+  refuse_graph_registration_on_host_ranks(impl.arena.get());
   if (impl.graph_registration)
     throw Error(ErrorKind::InvalidUsage, "cccCommGraphRegisterBegin: this rank is between Begin and End already "
                                          "(they do not nest)");
@@ -890,9 +899,7 @@ void Communicator::begin_graph_registration() {
 void* Communicator::end_graph_registration() {
   Impl& impl = live();
   std::lock_guard lock(impl.mutex);
-  if (impl.arena)
-    throw Error(ErrorKind::InvalidUsage, "graph registration: the host backend across processes has no graphs to "
-                                         "capture, and registers no buffers");
+  refuse_graph_registration_on_host_ranks(impl.arena.get());
   // The mode ends whatever happens: after a failure the graphs captured in it cannot be
   // replayed (their buffers are not registered), and keeping the buffers would fail every
   // later End the same way if one of them is gone.

@@ -813,6 +813,11 @@ TEST(CudaRegister, APeerThatNeverRegistersFailsTheOthersWithinTheTimeout) {
   run_ranks(3, "silent");
 }
 
+TEST(CudaRegister, APeerThatNeverEndsItsGraphRegistrationFailsTheOthersWithinTheTimeout) {
+  if (std::getenv("CCC_TEST_REG_ID") != nullptr) GTEST_SKIP() << "inside a rank";
+  run_ranks(3, "silent-graph");
+}
+
 std::vector<std::string> lines_named(const std::string& name) { return calls_named(take_log(), name); }
 
 // The "graph" scenario: rank 0 captures collectives on two buffers in two allocations, the
@@ -898,7 +903,8 @@ TEST(CudaRegister, Rank) {
   cccConfig_t config = CCC_CONFIG_INITIALIZER;
   config.backend = "cuda";
   // Silent: short, but not so short that the ranks' start-up skew fails the join.
-  config.timeoutSeconds = scenario == "silent" ? 3.0 : 60.0;
+  const bool silent = scenario.starts_with("silent");
+  config.timeoutSeconds = silent ? 3.0 : 60.0;
   config.arenaBytes = 1 << 20;
   cccComm_t comm = nullptr;
   cccUniqueId id{};
@@ -914,15 +920,21 @@ TEST(CudaRegister, Rank) {
   auto* buf = reinterpret_cast<std::byte*>(mine);
   void* handle = nullptr;
 
-  if (scenario == "silent") {
-    if (rank == n - 1) {  // never registers; stays until the others have given up
+  if (silent) {  // "silent": cccCommRegister; "silent-graph": cccCommGraphRegisterEnd
+    const bool graph = scenario == "silent-graph";
+    const char* call = graph ? "cccCommGraphRegisterEnd" : "cccCommRegister";
+    if (rank == n - 1) {  // never calls; stays until the others have given up
       std::this_thread::sleep_for(std::chrono::seconds(8));
     } else {
       const auto start = std::chrono::steady_clock::now();
-      EXPECT_EQ(cccCommRegister(comm, buf, bytes, &handle), cccRemoteError);
+      if (graph) {
+        ASSERT_EQ(cccCommGraphRegisterBegin(comm), cccSuccess) << cccGetLastError(comm);
+      }
+      EXPECT_EQ(graph ? cccCommGraphRegisterEnd(comm, &handle) : cccCommRegister(comm, buf, bytes, &handle),
+                cccRemoteError);
       const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       EXPECT_LT(seconds, 6.0) << "within 1.5 x the 3 s timeout, not a hang";
-      EXPECT_NE(std::string(cccGetLastError(comm)).find(fmt::format("rank {} did not take part in cccCommRegister", n - 1)),
+      EXPECT_NE(std::string(cccGetLastError(comm)).find(fmt::format("rank {} did not take part in {}", n - 1, call)),
                 std::string::npos) << cccGetLastError(comm);
     }
     EXPECT_EQ(cccCommDestroy(comm), cccSuccess);
