@@ -46,18 +46,18 @@ using RankGraph = boost::adjacency_list<boost::vecS, boost::vecS, boost::directe
 using Candidates = boost::container::small_vector<Candidate, 3>;
 
 // Vector clocks of the last `levels` steps: row(k, r)[q] is the latest step of rank q that rank r
-// knows has finished once r finishes step k (-1: q has started, -2: nothing known). Narrow
-// clocks halve the memory traffic of the merges, the planner's O(N)-per-wait inner loop.
+// knows has finished once r finishes step k (-1: q has started, -2: nothing known), for the
+// `held` ranks 0 .. held - 1 (all of them, or rank 0 alone when every rank's clock is rank 0's
+// rotated). Narrow clocks halve the memory traffic of the merges, the planner's O(N)-per-wait
+// inner loop.
 template <class Clock>
 class ClockWindow {
  public:
-  ClockWindow(int nranks, int64_t levels)
-      : n_(nranks), levels_(levels), clocks_(static_cast<size_t>(levels) * nranks * nranks) {}
+  ClockWindow(int nranks, int held, int64_t levels)
+      : n_(nranks), held_(held), levels_(levels), clocks_(static_cast<size_t>(levels) * held * nranks) {}
 
-  Clock* row(int level, int r) {
-    const size_t slot = static_cast<size_t>((level + 1) % levels_);
-    return clocks_.data() + (slot * n_ + r) * n_;
-  }
+  Clock* row(int level, int r) { return clocks_.data() + offset(level, r); }
+  const Clock* row(int level, int r) const { return clocks_.data() + offset(level, r); }
   // Whether row(level, ...) is still held while step k is being planned.
   bool holds(int level, int k) const { return k - level < levels_; }
 
@@ -67,16 +67,28 @@ class ClockWindow {
       std::copy(sources[0], sources[0] + n_, out);
       return;
     }
-    max_into(out, sources[0], sources[1]);
-    for (size_t i = 2; i < sources.size(); ++i) max_into(out, out, sources[i]);
+    max_into(out, sources[0], sources[1], n_);
+    for (size_t i = 2; i < sources.size(); ++i) max_into(out, out, sources[i], n_);
+  }
+
+  // out[q] = max(out[q], b[(q - shift) mod N]): a clock merged with rank 0's row seen from rank
+  // `shift` (its rotation), as two straight runs.
+  void max_rotated_into(Clock* out, const Clock* b, int shift) const {
+    max_into(out + shift, out + shift, b, n_ - shift);
+    max_into(out, out, b + (n_ - shift), shift);
   }
 
  private:
-  [[gnu::optimize("tree-vectorize")]] void max_into(Clock* out, const Clock* a, const Clock* b) const {
-    for (int q = 0; q < n_; ++q) out[q] = a[q] > b[q] ? a[q] : b[q];
+  size_t offset(int level, int r) const {
+    const size_t slot = static_cast<size_t>((level + 1) % levels_);
+    return (slot * static_cast<size_t>(held_) + static_cast<size_t>(r)) * static_cast<size_t>(n_);
+  }
+  [[gnu::optimize("tree-vectorize")]] static void max_into(Clock* out, const Clock* a, const Clock* b, int n) {
+    for (int q = 0; q < n; ++q) out[q] = a[q] > b[q] ? a[q] : b[q];
   }
 
   int n_;
+  int held_;
   int64_t levels_;
   std::vector<Clock> clocks_;
 };
@@ -182,41 +194,28 @@ class Planner {
   SyncPlan reduce_with() {
     const int N = p_.nranks;
     const int64_t levels = std::clamp<int64_t>(opt_.clock_budget / (int64_t{N} * N), 2, S_ + 2);
-    ClockWindow<Clock> clocks(N, levels);
+    if (opt_.share_rotated_clocks)
+      if (std::optional<SyncPlan> plan = reduce_rotations<Clock>(levels)) return std::move(*plan);
+    ClockWindow<Clock> clocks(N, N, levels);
     for (int r = 0; r < N; ++r) {
       Clock* row = clocks.row(-1, r);
       std::fill(row, row + N, Clock{-2});
       row[r] = -1;
     }
-    SyncPlan plan;
-    plan.waits.assign(N, std::vector<std::vector<Wait>>(S_ + 1));
-    plan.cross_rank_edges = cross_edges_;
+    SyncPlan plan = empty_plan();
+    const auto known = [&clocks](int level, int rank, int peer) { return clocks.row(level, rank)[peer]; };
     std::vector<const Clock*> sources;
     std::vector<const Candidate*> direct;  // kept waits whose clocks left the window: only themselves
-    std::vector<Candidate> by_step;
-    std::vector<Wait> kept;  // a node's, copied out at its exact size (2 M small vectors at large N)
     for (int k = 0; k <= S_; ++k)
       for (int r : order_[k]) {
-        const Candidates& cands = node(r, k);
-        const Clock* base = clocks.row(k - 1, r);
-        sources.assign(1, base);
+        find_needed(r, k, clocks, known);
+        sources.assign(1, clocks.row(k - 1, r));
         direct.clear();
-        kept.clear();
-        // Dependencies never go to an earlier step, so only a wait on a later step -- or on the
-        // same step, if that step has waits inside it -- can imply another: with the candidates
-        // sorted latest first, each looks at a prefix (one-shot's N-1 waits on one step: none).
-        by_step.assign(cands.begin(), cands.end());
-        stable_sort_small(by_step.begin(), by_step.end(), [](const Candidate& a, const Candidate& b) { return a.step > b.step; });
-        for (size_t i = 0; i < by_step.size(); ++i) {
-          const Candidate& c = by_step[i];
-          bool implied = base[c.peer] >= c.step;
-          for (size_t j = 0; j < by_step.size() && !implied; ++j) {
-            const Candidate& o = by_step[j];
-            if (o.step < c.step || (o.step == c.step && (c.step < 0 || !internal_[c.step]))) break;
-            implied = j != i && clocks.holds(o.step, k) && clocks.row(o.step, o.peer)[c.peer] >= c.step;
-          }
-          if (implied) continue;
-          kept.push_back(wait_for(c));
+        kept_.clear();
+        for (size_t i = 0; i < by_step_.size(); ++i) {
+          if (!needed_[i]) continue;
+          const Candidate& c = by_step_[i];
+          kept_.push_back(wait_for(c));
           if (clocks.holds(c.step, k)) sources.push_back(clocks.row(c.step, c.peer));
           else direct.push_back(&c);
         }
@@ -224,13 +223,112 @@ class Planner {
         clocks.merge(row, sources);
         for (const Candidate* c : direct) row[c->peer] = std::max<Clock>(row[c->peer], static_cast<Clock>(c->step));
         row[r] = static_cast<Clock>(k);
-        plan.waits[r][k].assign(kept.begin(), kept.end());
-        plan.waits_kept += static_cast<int64_t>(kept.size());
+        add_kept(plan, r, k);
       }
     return plan;
   }
 
- private:
+  // The same plan for a program whose candidate waits look alike from every rank, rotated: where
+  // rank 0 waits for peer p to finish step j, rank r waits for peer (p + r) mod N to finish step
+  // j (ring, and the rotations of the shipped schedules). Then rank r's clocks are rank 0's
+  // rotated (by induction over the steps: they start so, and merge rotated clocks of the same
+  // waits), rank r keeps exactly the waits rank 0 keeps, seen from r, and only rank 0's clocks
+  // are computed: O(N) per step instead of O(N^2) (ring at N = 1024: 2 G clock entries merged
+  // otherwise). nullopt at the first step whose candidates are not rank 0's rotated, or when a
+  // step has waits inside it (a rank's clock would then need a peer's of that same step).
+  template <class Clock>
+  std::optional<SyncPlan> reduce_rotations(int64_t levels) {
+    const int N = p_.nranks;
+    if (N < 2 || std::find(internal_.begin(), internal_.end(), 1) != internal_.end()) return std::nullopt;
+    ClockWindow<Clock> clocks(N, 1, levels);
+    Clock* start = clocks.row(-1, 0);
+    std::fill(start, start + N, Clock{-2});
+    start[0] = -1;
+    // rank's clock of peer = rank 0's clock of the peer seen from rank 0, (peer - rank) mod N.
+    const auto known = [&clocks, N](int level, int rank, int peer) { return clocks.row(level, 0)[(peer - rank + N) % N]; };
+    SyncPlan plan = empty_plan();
+    plan.rotated_clocks = true;
+    // Rank 0's candidates of the step by peer: the step it waits for (kNone: no candidate) and
+    // whether it keeps the wait.
+    constexpr int kNone = std::numeric_limits<int>::min();
+    std::vector<std::pair<int, bool>> zero(N, {kNone, false});
+    std::vector<Candidate> mine;
+    for (int k = 0; k <= S_; ++k) {
+      find_needed(0, k, clocks, known);
+      Clock* row = clocks.row(k, 0);
+      const Clock* before = clocks.row(k - 1, 0);
+      std::copy(before, before + N, row);
+      kept_.clear();
+      for (size_t i = 0; i < by_step_.size(); ++i) {
+        const Candidate& c = by_step_[i];
+        zero[c.peer] = {c.step, needed_[i] != 0};
+        if (!needed_[i]) continue;
+        kept_.push_back(wait_for(c));
+        if (clocks.holds(c.step, k)) clocks.max_rotated_into(row, clocks.row(c.step, 0), c.peer);
+        else row[c.peer] = std::max<Clock>(row[c.peer], static_cast<Clock>(c.step));
+      }
+      row[0] = static_cast<Clock>(k);
+      add_kept(plan, 0, k);
+      for (int r = 1; r < N; ++r) {
+        const Candidates& cands = node(r, k);
+        if (cands.size() != by_step_.size()) return std::nullopt;
+        // Distinct peers (one candidate per peer) seen from rank 0 at rank 0's steps, as many:
+        // the same candidates. Listed in the order the general planner keeps them in.
+        mine.assign(cands.begin(), cands.end());
+        stable_sort_small(mine.begin(), mine.end(), latest_first);
+        kept_.clear();
+        for (const Candidate& c : mine) {
+          const auto [step, keep] = zero[(c.peer - r + N) % N];
+          if (step != c.step) return std::nullopt;
+          if (keep) kept_.push_back(wait_for(c));
+        }
+        add_kept(plan, r, k);
+      }
+      for (const Candidate& c : by_step_) zero[c.peer] = {kNone, false};
+    }
+    return plan;
+  }
+
+  static bool latest_first(const Candidate& a, const Candidate& b) { return a.step > b.step; }
+
+  // Sorts node (r, k)'s candidates latest step first into by_step_ and marks in needed_ those
+  // that nothing else implies: neither rank r's own clock before the step nor the clock of
+  // another candidate. known(level, q, x): the latest step of rank x that rank q knows has
+  // finished once q has finished step `level`, for a level the window holds.
+  template <class Clock, class Known>
+  void find_needed(int r, int k, const ClockWindow<Clock>& clocks, const Known& known) {
+    const Candidates& cands = node(r, k);
+    by_step_.assign(cands.begin(), cands.end());
+    stable_sort_small(by_step_.begin(), by_step_.end(), latest_first);
+    needed_.assign(by_step_.size(), 0);
+    // Dependencies never go to an earlier step, so only a wait on a later step -- or on the
+    // same step, if that step has waits inside it -- can imply another: with the candidates
+    // sorted latest first, each looks at a prefix (one-shot's N-1 waits on one step: none).
+    for (size_t i = 0; i < by_step_.size(); ++i) {
+      const Candidate& c = by_step_[i];
+      bool implied = known(k - 1, r, c.peer) >= c.step;
+      for (size_t j = 0; j < by_step_.size() && !implied; ++j) {
+        const Candidate& o = by_step_[j];
+        if (o.step < c.step || (o.step == c.step && (c.step < 0 || !internal_[c.step]))) break;
+        implied = j != i && clocks.holds(o.step, k) && known(o.step, o.peer, c.peer) >= c.step;
+      }
+      needed_[i] = !implied;
+    }
+  }
+
+  SyncPlan empty_plan() const {
+    SyncPlan plan;
+    plan.waits.assign(p_.nranks, std::vector<std::vector<Wait>>(S_ + 1));
+    plan.cross_rank_edges = cross_edges_;
+    return plan;
+  }
+
+  // kept_ becomes node (r, k)'s waits, copied out at its exact size (2 M small vectors at large N).
+  void add_kept(SyncPlan& plan, int r, int k) const {
+    plan.waits[r][k].assign(kept_.begin(), kept_.end());
+    plan.waits_kept += static_cast<int64_t>(kept_.size());
+  }
+
   Candidates& node(int r, int k) { return nodes_[static_cast<size_t>(k) * p_.nranks + r]; }
 
   // Keeps, per peer, only the wait for its latest step: it implies the earlier ones.
@@ -298,6 +396,11 @@ class Planner {
   std::vector<char> internal_;  // per step: some rank waits for another inside it
   int cycle_step_ = -1;
   std::vector<int> cycle_comp_;
+  // The node being reduced: its candidates latest first, which of them are needed, and the waits
+  // kept (reused buffers: 2 M nodes at large N).
+  std::vector<Candidate> by_step_;
+  std::vector<char> needed_;
+  std::vector<Wait> kept_;
 };
 
 }  // namespace

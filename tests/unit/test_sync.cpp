@@ -95,6 +95,37 @@ TEST(Sync, SmallClockBudgetStaysCorrect) {
   }
 }
 
+// Rank 0's clocks rotated (ring and other rank-symmetric programs) give the plan every rank's
+// clocks give, wait for wait and in the same order, also with a clock window of two steps.
+TEST(Sync, RotatedClocksPlanWhatEveryRanksClocksPlan) {
+  int rotated = 0;
+  for (const char* name : {"ring", "oneshot", "twoshot", "butterfly", "tree", "dbtree", "ring_allgather",
+                           "ring_reduce_scatter", "ring_broadcast", "alltoall_direct", "alltoall_bruck"})
+    for (int N : {2, 3, 5, 8, 16})
+      for (bool in_place : {false, true})
+        for (int64_t budget : {int64_t{1}, SyncOptions{}.clock_budget}) {
+          const std::optional<StepProgram> p = test::compile_schedule(name, N, 0).program;
+          if (!p) continue;  // not defined for this N (butterfly: powers of two)
+          Diagnostics d;
+          SyncOptions shared{in_place, budget};
+          SyncOptions every = shared;
+          every.share_rotated_clocks = false;
+          auto a = plan_syncs(*p, shared, d), b = plan_syncs(*p, every, d);
+          ASSERT_EQ(a.has_value(), b.has_value()) << name << " N=" << N;
+          if (!a) continue;
+          EXPECT_FALSE(b->sync.rotated_clocks);
+          rotated += a->sync.rotated_clocks;
+          EXPECT_EQ(print_syncs(*a), print_syncs(*b)) << name << " N=" << N << " in place " << in_place;
+          EXPECT_EQ(a->sync.waits_kept, b->sync.waits_kept);
+        }
+  EXPECT_GE(rotated, 40);  // ring, twoshot, the ring collectives...: the shortcut is taken
+  Diagnostics d;
+  auto ring = plan_syncs(shipped("ring", 64), {}, d), tree = plan_syncs(shipped("tree", 8), {}, d);
+  ASSERT_TRUE(ring && tree);
+  EXPECT_TRUE(ring->sync.rotated_clocks);
+  EXPECT_FALSE(tree->sync.rotated_clocks);  // rooted: rank 0's waits are not every rank's
+}
+
 TEST(Sync, InPlaceOneShotIsStaged) {
   PlannedProgram planned = plan(shipped("oneshot", 3), true);
   ASSERT_EQ(planned.program.nsteps(), 3);

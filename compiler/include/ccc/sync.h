@@ -12,6 +12,8 @@
 //    and its other waits, that the peer has finished that step. Knowledge is tracked with vector
 //    clocks, kept for a window of recent steps that fits a memory budget; an older wait counts only
 //    itself, so far beyond the window a redundant wait may survive, but no needed wait is dropped.
+//    When every rank's candidates are rank 0's rotated, so are its clocks: rank 0's alone are
+//    computed, and each rank keeps the waits rank 0 keeps, seen from that rank.
 #pragma once
 
 #include <optional>
@@ -25,6 +27,9 @@ namespace ccc {
 struct SyncOptions {
   bool in_place = false;  // each rank's input and output buffers are the same memory
   int64_t clock_budget = int64_t{1} << 24;  // vector-clock entries kept (2 bytes each, 4 past 32 K steps)
+  // When every rank's candidate waits are rank 0's rotated (ring), compute rank 0's vector clocks
+  // only: the same plan, O(N) instead of O(N^2) work per step. Off: every rank's (for tests).
+  bool share_rotated_clocks = true;
 };
 
 // Plans the waits for a program that verify() accepted. Returns nullopt, with diagnostics, when the

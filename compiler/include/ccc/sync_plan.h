@@ -47,6 +47,7 @@ struct SyncPlan {
   int64_t cross_rank_edges = 0;   // cross-rank dependencies before transitive reduction
   int64_t waits_kept = 0;         // after reduction
   std::vector<std::string> notes; // e.g. staging decisions taken
+  bool rotated_clocks = false;    // planned from rank 0's vector clocks alone (sync.h)
 };
 
 // A verified schedule ready for lowering: the (possibly staged) program and its waits.
