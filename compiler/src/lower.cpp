@@ -312,12 +312,13 @@ class Lowerer {
 };
 
 uint64_t hash_program(const StepProgram& p) {
-  uint64_t h = 1469598103934665603ull;  // FNV-1a
+  // FNV-1a on 64-bit words, each product's high half folded back into its low bits (which
+  // otherwise never see a word's high bits): a word per multiply, not a byte (the byte-wise
+  // hash took 0.11 s of ring's 2 M ops at N = 1024).
+  uint64_t h = 1469598103934665603ull;
   auto mix = [&h](int64_t v) {
-    for (int i = 0; i < 8; ++i) {
-      h ^= static_cast<uint64_t>(v >> (8 * i)) & 0xff;
-      h *= 1099511628211ull;
-    }
+    h = (h ^ static_cast<uint64_t>(v)) * 1099511628211ull;
+    h ^= h >> 32;
   };
   for (char ch : p.schedule) mix(ch);
   mix(static_cast<int>(p.collective));
