@@ -19,10 +19,12 @@ const char* dep_kind_name(DepKind k) {
 
 namespace {
 
-// The op that last (or next) wrote a memory location; step -1 = none.
+// The op that last (or next) wrote a memory location; step -1 = none. Its DSL line rides along,
+// so a dependency on it names its op without a lookup (a cache miss per WAR at large N).
 struct Writer {
   int step = -1;
   int op = -1;
+  SourceLoc loc;
   bool operator==(const Writer&) const = default;
 };
 
@@ -36,12 +38,12 @@ class Analysis {
   void forward() {
     for (int k = 0; k < p_.nsteps(); ++k) {
       for (int r = 0; r < p_.nranks; ++r)
-        for_each_read(r, k, [&](int i, int owner, Buffer buf, ChunkRange read, bool) {
+        for_each_read(r, k, [&](int i, SourceLoc loc, int owner, Buffer buf, ChunkRange read, bool) {
           runs(owner, buf, read, [&](Writer w, ChunkRange range) {
             if (w.step < 0)
-              visit_({{owner, -1, -1}, {r, k, i}, DepKind::Entry, owner, buf, range});
+              visit_({{owner, -1, -1}, {r, k, i}, DepKind::Entry, owner, buf, range, {}, loc});
             else
-              visit_({{owner, w.step, w.op}, {r, k, i}, DepKind::RAW, owner, buf, range});
+              visit_({{owner, w.step, w.op}, {r, k, i}, DepKind::RAW, owner, buf, range, w.loc, loc});
           });
         });
       // Writes land at the end of the step, after every rank's reads of it.
@@ -51,9 +53,9 @@ class Analysis {
           const Op& op = ops[i];
           runs(r, op.dst, op.chunks, [&](Writer w, ChunkRange range) {
             if (w.step >= 0 && w.step < k)
-              visit_({{r, w.step, w.op}, {r, k, i}, DepKind::WAW, r, op.dst, range});
+              visit_({{r, w.step, w.op}, {r, k, i}, DepKind::WAW, r, op.dst, range, w.loc, op.loc});
           });
-          assign(r, op.dst, op.chunks, {k, i});
+          assign(r, op.dst, op.chunks, {k, i, op.loc});
         }
       }
     }
@@ -65,15 +67,15 @@ class Analysis {
       // A step's reads see the state before its writes, so its own writes come next for them.
       for (int r = 0; r < p_.nranks; ++r) {
         const auto& ops = p_.ops[r][k];
-        for (int i = static_cast<int>(ops.size()) - 1; i >= 0; --i) assign(r, ops[i].dst, ops[i].chunks, {k, i});
+        for (int i = static_cast<int>(ops.size()) - 1; i >= 0; --i) assign(r, ops[i].dst, ops[i].chunks, {k, i, ops[i].loc});
       }
       for (int r = 0; r < p_.nranks; ++r)
-        for_each_read(r, k, [&](int i, int owner, Buffer buf, ChunkRange read, bool is_dst) {
+        for_each_read(r, k, [&](int i, SourceLoc loc, int owner, Buffer buf, ChunkRange read, bool is_dst) {
           runs(owner, buf, read, [&](Writer w, ChunkRange range) {
             if (w.step < 0) {
-              visit_({{r, k, i}, {owner, p_.nsteps(), -1}, DepKind::Exit, owner, buf, range});
+              visit_({{r, k, i}, {owner, p_.nsteps(), -1}, DepKind::Exit, owner, buf, range, loc, {}});
             } else if (!(is_dst && w.step == k)) {  // a reduce's own update is not a hazard
-              visit_({{r, k, i}, {owner, w.step, w.op}, DepKind::WAR, owner, buf, range});
+              visit_({{r, k, i}, {owner, w.step, w.op}, DepKind::WAR, owner, buf, range, loc, w.loc});
             }
           });
         });
@@ -86,15 +88,15 @@ class Analysis {
     return (static_cast<size_t>(owner) * 3 + static_cast<size_t>(memory(b))) * stride_ + static_cast<size_t>(c);
   }
 
-  // Calls f(op index, owner, buffer, chunks, is_dst) for every read of step k on rank r: the
-  // source (remapped chunks included), and a reduce's destination (its old value).
+  // Calls f(op index, op's DSL line, owner, buffer, chunks, is_dst) for every read of step k on
+  // rank r: the source (remapped chunks included), and a reduce's destination (its old value).
   template <class F>
   void for_each_read(int r, int k, F&& f) {
     const auto& ops = p_.ops[r][k];
     for (int i = 0; i < static_cast<int>(ops.size()); ++i) {
       const Op& op = ops[i];
-      f(i, op.peer, op.src, op.read_chunks(), false);
-      if (op.kind == OpKind::Reduce) f(i, r, op.dst, op.chunks, true);
+      f(i, op.loc, op.peer, op.src, op.read_chunks(), false);
+      if (op.kind == OpKind::Reduce) f(i, op.loc, r, op.dst, op.chunks, true);
     }
   }
 

@@ -351,12 +351,9 @@ class Planner {
   }
 
   // The DSL op a wait for `dep` names: the waiting rank's op, or at exit the peer's op that still
-  // reads. Looked up while the dependency walk has the op at hand (mostly in cache), not later
-  // when the plan is reduced step by step across ranks (a cache and TLB miss per wait).
-  SourceLoc op_loc(const Dependency& dep) const {
-    const OpRef& at = dep.kind == DepKind::Exit ? dep.from : dep.to;
-    return p_.ops[at.rank][at.step][at.op].loc;
-  }
+  // reads. Taken from the dependency, not looked up later when the plan is reduced step by step
+  // across ranks (a cache and TLB miss per wait).
+  static SourceLoc op_loc(const Dependency& dep) { return dep.kind == DepKind::Exit ? dep.from_loc : dep.to_loc; }
 
   // The wait for candidate c, with the fields wait_why() explains it by.
   Wait wait_for(const Candidate& c) const {

@@ -38,6 +38,7 @@ struct Dependency {
   int owner = 0;
   Buffer buffer = Buffer::Output;
   ChunkRange chunks;
+  SourceLoc from_loc, to_loc;  // the DSL ops of `from` and `to` (none for a start or end)
 };
 
 // When `in_place` is set a rank's input and output are the same memory, so an access to one
