@@ -424,16 +424,19 @@ TEST(HostRunRegistry, PeersInputsAreReadThroughTheReadersTranslation) {
 }
 
 // Rank 2's input is in no entry of ranks 0's and 1's tables (only the decoy, another owner's):
-// they record CCC_ERR_UNREGISTERED before touching any data (their outputs keep the poison),
-// and rank 2, which reads them fine, fails at its exit wait on them instead of finishing.
+// they fail before touching any data (their outputs keep the poison), and rank 2, which reads
+// them fine, fails at its exit wait on them instead of finishing. The first of 0 and 1 to fail
+// records CCC_ERR_UNREGISTERED; the other may first see that failure (a channel of it still
+// waiting for a late channel of the failed rank to enter) and record CCC_ERR_PEER_FAILED.
 TEST(HostRunRegistry, APeerPointerNoEntryCoversFailsEveryRank) {
   RegisteredInputs t(2);
   ASSERT_TRUE(t.p.planned) << t.p.errors;
   testing::HostLibrary lib({t.k}, "registry_missing");
   ASSERT_EQ(lib.error(), "");
   testing::launch_host(lib.entry(t.k.kernel_name), t.b, t.k.channels, t.count, kTimeoutNs);
+  EXPECT_TRUE(t.b.error(0) == CCC_ERR_UNREGISTERED || t.b.error(1) == CCC_ERR_UNREGISTERED);
   for (int q : {0, 1}) {
-    EXPECT_EQ(t.b.error(q), unsigned{CCC_ERR_UNREGISTERED}) << "rank " << q;
+    EXPECT_TRUE(t.b.error(q) == CCC_ERR_UNREGISTERED || t.b.error(q) == CCC_ERR_PEER_FAILED) << "rank " << q << ": " << t.b.error(q);
     for (uint64_t i = 0; i < t.count; ++i) ASSERT_EQ(t.b.output(q)[4 * i], kPoison) << "rank " << q << " element " << i;
   }
   EXPECT_EQ(t.b.error(2), unsigned{CCC_ERR_PEER_FAILED});
