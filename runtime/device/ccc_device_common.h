@@ -158,6 +158,13 @@ template <class T, int K>
 struct Sources {
   const T* p[K];
 };
+/* The first K of `p`. */
+template <int K, class T>
+CCC_FN Sources<T, K> sources_of(const T* const* p) {
+  Sources<T, K> s;
+  for (int k = 0; k < K; ++k) s.p[k] = p[k];
+  return s;
+}
 
 /* The address's offset past the last 16-byte boundary. */
 CCC_FN unsigned misalignment16(const void* p) {
@@ -170,22 +177,33 @@ union Pack {
   T e[16 / sizeof(T)];
 };
 
-/* dst[i] = finish(src0[i] (+) src1[i] (+) ... ) for one group of U 16-byte vectors per thread:
- * every source's U loads are issued before any of them is used. */
+/* dst[i] = finish(src0[i] (+) src1[i] (+) ... ) for one group of U 16-byte vectors per thread,
+ * vectors v + u * stride (u < U) of those below nvec, v itself always one: every source's U loads
+ * are issued before any of them is used. A vector at or past nvec is skipped without a branch
+ * around its load: the load reads vector v again (so all U loads still go out together, with no
+ * predicate), and only its store is skipped. So one loop also does the last, partial group of a
+ * range, with no second, 1-vector copy of the loop for it (NVRTC time). */
 template <class T, class Op, int K, bool Finish, int Ranks, int U>
-CCC_FN void combine_vectors(T* dst, const Sources<T, K>& s, long long v, long long stride) {
+CCC_FN void combine_vectors(T* dst, const Sources<T, K>& s, long long v, long long stride, long long nvec) {
   typedef typename Num<T>::Acc A;
   const int E = 16 / sizeof(T);
+  bool live[U];
+  long long at[U];  // the vectors' indices, those past nvec replaced by v
+  for (int u = 0; u < U; ++u) {
+    live[u] = v + u * stride < nvec;
+    at[u] = live[u] ? v + u * stride : v;
+  }
   Pack<T> in[U];
-  for (int u = 0; u < U; ++u) in[u].v = load16(s.p[0] + (v + u * stride) * E);
+  for (int u = 0; u < U; ++u) in[u].v = load16(s.p[0] + at[u] * E);
   if constexpr (K == 1 && !Finish) {
-    for (int u = 0; u < U; ++u) store16(dst + (v + u * stride) * E, in[u].v);
+    for (int u = 0; u < U; ++u)
+      if (live[u]) store16(dst + at[u] * E, in[u].v);
   } else {
     A acc[U][E];
     for (int u = 0; u < U; ++u)
       for (int e = 0; e < E; ++e) acc[u][e] = Num<T>::to(in[u].e[e]);
     for (int k = 1; k < K; ++k) {
-      for (int u = 0; u < U; ++u) in[u].v = load16(s.p[k] + (v + u * stride) * E);
+      for (int u = 0; u < U; ++u) in[u].v = load16(s.p[k] + at[u] * E);
       for (int u = 0; u < U; ++u)
         for (int e = 0; e < E; ++e) acc[u][e] = Op::apply(acc[u][e], Num<T>::to(in[u].e[e]));
     }
@@ -193,18 +211,19 @@ CCC_FN void combine_vectors(T* dst, const Sources<T, K>& s, long long v, long lo
       Pack<T> o;
       for (int e = 0; e < E; ++e)
         o.e[e] = Num<T>::from(Finish ? Op::finish(acc[u][e], Ranks) : acc[u][e]);
-      store16(dst + (v + u * stride) * E, o.v);
+      if (live[u]) store16(dst + at[u] * E, o.v);
     }
   }
 }
 
-/* dst[i] = fold of the K sources at i, for i in [begin, end), element by element. */
+/* dst[i] = fold of the K sources at i, element by element, for i in [0, head) and [tail, n). */
 template <class T, class Op, int K, bool Finish, int Ranks>
-CCC_FN void combine_elements(T* dst, const Sources<T, K>& s, long long begin, long long end) {
+CCC_FN void combine_elements(T* dst, const Sources<T, K>& s, long long head, long long tail, long long n) {
   typedef typename Num<T>::Acc A;
-  const long long stride = block_threads();
+  const long long stride = block_threads(), count = head + (n - tail);
   CCC_ROLLED
-  for (long long i = begin + thread_index(); i < end; i += stride) {
+  for (long long j = thread_index(); j < count; j += stride) {
+    const long long i = j < head ? j : tail + (j - head);
     A acc = Num<T>::to(s.p[0][i]);
     for (int k = 1; k < K; ++k) acc = Op::apply(acc, Num<T>::to(s.p[k][i]));
     dst[i] = Num<T>::from(Finish ? Op::finish(acc, Ranks) : acc);
@@ -213,10 +232,12 @@ CCC_FN void combine_elements(T* dst, const Sources<T, K>& s, long long begin, lo
 
 /* The one data-moving routine: dst[0, n) = fold of the K sources, the block's threads sharing
  * the work. When every pointer sits at the same offset past a 16-byte boundary (always so for
- * buffers from an allocator, at any element offset they share), a scalar head reaches the
- * boundary, 16-byte vectors do the body and a scalar tail ends it; element by element only when
- * the pointers' offsets differ. The loops stay rolled: the vector groups are unrolled by hand
- * already.
+ * buffers from an allocator, at any element offset they share), 16-byte vectors do the body and
+ * scalars the head before the first boundary and the tail after the last vector; element by
+ * element, all of it a head, only when the pointers' offsets differ. Head and tail share one
+ * scalar loop (each is a few elements; one copy of the loop less to compile), and the vectors
+ * one loop of U-vector groups, the last one partial (combine_vectors). The loops stay rolled:
+ * the vector groups are unrolled by hand already.
  *
  * Loads in flight: U vectors per thread per source, at least 8 per thread in all (what a peer
  * read over NVLink needs to cover its latency). A copy (K = 1) has only its own: U = 8. A fold
@@ -230,26 +251,18 @@ CCC_NOINLINE void combine(T* dst, Sources<T, K> s, long long n) {
   const unsigned offset = misalignment16(dst);
   bool vectors = true;
   for (int k = 0; k < K; ++k) vectors = vectors && misalignment16(s.p[k]) == offset;
-  if (!vectors) {
-    combine_elements<T, Op, K, Finish, Ranks>(dst, s, 0, n);
-    return;
-  }
   // Buffers are aligned to their element size (the runtime checks it), so the head is whole
   // elements.
-  long long head = static_cast<long long>((16u - offset) & 15u) / static_cast<long long>(sizeof(T));
+  long long head = vectors ? static_cast<long long>((16u - offset) & 15u) / static_cast<long long>(sizeof(T)) : n;
   if (head > n) head = n;
-  combine_elements<T, Op, K, Finish, Ranks>(dst, s, 0, head);
   Sources<T, K> body = s;
   for (int k = 0; k < K; ++k) body.p[k] += head;
   T* const out = dst + head;
   const long long nvec = (n - head) / E, stride = block_threads();
-  long long v = thread_index();
   CCC_ROLLED
-  for (; v + (U - 1) * stride < nvec; v += U * stride)
-    combine_vectors<T, Op, K, Finish, Ranks, U>(out, body, v, stride);
-  CCC_ROLLED
-  for (; v < nvec; v += stride) combine_vectors<T, Op, K, Finish, Ranks, 1>(out, body, v, stride);
-  combine_elements<T, Op, K, Finish, Ranks>(dst, s, head + nvec * E, n);
+  for (long long v = thread_index(); v < nvec; v += U * stride)
+    combine_vectors<T, Op, K, Finish, Ranks, U>(out, body, v, stride, nvec);
+  combine_elements<T, Op, K, Finish, Ranks>(dst, s, head, head + nvec * E, n);
 }
 
 /* How the user's buffers lay out the vector (see Geometry). */
@@ -357,8 +370,6 @@ CCC_CONSTEXPR InstrBuilder<1> copy(int c0, int c1, Ref dst, Ref src) { return re
  * ll() ref) as lines of data and flag. */
 CCC_CONSTEXPR InstrBuilder<1> send(int c0, int c1, Ref region, Ref src) { return copy(c0, c1, region, src); }
 
-/* A data-pass kind a kernel compiles: how many sources it folds, and whether it applies the op's
- * finish. A kernel lists the kinds its tables use in Passes; each is instantiated once. */
 /* How a rank reads its step program (compiler/include/ccc/rank_symmetry.h). Unmapped: the rank
  * has a table of its own. RankMap: every rank runs rank 0's table relabelled by its rank r,
  * rotated (peer p -> (p + r) % Ranks, chunks [a, b) -> [(a + r * Stride) % Chunks, + (b - a))) or
@@ -374,37 +385,49 @@ struct Unmapped {
   template <int S>
   CCC_FN int first(const Instr<S>& i) const { return i.a; }
   template <int S>
-  CCC_FN int lowest(const Instr<S>&) const { return 0; }
+  CCC_FN int lowest(const Instr<S>&, int) const { return 0; }
 };
 template <int Ranks, int Chunks, int Stride, bool Xor>
 struct RankMap {
   static constexpr bool shared = true;  // rank 0's tables, for every rank
   int r;
-  CCC_FN int peer(int p) const { return Xor ? p ^ r : (p + r) % Ranks; }
-  /* The first chunk of pass i. */
+  long long shift;  // r * Stride; rotated, reduced modulo Chunks once per launch
+  CCC_FN explicit RankMap(int rank)
+      : r(rank), shift(Xor ? static_cast<long long>(rank) * Stride : static_cast<long long>(rank) * Stride % Chunks) {}
+  /* p and r are ranks, so a rotation wraps at most once: a compare, not a division. */
+  CCC_FN int peer(int p) const { return Xor ? p ^ r : p + r < Ranks ? p + r : p + r - Ranks; }
+  /* The first chunk of pass i (a chunk of rank 0's table plus the reduced shift wraps at most
+   * once). */
   template <int S>
   CCC_FN int first(const Instr<S>& i) const {
-    const long long shift = static_cast<long long>(r) * Stride;
-    return Xor ? static_cast<int>((i.a ^ shift) & ~static_cast<long long>(i.b - i.a - 1))
-               : static_cast<int>((i.a + shift) % Chunks);
+    if constexpr (Xor) return static_cast<int>((i.a ^ shift) & ~static_cast<long long>(i.b - i.a - 1));
+    const int c = i.a + static_cast<int>(shift);
+    return c < Chunks ? c : c - Chunks;
   }
-  /* The source of pass i whose relabelled rank is lowest: the fold starts there. */
+  /* The source of pass i whose relabelled rank is lowest: the fold starts there. `sources` ==
+   * i.sources (a constant where the caller has one: protocol ll's line loop has no register to
+   * spare for it). Rolled: it runs once per pass (and per check of a protocol ll wait), and
+   * unrolled it costs code and, in that line loop, registers. */
   template <int S>
-  CCC_FN int lowest(const Instr<S>& i) const {
+  CCC_FN int lowest(const Instr<S>& i, int sources) const {
     int best = 0;
-    for (int k = 1; k < i.sources; ++k)
+    CCC_ROLLED
+    for (int k = 1; k < sources; ++k)
       if (peer(i.src[k].rank) < peer(i.src[best].rank)) best = k;
     return best;
   }
 };
 
 /* Source k of pass i in the order its fold reads them: from source `lowest` (the map's lowest()),
- * wrapping around. K == i.sources. */
-template <int K, int S>
-CCC_FN const Ref& fold_source(const Instr<S>& i, int lowest, int k) {
-  return i.src[k + lowest < K ? k + lowest : k + lowest - K];
+ * wrapping around. `sources` == i.sources (a constant where the caller has one). */
+template <int S>
+CCC_FN const Ref& fold_source(const Instr<S>& i, int lowest, int k, int sources) {
+  return i.src[k + lowest < sources ? k + lowest : k + lowest - sources];
 }
 
+/* A data-pass kind a kernel compiles: how many sources it folds, and whether it applies the op's
+ * finish. A kernel lists the kinds its tables use in Passes; each kind's data code (combine, or
+ * ll_pass under protocol ll) is instantiated once. */
 template <int Sources, bool Finish = false>
 struct Pass {
   static const int sources = Sources;
@@ -412,17 +435,25 @@ struct Pass {
 };
 template <class... P>
 struct Passes {
-  /* Runs instruction i with the kind it names; false if the kernel was not built with it. `ok`
-   * says whether the pass completed (an ll pass fails when a line never came: the error is
-   * recorded). */
-  template <class Ch, class I, class Map>
-  static CCC_FN bool run([[maybe_unused]] Ch& ch, [[maybe_unused]] long long w, const I& i,
-                         [[maybe_unused]] const Map& map, [[maybe_unused]] bool& ok) {
-    [[maybe_unused]] const bool finish = i.finish != 0 && Ch::Cfg::Op::finishes;
-    return ((i.sources == P::sources && finish == P::finish ? (ok = ch.template pass<P::finish, P::sources>(w, i, map), true)
-                                                            : false) ||
-            ...);
+  /* Calls f(kind) with the kind (a Pass) that pass i names, for reduction Op; false, and f not
+   * called, if the kernel was not built with that kind. (f is a function object with a template
+   * call operator: NVRTC compiles no generic lambda in device code.) */
+  template <class Op, int S, class F>
+  static CCC_FN bool visit(const Instr<S>& i, [[maybe_unused]] const F& f) {
+    [[maybe_unused]] const bool finish = i.finish != 0 && Op::finishes;
+    return ((i.sources == P::sources && finish == P::finish ? (f(P()), true) : false) || ...);
   }
+  /* Whether the kernel was built with the kind pass i names. */
+  template <class Op, int S>
+  static CCC_FN bool has(const Instr<S>& i) {
+    return visit<Op>(i, Ignore());
+  }
+
+ private:
+  struct Ignore {
+    template <class Kind>
+    CCC_FN void operator()(Kind) const {}
+  };
 };
 
 /* Hot state in shared memory. The interpreter reads its step table (every instruction, every
@@ -520,6 +551,7 @@ class Channel {
     allow_dependent_launch();
     if (rank_ >= Cfg::ranks || channel_ >= Cfg::channels) return false;
     consumers_ = consumers[Map::shared ? 0 : rank_];  // a shared list is relabelled in done()
+    CCC_ROLLED
     for (int p = static_cast<int>(thread_index()); p < Cfg::ranks; p += static_cast<int>(block_threads())) {
       peers_[p] = own_;
       if (p != rank_) peers_[p].call = 0;  // not loaded yet in this launch
@@ -534,6 +566,7 @@ class Channel {
     }
     // The mailbox write precedes every thread's push (see push: the barrier, then a release).
     barrier();
+    CCC_ROLLED
     for (int p = static_cast<int>(thread_index()); p < Cfg::ranks; p += static_cast<int>(block_threads()))
       if (p != rank_) push(p, base_);
 #ifdef CCC_TRACE_ENABLED
@@ -556,6 +589,7 @@ class Channel {
       for (const Instr<S>* i = program; i->code != instr_end; ++i) {
         if (i->code == instr_wait) {
           const Instr<S>* end = i + 1;  // the step's waits: every consecutive wait, polled at once
+          CCC_ROLLED
           while (end->code == instr_wait) ++end;
           if (!wait_all(i, end, w, map)) return false;
           i = end - 1;
@@ -569,16 +603,16 @@ class Channel {
           if (trace_ != nullptr && pass_begin_ == 0) pass_begin_ = now_ns();
 #endif
           if (!load_peers(*i, map)) return false;
-          bool ok = true;
-          if (!PassList::run(*this, w, *i, map, ok)) {
+          if (!PassList::template has<typename Cfg::Op>(*i)) {
             if (thread_index() == 0) record_error(state_[rank_].error, CCC_ERR_BAD_PROGRAM);
             return false;
           }
-          if (!ok) return false;
+          if (!pass<PassList>(w, *i, map)) return false;
         }
       }
     }
     const Instr<S>* end = program;
+    CCC_ROLLED
     while (end->code != instr_end) ++end;
     if (!wait_all(program, end, -1, map)) return false;
 #ifdef CCC_TRACE_ENABLED
@@ -587,24 +621,35 @@ class Channel {
     return true;
   }
 
-  /* One data pass (see Instr) over this channel's slice of window w: chunk by chunk, each its
-   * own call of the data loop. Out of line, and the chunk loop kept rolled: NVRTC time. False
-   * only for protocol ll, when a line it waited for never came (the error is recorded). */
-  template <bool Finish, int K, int S, class Map>
+  /* One data pass (see Instr) over this channel's slice of window w, chunk by chunk, with the
+   * data code of the kind (PassList) it names, which run() has checked the kernel has. Out of
+   * line, and the chunk loop kept rolled: NVRTC time. False only for protocol ll, when a line it
+   * waited for never came (the error is recorded). */
+  template <class PassList, int S, class Map>
   CCC_NOINLINE bool pass(long long w, const Instr<S>& i, const Map& map) {
-    if constexpr (Cfg::ll) return ll_pass<Finish, K>(w, i, map);
-    else return pull_pass<Finish, K>(w, i, map);
+    if constexpr (Cfg::ll) {
+      bool ok = false;
+      PassList::template visit<typename Cfg::Op>(i, LlPass<S, Map>{*this, w, i, map, ok});
+      return ok;
+    } else {
+      return pull_pass<PassList>(w, i, map);
+    }
   }
 
  private:
-  /* Protocol simple: every source is a buffer, a peer's read in place. */
-  template <bool Finish, int K, int S, class Map>
+  /* Protocol simple: every source is a buffer, a peer's read in place. One body for every kind:
+   * the views and the chunk loop do not depend on it, only each chunk's fold (combine, compiled
+   * once per kind) does, so a kernel compiles this once rather than once per kind (NVRTC time;
+   * the per-chunk cost is a few compares and the sources' pointers through local memory). */
+  template <class PassList, int S, class Map>
   CCC_FN bool pull_pass(long long w, const Instr<S>& i, const Map& map) {
+    const int sources = i.sources;
     const View dst = view(i.dst, map.peer(i.dst.rank));
-    View src[K];
-    const int lowest = map.lowest(i);  // the fold begins at this source (K == i.sources)
-    for (int k = 0; k < K; ++k) {
-      const Ref& ref = fold_source<K>(i, lowest, k);
+    View src[S];
+    const int lowest = map.lowest(i, sources);  // the fold begins at this source
+    CCC_ROLLED
+    for (int k = 0; k < sources; ++k) {
+      const Ref& ref = fold_source(i, lowest, k, sources);
       src[k] = view(ref, map.peer(ref.rank));
     }
     const int first = map.first(i);
@@ -612,12 +657,36 @@ class Channel {
     for (int c = first; c < first + (i.b - i.a); ++c) {
       const Range r = window_of(w, c);
       if (r.begin >= r.end) continue;
-      Sources<T, K> at;
-      for (int k = 0; k < K; ++k) at.p[k] = src[k].base + (r.begin - src[k].shift);
-      combine<T, typename Cfg::Op, K, Finish, Cfg::ranks>(dst.base + (r.begin - dst.shift), at, r.end - r.begin);
+      const T* at[S];
+      CCC_ROLLED
+      for (int k = 0; k < sources; ++k) at[k] = src[k].base + (r.begin - src[k].shift);
+      PassList::template visit<typename Cfg::Op>(i, Fold{dst.base + (r.begin - dst.shift), at, r.end - r.begin});
     }
     return true;
   }
+  /* The fold of one chunk with the data loop of the kind visited (Passes::visit). */
+  struct Fold {
+    T* dst;
+    const T* const* src;
+    long long n;
+    template <class Kind>
+    CCC_FN void operator()(Kind) const {
+      combine<T, typename Cfg::Op, Kind::sources, Kind::finish, Cfg::ranks>(dst, sources_of<Kind::sources>(src), n);
+    }
+  };
+  /* Protocol ll: pass i with the ll_pass of the kind visited. */
+  template <int S, class Map>
+  struct LlPass {
+    Channel& ch;
+    long long w;
+    const Instr<S>& i;
+    const Map& map;
+    bool& ok;
+    template <class Kind>
+    CCC_FN void operator()(Kind) const {
+      ok = ch.template ll_pass<Kind::finish, Kind::sources>(w, i, map);
+    }
+  };
 
   /* Protocol ll. A receive region holds one 8-byte line per 4 bytes of Cfg::ll_blocks blocks,
    * block by block (each block's lines start afresh, so a line never spans two blocks, whatever
@@ -655,7 +724,7 @@ class Channel {
         data = static_cast<unsigned>(v);
         return true;
       }
-      if (polls % 64 == 63 && !keep_waiting(map.peer(fold_source<K>(i, map.lowest(i), k).rank), polls, start))
+      if (polls % 64 == 63 && !keep_waiting(map.peer(fold_source(i, map.lowest(i, K), k, K).rank), polls, start))
         return false;
       relax();
     }
@@ -713,9 +782,9 @@ class Channel {
                             : static_cast<void*>(ll_data(i.dst, map, first));  // lines or elements
       const void* at[K];                     // a region's lines or a buffer's elements
       unsigned regions[(K + 31) / 32] = {};  // bit k: source k is a region
-      const int lowest = map.lowest(i);
+      const int lowest = map.lowest(i, K);
       for (int k = 0; k < K; ++k) {
-        const Ref& ref = fold_source<K>(i, lowest, k);
+        const Ref& ref = fold_source(i, lowest, k, K);
         const bool region = ref.buffer == buffer_ll;
         if (region) {
           at[k] = ll_lines(rank_, ref.block) + line0;
@@ -812,11 +881,13 @@ class Channel {
       return own_region || own_dst ? rank_ : map.peer(ref.rank);
     };
     bool missing = false;
+    CCC_ROLLED
     for (int k = 0; k <= i.sources; ++k) missing = missing || peers_[touched(k)].call == 0;
     if (!missing) return true;
     barrier();  // every thread has read the flags before thread 0 fills them in
     bool ok = true;
     if (thread_index() == 0) {
+      CCC_ROLLED
       for (int k = 0; k <= i.sources && ok; ++k) {
         const int p = touched(k);
         if (peers_[p].call != 0) continue;
@@ -842,16 +913,19 @@ class Channel {
   CCC_FN bool reach(int p, ccc_buffers& b) const {
     const ccc_registry* registry = state_[rank_].registry;
     if (registry == nullptr) return true;
-    unsigned long long input = reinterpret_cast<unsigned long long>(b.input);
-    unsigned long long output = reinterpret_cast<unsigned long long>(b.output);
-    if (!translate(*registry, p, input) || !translate(*registry, p, output)) return false;
-    b.input = reinterpret_cast<const void*>(input);
-    b.output = reinterpret_cast<void*>(output);
+    unsigned long long address[2] = {reinterpret_cast<unsigned long long>(b.input),
+                                     reinterpret_cast<unsigned long long>(b.output)};
+    CCC_ROLLED
+    for (int a = 0; a < 2; ++a)
+      if (!translate(*registry, p, address[a])) return false;
+    b.input = reinterpret_cast<const void*>(address[0]);
+    b.output = reinterpret_cast<void*>(address[1]);
     return true;
   }
   static CCC_FN bool translate(const ccc_registry& registry, int owner, unsigned long long& address) {
     // Null is never read (a non-root broadcast's input); the unsigned differences test both ends.
     if (address == 0 || address - registry.shared_base < registry.shared_bytes) return true;
+    CCC_ROLLED
     for (unsigned e = 0; e < registry.count; ++e) {
       const ccc_registration& r = registry.entries[e];
       if (r.owner == owner && address - r.owner_base < r.bytes) {
@@ -868,6 +942,7 @@ class Channel {
   CCC_FN void done(long long w, int step, const Map& map) {
     barrier();
     const unsigned long long value = base_ + static_cast<unsigned long long>(w * Cfg::steps + step + 1);
+    CCC_ROLLED
     for (int k = static_cast<int>(thread_index()); k < consumers_[0]; k += static_cast<int>(block_threads()))
       push(map.peer(consumers_[1 + k]), value);
   }
@@ -942,14 +1017,19 @@ class Channel {
    * every thread of the block's later reads (PTX memory model: causality order is transitive through the
    * CTA barrier) — the pattern NCCL's primitives use with one polling thread per peer.
    * An entry wait ("the peer has entered", step -1) holds for the whole launch once it held,
-   * so only window 0 polls it. False on every thread if any poll failed. */
+   * so only window 0 polls it. False on every thread if any poll failed. Out of line: the step
+   * waits and the exit waits share one copy (NVRTC time). */
   template <int S, class Map>
-  CCC_FN bool wait_all(const Instr<S>* begin, const Instr<S>* end, long long w, const Map& map) {
+  CCC_NOINLINE bool wait_all(const Instr<S>* begin, const Instr<S>* end, long long w, const Map& map) {
     const InstrCode code = w < 0 ? instr_wait_exit : instr_wait;
     bool ok = true;
-    unsigned k = 0;
+    unsigned k = 0;  // the wait's index modulo the block's threads
+    CCC_ROLLED
     for (const Instr<S>* i = begin; i != end && ok; ++i) {
-      if (i->code != code || k++ % block_threads() != thread_index()) continue;
+      if (i->code != code) continue;
+      const bool mine = k == thread_index();
+      if (++k == block_threads()) k = 0;
+      if (!mine) continue;
       if (w < 0) {
         ok = poll(map.peer(i->a), windows_ == 0 ? 0 : (windows_ - 1) * Cfg::steps + i->b + 1);
       } else if (i->b >= 0 || w == 0) {

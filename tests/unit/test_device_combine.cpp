@@ -11,40 +11,61 @@
 
 namespace {
 
-// dst = a + b over n ints, with dst, a and b starting `offsets` elements into 16-byte aligned
-// storage; checks every element and that nothing outside [0, n) of dst changed.
-void check_sum(int dst_offset, int a_offset, int b_offset, long long n) {
-  alignas(16) int32_t dst_store[80], a_store[80], b_store[80];
-  for (int i = 0; i < 80; ++i) {
-    dst_store[i] = -1;
-    a_store[i] = i * 3 + 1;
-    b_store[i] = i * 1000;
+// dst = a (K == 1: a copy) or a + b (K == 2) over n ints, with dst, a and b starting `offsets`
+// elements into 16-byte aligned storage, or in place (dst is a) when dst_offset < 0; checks every
+// element and that nothing outside [0, n) of dst changed. The sources are heap blocks that end at
+// element n, so a read past the range is an error under AddressSanitizer (make test-asan). A copy
+// moves groups of 8 vectors and a 2-source fold groups of 4, so n up to 150 ends in every partial
+// group.
+template <int K>
+void check_fold(int dst_offset, int a_offset, int b_offset, long long n) {
+  std::vector<int32_t> a_store(a_offset + n), b_store(b_offset + n), dst_store(160, -1);
+  ASSERT_EQ(reinterpret_cast<uintptr_t>(a_store.data()) % 16, 0u);  // malloc's alignment on x86-64
+  ASSERT_EQ(reinterpret_cast<uintptr_t>(b_store.data()) % 16, 0u);
+  for (size_t i = 0; i < a_store.size(); ++i) a_store[i] = static_cast<int32_t>(i * 3 + 1);
+  for (size_t i = 0; i < b_store.size(); ++i) b_store[i] = static_cast<int32_t>(i * 1000);
+  const bool in_place = dst_offset < 0;
+  std::vector<int32_t>& out = in_place ? a_store : dst_store;
+  int32_t* const dst = in_place ? a_store.data() + a_offset : dst_store.data() + dst_offset;
+  const int32_t* const a = a_store.data() + a_offset;
+  const int32_t* const b = b_store.data() + b_offset;
+  std::vector<int32_t> want = out;
+  const long long at = dst - out.data();
+  for (long long j = 0; j < n; ++j) want[at + j] = K == 1 ? a[j] : a[j] + b[j];
+  if constexpr (K == 1) {
+    ccc::combine<int32_t, ccc::op_sum, 1, false, 2>(dst, ccc::Sources<int32_t, 1>{{a}}, n);
+  } else {
+    ccc::combine<int32_t, ccc::op_sum, 2, false, 2>(dst, ccc::Sources<int32_t, 2>{{a, b}}, n);
   }
-  int32_t* dst = dst_store + dst_offset;
-  const int32_t* a = a_store + a_offset;
-  const int32_t* b = b_store + b_offset;
-  ccc::Sources<int32_t, 2> s{{a, b}};
-  ccc::combine<int32_t, ccc::op_sum, 2, false, 2>(dst, s, n);
-  for (int i = 0; i < 80; ++i) {
-    const long long j = i - dst_offset;
-    const int32_t want = j >= 0 && j < n ? a[j] + b[j] : -1;
-    ASSERT_EQ(dst_store[i], want) << "offsets " << dst_offset << "/" << a_offset << "/" << b_offset << " n " << n
-                                  << " at " << i;
-  }
+  for (size_t i = 0; i < out.size(); ++i)
+    ASSERT_EQ(out[i], want[i]) << "K " << K << " offsets " << dst_offset << "/" << a_offset << "/" << b_offset
+                               << " n " << n << " at " << i;
 }
 
 }  // namespace
 
 TEST(DeviceCombine, SharedMisalignmentTakesHeadBodyTail) {
   for (int offset = 0; offset < 4; ++offset)
-    for (long long n = 0; n <= 40; ++n) check_sum(offset, offset, offset, n);
+    for (long long n = 0; n <= 150; ++n) {
+      check_fold<2>(offset, offset, offset, n);
+      check_fold<1>(offset, offset, 0, n);
+    }
+}
+
+TEST(DeviceCombine, InPlaceEveryPartialGroup) {
+  for (int offset = 0; offset < 4; ++offset)
+    for (long long n = 0; n <= 150; ++n) {
+      check_fold<2>(-1, offset, offset, n);
+      check_fold<1>(-1, offset, 0, n);
+    }
 }
 
 TEST(DeviceCombine, DifferentMisalignmentsGoElementByElement) {
-  for (long long n : {0LL, 1LL, 5LL, 17LL, 40LL}) {
-    check_sum(0, 1, 0, n);
-    check_sum(1, 0, 2, n);
-    check_sum(3, 3, 1, n);
+  for (long long n : {0LL, 1LL, 5LL, 17LL, 40LL, 150LL}) {
+    check_fold<2>(0, 1, 0, n);
+    check_fold<2>(1, 0, 2, n);
+    check_fold<2>(3, 3, 1, n);
+    check_fold<1>(1, 2, 0, n);
   }
 }
 
