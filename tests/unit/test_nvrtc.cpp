@@ -382,9 +382,26 @@ std::vector<int> loads_before_first_store(const std::string& ptx) {
   return out;
 }
 
+// The stores of every ccc::combine instantiation in `ptx` that are not whole 16-byte vectors
+// (st.v4) or call arguments (st.param): one element store (the scalar head and tail loop) where
+// NVVM keeps the vector stores whole. It has split them before, into st.v2 and st.u32 pieces
+// (five of the nine 16-byte stores of a copy), more store instructions for the same bytes.
+std::vector<int> narrow_stores(const std::string& ptx) {
+  std::vector<int> out;
+  for (size_t f = ptx.find(".func _ZN3ccc7combine"); f != std::string::npos; f = ptx.find(".func _ZN3ccc7combine", f + 1)) {
+    if (ptx.find(';', f) < ptx.find('{', f)) continue;  // a declaration: no body
+    const std::string body = ptx.substr(f, ptx.find("\n}", f) - f);
+    int narrow = 0;
+    for (size_t at = body.find("\tst."); at != std::string::npos; at = body.find("\tst.", at + 1))
+      if (body.compare(at, 7, "\tst.v4.") != 0 && body.compare(at, 10, "\tst.param.") != 0) ++narrow;
+    out.push_back(narrow);
+  }
+  return out;
+}
+
 // At least 8 16-byte loads in flight per thread in every data loop: a copy (one source, 8 per
 // thread), folds of 2 and of 8 sources (every source's loads issued before the first add), in
-// f32 and f16 (converted in float).
+// f32 and f16 (converted in float). And each 16-byte store stays one st.v4.
 TEST(Nvrtc, DataLoopsKeepEightVectorLoadsInFlight) {
   for (const Case c : {Case{"ring", 4}, Case{"oneshot", 8}}) {
     for (DataType t : {DataType::F32, DataType::F16}) {
@@ -396,8 +413,11 @@ TEST(Nvrtc, DataLoopsKeepEightVectorLoadsInFlight) {
       const std::vector<int> loads = loads_before_first_store(out.image);
       EXPECT_FALSE(loads.empty()) << k.kernel_name;
       for (int n : loads) EXPECT_GE(n, 8) << k.kernel_name;
-      std::printf("[nvrtc] %-44s 16-byte loads in flight per combine: %s\n", k.kernel_name.c_str(),
-                  ::testing::PrintToString(loads).c_str());
+      const std::vector<int> narrow = narrow_stores(out.image);
+      EXPECT_EQ(narrow.size(), loads.size()) << k.kernel_name;
+      for (int n : narrow) EXPECT_LE(n, 1) << k.kernel_name << ": a 16-byte store split into narrower ones";
+      std::printf("[nvrtc] %-44s 16-byte loads in flight per combine: %s, narrow stores %s\n", k.kernel_name.c_str(),
+                  ::testing::PrintToString(loads).c_str(), ::testing::PrintToString(narrow).c_str());
     }
   }
 }
