@@ -372,6 +372,7 @@ TEST(Nvrtc, Sm90KernelsWaitForThePriorGridBeforeTouchingSyncState) {
 std::vector<int> loads_before_first_store(const std::string& ptx) {
   std::vector<int> out;
   for (size_t f = ptx.find(".func _ZN3ccc7combine"); f != std::string::npos; f = ptx.find(".func _ZN3ccc7combine", f + 1)) {
+    if (ptx.find(';', f) < ptx.find('{', f)) continue;  // a declaration: no body
     const size_t end = ptx.find("\n}", f);
     const size_t store = ptx.find("st.v4.", f);
     if (store == std::string::npos || store > end) continue;
@@ -383,7 +384,7 @@ std::vector<int> loads_before_first_store(const std::string& ptx) {
 }
 
 // The stores of every ccc::combine instantiation in `ptx` that are not whole 16-byte vectors
-// (st.v4) or call arguments (st.param): one element store (the scalar head and tail loop) where
+// (st.v4, generic or global) or call arguments (st.param): one element store (the scalar head and tail loop) where
 // NVVM keeps the vector stores whole. It has split them before, into st.v2 and st.u32 pieces
 // (five of the nine 16-byte stores of a copy), more store instructions for the same bytes.
 std::vector<int> narrow_stores(const std::string& ptx) {
@@ -393,7 +394,9 @@ std::vector<int> narrow_stores(const std::string& ptx) {
     const std::string body = ptx.substr(f, ptx.find("\n}", f) - f);
     int narrow = 0;
     for (size_t at = body.find("\tst."); at != std::string::npos; at = body.find("\tst.", at + 1))
-      if (body.compare(at, 7, "\tst.v4.") != 0 && body.compare(at, 10, "\tst.param.") != 0) ++narrow;
+      if (body.compare(at, 7, "\tst.v4.") != 0 && body.compare(at, 14, "\tst.global.v4.") != 0 &&
+          body.compare(at, 10, "\tst.param.") != 0)
+        ++narrow;
     out.push_back(narrow);
   }
   return out;
