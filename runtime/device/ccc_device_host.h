@@ -21,7 +21,10 @@
 
 namespace ccc {
 
-struct Vec16 {
+/* Like CUDA's uint4: 16-byte aligned, so load16/store16 below are the device's typed accesses and
+ * a misaligned one is caught here too (UBSan's alignment check in make test-asan; on the GPU a
+ * misaligned ld.v4 is a fault). may_alias: it reads and writes buffers of any element type. */
+struct __attribute__((may_alias, aligned(16))) Vec16 {
   unsigned char bytes[16];
 };
 
@@ -80,12 +83,8 @@ CCC_FN T* block_shared() {
   return array;
 }
 
-CCC_FN Vec16 load16(const void* p) {
-  Vec16 v;
-  std::memcpy(&v, p, sizeof v);
-  return v;
-}
-CCC_FN void store16(void* p, Vec16 v) { std::memcpy(p, &v, sizeof v); }
+CCC_FN Vec16 load16(const void* p) { return *static_cast<const Vec16*>(p); }
+CCC_FN void store16(void* p, Vec16 v) { *static_cast<Vec16*>(p) = v; }
 
 CCC_FN unsigned float_bits(float f) {
   unsigned u;

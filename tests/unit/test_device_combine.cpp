@@ -5,67 +5,97 @@
 
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
 #include "../../runtime/device/ccc_device.h"
 
 namespace {
 
-// dst = a (K == 1: a copy) or a + b (K == 2) over n ints, with dst, a and b starting `offsets`
-// elements into 16-byte aligned storage, or in place (dst is a) when dst_offset < 0; checks every
-// element and that nothing outside [0, n) of dst changed. The sources are heap blocks that end at
-// element n, so a read past the range is an error under AddressSanitizer (make test-asan). A copy
-// moves groups of 8 vectors and a 2-source fold groups of 4, so n up to 150 ends in every partial
-// group.
-template <int K>
+// Source values whose sums are exact in every element type (f16 included: below 2048).
+template <class T>
+T value(size_t i, int source) {
+  const int v = static_cast<int>(source == 0 ? i * 3 + 1 : i * 7) % 1000;
+  if constexpr (std::is_same_v<T, ccc::f16>) return ccc::Num<ccc::f16>::from(static_cast<float>(v));
+  else return static_cast<T>(v);
+}
+
+// The fold the data loop must compute, in the element type's own arithmetic.
+template <class T>
+T sum(T a, T b) {
+  typedef ccc::Num<T> N;
+  return N::from(N::to(a) + N::to(b));
+}
+
+// dst = a (K == 1: a copy) or a + b (K == 2) over n elements of T, with dst, a and b starting
+// `offsets` elements into 16-byte aligned storage, or in place (dst is a) when dst_offset < 0;
+// checks every element, bit for bit, and that nothing outside [0, n) of dst changed. The sources
+// are heap blocks that end at element n, so a read past the range is an error under
+// AddressSanitizer (make test-asan).
+template <class T, int K>
 void check_fold(int dst_offset, int a_offset, int b_offset, long long n) {
-  std::vector<int32_t> a_store(a_offset + n), b_store(b_offset + n), dst_store(160, -1);
+  std::vector<T> a_store(a_offset + n), b_store(b_offset + n), dst_store(dst_offset + n + 16);
   ASSERT_EQ(reinterpret_cast<uintptr_t>(a_store.data()) % 16, 0u);  // malloc's alignment on x86-64
   ASSERT_EQ(reinterpret_cast<uintptr_t>(b_store.data()) % 16, 0u);
-  for (size_t i = 0; i < a_store.size(); ++i) a_store[i] = static_cast<int32_t>(i * 3 + 1);
-  for (size_t i = 0; i < b_store.size(); ++i) b_store[i] = static_cast<int32_t>(i * 1000);
+  for (size_t i = 0; i < a_store.size(); ++i) a_store[i] = value<T>(i, 0);
+  for (size_t i = 0; i < b_store.size(); ++i) b_store[i] = value<T>(i, 1);
+  std::memset(dst_store.data(), 0xff, dst_store.size() * sizeof(T));  // poison
   const bool in_place = dst_offset < 0;
-  std::vector<int32_t>& out = in_place ? a_store : dst_store;
-  int32_t* const dst = in_place ? a_store.data() + a_offset : dst_store.data() + dst_offset;
-  const int32_t* const a = a_store.data() + a_offset;
-  const int32_t* const b = b_store.data() + b_offset;
-  std::vector<int32_t> want = out;
+  std::vector<T>& out = in_place ? a_store : dst_store;
+  T* const dst = in_place ? a_store.data() + a_offset : dst_store.data() + dst_offset;
+  const T* const a = a_store.data() + a_offset;
+  const T* const b = b_store.data() + b_offset;
+  std::vector<T> want = out;
   const long long at = dst - out.data();
-  for (long long j = 0; j < n; ++j) want[at + j] = K == 1 ? a[j] : a[j] + b[j];
+  for (long long j = 0; j < n; ++j) want[at + j] = K == 1 ? a[j] : sum(a[j], b[j]);
   if constexpr (K == 1) {
-    ccc::combine<int32_t, ccc::op_sum, 1, false, 2>(dst, ccc::Sources<int32_t, 1>{{a}}, n);
+    ccc::combine<T, ccc::op_sum, 1, false, 2>(dst, ccc::Sources<T, 1>{{a}}, n);
   } else {
-    ccc::combine<int32_t, ccc::op_sum, 2, false, 2>(dst, ccc::Sources<int32_t, 2>{{a, b}}, n);
+    ccc::combine<T, ccc::op_sum, 2, false, 2>(dst, ccc::Sources<T, 2>{{a, b}}, n);
   }
   for (size_t i = 0; i < out.size(); ++i)
-    ASSERT_EQ(out[i], want[i]) << "K " << K << " offsets " << dst_offset << "/" << a_offset << "/" << b_offset
-                               << " n " << n << " at " << i;
+    ASSERT_EQ(std::memcmp(&out[i], &want[i], sizeof(T)), 0)
+        << sizeof(T) << "-byte elements, K " << K << " offsets " << dst_offset << "/" << a_offset << "/"
+        << b_offset << " n " << n << " at " << i;
+}
+
+// Every head (each offset into a 16-byte line) and every partial group: a copy moves groups of 8
+// vectors and a 2-source fold groups of 4, so n runs past two groups of 8 vectors.
+template <class T>
+void check_every_split(bool in_place) {
+  const int per_vector = 16 / sizeof(T);
+  for (int offset = 0; offset < per_vector; ++offset)
+    for (long long n = 0; n <= 2 * 8 * per_vector + 2 * per_vector; ++n) {
+      check_fold<T, 2>(in_place ? -1 : offset, offset, offset, n);
+      check_fold<T, 1>(in_place ? -1 : offset, offset, 0, n);
+    }
 }
 
 }  // namespace
 
 TEST(DeviceCombine, SharedMisalignmentTakesHeadBodyTail) {
-  for (int offset = 0; offset < 4; ++offset)
-    for (long long n = 0; n <= 150; ++n) {
-      check_fold<2>(offset, offset, offset, n);
-      check_fold<1>(offset, offset, 0, n);
-    }
+  check_every_split<int8_t>(false);
+  check_every_split<ccc::f16>(false);
+  check_every_split<int32_t>(false);
+  check_every_split<double>(false);
 }
 
 TEST(DeviceCombine, InPlaceEveryPartialGroup) {
-  for (int offset = 0; offset < 4; ++offset)
-    for (long long n = 0; n <= 150; ++n) {
-      check_fold<2>(-1, offset, offset, n);
-      check_fold<1>(-1, offset, 0, n);
-    }
+  check_every_split<int8_t>(true);
+  check_every_split<ccc::f16>(true);
+  check_every_split<int32_t>(true);
+  check_every_split<double>(true);
 }
 
 TEST(DeviceCombine, DifferentMisalignmentsGoElementByElement) {
   for (long long n : {0LL, 1LL, 5LL, 17LL, 40LL, 150LL}) {
-    check_fold<2>(0, 1, 0, n);
-    check_fold<2>(1, 0, 2, n);
-    check_fold<2>(3, 3, 1, n);
-    check_fold<1>(1, 2, 0, n);
+    check_fold<int32_t, 2>(0, 1, 0, n);
+    check_fold<int32_t, 2>(1, 0, 2, n);
+    check_fold<int32_t, 2>(3, 3, 1, n);
+    check_fold<int32_t, 1>(1, 2, 0, n);
+    check_fold<int8_t, 2>(5, 3, 0, n);
+    check_fold<ccc::f16, 2>(0, 1, 3, n);
+    check_fold<double, 1>(1, 0, 0, n);
   }
 }
 
