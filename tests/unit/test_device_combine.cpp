@@ -3,6 +3,7 @@
 // interpreter's step tables: copied to block-shared memory when they fit, read in place when not.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <type_traits>
@@ -60,12 +61,14 @@ void check_fold(int dst_offset, int a_offset, int b_offset, long long n) {
 }
 
 // Every head (each offset into a 16-byte line) and every partial group: a copy moves groups of 8
-// vectors and a 2-source fold groups of 4, so n runs past two groups of 8 vectors.
+// vectors and a 2-source fold groups of 4, so n runs past two groups of 8 vectors (and to 150
+// elements at least).
 template <class T>
 void check_every_split(bool in_place) {
   const int per_vector = 16 / sizeof(T);
+  const long long last = std::max(150, 2 * 8 * per_vector + 2 * per_vector);
   for (int offset = 0; offset < per_vector; ++offset)
-    for (long long n = 0; n <= 2 * 8 * per_vector + 2 * per_vector; ++n) {
+    for (long long n = 0; n <= last; ++n) {
       check_fold<T, 2>(in_place ? -1 : offset, offset, offset, n);
       check_fold<T, 1>(in_place ? -1 : offset, offset, 0, n);
     }
