@@ -254,7 +254,7 @@ class Communicator(_CommunicatorHandle):
             InvalidArgumentError); None: the selection's choice per call.
         topology_file: the topology selection uses (host backend); default $CCC_TOPO.
         timeout: seconds a rank waits for a peer before the collective fails (default
-            $CCC_TIMEOUT, else 30).
+            $CCC_TIMEOUT, else 600: ten minutes, PyTorch's default for NCCL).
         rank, nranks, uid: one rank per process (docs/runtime.md, "Multi-process
             communicators"): this process is rank ``rank`` of ``nranks``, joined through ``uid``
             from ``get_unique_id()``. The constructor returns once every rank has joined. Each

@@ -750,7 +750,7 @@ uint64_t Communicator::timeout_ns(std::optional<double> seconds) {
     if (*end != '\0') invalid(fmt::format("CCC_TIMEOUT={} is not a number of seconds", env));
     seconds = v;
   }
-  const double s = seconds.value_or(30.0);
+  const double s = seconds.value_or(kDefaultTimeoutSeconds);
   if (std::isnan(s) || s <= 0)
     invalid(fmt::format("timeout {} s: a timeout must be positive (infinite: wait for ever)", s));
   constexpr double kForever = 365.0 * 24 * 3600;  // a year: for ever, as far as a wait goes

@@ -4,7 +4,7 @@
  * issue the same collectives in the same order with the same count, type, op and root; a rank
  * whose peer passed something else gets cccRemoteError from cccCommSynchronize, and a peer that
  * never calls makes the others fail after the timeout (cccConfig_t.timeoutSeconds, $CCC_TIMEOUT,
- * else 30 s). One thread may drive several ranks in any order; cccGroupStart/cccGroupEnd defer
+ * else 600 s). One thread may drive several ranks in any order; cccGroupStart/cccGroupEnd defer
  * the calls between them to cccGroupEnd, as NCCL's do.
  *
  * Host backend (cccCommInitAllHost): buffers are host memory, streams are ignored and each rank
@@ -62,7 +62,7 @@ typedef struct cccConfig_t {
   unsigned int magic;    /* CCC_CONFIG_MAGIC, set by the initializer */
   unsigned int version;  /* CCC_CONFIG_VERSION, set by the initializer */
   /* Seconds a rank waits for a peer before the collective fails. CCC_CONFIG_DEFAULT_TIMEOUT:
-   * $CCC_TIMEOUT, else 30. Infinity (or a year or more): wait for ever. Zero, other negative
+   * $CCC_TIMEOUT, else 600 (PyTorch's default for NCCL). Infinity (or a year or more): wait for ever. Zero, other negative
    * values and NaN are refused. */
   double timeoutSeconds;
   /* The schedule for every call (a shipped one's name, e.g. "ring"); NULL: $CCC_ALGO, else the

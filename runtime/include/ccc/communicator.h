@@ -63,8 +63,9 @@ struct CommOptions {
   // detected topology; empty: $CCC_CALIBRATION, else none.
   std::string calibration_file;
   // A rank waiting longer than this on a peer fails the collective. Unset: $CCC_TIMEOUT
-  // (seconds), else 30. Infinite or longer than a year: wait for ever. Zero, negative or NaN:
-  // refused when the communicator is created.
+  // (seconds), else kDefaultTimeoutSeconds (10 minutes, PyTorch's default for NCCL: a rank late
+  // by an evaluation or a checkpoint must not fail the job). Infinite or longer than a year: wait
+  // for ever. Zero, negative or NaN: refused when the communicator is created.
   std::optional<double> timeout_seconds;
   JitCache* cache = nullptr;    // null: JitCache::process_cache()
   // Records a timeline of every collective into this Chrome trace-event JSON file (empty:
@@ -95,6 +96,7 @@ struct RankOptions {
 class Communicator {
  public:
   static constexpr int kMaxChannels = 64;  // lowering's limit
+  static constexpr double kDefaultTimeoutSeconds = 600;  // CommOptions::timeout_seconds
 
   // Checks a timeout (see CommOptions::timeout_seconds) and returns it in nanoseconds as the
   // kernels take it (~0: for ever). Throws Error(InvalidArgument) for zero, negative or NaN.
