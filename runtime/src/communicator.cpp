@@ -15,6 +15,7 @@
 #include <utility>
 
 #include <fmt/format.h>
+#include <unistd.h>
 
 #include "bootstrap.h"
 #include "ccc/content_hash.h"
@@ -108,6 +109,10 @@ struct Communicator::Impl {
 
   CommOptions options;
   uint64_t timeout_ns = 0;
+  // The process that made the communicator. A child forked later has a copy of the object but
+  // none of its threads, and shares its arena with the parent: the child's calls are refused
+  // (live()), and its destroy leaves alone what is the parent's.
+  const pid_t owner = ::getpid();
   std::mutex mutex;  // one call at a time (communicator.h)
   // Multi-process (host_rank, cuda_rank): the shared arena, before the backend, which uses it
   // until it goes.
@@ -620,7 +625,7 @@ Communicator::Communicator(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) 
 }
 Communicator::Communicator(Communicator&&) noexcept = default;
 Communicator& Communicator::operator=(Communicator&&) noexcept = default;
-Communicator::~Communicator() = default;
+Communicator::~Communicator() { forget_if_forked(); }
 
 Communicator Communicator::host(int nranks, CommOptions options) {
   check_rank_count(nranks);
@@ -717,7 +722,18 @@ Communicator Communicator::cuda_virtual(int device, int nranks, CommOptions opti
 
 Communicator::Impl& Communicator::live() const {
   if (!impl_) throw Error(ErrorKind::InvalidUsage, "communicator used after destroy");
+  if (const pid_t self = ::getpid(); self != impl_->owner)
+    throw Error(ErrorKind::InvalidUsage,
+                fmt::format("communicator used in process {}, a child forked from process {} that made it; a "
+                            "forked process cannot use its parent's communicators (make its own)",
+                            self, impl_->owner));
   return *impl_;
+}
+
+void Communicator::forget_if_forked() {
+  // Tearing down the parent's communicator here would join threads this process does not have
+  // and release memory and endpoints the parent still uses; the copy is left to the exit.
+  if (impl_ && impl_->owner != ::getpid()) static_cast<void>(impl_.release());
 }
 
 int Communicator::size() const { return live().nranks(); }
@@ -951,7 +967,8 @@ void Communicator::abort_rank(int rank) {
 }
 
 void Communicator::destroy() {
-  live();
+  if (!impl_) live();  // refused after destroy
+  forget_if_forked();
   impl_.reset();
 }
 

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <sys/wait.h>
 #include <unistd.h>
 #include <chrono>
 #include <cstdint>
@@ -346,6 +347,45 @@ TEST(CApi, AMissingRankFailsTheOthersWithinTheTimeout) {
     EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
     for (int r = 0; r < (destroy ? 2 : 3); ++r) cccCommDestroy(comms[r]);
   }
+}
+
+// A child forked from a process with a communicator shares the parent's memory and none of its
+// threads: its calls are refused (they would otherwise queue work nobody runs, or, across
+// processes, write into the arena the parent and its peers use), its destroy drops only its
+// handles, and the parent's ranks go on with the right values.
+TEST(CApi, AForkedChildIsRefusedAndLeavesTheParentAlone) {
+  const int n = 2;
+  std::vector<cccComm_t> comms = quick_clique(n);
+  auto buf = ramp_inputs(n, 1000);
+  for (int r = 0; r < n; ++r)
+    ASSERT_EQ(cccAllReduce(buf[r].data(), buf[r].data(), 1000, cccInt32, cccSum, comms[r], nullptr), cccSuccess);
+  for (int r = 0; r < n; ++r) ASSERT_EQ(cccCommSynchronize(comms[r]), cccSuccess) << last_error();
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    alarm(20);  // a child that hangs in a call fails the test instead of holding it up
+    auto mine = ramp_inputs(n, 1000);
+    int code = 0;
+    int count = 0;
+    if (cccAllReduce(mine[0].data(), mine[0].data(), 1000, cccInt32, cccSum, comms[0], nullptr) != cccInvalidUsage ||
+        last_error().find("forked") == std::string::npos)
+      code |= 1;
+    if (cccCommCount(comms[1], &count) != cccInvalidUsage) code |= 2;
+    if (cccCommAbort(comms[1]) != cccInvalidUsage) code |= 4;
+    for (cccComm_t c : comms)
+      if (cccCommDestroy(c) != cccSuccess) code |= 8;
+    _exit(code);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status)) << "the child died of signal " << WTERMSIG(status);
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "bit 1: a call was not refused, 2: a query, 4: abort, 8: destroy";
+  buf = ramp_inputs(n, 1000);
+  for (int r = 0; r < n; ++r)
+    ASSERT_EQ(cccAllReduce(buf[r].data(), buf[r].data(), 1000, cccInt32, cccSum, comms[r], nullptr), cccSuccess);
+  for (int r = 0; r < n; ++r) ASSERT_EQ(cccCommSynchronize(comms[r]), cccSuccess) << last_error();
+  EXPECT_EQ(buf[1][100], 300);
+  for (cccComm_t c : comms) EXPECT_EQ(cccCommDestroy(c), cccSuccess);
 }
 
 TEST(CApi, ErrorStringsAndNoDevice) {

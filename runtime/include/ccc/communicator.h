@@ -226,13 +226,16 @@ class Communicator {
   void abort_rank(int rank);
 
   // Releases everything (after writing the trace, if tracing); any later call throws
-  // Error(InvalidUsage).
+  // Error(InvalidUsage). In a process forked after the communicator was made, every call but
+  // this one throws Error(InvalidUsage), and this one (or the destructor) only drops the handle:
+  // the communicator is the parent's.
   void destroy();
 
  private:
   struct Impl;
   explicit Communicator(std::unique_ptr<Impl> impl);
-  Impl& live() const;  // throws Error(InvalidUsage) after destroy
+  Impl& live() const;  // throws Error(InvalidUsage) after destroy, or in a forked child
+  void forget_if_forked();
   std::unique_ptr<Impl> impl_;
 };
 
