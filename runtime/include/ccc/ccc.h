@@ -157,7 +157,9 @@ cccResult_t cccCommDeregister(cccComm_t comm, void* handle);
  * cccInvalidUsage. */
 cccResult_t cccCommGraphRegisterBegin(cccComm_t comm);
 cccResult_t cccCommGraphRegisterEnd(cccComm_t comm, void** handle);
-/* Destroys one rank's handle; the clique's resources go with its last handle. */
+/* Destroys one rank's handle; the clique's resources go with its last handle. In a child forked
+ * after the handle was made, every other call is cccInvalidUsage, and this one only forgets the
+ * handle: the communicator is the parent's. */
 cccResult_t cccCommDestroy(cccComm_t comm);
 /* Marks the rank failed, so that its peers stop waiting for it and fail at once instead of
  * after the timeout (host backend, and cuda across processes; cuda in one process: only the
