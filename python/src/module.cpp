@@ -246,6 +246,7 @@ ccc::DataType array_dtype(const A& a, const char* what, size_t rank) {
 // Whether the array's elements are one dense row-major block (any stride of a size-1 axis).
 template <typename A>
 bool is_c_contiguous(const A& a) {
+  if (a.size() == 0) return true;  // nothing to lay out (NumPy gives an empty array any strides)
   int64_t expected = 1;
   for (size_t i = a.ndim(); i-- > 0;) {
     if (a.shape(i) != 1 && a.stride(i) != expected) return false;

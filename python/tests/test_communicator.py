@@ -225,6 +225,22 @@ def test_a_bad_schedule_fails_its_first_collective_with_the_diagnostics():
             c.all_reduce([np.zeros(4, np.float32) for _ in range(2)])
 
 
+def test_a_schedule_that_does_not_fit_n_says_why_in_its_first_line():
+    with ccc.Communicator(3, algo="butterfly") as c:
+        with pytest.raises(ccc.InvalidArgumentError) as e:
+            c.all_reduce(f32())
+    assert str(e.value).splitlines()[0].endswith(
+        "cannot generate a kernel for N = 3: requirement 'N is pow2' does not hold for N = 3"), str(e.value)
+
+
+@pytest.mark.parametrize("shape", [(0,), (0, 4), (4, 0)])
+def test_empty_arrays_are_a_no_op_as_count_0_is_in_c(comm, shape):
+    xs = [np.zeros(shape, np.float32) for _ in range(RANKS)]
+    comm.all_reduce(xs)
+    comm.all_gather(xs, [np.zeros(shape, np.float32) for _ in range(RANKS)])
+    comm.broadcast(xs, root=1)
+
+
 def test_an_unreadable_schedule_file_is_a_diagnostic_error(tmp_path):
     with pytest.raises(ccc.DiagnosticError, match="missing.sched"):
         ccc.Communicator(2, schedule=tmp_path / "missing.sched")

@@ -12,10 +12,14 @@ namespace ccc {
 EmittedKernel generate_kernel(const SourceFile& schedule, const KernelShape& shape,
                               const std::map<std::string, int64_t>& defines) {
   Diagnostics diags;
-  auto rejected = [&](const std::string& why) {
+  // The headline names the first error itself (a caller may show one line only); every
+  // diagnostic follows, with its source line.
+  auto rejected = [&](const std::string& stage) {
+    const auto& all = diags.all();
+    const auto first = std::find_if(all.begin(), all.end(), [](const Diagnostic& d) { return d.severity == Severity::Error; });
     return Error(ErrorKind::InvalidArgument,
-                 fmt::format("{}: cannot generate a kernel for N = {}: {}\n{}", schedule.name,
-                             shape.nranks, why, diags.render(&schedule)));
+                 fmt::format("{}: cannot generate a kernel for N = {}: {}\n{}", schedule.name, shape.nranks,
+                             first == all.end() ? stage : first->message, diags.render(&schedule)));
   };
   InstantiateOptions instantiate;
   instantiate.nranks = shape.nranks;
