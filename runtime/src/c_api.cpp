@@ -448,7 +448,9 @@ const char* cccGetErrorString(cccResult_t result) {
   switch (enum_value(result)) {
     case cccSuccess: return "no error";
     case cccUnhandledCudaError: return "unhandled cuda error";
-    case cccSystemError: return "unhandled system error (no CUDA device, or a kernel failed to compile)";
+    case cccSystemError:
+      return "unhandled system error (a connection, memory, a file, the device or a kernel compile failed; "
+             "cccGetLastError says which)";
     case cccInternalError: return "internal error";
     case cccInvalidArgument: return "invalid argument";
     case cccInvalidUsage: return "invalid usage";

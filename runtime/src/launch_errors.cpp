@@ -13,7 +13,8 @@ const char* launch_error_text(unsigned code) {
     case CCC_ERR_PEER_FAILED: return "stopped after a peer failed";
     case CCC_ERR_BAD_PROGRAM: return "its step program names a data pass the kernel lacks (a ccc bug)";
     case CCC_ERR_MISMATCH:
-      return "a peer called with another collective, count, type, op or root (every rank must pass the same)";
+      return "a peer called with another collective, count, type, op, root or placement (in place or out of place; every "
+             "rank must pass the same)";
     case CCC_ERR_ABORTED: return "aborted (cccCommAbort)";
     case CCC_ERR_UNREGISTERED:
       return "a peer's input or output is neither arena memory nor a buffer registered with this rank";

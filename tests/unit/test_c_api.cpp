@@ -391,6 +391,8 @@ TEST(CApi, AForkedChildIsRefusedAndLeavesTheParentAlone) {
 TEST(CApi, ErrorStringsAndNoDevice) {
   EXPECT_STREQ(cccGetErrorString(cccSuccess), "no error");
   EXPECT_STREQ(cccGetErrorString(cccInvalidUsage), "invalid usage");
+  // A refused connection or a full arena is a system error too: the string does not blame CUDA.
+  EXPECT_EQ(std::string(cccGetErrorString(cccSystemError)).find("CUDA"), std::string::npos);
   EXPECT_STREQ(cccGetErrorString(static_cast<cccResult_t>(99)), "unknown result code");
   cccComm_t comms[1];
   const cccResult_t r = cccCommInitAll(comms, 1, nullptr);

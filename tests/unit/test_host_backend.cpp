@@ -87,7 +87,7 @@ TEST(LaunchFailures, NamesEachFailedRankAndItsCause) {
   EXPECT_EQ(launch_failures(words, 7),
             "rank 1: timed out waiting for a peer; rank 2: stopped after a peer failed; rank 3: its step program "
             "names a data pass the kernel lacks (a ccc bug); rank 4: a peer called with another collective, count, "
-            "type, op or root (every rank must pass the same); rank 5: error word 77; rank 6: a peer's input or "
+            "type, op, root or placement (in place or out of place; every rank must pass the same); rank 5: error word 77; rank 6: a peer's input or "
             "output is neither arena memory nor a buffer registered with this rank");
   EXPECT_EQ(launch_failures(words, 1), "");
 }

@@ -39,7 +39,7 @@ typedef struct CUstream_st* cccStream_t; /* the same type as cudaStream_t and CU
 typedef enum {
   cccSuccess = 0,
   cccUnhandledCudaError = 1,
-  cccSystemError = 2,       /* no CUDA device, or a kernel failed to compile */
+  cccSystemError = 2,       /* the system failed us: a connection, memory, a file, no CUDA device, a compile */
   cccInternalError = 3,
   cccInvalidArgument = 4,
   cccInvalidUsage = 5,      /* e.g. a communicator used after cccCommDestroy */
