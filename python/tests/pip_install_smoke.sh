@@ -15,6 +15,8 @@ import numpy as np
 import ccc
 assert os.path.realpath(ccc.__file__).startswith(os.path.realpath(sys.argv[2])), ccc.__file__
 assert ccc.check(f"{sys.argv[1]}/schedules/ring.sched", ranks=4).schedule == "ring"
+from importlib import metadata
+assert any(r.split(";")[0].strip() == "numpy" for r in metadata.requires("ccc") or []), "pip install . must bring NumPy"
 xs = [np.full(10, r, dtype=np.float32) for r in range(2)]
 ccc.Communicator(2).all_reduce(xs)
 assert (xs[0] == 1).all() and (xs[1] == 1).all()
