@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "ccc/emit_cuda.h"
+#include "ccc_abi.h"  // CCC_MAX_DEVICE_RANKS
 #include "ccc/graph.h"
 #include "ccc/jit_cache.h"
 #include "ccc/nvrtc_jit.h"
@@ -47,6 +48,11 @@ std::string emit_cu(const EmitInput& in) { return emit_cuda(*in.plan, in.source)
 
 // Through the process's JIT cache ($CCC_CACHE_DIR): a second identical compile is a disk hit.
 std::string nvrtc(const EmitInput& in, NvrtcTarget target) {
+  if (in.plan->nranks > CCC_MAX_DEVICE_RANKS)
+    throw std::runtime_error(fmt::format(
+        "a GPU kernel has at most {} ranks, not {}: each block keeps a table of its peers in shared memory, and "
+        "more would not fit the 48 KiB a block may declare (--emit cu and host runs have no such limit)",
+        CCC_MAX_DEVICE_RANKS, in.plan->nranks));
   const EmittedKernel k = emit_cuda(*in.plan, in.source);
   NvrtcRequest req;
   req.source = k.source;

@@ -474,6 +474,24 @@ struct Passes {
  * and the shared array a thread-local one (block_shared). */
 static const int kSharedProgramBytes = 16 * 1024;
 
+/* What goes into block-shared memory, whose static declarations may total 48 KiB a block (more
+ * needs dynamic shared memory and an opt-in). The peers table (a ccc_buffers per rank, written
+ * each launch) always does; the ranks' state too while both per-rank tables fit kSharedRankBytes
+ * (N <= 256), else each block reads it from global memory, where it is constant and cached; the
+ * step table gets what is left, up to kSharedProgramBytes. So a kernel for up to
+ * CCC_MAX_DEVICE_RANKS ranks stays within the 48 KiB (ptxas refuses more: "uses too much shared
+ * data"), and kernels for N <= 256 are laid out as they always were. */
+static const int kStaticSharedBytes = 48 * 1024;
+static const int kSharedRankBytes = 20 * 1024;
+template <int Ranks>
+struct SharedBudget {
+  static const bool state =
+      Ranks * static_cast<long long>(sizeof(ccc_rank_state) + sizeof(ccc_buffers)) <= kSharedRankBytes;
+  static const long long ranks = Ranks * static_cast<long long>(sizeof(ccc_buffers) + (state ? sizeof(ccc_rank_state) : 0));
+  static const long long program =
+      kStaticSharedBytes - ranks < kSharedProgramBytes ? kStaticSharedBytes - ranks : kSharedProgramBytes;
+};
+
 /* Copies `n` objects that stay constant for the launch from `from` into block-shared `to`, the
  * block's threads sharing the words (4-byte aligned objects: Instr, ccc_rank_state), then a
  * barrier (see above). */
@@ -489,23 +507,36 @@ CCC_FN const T* copy_to_shared(T* to, const T* from, int n) {
 }
 
 /* The step table an interpreter reads: `program` copied into shared memory when its Length
- * instructions fit kSharedProgramBytes, else `program` itself. Tables are declared with Length
- * entries (the emitter pads shorter ones with end(), zero), so the copy stays inside them. */
-template <int Length, int S>
+ * instructions fit `Budget` bytes (SharedBudget::program), else `program` itself. Tables are
+ * declared with Length entries (the emitter pads shorter ones with end(), zero), so the copy
+ * stays inside them. */
+template <int Length, long long Budget, int S>
 CCC_FN const Instr<S>* shared_program(const Instr<S>* program) {
-  if constexpr (sizeof(Instr<S>) * Length > kSharedProgramBytes) return program;
+  if constexpr (static_cast<long long>(sizeof(Instr<S>)) * Length > Budget) return program;
   else return copy_to_shared(block_shared<Instr<S>, Length>(), program, Length);
+}
+
+/* The ranks' fixed state as a block reads it: copied to shared memory where SharedBudget allows,
+ * else in place. */
+template <int Ranks>
+CCC_FN const ccc_rank_state* block_rank_state(const ccc_rank_state* ranks) {
+  if constexpr (SharedBudget<Ranks>::state) return copy_to_shared(block_shared<ccc_rank_state, Ranks>(), ranks, Ranks);
+  else return ranks;
 }
 
 /* One (rank, channel) of a launch: where its slices are, and the progress protocol. */
 template <class Cfg_>
 class Channel {
+#if defined(__CUDACC__) || defined(__CUDACC_RTC__)
+  static_assert(Cfg_::ranks <= CCC_MAX_DEVICE_RANKS, "more ranks than a block's shared memory holds (ccc_abi.h)");
+#endif
+
  public:
   typedef Cfg_ Cfg;
   typedef typename Cfg::T T;
 
   CCC_FN Channel(const ccc_launch_args& args, int block)
-      : state_(copy_to_shared(block_shared<ccc_rank_state, Cfg::ranks>(), args.ranks, Cfg::ranks)),
+      : state_(block_rank_state<Cfg::ranks>(args.ranks)),
         count_(static_cast<long long>(args.count)), timeout_ns_(args.timeout_ns),
         peers_(block_shared<ccc_buffers, Cfg::ranks>()) {
 #ifdef CCC_TRACE_ENABLED
@@ -584,7 +615,7 @@ class Channel {
    * other arguments, or the program names a pass the kernel lacks. */
   template <class PassList, int Length, int S, class Map = Unmapped>
   CCC_NOINLINE bool run(const Instr<S>* table, Map map = Map()) {
-    const Instr<S>* const program = shared_program<Length>(table);
+    const Instr<S>* const program = shared_program<Length, SharedBudget<Cfg::ranks>::program>(table);
     for (long long w = 0; w < windows_; ++w) {
       for (const Instr<S>* i = program; i->code != instr_end; ++i) {
         if (i->code == instr_wait) {
@@ -1075,7 +1106,7 @@ class Channel {
     return true;
   }
 
-  const ccc_rank_state* state_;  // [ranks] in block-shared memory: every rank's fixed state
+  const ccc_rank_state* state_;  // [ranks] every rank's fixed state (block_rank_state)
   long long count_;
   unsigned long long timeout_ns_;
   ccc_buffers* peers_;  // [ranks] in block-shared memory: the buffers of each rank this launch reads

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "bootstrap.h"
+#include "ccc_abi.h"  // CCC_MAX_DEVICE_RANKS
 #include "ccc/content_hash.h"
 #include "ccc/cuda_arena.h"
 #include "ccc/cuda_backend.h"
@@ -44,9 +45,13 @@ namespace {
 
 // Before any per-rank work: a communicator the code generator can never serve must not first
 // allocate, start or check a million ranks.
-void check_rank_count(int nranks) {
+void check_rank_count(int nranks, BackendKind backend) {
   if (nranks < 1 || nranks > kMaxRanks)
     invalid(fmt::format("a communicator has 1 .. {} ranks (the code generator's limit), got {}", kMaxRanks, nranks));
+  if (backend == BackendKind::Cuda && nranks > CCC_MAX_DEVICE_RANKS)
+    invalid(fmt::format("a CUDA communicator has at most {} ranks, got {}: each block of a kernel keeps a table of its "
+                        "peers in shared memory, and more ranks would not fit the 48 KiB a block may declare",
+                        CCC_MAX_DEVICE_RANKS, nranks));
 }
 
 // All ranks in place or none: the kernel is specialised for one of the two. A rank that omits a
@@ -628,7 +633,7 @@ Communicator& Communicator::operator=(Communicator&&) noexcept = default;
 Communicator::~Communicator() { forget_if_forked(); }
 
 Communicator Communicator::host(int nranks, CommOptions options) {
-  check_rank_count(nranks);
+  check_rank_count(nranks, BackendKind::Host);
   std::unique_ptr<Impl> impl = Impl::make(std::move(options));
   impl->host.emplace(nranks);
   impl->load_topology_file();
@@ -653,7 +658,7 @@ uint64_t arena_heap_bytes(uint64_t asked) {
 
 Communicator Communicator::host_rank(const UniqueId& id, int nranks, int rank, CommOptions options,
                                      RankOptions rank_options) {
-  check_rank_count(nranks);
+  check_rank_count(nranks, BackendKind::Host);
   std::unique_ptr<Impl> impl = Impl::make(std::move(options));
   impl->load_topology_file();
   const uint64_t heap = arena_heap_bytes(rank_options.arena_bytes);
@@ -673,7 +678,7 @@ Communicator Communicator::host_rank(const UniqueId& id, int nranks, int rank, C
 
 Communicator Communicator::cuda_rank(const UniqueId& id, int nranks, int rank, CommOptions options,
                                      RankOptions rank_options) {
-  check_rank_count(nranks);
+  check_rank_count(nranks, BackendKind::Cuda);
   std::unique_ptr<Impl> impl = Impl::make(std::move(options));
   impl->load_topology_file();
   const uint64_t heap = arena_heap_bytes(rank_options.arena_bytes);
@@ -713,7 +718,7 @@ Communicator Communicator::cuda(std::vector<int> devices, CommOptions options) {
 }
 
 Communicator Communicator::cuda_virtual(int device, int nranks, CommOptions options) {
-  check_rank_count(nranks);
+  check_rank_count(nranks, BackendKind::Cuda);
   std::unique_ptr<Impl> impl = Impl::make(std::move(options));
   impl->cuda = open_cuda({device}, nranks);
   impl->load_topology_file();

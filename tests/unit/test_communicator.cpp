@@ -21,6 +21,7 @@
 #include "ccc/instantiate.h"
 #include "ccc/shipped_schedules.h"
 #include "golden_util.h"
+#include "ccc_abi.h"  // CCC_MAX_DEVICE_RANKS
 
 #include <fmt/format.h>
 
@@ -470,6 +471,14 @@ TEST(Communicator, RefusesARankCountOutsideTheLimitAtOnce) {
       EXPECT_EQ(std::string(e.what()),
                 fmt::format("a communicator has 1 .. 4096 ranks (the code generator's limit), got {}", n));
     }
+  }
+  // A GPU kernel holds fewer (ccc_abi.h): refused before any driver is asked, so here too.
+  try {
+    Communicator::cuda_virtual(0, CCC_MAX_DEVICE_RANKS + 1, options());
+    FAIL() << "1025 virtual ranks";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::InvalidArgument);
+    EXPECT_EQ(std::string(e.what()).rfind("a CUDA communicator has at most 1024 ranks, got 1025: ", 0), 0u) << e.what();
   }
 }
 

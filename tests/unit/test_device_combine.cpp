@@ -110,8 +110,28 @@ TEST(DeviceSharedProgram, FittingTablesAreCopiedLargerOnesStay) {
   static Instr small[fits], large[fits + 1];
   for (int i = 0; i < fits; ++i) small[i] = ccc::reduce(i, i + 1, ccc::out(0), ccc::in(1), ccc::in(i % 3, -1));
   small[fits - 1] = ccc::end();
-  const Instr* copy = ccc::shared_program<fits>(small);
+  const Instr* copy = ccc::shared_program<fits, ccc::kSharedProgramBytes>(small);
   EXPECT_NE(copy, small);
   EXPECT_EQ(std::memcmp(copy, small, sizeof small), 0);
-  EXPECT_EQ(ccc::shared_program<fits + 1>(large), large);
+  EXPECT_EQ((ccc::shared_program<fits + 1, ccc::kSharedProgramBytes>(large)), large);
+  EXPECT_EQ((ccc::shared_program<fits, sizeof small - 1>(small)), small) << "a budget a byte short keeps it where it is";
+}
+
+// Up to 256 ranks both per-rank tables and a 16 KiB program go to shared memory, as they always
+// did; past that the ranks' state stays in global memory and the program gets what is left, so
+// every kernel up to CCC_MAX_DEVICE_RANKS declares at most the 48 KiB a block may.
+TEST(DeviceSharedProgram, SharedMemoryStaysWithinWhatABlockMayDeclare) {
+  static_assert(ccc::SharedBudget<256>::state && !ccc::SharedBudget<257>::state);
+  static_assert(ccc::SharedBudget<256>::program == ccc::kSharedProgramBytes);
+  static_assert(ccc::SharedBudget<CCC_MAX_DEVICE_RANKS>::program >= 4096, "room for a small program still");
+  auto declared = [](long long ranks_bytes, long long program) { return ranks_bytes + program; };
+  EXPECT_LE(declared(ccc::SharedBudget<CCC_MAX_DEVICE_RANKS>::ranks, ccc::SharedBudget<CCC_MAX_DEVICE_RANKS>::program),
+            48 * 1024);
+  EXPECT_LE(declared(ccc::SharedBudget<700>::ranks, ccc::SharedBudget<700>::program), 48 * 1024)
+      << "ring at N = 700 used to declare 0xdac0 bytes";
+  EXPECT_LE(declared(ccc::SharedBudget<256>::ranks, ccc::SharedBudget<256>::program), 48 * 1024);
+  // The state a block reads: a copy in shared memory while it fits, else the launch's own.
+  static ccc_rank_state ranks[300] = {};
+  EXPECT_NE(ccc::block_rank_state<3>(ranks), ranks);
+  EXPECT_EQ(ccc::block_rank_state<300>(ranks), ranks);
 }

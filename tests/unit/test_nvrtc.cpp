@@ -19,6 +19,7 @@
 #include "ccc/emit_cuda.h"
 #include "ccc/lower.h"
 #include "ccc/nvrtc_compile.h"
+#include "ccc_abi.h"  // CCC_MAX_DEVICE_RANKS
 #include "codegen_pipeline.h"
 
 namespace ccc {
@@ -423,6 +424,21 @@ TEST(Nvrtc, DataLoopsKeepEightVectorLoadsInFlight) {
                   ::testing::PrintToString(loads).c_str(), ::testing::PrintToString(narrow).c_str());
     }
   }
+}
+
+// The per-rank tables fit a block's 48 KiB of static shared memory up to CCC_MAX_DEVICE_RANKS
+// (ring at N = 700 used to fail in ptxas: "uses too much shared data (0xdac0 bytes, 0xc000 max)").
+TEST(Nvrtc, RingAtTheMostRanksAGpuKernelHasCompiles) {
+  const EmittedKernel k = emit_cuda(lower(planned({"ring", CCC_MAX_DEVICE_RANKS}), KernelOptions{}));
+  NvrtcRequest req = request(k.source, "sm_90", NvrtcTarget::Cubin);
+  req.options = {kPtxasVerbose};
+  const NvrtcOutput out = nvrtc_compile(req);
+  ASSERT_TRUE(out.ok) << out.log.substr(0, 4000);
+  std::smatch smem;
+  ASSERT_TRUE(std::regex_search(out.log, smem, std::regex(R"((\d+) bytes smem)"))) << out.log;
+  EXPECT_LE(std::stoi(smem[1]), 48 * 1024) << out.log;
+  std::printf("[nvrtc] ring N = %d: %s bytes of shared memory, %.0f ms\n", CCC_MAX_DEVICE_RANKS, smem[1].str().c_str(),
+              out.compile_ms);
 }
 
 TEST(Nvrtc, ReportsErrorsWithTheLog) {
