@@ -222,8 +222,10 @@ Reply failure(ErrorKind kind, const std::string& message) {
 // One communicator's bootstrap root, on a thread of its own (bootstrap.h).
 class Root {
  public:
-  Root(uint64_t tag, const asio::ip::address& address)
-      : tag_(tag), tcp_(waiter_.io, tcp::endpoint(address, 0)), unix_(waiter_.io, local::endpoint(unix_name(tag))) {
+  // `idle_ns`: how long it waits for its first rank before it gives up (bootstrap.h).
+  Root(uint64_t tag, const asio::ip::address& address, uint64_t idle_ns)
+      : tag_(tag), idle_ns_(idle_ns), idle_deadline_(deadline_after(idle_ns)), tcp_(waiter_.io, tcp::endpoint(address, 0)),
+        unix_(waiter_.io, local::endpoint(unix_name(tag))) {
     waiter_.stop = &stop_;
     thread_ = std::thread([this] { serve(); });
   }
@@ -246,6 +248,9 @@ class Root {
   }
 
   tcp::endpoint endpoint() const { return tcp_.local_endpoint(); }
+  // Its thread has ended (it served its ranks, failed, or no rank came): destroying it waits for
+  // nothing.
+  bool finished() const { return finished_; }
 
  private:
   void serve() {
@@ -261,11 +266,12 @@ class Root {
     ErrorCode ignored;
     tcp_.close(ignored);
     unix_.close(ignored);
+    finished_ = true;
   }
 
   // Accepts ranks until all have said hello; the deadline runs from the first one.
   void gather() {
-    Clock::time_point deadline = Clock::time_point::max();
+    Clock::time_point deadline = idle_deadline_;  // then the ranks' timeout from the first one
     int joined = 0;
     while (first_.nranks == 0 || joined < first_.nranks) {
       auto socket = std::make_unique<tcp::socket>(waiter_.io);
@@ -274,6 +280,10 @@ class Root {
                     [&](auto handler) { tcp_.async_accept(*socket, handler); });
       } catch (const Error&) {
         if (stop_) throw;
+        if (first_.nranks == 0)
+          throw Error(ErrorKind::Remote, fmt::format("bootstrap: no rank used the unique id within {:.3g} s of its "
+                                                     "creation; it was released",
+                                                     static_cast<double>(idle_ns_) / 1e9));
         std::string missing;
         for (int r = 0; r < first_.nranks; ++r)
           if (ranks_[r] == nullptr) missing += fmt::format("{}{}", missing.empty() ? "" : ", ", r);
@@ -431,8 +441,11 @@ class Root {
   }
 
   uint64_t tag_;
+  uint64_t idle_ns_;
+  Clock::time_point idle_deadline_;
   pid_t pid_ = ::getpid();
   std::atomic<bool> stop_ = false;
+  std::atomic<bool> finished_ = false;
   Waiter waiter_;
   tcp::acceptor tcp_;
   local::acceptor unix_;
@@ -443,7 +456,8 @@ class Root {
 };
 
 // The roots this process serves, by tag. A rank joins its own process's root when done with it;
-// the rest stop when the process exits.
+// one whose thread has ended (served by ranks of other processes, or never used) goes at the next
+// bootstrap_unique_id; the rest stop when the process exits.
 std::mutex roots_mutex;
 std::map<uint64_t, std::unique_ptr<Root>>& roots() {
   static std::map<uint64_t, std::unique_ptr<Root>> map;
@@ -507,7 +521,7 @@ void* FdMmapMapper::keep() {
   return at;
 }
 
-UniqueId bootstrap_unique_id() {
+UniqueId bootstrap_unique_id(uint64_t idle_ns) {
   const char* env = std::getenv("CCC_BOOTSTRAP_ADDR");
   const std::string text = env != nullptr && *env != '\0' ? env : "127.0.0.1";
   ErrorCode ec;
@@ -522,9 +536,10 @@ UniqueId bootstrap_unique_id() {
   f.protocol = kProtocol;
   f.tag = tag;
   std::lock_guard lock(roots_mutex);
+  std::erase_if(roots(), [](const auto& entry) { return entry.second->finished(); });
   std::unique_ptr<Root> root;
   try {
-    root = std::make_unique<Root>(tag, address);
+    root = std::make_unique<Root>(tag, address, idle_ns);
   } catch (const boost::system::system_error& e) {
     throw Error(ErrorKind::System, fmt::format("bootstrap: cannot listen on {}: {}", text, e.what()));
   } catch (const std::system_error& e) {

@@ -27,7 +27,11 @@
 
 namespace ccc {
 
-UniqueId bootstrap_unique_id();
+// `idle_ns`: a root that no rank has reached this long after it started gives up: its thread
+// ends and its sockets close (a rank that comes later is refused), so ids made and never used
+// do not keep a thread and descriptors each for the life of the process. What is left of such a
+// root (asio's descriptors) goes at the next call.
+UniqueId bootstrap_unique_id(uint64_t idle_ns);
 
 enum class ArenaKind : uint32_t { Host, Cuda };
 

@@ -640,7 +640,11 @@ Communicator Communicator::host(int nranks, CommOptions options) {
   return Communicator(std::move(impl));
 }
 
-UniqueId Communicator::unique_id() { return bootstrap_unique_id(); }
+UniqueId Communicator::unique_id() {
+  // As long as a rank that never joins holds up the others: 1.5 x the default timeout.
+  const uint64_t timeout = timeout_ns(std::nullopt);
+  return bootstrap_unique_id(timeout == ~0ULL ? ~0ULL : timeout + timeout / 2);
+}
 
 namespace {
 

@@ -88,7 +88,7 @@ struct Joined {
 // Ranks 0..n-1 as threads of this process (host arenas: the root shares one memfd), each with
 // its mapper; returns what each join gave.
 std::vector<Joined> join_threads(std::vector<FakeMapper>& mappers, uint64_t alignment) {
-  const ccc::UniqueId id = ccc::bootstrap_unique_id();
+  const ccc::UniqueId id = ccc::Communicator::unique_id();
   const int n = static_cast<int>(mappers.size());
   std::vector<Joined> joined(n);
   std::vector<std::thread> threads;
@@ -208,7 +208,7 @@ TEST(ArenaAddressAgreement, EveryRanksPartReachesEveryProcessAtOneAddress) {
   GTEST_SKIP() << "forks a threaded process without exec";
 #endif
   for (int n : {1, 2, 3}) {
-    const ccc::UniqueId id = ccc::bootstrap_unique_id();
+    const ccc::UniqueId id = ccc::Communicator::unique_id();
     const uint64_t part = 64 * 1024;
     std::vector<pid_t> pids;
     for (int r = 0; r < n; ++r) {
@@ -226,7 +226,7 @@ TEST(ArenaAddressAgreement, EveryRanksPartReachesEveryProcessAtOneAddress) {
 }
 
 TEST(ArenaAddressAgreement, RanksOfDifferentBackendsAreRefused) {
-  const ccc::UniqueId id = ccc::bootstrap_unique_id();
+  const ccc::UniqueId id = ccc::Communicator::unique_id();
   std::string errors[2];
   std::thread host([&] {
     FakeMapper m([](int, uint64_t) { return true; });
@@ -266,7 +266,7 @@ TEST(ArenaAddressAgreement, RanksOfDifferentBackendsAreRefused) {
 
 // Ranks 0..n-1 as threads of this process, each joined with a control channel.
 std::vector<std::unique_ptr<ccc::ControlChannel>> join_with_channels(int n, uint64_t timeout_ns) {
-  const ccc::UniqueId id = ccc::bootstrap_unique_id();
+  const ccc::UniqueId id = ccc::Communicator::unique_id();
   std::vector<std::unique_ptr<ccc::ControlChannel>> channels(n);
   std::vector<std::string> errors(n);
   std::vector<std::thread> threads;

@@ -214,6 +214,35 @@ TEST(MultiProcess, TheProcessThatMadeTheIdCanBeRankZero) {
   expect_no_leftovers(shm_before);
 }
 
+// An id that no rank uses gives its thread and sockets back after 1.5 x the timeout (2000 ids
+// used to keep 2000 threads and 10000 descriptors for the life of the process), and a rank that
+// comes later is refused instead of waiting.
+TEST(MultiProcess, AnUnusedUniqueIdIsReleasedAfterTheTimeout) {
+  setenv("CCC_TIMEOUT", "0.2", 1);  // ids made from here on give up after 0.3 s
+  auto entries = [](const char* dir) { return std::distance(fs::directory_iterator(dir), fs::directory_iterator()); };
+  const ccc::UniqueId first = ccc::Communicator::unique_id();  // what a first id makes once
+  std::this_thread::sleep_for(std::chrono::milliseconds(800));
+  const auto threads = entries("/proc/self/task"), fds = entries("/proc/self/fd");
+  for (int i = 0; i < 20; ++i) ccc::Communicator::unique_id();
+  EXPECT_GE(entries("/proc/self/task"), threads + 20);
+  EXPECT_GE(entries("/proc/self/fd"), fds + 40);
+  std::this_thread::sleep_for(std::chrono::milliseconds(800));
+  EXPECT_LE(entries("/proc/self/task"), threads) << "the roots' threads ended";
+  ccc::Communicator::unique_id();  // takes away what is left of the 21 expired roots, makes one
+  EXPECT_LE(entries("/proc/self/fd"), fds + 6);
+  const auto start = Clock::now();
+  try {
+    ccc::CommOptions options;
+    options.timeout_seconds = 5;
+    ccc::Communicator::host_rank(first, 1, 0, options);
+    ADD_FAILURE() << "joined through a released id";
+  } catch (const ccc::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("bootstrap"), std::string::npos) << e.what();
+  }
+  EXPECT_LT(Clock::now() - start, std::chrono::seconds(3)) << "refused at once, not after the join's timeout";
+  unsetenv("CCC_TIMEOUT");
+}
+
 TEST(MultiProcess, ABadUniqueIdIsRefused) {
   const auto runs = run_ranks(std::string(2 * CCC_UNIQUE_ID_BYTES, '0'), ranks(1, "init"), {}, std::chrono::seconds(20));
   EXPECT_EQ(runs[0].status, 10 + cccInvalidArgument) << report(runs);

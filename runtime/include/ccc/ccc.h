@@ -98,7 +98,9 @@ cccResult_t cccCommInitAllHost(cccComm_t* comms, int nranks);
 cccResult_t cccCommInitAllHostConfig(cccComm_t* comms, int nranks, const cccConfig_t* config);
 /* One process per rank. cccGetUniqueId starts the bootstrap root on a thread of the calling
  * process (which must live until every rank has joined) and fills *uniqueId; pass it to every
- * rank's process. cccCommInitRank joins as `rank` of `nranks` and returns once every rank has
+ * rank's process. An id no rank has used 1.5 x the default timeout ($CCC_TIMEOUT, else 600 s)
+ * after it was made is released (its thread and sockets; a rank that comes later fails).
+ * cccCommInitRank joins as `rank` of `nranks` and returns once every rank has
  * joined and mapped the shared arena; a rank that never joins makes the others fail with
  * cccRemoteError within 1.5 x the timeout, ranks that disagree (nranks, arena size, one rank
  * twice, backends that differ) fail with cccInvalidUsage, an id that is not one

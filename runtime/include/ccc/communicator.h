@@ -111,7 +111,9 @@ class Communicator {
 
   // Multi-process (host backend): starts the bootstrap root of a new communicator in this
   // process and returns its id, which every rank's process passes to host_rank (like
-  // ncclGetUniqueId). The root serves one communicator; it runs on a thread of its own.
+  // ncclGetUniqueId). The root serves one communicator; it runs on a thread of its own, which
+  // ends once the ranks have joined, or 1.5 x the default timeout after this call if none has
+  // come (the id is then released: a rank that comes later is refused).
   static UniqueId unique_id();
   // Rank `rank` of the `nranks`-rank communicator `id`, one rank per process: returns when every
   // rank has joined and mapped the shared arena. Throws Error(Remote) when a rank does not join
