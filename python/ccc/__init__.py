@@ -215,7 +215,8 @@ class _CommunicatorHandle:
         self._comm.synchronize()
 
     def destroy(self) -> None:
-        """Releases the communicator; any later call raises InvalidUsageError."""
+        """Releases the communicator; any later call raises InvalidUsageError. A call another
+        thread is inside is aborted (it raises there) and waited for first."""
         self._comm.destroy()
 
     def __enter__(self: _Handle) -> _Handle:

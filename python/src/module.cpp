@@ -13,10 +13,12 @@
 
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "call_gate.h"
 #include "ccc/communicator.h"
 #include "ccc/emit_cuda.h"
 #include "ccc/lower.h"
@@ -321,11 +323,19 @@ class PyCommunicator {
   }
 
   // The collective itself runs without the GIL: the ranks wait on each other, and other Python
-  // threads (or a Python-side timeout watchdog) keep running.
+  // threads (or a Python-side timeout watchdog) keep running. Inside the gate (call_gate.h), so
+  // destroy() waits for it; a collective of a multi-process rank (`exclusive`) is refused while
+  // another thread is inside one. Ctrl-C aborts the ranks this process holds and raises
+  // KeyboardInterrupt (docs/python.md).
   template <typename F>
-  void run(F&& f) {
-    nb::gil_scoped_release release;
-    f();
+  void run(F&& f, bool exclusive = true) {
+    const ccc::python::CallGate::Call call(*gate_, exclusive && rank_ >= 0);
+    ccc::python::run_interruptible(f, [this] { abort_held_ranks(); });
+  }
+  // What Ctrl-C and destroy() do to the calls inside: cccCommAbort's first half, so that a
+  // rank waiting for a peer stops now (and its peers in other processes too).
+  void abort_held_ranks() {
+    for (int r = rank_ >= 0 ? rank_ : 0; r < (rank_ >= 0 ? rank_ + 1 : comm_.size()); ++r) comm_.abort_rank(r);
   }
 
   // Every rank's part here, or this process's rank's. A host rank's call returns when done, as
@@ -413,9 +423,25 @@ class PyCommunicator {
   }
 
   void synchronize() {
-    run([&] { comm_.synchronize(); });
+    run([&] { comm_.synchronize(); }, /*exclusive=*/false);  // issues nothing: may overlap a call
   }
-  void destroy() { comm_.destroy(); }
+  // Waits (without the GIL) for the calls other threads are inside, after aborting them, so that
+  // they raise in their threads instead of running on a destroyed communicator.
+  void destroy() {
+    bool first = false;
+    {
+      nb::gil_scoped_release release;
+      first = gate_->close([this] {
+        try {
+          abort_held_ranks();
+        } catch (const ccc::Error&) {
+          // A forked child's copy: nothing of it runs here.
+        }
+      });
+    }
+    if (!first) throw ccc::Error(ccc::ErrorKind::InvalidUsage, "communicator used after destroy");
+    comm_.destroy();
+  }
 
  private:
   // CUDA streams as the integers CuPy's and torch's stream objects hand out (0: the default):
@@ -434,6 +460,7 @@ class PyCommunicator {
   ccc::Communicator comm_;
   int rank_;
   std::vector<void*> streams_;
+  std::unique_ptr<ccc::python::CallGate> gate_ = std::make_unique<ccc::python::CallGate>();  // movable
 };
 
 // The CommOptions every constructor takes, made once by the Python side (ccc.Communicator).
@@ -480,6 +507,8 @@ const char* error_class(ccc::ErrorKind kind) {
 
 NB_MODULE(_ccc, m) {
   m.doc() = "The C++ core of the ccc package; use the `ccc` module.";
+  ccc::python::remember_main_thread(
+      nb::cast<unsigned long>(nb::module_::import_("threading").attr("main_thread")().attr("ident")));
 
   nb::register_exception_translator([](const std::exception_ptr& p, void*) {
     nb::module_ errors = nb::module_::import_("ccc._errors");

@@ -253,6 +253,32 @@ def test_use_after_destroy_is_invalid_usage():
         c.all_reduce([np.zeros(4, np.float32)] * 2)
 
 
+def test_destroy_while_another_thread_is_inside_a_call_raises_there():
+    # destroy() used to free the communicator under a running call (a segfault in 1-3 of 25).
+    import threading
+    for _ in range(20):
+        c = ccc.Communicator(2)
+        xs = [np.ones(1 << 16, np.float32) for _ in range(2)]
+        outcome = []
+
+        def calls():
+            try:
+                while True:
+                    c.all_reduce(xs)
+            except ccc.Error as e:
+                outcome.append(e)
+
+        t = threading.Thread(target=calls)
+        t.start()
+        threading.Event().wait(0.01)
+        c.destroy()
+        t.join(30)
+        assert not t.is_alive()
+        assert len(outcome) == 1 and isinstance(outcome[0], (ccc.InvalidUsageError, ccc.RemoteError)), outcome
+        with pytest.raises(ccc.InvalidUsageError, match="after destroy"):
+            c.destroy()
+
+
 def test_cuda_without_a_driver_is_no_device():
     # This machine class has no GPU (the driver library is absent or a stub); with one, skip.
     try:

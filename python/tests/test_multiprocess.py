@@ -135,6 +135,71 @@ def test_a_killed_rank_fails_the_others():
         assert got[r].startswith("RemoteError") and "timed out" in got[r], got
 
 
+def interrupted(uid, nranks, rank, results):
+    """Rank 0 waits for rank 1, which never calls, with no timeout; Ctrl-C ends the wait."""
+    import threading
+    import time
+    comm = ccc.Communicator(rank=rank, nranks=nranks, uid=uid, timeout=float("inf"))
+    if rank == 1:
+        time.sleep(8)  # joined, never calls; alive while rank 0 waits
+        results.put((rank, "ok"))
+        return
+    threading.Timer(1.0, os.kill, (os.getpid(), signal.SIGINT)).start()
+    start = time.monotonic()
+    try:
+        comm.all_reduce(np.ones(100, np.float32))
+        results.put((rank, "returned"))
+        return
+    except KeyboardInterrupt:
+        waited = time.monotonic() - start
+    try:
+        comm.all_reduce(np.ones(100, np.float32))
+        later = "later call ran"
+    except ccc.RemoteError as e:
+        later = f"later RemoteError: {e}"
+    comm.destroy()
+    results.put((rank, f"KeyboardInterrupt after {waited:.1f} s; {later}"))
+
+
+def test_ctrl_c_interrupts_a_collective_waiting_for_a_peer():
+    got, codes = run(interrupted, 2)
+    assert codes == [0, 0], (codes, got)
+    what = got[0]
+    assert what.startswith("KeyboardInterrupt after "), got
+    assert float(what.split()[2]) < 5, got
+    assert "later RemoteError" in what and "aborted" in what, got
+
+
+def two_threads(uid, nranks, rank, results):
+    import threading
+    import time
+    comm = ccc.Communicator(rank=rank, nranks=nranks, uid=uid, timeout=20)
+    x = np.ones(100, np.int32)
+    if rank == 1:
+        time.sleep(1.5)  # rank 0's first call waits for this one meanwhile
+        comm.all_reduce(x)
+        results.put((rank, "ok" if (x == 2).all() else f"wrong {x[:3]}"))
+        comm.destroy()
+        return
+    first = threading.Thread(target=comm.all_reduce, args=(x,))
+    first.start()
+    time.sleep(0.5)
+    try:
+        comm.all_reduce(np.ones(100, np.int32))
+        what = "the second thread's call was not refused"
+    except ccc.InvalidUsageError as e:
+        what = "refused" if "another thread" in str(e) else str(e)
+    first.join()
+    results.put((rank, what if (x == 2).all() else f"{what}; first call wrong: {x[:3]}"))
+    comm.destroy()
+
+
+def test_a_second_thread_calling_on_a_busy_rank_is_refused():
+    got, codes = run(two_threads, 2)
+    assert got == {0: "refused", 1: "ok"}, got
+    assert codes == [0, 0]
+
+
 def test_the_arguments_go_together():
     with pytest.raises(ccc.InvalidArgumentError, match="needs all three"):
         ccc.Communicator(rank=0, nranks=2)
