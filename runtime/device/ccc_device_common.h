@@ -592,7 +592,7 @@ class Channel {
     // Every thread has read the old epoch (and filled its peers_ entries) before it changes.
     if (!barrier_and(load_relaxed(state_[rank_].error) == CCC_OK)) return false;
     if (thread_index() == 0) {
-      *mailbox(rank_) = own_;
+      publish(mailbox(rank_));
       store_relaxed(mine, base_);  // read by this channel only, at its next launch
     }
     // The mailbox write precedes every thread's push (see push: the barrier, then a release).
@@ -888,6 +888,40 @@ class Channel {
     return v;
   }
 
+  /* This launch's call as its mailbox slot carries it: the runtime's signature (ccc_abi.h) in
+   * the low 40 bits, the launch's epoch (base_) in the high 24, so that a reader tells this
+   * launch's slot from the one the rank writes two launches later (same parity). Never 0: the
+   * signature is odd. */
+  static const unsigned long long kSignatureBits = (1ull << 40) - 1;
+  CCC_FN unsigned long long stamp() const { return (own_.call & kSignatureBits) | base_; }
+
+  /* Writes this launch's buffers into `slot`, the call last and as one 8-byte store: same_call
+   * may read it while the rank writes the slot again two launches on. */
+  CCC_FN void publish(ccc_buffers* slot) const {
+    slot->input = own_.input;
+    slot->output = own_.output;
+    slot->scratch = own_.scratch;
+    slot->ll = own_.ll;
+    store_relaxed(&slot->call, stamp());
+  }
+
+  /* After an exit wait on `peer`: whether the peer runs the same call. A peer whose buffers this
+   * launch loaded was checked then (load_peers); one it only waits for (a broadcast root waits
+   * for its readers to finish) was checked nowhere, and a peer that called another root, count
+   * or collective could reach the awaited step all the same, so both would succeed with
+   * different data. The peer's slot holds this launch's stamp, which it wrote before the
+   * progress the wait acquired, unless the peer has since finished this launch and the next (the
+   * slot is two launches on, its epoch differs): then it ran this launch's call to the end and
+   * proves nothing either way. The cost: one 8-byte peer load after the wait, counted by the
+   * cost model. False, with CCC_ERR_MISMATCH recorded, when the calls differ. */
+  CCC_FN bool same_call(int peer) {
+    if (peers_[peer].call != 0) return true;
+    const unsigned long long theirs = load_relaxed(&mailbox(peer)->call);
+    if ((theirs ^ base_) >> 40 != 0 || theirs == stamp()) return true;
+    record_error(state_[rank_].error, CCC_ERR_MISMATCH);
+    return false;
+  }
+
   /* Rank p's mailbox slot for this channel and launch (slots alternate by launch parity, so a
    * rank that has moved on to its next launch never overwrites what a slower peer may still be
    * reading). */
@@ -923,7 +957,7 @@ class Channel {
         const int p = touched(k);
         if (peers_[p].call != 0) continue;
         ccc_buffers b = *mailbox(p);
-        if (b.call != own_.call) {
+        if (b.call != stamp()) {
           record_error(state_[rank_].error, CCC_ERR_MISMATCH);
           ok = false;
         } else if (!reach(p, b)) {
@@ -1062,7 +1096,8 @@ class Channel {
       if (++k == block_threads()) k = 0;
       if (!mine) continue;
       if (w < 0) {
-        ok = poll(map.peer(i->a), windows_ == 0 ? 0 : (windows_ - 1) * Cfg::steps + i->b + 1);
+        const int peer = map.peer(i->a);
+        ok = poll(peer, windows_ == 0 ? 0 : (windows_ - 1) * Cfg::steps + i->b + 1) && same_call(peer);
       } else if (i->b >= 0 || w == 0) {
         ok = poll(map.peer(i->a), i->b < 0 ? 0 : w * Cfg::steps + i->b + 1);
       }

@@ -58,6 +58,11 @@ CCC_FN void store_release(unsigned long long* p, unsigned long long v) {
 CCC_FN void store_relaxed(unsigned long long* p, unsigned long long v) {
   asm volatile("st.relaxed." CCC_SCOPE ".global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
 }
+CCC_FN unsigned long long load_relaxed(const unsigned long long* p) {
+  unsigned long long v;
+  asm volatile("ld.relaxed." CCC_SCOPE ".global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+  return v;
+}
 CCC_FN unsigned load_relaxed(const unsigned* p) {
   unsigned v;
   asm volatile("ld.relaxed." CCC_SCOPE ".global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");

@@ -43,6 +43,9 @@ CCC_FN void store_release(unsigned long long* p, unsigned long long v) {
 CCC_FN void store_relaxed(unsigned long long* p, unsigned long long v) {
   std::atomic_ref<unsigned long long>(*p).store(v, std::memory_order_relaxed);
 }
+CCC_FN unsigned long long load_relaxed(const unsigned long long* p) {
+  return std::atomic_ref<unsigned long long>(*const_cast<unsigned long long*>(p)).load(std::memory_order_relaxed);
+}
 CCC_FN unsigned load_relaxed(const unsigned* p) {
   return std::atomic_ref<unsigned>(*const_cast<unsigned*>(p)).load(std::memory_order_relaxed);
 }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
 #include <stdexcept>
 
 #include <fmt/format.h>
@@ -176,6 +177,16 @@ CostModel::CostModel(const StepProgram& p, const SyncPlan* sync, const Topology&
     simple.exit_waits[r] = sync->waits[r][p.nsteps()];
     simple.exit_alpha[r] = slowest_wait(simple.exit_waits[r], r, true);
     simple.exit_latencies[r] = simple.exit_alpha[r] > 0 ? 1 : 0;
+    // Then each awaited peer whose buffers the rank never read has its call checked
+    // (Channel::same_call): one peer load, a round trip, after the wait.
+    std::set<int> read;
+    for (const auto& step : p.ops[r])
+      for (const Op& op : step) read.insert(op.peer);
+    double check = 0;
+    for (const Wait& w : simple.exit_waits[r])
+      if (!read.count(w.peer)) check = std::max(check, path(r, w.peer).spec.latency);
+    simple.exit_alpha[r] += kReadTrips * check;
+    simple.exit_latencies[r] += check > 0 ? kReadTrips : 0;
   }
   // Protocol ll (docs/codegen.md): a remote read is the flight of the producer's lines into this
   // rank's memory, one latency, with no wait of its own; the producer's sends wait once for the

@@ -8,6 +8,7 @@
 //   init          joins, reports, leaves (exit 10 + the cccResult_t of a failed init)
 //   mismatch      rank 0 passes another count: every rank must fail, and again afterwards (a
 //                 failed multi-process communicator stays failed)
+//   roots         each rank broadcasts as the root: every rank must fail, naming the root
 //   small-arena   (run with a small CCC_ARENA_BYTES) an allreduce on cccCommMemAlloc memory that
 //                 fills most of the heap runs in place; the same on malloc'd memory, which needs
 //                 a staging copy, is refused with cccSystemError on every rank, and the
@@ -168,6 +169,14 @@ int main(int argc, char** argv) {
   } else if (scenario == "mismatch") {
     status = expect_failure(comm, rank == 0 ? 5 : 7, "counts that differ");
     if (status == 0) status = expect_failure(comm, 7, "a call after a failure");
+  } else if (scenario == "roots") {
+    // Every rank names itself the broadcast's root: none reads another's data, so only the exit
+    // waits' check of the peers' calls can tell (two ranks used to succeed with their own data).
+    std::vector<int> data(1000, rank);
+    cccResult_t r = cccBroadcast(data.data(), data.data(), data.size(), cccInt32, rank, comm, nullptr);
+    if (r == cccSuccess) r = cccCommSynchronize(comm);
+    if (r != cccRemoteError || std::string(cccGetLastError(comm)).find("root") == std::string::npos)
+      status = fail("broadcast roots that differ: expected cccRemoteError naming the root, got " + said(comm, r));
   } else if (scenario == "small-arena") {
     const Case c = ccc::mp::small_arena_case();
     status |= run_case(comm, n, rank, c, true, 1);

@@ -307,6 +307,11 @@ TEST(MultiProcess, MismatchedCallsFailEveryRankAndTheCommunicatorStaysFailed) {
   for (const RankRun& run : runs) EXPECT_EQ(run.status, 0) << report(runs);
 }
 
+TEST(MultiProcess, BroadcastRootsThatDifferFailEveryRank) {
+  const auto runs = run_ranks(new_id(), ranks(2, "roots"), {"CCC_TIMEOUT=10"}, std::chrono::seconds(30));
+  for (const RankRun& run : runs) EXPECT_EQ(run.status, 0) << report(runs);
+}
+
 TEST(MultiProcess, ARankKilledMidCollectiveFailsTheOthersWithinTheTimeout) {
   const std::set<std::string> shm_before = shm_entries();
   const auto start = Clock::now();
