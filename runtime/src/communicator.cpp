@@ -223,9 +223,24 @@ struct Communicator::Impl {
     } catch (...) {
       if (ledger) ledger->forget();  // the failed collectives' buffers must not refuse later calls
       collect_trace(rank);
+      report_mismatches(rank);  // the cause, rather than the timeout or abort it led to
       throw;
     }
     collect_trace(rank);
+    report_mismatches(rank);
+  }
+
+  // Throws Error(Remote) naming the collectives of rank `rank` (-1: every rank) whose ranks
+  // passed arguments that differ (RankCallLedger::agree), if any.
+  void report_mismatches(int rank) {
+    if (!ledger) return;
+    std::string why;
+    for (int r = rank < 0 ? 0 : rank; r < (rank < 0 ? nranks() : rank + 1); ++r)
+      for (const std::string& m : ledger->failed(r))
+        if (why.find(m) == std::string::npos) why += fmt::format("{}{}", why.empty() ? "" : "; ", m);
+    if (!why.empty())
+      throw Error(ErrorKind::Remote, fmt::format("collective failed: the ranks' arguments differ: {} (every rank must "
+                                                 "pass the same)", why));
   }
 
   // Waits for every rank, collects what is pending and writes the file; never throws.
@@ -616,10 +631,23 @@ struct Communicator::Impl {
       check_cuda_buffers(rank, send, recv, call);
     }
     std::vector<BufferExtent> extents;
-    if (ledger) extents = ledger->check(call, rank, send, recv);  // before any compile
-    const Prepared p = prepare(call, is_in_place(call, rank, send, recv));
+    const bool in_place = is_in_place(call, rank, send, recv);
+    const CallShape shape{call.collective, call.count, call.dtype, call.op, call.root, in_place};
+    if (ledger) {
+      extents = ledger->check(call, rank, send, recv);  // before any compile
+      if (!ledger->agree(shape, rank).empty()) {
+        // Nothing of this rank's runs, and the ranks that queued theirs stop waiting for it
+        // (host; on CUDA in one process they wait out the timeout). Every rank that issued the
+        // collective, now or later, hears why at its synchronize.
+        if (host)
+          for (int r = 0; r < n; ++r) host->abort(r);
+        ledger->record(rank, {}, shape);
+        return;
+      }
+    }
+    const Prepared p = prepare(call, in_place);
     launch_rank(p, call, rank, send, recv, stream);
-    if (ledger) ledger->record(rank, extents);
+    if (ledger) ledger->record(rank, extents, shape);
   }
 };
 

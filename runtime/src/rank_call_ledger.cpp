@@ -36,14 +36,61 @@ std::vector<BufferExtent> RankCallLedger::check(const CollectiveCall& call, int 
   return mine;
 }
 
-void RankCallLedger::record(int rank, const std::vector<BufferExtent>& extents) {
+namespace {
+
+// What `a` (rank ra's) and `b` (rank rb's) differ in, as a sentence, or "" if nothing.
+std::string difference(const CallShape& a, int ra, const CallShape& b, int rb) {
+  const char* what = collective_name(a.collective);
+  if (a.collective != b.collective)
+    return fmt::format("rank {} called {}, rank {} {}", ra, what, rb, collective_name(b.collective));
+  auto differs = [&](const char* name, const std::string& x, const std::string& y) {
+    return fmt::format("{}: rank {} passed {} {}, rank {} {} {}", what, ra, name, x, rb, name, y);
+  };
+  if (a.count != b.count) return differs("count", std::to_string(a.count), std::to_string(b.count));
+  if (a.dtype != b.dtype) return differs("type", data_type_name(a.dtype), data_type_name(b.dtype));
+  const bool has_op = a.collective != Collective::AllGather && a.collective != Collective::Broadcast &&
+                      a.collective != Collective::AllToAll;
+  if (has_op && a.op != b.op) return differs("op", reduce_op_name(a.op), reduce_op_name(b.op));
+  const bool rooted = a.collective == Collective::Broadcast || a.collective == Collective::Reduce;
+  if (rooted && a.root != b.root) return differs("root", std::to_string(a.root), std::to_string(b.root));
+  if (a.in_place != b.in_place)
+    return fmt::format("{}: rank {} runs {}, rank {} {} (all ranks in place or none)", what, ra,
+                       a.in_place ? "in place" : "out of place", rb, b.in_place ? "in place" : "out of place");
+  return "";
+}
+
+}  // namespace
+
+std::string RankCallLedger::agree(const CallShape& shape, int rank) {
+  std::lock_guard lock(mutex_);
+  const auto it = meetings_.find(issued_[rank]);
+  if (it == meetings_.end() || !it->second.first) return "";  // the first to issue it
+  Meeting& meeting = it->second;
+  if (meeting.mismatch.empty()) {
+    meeting.mismatch = difference(shape, rank, meeting.first->second, meeting.first->first);
+    if (meeting.mismatch.empty()) return "";
+    for (int r : meeting.ranks) failed_[static_cast<size_t>(r)].push_back(meeting.mismatch);  // issued before
+  }
+  failed_[static_cast<size_t>(rank)].push_back(meeting.mismatch);
+  return meeting.mismatch;
+}
+
+std::vector<std::string> RankCallLedger::failed(int rank) {
+  std::lock_guard lock(mutex_);
+  return std::exchange(failed_[static_cast<size_t>(rank)], {});
+}
+
+void RankCallLedger::record(int rank, const std::vector<BufferExtent>& extents, const CallShape& shape) {
   std::lock_guard lock(mutex_);
   const uint64_t index = issued_[rank]++;
   Meeting& meeting = meetings_[index];
-  if (++meeting.arrived == static_cast<int>(issued_.size()))
+  if (!meeting.first) meeting.first.emplace(rank, shape);
+  if (++meeting.arrived == static_cast<int>(issued_.size())) {
     meetings_.erase(index);  // every rank has issued it: nothing left to check against
-  else
+  } else {
     meeting.extents.insert(meeting.extents.end(), extents.begin(), extents.end());
+    meeting.ranks.push_back(rank);
+  }
 }
 
 void RankCallLedger::record_all() {

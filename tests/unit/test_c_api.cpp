@@ -6,6 +6,7 @@
 #include <atomic>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iterator>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -159,11 +160,12 @@ TEST(CApi, ConfigTraceFileWritesATrace) {
 
 namespace {
 
-// A host clique whose waits give up after half a second.
-std::vector<cccComm_t> quick_clique(int n) {
+// A host clique whose waits give up after half a second, every call on `algo` (null: the
+// default schedule of each collective).
+std::vector<cccComm_t> quick_clique(int n, const char* algo = "ring") {
   cccConfig_t config = CCC_CONFIG_INITIALIZER;
   config.timeoutSeconds = 0.5;
-  config.algo = "ring";
+  config.algo = algo;
   std::vector<cccComm_t> comms(n);
   EXPECT_EQ(cccCommInitAllHostConfig(comms.data(), n, &config), cccSuccess) << last_error();
   return comms;
@@ -284,6 +286,51 @@ TEST(CApi, MismatchedCountsFailEveryRank) {
     EXPECT_EQ(buf[2][100], 600);
   }
   for (cccComm_t c : comms) cccCommDestroy(c);
+}
+
+// Every argument that must agree is compared across the ranks of one process as they issue
+// the collective, so every rank fails, and at once, even where a rank reads nothing from the
+// peer that disagrees: 2 ranks that each named themselves the broadcast's root used to succeed
+// with different data, and with 3 ranks (roots 0, 1, 1) rank 1 succeeded while the others timed
+// out. The communicator works again after. (Across processes the kernels compare: the
+// "roots" case of test_multiprocess.cpp.)
+TEST(CApi, ArgumentsThatDifferFailEveryRankAtOnceNamingTheDifference) {
+  struct Case {
+    int n;
+    std::function<cccResult_t(int r, int32_t* buf, cccComm_t comm)> call;
+    std::string why;
+  };
+  const std::vector<Case> cases = {
+      {2, [](int r, int32_t* b, cccComm_t c) { return cccBroadcast(b, b, 1000, cccInt32, r, c, nullptr); },
+       "broadcast: rank 1 passed root 1, rank 0 root 0"},
+      {3, [](int r, int32_t* b, cccComm_t c) { return cccBroadcast(b, b, 1000, cccInt32, r == 0 ? 0 : 1, c, nullptr); },
+       "broadcast: rank 1 passed root 1, rank 0 root 0"},
+      {3, [](int r, int32_t* b, cccComm_t c) { return cccAllReduce(b, b, 1000, cccInt32, r == 2 ? cccMax : cccSum, c, nullptr); },
+       "allreduce: rank 2 passed op max, rank 0 op sum"},
+      {2, [](int r, int32_t* b, cccComm_t c) { return cccReduce(b, r == 0 ? b : b + 1000, 1000, cccInt32, cccSum, 0, c, nullptr); },
+       "reduce: rank 1 runs out of place, rank 0 in place"},
+      {2, [](int r, int32_t* b, cccComm_t c) { return cccAllReduce(b, b, 1000, r == 0 ? cccInt32 : cccUint32, cccSum, c, nullptr); },
+       "allreduce: rank 1 passed type u32, rank 0 type i32"},
+  };
+  for (const Case& c : cases) {
+    std::vector<cccComm_t> comms = quick_clique(c.n, nullptr);
+    for (int round = 0; round < 2; ++round) {
+      auto buf = ramp_inputs(c.n, 2000);
+      for (int r = 0; r < c.n; ++r) EXPECT_EQ(c.call(r, buf[r].data(), comms[r]), cccSuccess) << c.why;
+      const auto start = std::chrono::steady_clock::now();  // the kernels are compiled by now
+      for (int r = 0; r < c.n; ++r) {
+        EXPECT_EQ(cccCommSynchronize(comms[r]), cccRemoteError) << c.why << ": rank " << r;
+        EXPECT_NE(last_error().find(c.why), std::string::npos) << last_error();
+      }
+      EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(400)) << "not the timeout";
+      buf = ramp_inputs(c.n, 2000);
+      for (int r = 0; r < c.n; ++r)
+        EXPECT_EQ(cccAllReduce(buf[r].data(), buf[r].data(), 1000, cccInt32, cccSum, comms[r], nullptr), cccSuccess);
+      for (int r = 0; r < c.n; ++r) ASSERT_EQ(cccCommSynchronize(comms[r]), cccSuccess) << c.why << ": " << last_error();
+      EXPECT_EQ(buf[0][7], 7 * c.n * (c.n + 1) / 2);
+    }
+    for (cccComm_t comm : comms) cccCommDestroy(comm);
+  }
 }
 
 // Ranks that call one by one never meet in one call, yet their buffers must not overlap: the

@@ -1,8 +1,9 @@
 /* The ccc C API, shaped like NCCL's. One communicator handle per rank; the handles made by one
  * cccCommInitAll call form a clique. Each rank's call queues that rank's part of the collective on
  * its stream and returns, as an NCCL call does: the ranks meet inside the kernel. Every rank must
- * issue the same collectives in the same order with the same count, type, op and root; a rank
- * whose peer passed something else gets cccRemoteError from cccCommSynchronize, and a peer that
+ * issue the same collectives in the same order with the same count, type, op, root and placement;
+ * when they differ, every rank gets cccRemoteError from cccCommSynchronize saying what differs
+ * (docs/runtime.md: across processes a rank can miss a peer it never synchronises with), and a peer that
  * never calls makes the others fail after the timeout (cccConfig_t.timeoutSeconds, $CCC_TIMEOUT,
  * else 600 s). One thread may drive several ranks in any order; cccGroupStart/cccGroupEnd defer
  * the calls between them to cccGroupEnd, as NCCL's do.

@@ -11,6 +11,9 @@
 #include <cstdint>
 #include <map>
 #include <mutex>
+#include <optional>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "ccc/collective_call.h"
@@ -34,17 +37,39 @@ bool buffers_conflict(const BufferExtent& a, const BufferExtent& b);
 // is the same whichever order they come in.
 [[noreturn]] void refuse_overlap(Collective collective, const BufferExtent& a, const BufferExtent& b);
 
+// What every rank of one collective must pass alike (ccc.h): the arguments of the call that
+// make its kernel, placement included. Broadcast and reduce have a root; allgather, broadcast
+// and alltoall take no op.
+struct CallShape {
+  Collective collective = Collective::AllReduce;
+  uint64_t count = 0;
+  DataType dtype = DataType::F32;
+  ReduceOp op = ReduceOp::Sum;
+  int root = -1;
+  bool in_place = false;
+};
+
 class RankCallLedger {
  public:
-  explicit RankCallLedger(int nranks) : issued_(static_cast<size_t>(nranks), 0) {}
+  explicit RankCallLedger(int nranks) : issued_(static_cast<size_t>(nranks), 0), failed_(static_cast<size_t>(nranks)) {}
 
   // Rank `rank`'s buffers for its next collective (after validate_rank_call, count > 0): throws
   // Error(InvalidArgument) if one of them conflicts with a buffer that a peer passed to the same
   // collective, else returns them for record(). O(N).
   std::vector<BufferExtent> check(const CollectiveCall& call, int rank, const void* send, const void* recv);
-  // Rank `rank` queued its next collective with these buffers (from check(), with no other call
-  // of the rank in between: the communicator's call lock gives that).
-  void record(int rank, const std::vector<BufferExtent>& extents);
+  // Whether rank `rank`'s next collective, of this shape, matches what its peers issued for the
+  // same collective so far: "" if it does, else why not, naming both ranks and what differs
+  // ("broadcast: rank 1 passed root 1, rank 0 root 0"). Once a collective has mismatched, every
+  // rank's part of it gets that answer, and every rank that issued it, before or now, has it
+  // in failed().
+  std::string agree(const CallShape& shape, int rank);
+  // The mismatches found for collectives rank `rank` had issued when they were found (each
+  // once): its synchronize reports them.
+  std::vector<std::string> failed(int rank);
+  // Rank `rank` queued its next collective, of this shape, with these buffers (from check(),
+  // with no other call of the rank in between: the communicator's call lock gives that), or
+  // queued nothing because agree() refused it.
+  void record(int rank, const std::vector<BufferExtent>& extents, const CallShape& shape);
   // Every rank issued one collective at once (a whole call, checked by validate_call).
   void record_all();
   // A collective failed: what ranks still owe is void (the peers' state is reset), so earlier
@@ -55,10 +80,14 @@ class RankCallLedger {
   struct Meeting {
     std::vector<BufferExtent> extents;  // of the ranks that issued it so far
     int arrived = 0;
+    std::vector<int> ranks;  // that issued it so far
+    std::optional<std::pair<int, CallShape>> first;  // the first rank to issue it, and its shape
+    std::string mismatch;  // why it cannot run, once a rank disagreed
   };
   std::mutex mutex_;  // forget() runs from synchronize, outside the communicator's call lock
   std::vector<uint64_t> issued_;        // per rank: collectives issued so far
   std::map<uint64_t, Meeting> meetings_;  // by collective index, while some rank owes it
+  std::vector<std::vector<std::string>> failed_;  // per rank: mismatches not yet reported
 };
 
 }  // namespace ccc
