@@ -895,8 +895,9 @@ class Channel {
   static const unsigned long long kSignatureBits = (1ull << 40) - 1;
   CCC_FN unsigned long long stamp() const { return (own_.call & kSignatureBits) | base_; }
 
-  /* Writes this launch's buffers into `slot`, the call last and as one 8-byte store: same_call
-   * may read it while the rank writes the slot again two launches on. */
+  /* Writes this launch's buffers into `slot`, the call as one 8-byte strong store, since
+   * same_call may read it while the rank writes the slot again two launches on (the other
+   * fields are read only after a wait that orders them: load_peers). */
   CCC_FN void publish(ccc_buffers* slot) const {
     slot->input = own_.input;
     slot->output = own_.output;
@@ -956,7 +957,13 @@ class Channel {
       for (int k = 0; k <= i.sources && ok; ++k) {
         const int p = touched(k);
         if (peers_[p].call != 0) continue;
-        ccc_buffers b = *mailbox(p);
+        const ccc_buffers* slot = mailbox(p);
+        ccc_buffers b;
+        b.input = slot->input;
+        b.output = slot->output;
+        b.scratch = slot->scratch;
+        b.ll = slot->ll;
+        b.call = load_relaxed(&slot->call);  // as same_call reads it (publish)
         if (b.call != stamp()) {
           record_error(state_[rank_].error, CCC_ERR_MISMATCH);
           ok = false;

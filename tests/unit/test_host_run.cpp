@@ -338,7 +338,8 @@ TEST(HostRunPush, WaitsReadTheirOwnInboxNotThePeersProgress) {
     for (uint64_t i = 0; i < count; ++i) reinterpret_cast<int*>(b.input(r))[i] = static_cast<int>(i) * (r + 1);
   const unsigned long long first_epoch = 1ull << 40, finished = first_epoch + (1ull << 30);
   for (int c = 0; c < k.channels; ++c) {
-    b.sync[2].mailbox[2 * c + 1] = b.own[2];  // the first launch's slot (epoch 1: parity 1)
+    b.sync[2].mailbox[2 * c + 1] = b.own[2];  // the first launch's slot (epoch 1: parity 1),
+    b.sync[2].mailbox[2 * c + 1].call |= first_epoch;  // its call stamped as Channel::publish does
     for (int r : {0, 1}) b.sync[r].inbox[c * n + 2] = finished;
   }
   testing::launch_host(lib.entry(k.kernel_name), b, k.channels, count, 2'000'000'000ull, {2});
