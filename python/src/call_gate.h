@@ -25,6 +25,7 @@ class CallGate {
 
    private:
     CallGate& gate_;
+    bool exclusive_;
   };
 
   // Closes the gate and waits for the calls inside, calling `wake` first if there are any. False
@@ -34,7 +35,8 @@ class CallGate {
  private:
   std::mutex mutex_;
   std::condition_variable idle_;
-  int inside_ = 0;
+  int inside_ = 0;            // every call inside
+  int exclusive_inside_ = 0;  // the ones that issue collectives (one_at_a_time)
   bool closed_ = false;
 };
 

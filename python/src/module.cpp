@@ -434,8 +434,9 @@ class PyCommunicator {
       first = gate_->close([this] {
         try {
           abort_held_ranks();
-        } catch (const ccc::Error&) {
-          // A forked child's copy: nothing of it runs here.
+        } catch (...) {
+          // A forked child's copy (nothing of it runs here), or an abort that failed: the calls
+          // inside then end at their timeout, and are waited for all the same.
         }
       });
     }
