@@ -31,7 +31,9 @@ using Clock = std::chrono::steady_clock;
 using ErrorCode = boost::system::error_code;
 
 constexpr uint32_t kIdMagic = 0x63636342;  // "cccB"
-constexpr uint32_t kProtocol = 2;
+constexpr uint32_t kProtocol = 3;
+constexpr uint64_t kReplyMagic = 0x6363635265706c79;  // "cccReply": the answer comes from a ccc root
+constexpr uint32_t kLastErrorKind = static_cast<uint32_t>(ErrorKind::Internal);
 constexpr int kMapTries = 8;  // addresses the root proposes before it gives up
 // A rank's hello arrives right after its connection: a connection silent for longer is not one.
 constexpr std::chrono::seconds kHelloWait{10};
@@ -59,6 +61,7 @@ struct Hello {
 };
 enum class Kind : uint32_t { Failed, Accepted, Map, Go };
 struct Reply {
+  uint64_t magic = kReplyMagic;
   Kind kind;
   uint32_t error_kind;  // Failed: an ErrorKind
   uint64_t address;     // Map: where to map the arena
@@ -521,6 +524,8 @@ void* FdMmapMapper::keep() {
   return at;
 }
 
+uint16_t bootstrap_port(const UniqueId& id) { return parse(id).port; }
+
 UniqueId bootstrap_unique_id(uint64_t idle_ns) {
   const char* env = std::getenv("CCC_BOOTSTRAP_ADDR");
   const std::string text = env != nullptr && *env != '\0' ? env : "127.0.0.1";
@@ -792,6 +797,14 @@ uint64_t bootstrap_join(const UniqueId& id, const JoinRequest& request, ArenaMap
         throw Error(ErrorKind::Remote, fmt::format("{} (a rank that never joined, or a root that is gone)", e.what()));
       throw;
     }
+    // A port that answers, but not as a root of ours: an id from elsewhere, or one whose root
+    // has gone and whose port another program took since.
+    if (r.magic != kReplyMagic || r.kind > Kind::Go || (r.kind == Kind::Failed && r.error_kind > kLastErrorKind))
+      throw Error(ErrorKind::InvalidArgument,
+                  fmt::format("bootstrap: {} answered, but not as a ccc bootstrap root (the unique id is not one "
+                              "cccGetUniqueId made for this communicator, or its root is gone and another program "
+                              "listens on its port now)",
+                              at));
     if (r.kind == Kind::Failed) {
       r.message[sizeof r.message - 1] = '\0';
       throw Error(static_cast<ErrorKind>(r.error_kind), r.message);

@@ -32,6 +32,8 @@ namespace ccc {
 // do not keep a thread and descriptors each for the life of the process. What is left of such a
 // root (asio's descriptors) goes at the next call.
 UniqueId bootstrap_unique_id(uint64_t idle_ns);
+// The TCP port the id's root listens on (Error(InvalidArgument) for an id that is not one).
+uint16_t bootstrap_port(const UniqueId& id);
 
 enum class ArenaKind : uint32_t { Host, Cuda };
 

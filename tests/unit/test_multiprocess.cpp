@@ -2,7 +2,10 @@
 // rank, each running tests/multiprocess/rank_driver.cpp; the root of their bootstrap runs here.
 #include <gtest/gtest.h>
 
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/mman.h>
@@ -23,6 +26,7 @@
 
 #include <fmt/format.h>
 
+#include "bootstrap.h"
 #include "ccc/ccc.h"
 #include "ccc/communicator.h"
 #include "ccc/host_backend.h"
@@ -240,6 +244,39 @@ TEST(MultiProcess, AnUnusedUniqueIdIsReleasedAfterTheTimeout) {
     EXPECT_NE(std::string(e.what()).find("bootstrap"), std::string::npos) << e.what();
   }
   EXPECT_LT(Clock::now() - start, std::chrono::seconds(3)) << "refused at once, not after the join's timeout";
+
+  // Another program now listens on the released id's port and answers junk: a clear
+  // InvalidArgument, not an internal error.
+  const int listener = ::socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(listener, 0);
+  const int one = 1;
+  setsockopt(listener, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  sockaddr_in at{};
+  at.sin_family = AF_INET;
+  at.sin_port = htons(ccc::bootstrap_port(first));
+  at.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::bind(listener, reinterpret_cast<sockaddr*>(&at), sizeof at), 0) << std::strerror(errno);
+  ASSERT_EQ(::listen(listener, 1), 0);
+  std::thread junk([&] {
+    const int c = ::accept(listener, nullptr, nullptr);
+    if (c < 0) return;
+    std::vector<char> bytes(4096, 'x');
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));  // after the hello
+    [[maybe_unused]] const auto sent = ::send(c, bytes.data(), bytes.size(), MSG_NOSIGNAL);
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    ::close(c);
+  });
+  try {
+    ccc::CommOptions options;
+    options.timeout_seconds = 5;
+    ccc::Communicator::host_rank(first, 1, 0, options);
+    ADD_FAILURE() << "joined through a port that is not a ccc root";
+  } catch (const ccc::Error& e) {
+    EXPECT_EQ(e.kind(), ccc::ErrorKind::InvalidArgument) << e.what();
+    EXPECT_NE(std::string(e.what()).find("not as a ccc bootstrap root"), std::string::npos) << e.what();
+  }
+  junk.join();
+  ::close(listener);
   unsetenv("CCC_TIMEOUT");
 }
 
