@@ -271,6 +271,7 @@ void* CudaRanks::grow(int rank, Pool Rank::*pool, uint64_t bytes, void* stream, 
       driver_.check(driver_.cuMemsetD8Async(block, 0, bytes, static_cast<CUstream>(stream)), "cuMemsetD8Async");
     }
     p.blocks.push_back(block);
+    p.sizes.push_back(bytes);
     p.bytes = bytes;
   } else if (bytes > p.bytes) {
     if (capturing(stream))
@@ -290,6 +291,7 @@ void* CudaRanks::grow(int rank, Pool Rank::*pool, uint64_t bytes, void* stream, 
     // API, "API synchronization behavior" and "Stream synchronization behavior").
     if (zero) driver_.check(driver_.cuMemsetD8Async(d, 0, size, static_cast<CUstream>(stream)), "cuMemsetD8Async");
     p.blocks.push_back(d);
+    p.sizes.push_back(size);
     p.bytes = size;
   }
   return p.blocks.empty() ? nullptr : reinterpret_cast<void*>(p.blocks.back());
@@ -418,8 +420,10 @@ void CudaRanks::read_failures() {
     driver_.check(driver_.cuMemsetD8(r.sync, 0, CudaSyncLayout::kMailbox), "cuMemsetD8");
     driver_.check(driver_.cuMemsetD8(r.sync + CudaSyncLayout::kError, 0, sizeof(unsigned)), "cuMemsetD8");
     driver_.check(driver_.cuMemsetD8(r.sync + CudaSyncLayout::kInbox, 0, CudaSyncLayout::inbox_bytes(nranks())), "cuMemsetD8");
-    // The epochs start again from zero: so do the ll receive slots (Channel::ll_flag).
-    if (!r.ll.blocks.empty()) driver_.check(driver_.cuMemsetD8(r.ll.blocks.back(), 0, r.ll.bytes), "cuMemsetD8");
+    // The epochs start again from zero: so do the ll receive slots, every block (graphs may still
+    // use older ones; Channel::ll_flag).
+    for (size_t b = 0; b < r.ll.blocks.size(); ++b)
+      driver_.check(driver_.cuMemsetD8(r.ll.blocks[b], 0, r.ll.sizes[b]), "cuMemsetD8");
     driver_.check(driver_.cuCtxSynchronize(), "cuCtxSynchronize");
   }
 }
@@ -510,7 +514,10 @@ void CudaRanks::synchronize(int rank) {
     for (Pool* pool : {&r.scratch, &r.ll}) {
       std::vector<CUdeviceptr>& blocks = pool->blocks;
       for (size_t i = 0; i + 1 < blocks.size(); ++i) arena_->heap().free(reinterpret_cast<void*>(blocks[i]));
-      if (!blocks.empty()) blocks.erase(blocks.begin(), blocks.end() - 1);
+      if (!blocks.empty()) {
+        blocks.erase(blocks.begin(), blocks.end() - 1);
+        pool->sizes.erase(pool->sizes.begin(), pool->sizes.end() - 1);
+      }
     }
     // Resetting the sync state would need every process idle at once, so a failure is final
     // (as NCCL's asynchronous errors are, and as the host backend's across processes).

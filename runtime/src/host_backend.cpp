@@ -233,6 +233,7 @@ void* HostRanks::grow(int rank, Pool Rank::*pool, uint64_t bytes, const char* wh
       std::memset(p.arena_blocks.back(), 0, size);  // the heap's blocks come back used
     } else {
       p.blocks.push_back(std::make_unique<std::byte[]>(size));  // value-initialised: zero
+      p.sizes.push_back(size);
     }
     p.bytes = size;
   }
@@ -293,10 +294,11 @@ void HostRanks::reset_if_idle() {
     r.reported_early = false;
   }
   // Every stream is idle: no kernel reads the state while it is zeroed. The epochs start again
-  // from zero, so the ll receive slots are zeroed too: a line left there would otherwise carry a
-  // flag the restarted epochs reach again (Channel::ll_flag).
+  // from zero, so the ll receive slots are zeroed too, every block (graphs may still use older
+  // ones): a line a failed launch left would otherwise carry a flag the restarted epochs reach
+  // again (Channel::ll_flag).
   for (auto& r : ranks_) {
-    if (!r->ll.blocks.empty()) std::memset(r->ll.blocks.back().get(), 0, r->ll.bytes);
+    for (size_t b = 0; b < r->ll.blocks.size(); ++b) std::memset(r->ll.blocks[b].get(), 0, r->ll.sizes[b]);
     std::fill(std::begin(r->sync->progress), std::end(r->sync->progress), 0);
     std::fill(r->inbox, r->inbox + inbox_slots(nranks()), 0);
     r->sync->error = CCC_OK;

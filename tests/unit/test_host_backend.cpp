@@ -2,6 +2,7 @@
 // through the communicator).
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <vector>
 
 #include "ccc/collective_types.h"
@@ -80,6 +81,25 @@ TEST(HostBackend, ReportsPeerErrorsToEveryFailedRankAndResetsCounters) {
       EXPECT_EQ(out[r][CCC_MAX_CHANNELS + c], 0u) << "inboxes zeroed after the failure";
     }
   EXPECT_THROW(ranks.launch(0, k, CCC_MAX_CHANNELS + 1, buffers_of(out[0].data()), 1, 0), Error);
+}
+
+// The reset after a failure restarts the epochs, so it zeroes every ll receive block a rank
+// has, not only the newest: a graph captured earlier may still launch with an older one, and a
+// line the failed launch left there would carry a flag the restarted epochs reach again.
+TEST(HostBackend, AFailureZeroesEveryLlReceiveBlock) {
+  const int n = 2, channels = 1;
+  std::vector<std::vector<unsigned long long>> out(n, std::vector<unsigned long long>(kOutWords));
+  HostRanks ranks(n);
+  const HostKernel k = load_host_kernel(memory_cache(), kCounterKernel, "counters");
+  auto* older = static_cast<unsigned char*>(ranks.ll_slots(0, 256));
+  auto* newer = static_cast<unsigned char*>(ranks.ll_slots(0, 4096));
+  ASSERT_NE(older, newer);
+  std::memset(older, 0xff, 256);  // lines a failed launch left
+  std::memset(newer, 0xff, 4096);
+  for (int r = 0; r < n; ++r) ranks.launch(r, k, channels, buffers_of(out[r].data()), 99, 0);
+  EXPECT_THROW(ranks.synchronize(), Error);
+  for (int i = 0; i < 256; ++i) ASSERT_EQ(older[i], 0) << "the older block, byte " << i;
+  for (int i = 0; i < 4096; ++i) ASSERT_EQ(newer[i], 0) << "the newest block, byte " << i;
 }
 
 TEST(LaunchFailures, NamesEachFailedRankAndItsCause) {

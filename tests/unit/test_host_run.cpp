@@ -481,6 +481,42 @@ TEST(HostRunLl, KernelsOfDifferentChannelCountsShareTheSlots) {
   }
 }
 
+// Protocol ll: a line's flag carries its launch's 24-bit epoch, which wraps every 2^24 launches
+// of the channel (hours of a serving loop). A consumer clears every line it has read, so after
+// a launch that succeeded no line is left to be taken for data when the epoch comes round again.
+// Forced here: after one launch the channels' progress words go back to where they were before
+// it, as 2^24 launches later, and rank 0 never runs; rank 1 used to take rank 0's lines of the
+// first launch for its input and succeed with stale sums. (After a failure every receive block
+// is zeroed: HostBackend.ReportsPeerErrorsToEveryFailedRankAndResetsCounters.)
+TEST(HostRunLl, AStaleLineIsNeverTakenForDataWhenTheEpochWraps) {
+  const int n = 2;
+  const uint64_t count = 3000;
+  testing::Planned p = testing::plan_shipped("oneshot", n);
+  ASSERT_TRUE(p.planned) << p.errors;
+  KernelOptions o = options(DataType::I32, ReduceOp::Sum, false);
+  o.protocol = Protocol::Ll;
+  const EmittedKernel k = emit_cuda(lower(*p.planned, o));
+  testing::HostLibrary lib({k}, "ll_wrap");
+  ASSERT_EQ(lib.error(), "");
+  testing::HostBuffers b(n, count * 4, 0, 0, false, k.ll_bytes(count));
+  for (int r = 0; r < n; ++r)
+    for (uint64_t i = 0; i < count; ++i) reinterpret_cast<int*>(b.input(r))[i] = (r + 1) * static_cast<int>(i);
+  testing::launch_host(lib.entry(k.kernel_name), b, k.channels, count, kTimeoutNs);
+  for (int r = 0; r < n; ++r) {
+    ASSERT_EQ(b.error(r), unsigned{CCC_OK});
+    ASSERT_EQ(reinterpret_cast<int*>(b.output(r))[7], 21);
+    for (size_t l = 0; l < b.ll_alloc[r].size(); ++l) ASSERT_EQ(b.ll_alloc[r][l], 0u) << "rank " << r << " line " << l;
+  }
+  for (int r = 0; r < n; ++r) {
+    std::fill(std::begin(b.sync[r].progress), std::end(b.sync[r].progress), 0ull);  // the epochs come round
+    for (uint64_t i = 0; i < count; ++i) reinterpret_cast<int*>(b.input(r))[i] = -1;
+    std::memset(b.output(r), kPoison, count * 4);
+  }
+  testing::launch_host(lib.entry(k.kernel_name), b, k.channels, count, 200'000'000, {0});
+  EXPECT_EQ(b.error(1), unsigned{CCC_ERR_TIMEOUT}) << "rank 1 took stale lines for rank 0's data";
+  EXPECT_NE(reinterpret_cast<int*>(b.output(1))[7], 20) << "launch 1's rank 0 input summed with launch 2's";
+}
+
 // args.rank == -1: one "grid" of N * channels blocks runs every rank (block b is rank b / C,
 // channel b % C), as a single GPU hosting virtual ranks would. Such a kernel is built for one
 // device (.gpu scope on CUDA: KernelOptions::one_device); in host emulation it computes what the

@@ -162,6 +162,7 @@ class CudaRanks {
   // Device memory that grows by new allocations (scratch, LL slots).
   struct Pool {
     std::vector<CUdeviceptr> blocks;  // back(): the current one
+    std::vector<uint64_t> sizes;      // each block's bytes
     uint64_t bytes = 0;
   };
   struct Rank {

@@ -173,6 +173,7 @@ class HostRanks {
   // Memory that grows by new allocations (scratch, LL slots).
   struct Pool {
     std::vector<std::unique_ptr<std::byte[]>> blocks;  // in-process: back() is the current one
+    std::vector<uint64_t> sizes;                       // in-process: each block's bytes
     std::vector<void*> arena_blocks;                   // across processes: in the arena
     uint64_t bytes = 0;
   };
