@@ -729,7 +729,7 @@ class Channel {
   CCC_FN long long ll_lines_per_block() const { return (count_ * static_cast<long long>(sizeof(T)) + 3) / 4; }
   /* The flag of this launch's lines: (the epoch + 1) << 6 | the channel. Never 0, so zeroed
    * memory is never taken for data. The epoch changes every launch of this channel, and the
-   * consumer clears each line it reads (ll_pass), so no line of an earlier launch is left to be
+   * consumer clears each line it has read (ll_pass), so no line of an earlier launch is left to be
    * taken for this one's, even once the 24-bit epoch has wrapped to its value; a failed launch
    * may leave lines, and the runtime zeroes every receive block before epochs restart. The
    * channel is in the flag because each channel counts its own launches while every ll kernel of
@@ -832,15 +832,8 @@ class Channel {
         for (int k = 0; k < K && ok; ++k) {
           LlGroup in = {};
           if (regions[k / 32] >> (k % 32) & 1u) {
-            unsigned long long* lines = static_cast<unsigned long long*>(const_cast<void*>(at[k])) + g * L;
-            for (int l = 0; l < L && ok; ++l) {
-              ok = ll_wait<K>(lines + l, flag, i, k, map, in.line[l]);
-              // Read once per launch (the lowering proves it): cleared, so that no line outlives
-              // its launch to meet its flag again when the 24-bit epoch wraps (ll_flag). The
-              // producer's next write to it follows this rank's next entry, which follows this
-              // store (the entry's barrier and release, the producer's acquire before it sends).
-              if (ok) store_relaxed(lines + l, 0);
-            }
+            const unsigned long long* lines = static_cast<const unsigned long long*>(at[k]) + g * L;
+            for (int l = 0; l < L && ok; ++l) ok = ll_wait<K>(lines + l, flag, i, k, map, in.line[l]);
           } else {
             const T* data = static_cast<const T*>(at[k]) + g * E;
             for (int e = 0; e < n; ++e) in.e[e] = data[e];
@@ -857,6 +850,17 @@ class Channel {
           for (int e = 0; e < n; ++e) static_cast<T*>(to)[g * E + e] = o.e[e];
         }
       }
+      // The region lines this thread read, each read once per launch (the lowering proves it),
+      // cleared, so that none outlives its launch to meet its flag again when the 24-bit epoch
+      // wraps (ll_flag). The producer's next write to a line follows this rank's next entry,
+      // which follows these stores (the entry's barrier and release, the producer's acquire
+      // before it sends). A loop of its own: inside the line loop it costs registers it lacks.
+      if (ok)
+        for (int k = 0; k < K; ++k)
+          if (regions[k / 32] >> (k % 32) & 1u)
+            for (int g = static_cast<int>(thread_index()); g < groups; g += static_cast<int>(block_threads()))
+              for (int l = 0; l < L; ++l)
+                store_relaxed(static_cast<unsigned long long*>(const_cast<void*>(at[k])) + g * L + l, 0ull);
     }
     return barrier_and(ok);
   }
