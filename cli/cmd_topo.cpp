@@ -7,12 +7,20 @@
 #include <sstream>
 
 #include "ccc/cuda_topology.h"
+#include "ccc/nvrtc_library.h"
 #include "ccc/topology.h"
 #include "cli.h"
 #include "commands.h"
 
 namespace ccc::cli {
 namespace {
+
+// Which NVRTC compiles this machine's kernels (nvrtc_library.h), or where ccc looked for one.
+std::string nvrtc_line() {
+  std::string why;
+  const NvrtcLibrary* nvrtc = nvrtc_library(&why);
+  return nvrtc ? fmt::format("NVRTC {}.{} from {}", nvrtc->major, nvrtc->minor, nvrtc->path) : why;
+}
 
 // The local GPUs; a line saying where the NVLink wiring came from goes to `source`.
 std::optional<Topology> detect(std::string& source, std::ostream& err) {
@@ -25,9 +33,11 @@ std::optional<Topology> detect(std::string& source, std::ostream& err) {
     std::optional<NvlinkReport> nvlinks = query_nvlinks(probe, &why);
     source = nvlinks ? "detected with the CUDA driver and NVML"
                      : fmt::format("detected with the CUDA driver; no NVLink information: {}", why);
+    source += "\n" + nvrtc_line();
     return topology_from_probe(probe, nvlinks);
   } catch (const CudaError& e) {
-    err << fmt::format("ccc topo: error: {}\n(give --file F to read a topology file instead)\n", e.what());
+    err << fmt::format("ccc topo: error: {}\n(give --file F to read a topology file instead)\n{}\n", e.what(),
+                       nvrtc_line());
     return std::nullopt;
   }
 }

@@ -2,7 +2,8 @@
 # Builds gpu-bundle/: what the GPU check needs on a machine that cannot build ccc (no fmt, Boost,
 # GoogleTest; only glibc, libstdc++, the CUDA driver and NVRTC). `make gpu-bundle` runs it.
 #   gpu-bundle/bin/ccc-bench, bin/ccc_gpu_tests  stripped Release binaries (fmt compiled in;
-#                                                 libstdc++ and NVRTC are the machine's own)
+#                                                 libstdc++ and NVRTC are the machine's own,
+#                                                 NVRTC opened with dlopen)
 #   gpu-bundle/schedules/                         the shipped schedules (compiled in as well)
 #   gpu-bundle/python/                            the ccc package (extension stripped, for this
 #                                                 build's CPython), ccc.torch's tests, check.sh
@@ -19,7 +20,7 @@ limit_bytes=$((64 << 20))
 binaries=(tools/ccc-bench tests/ccc_gpu_tests)
 python=${PYTHON:-$PWD/.venv/bin/python}
 
-# No RUNPATH: this machine's toolkit path means nothing there; gpu-check.sh finds NVRTC.
+# No RUNPATH: this machine's toolkit path means nothing there; ccc finds NVRTC itself.
 cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DCCC_PORTABLE=ON -DCCC_BUILD_BENCH=OFF -DCMAKE_SKIP_RPATH=ON \
   -DCCC_PYTHON=ON -DPython_EXECUTABLE="$python" >/dev/null
 cmake --build "$build" -j"$jobs" --target ccc-bench ccc_gpu_tests _ccc
@@ -34,9 +35,9 @@ cp python/ccc/*.py python/ccc/py.typed "$bundle/python/ccc/"
 cp python/tests/test_torch.py "$bundle/python/tests/"
 cp scripts/gpu-python-check.sh "$bundle/python/check.sh"
 
-# The only shared libraries a bundled binary may need: glibc's, libstdc++, libgcc and NVRTC.
-# libcuda is opened with dlopen, so never listed.
-allowed='^(libc|libm|libdl|libpthread|librt|ld-linux-x86-64|libstdc\+\+|libgcc_s|libnvrtc)\.so'
+# The only shared libraries a bundled binary may need: glibc's, libstdc++ and libgcc. libcuda
+# and NVRTC are opened with dlopen, so never listed.
+allowed='^(libc|libm|libdl|libpthread|librt|ld-linux-x86-64|libstdc\+\+|libgcc_s)\.so'
 status=0
 for f in "$bundle"/bin/* "$bundle"/python/ccc/*.so; do
   needed=$(readelf -d "$f" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p')

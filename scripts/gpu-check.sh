@@ -30,33 +30,22 @@ deadline=${CCC_CHECK_SECONDS:-460}
 ranks=8
 export CCC_CACHE_DIR=${TMPDIR:-/tmp}/ccc-gpu-check-jit  # not under $OUT: only logs go back
 
-# NVRTC is the machine's own: if the loader does not find it, look where CUDA and PyTorch keep it.
-nvrtc_dirs() {
-  local site
-  echo "${CUDA_HOME:-/usr/local/cuda}"/lib64 /usr/local/cuda*/lib64 /usr/local/cuda*/targets/*/lib
+# NVRTC is the machine's own, opened by ccc with dlopen (nvrtc_library.h): the toolkit's under
+# $CUDA_HOME or /usr/local/cuda, the loader's path, and, for the Python module, its wheels. The
+# bench binaries do not look into Python's wheels: where no toolkit has NVRTC, point them at a
+# wheel's (PyTorch brings nvidia-cuda-nvrtc) through CCC_NVRTC.
+if [ -z "${CCC_NVRTC:-}" ] && ! ls "${CUDA_HOME:-/usr/local/cuda}"/lib64/libnvrtc.so.1[23] >/dev/null 2>&1; then
   for site in $(python3 -c 'import site; print(" ".join(site.getsitepackages()))' 2>/dev/null); do
-    echo "$site"/nvidia/cu13/lib "$site"/nvidia/cuda_nvrtc/lib
+    for lib in "$site"/nvidia/cu13/lib/libnvrtc.so.13 "$site"/nvidia/cuda_nvrtc/lib/libnvrtc.so.12; do
+      if [ -z "${CCC_NVRTC:-}" ] && [ -e "$lib" ]; then export CCC_NVRTC=$lib; fi
+    done
   done
-}
-find_nvrtc() {
-  local missing dir
-  missing=$(ldd "$bin/ccc-bench" 2>/dev/null | sed -n 's/^\s*\(libnvrtc[^ ]*\) => not found/\1/p')
-  [ -z "$missing" ] && return 0
-  for dir in $(nvrtc_dirs); do
-    if [ -e "$dir/$missing" ]; then
-      export LD_LIBRARY_PATH=$dir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-      return 0
-    fi
-  done
-  echo "gpu-check: $missing not found (set LD_LIBRARY_PATH to the folder that has it)"
-  return 1
-}
+fi
 
 if [ ! -x "$bin/ccc-bench" ]; then
   echo "gpu-check: no $bin/ccc-bench: build the bundle (make gpu-bundle) and run gpu-bundle/gpu-check.sh"
   exit 1
 fi
-find_nvrtc || exit 1
 if ! device=$("$bin/ccc-bench" --probe 2>&1); then
   case $device in
     *"error while loading shared libraries"*) echo "gpu-check: cannot start ccc-bench: ${device//$'\n'/ }" ;;

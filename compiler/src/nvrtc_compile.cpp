@@ -1,13 +1,12 @@
 #include "ccc/nvrtc_compile.h"
 
-#include <nvrtc.h>
-
 #include <chrono>
 #include <cctype>
 #include <string_view>
 #include <sstream>
 
 #include "ccc/embedded_file.h"
+#include "ccc/nvrtc_library.h"
 
 namespace ccc {
 
@@ -23,9 +22,10 @@ std::string arch_digits(const std::string& arch) {
 
 // Owns an nvrtcProgram so every exit path destroys it.
 struct Program {
+  const NvrtcLibrary& nvrtc;
   nvrtcProgram handle = nullptr;
   ~Program() {
-    if (handle != nullptr) nvrtcDestroyProgram(&handle);
+    if (handle != nullptr) nvrtc.DestroyProgram(&handle);
   }
 };
 
@@ -44,16 +44,18 @@ NvrtcOutput nvrtc_compile(const NvrtcRequest& req) {
     out.log = "bad GPU architecture '" + req.arch + "' (expected sm_XY, e.g. sm_90)";
     return out;
   }
+  const NvrtcLibrary* nvrtc = nvrtc_library(&out.log);
+  if (nvrtc == nullptr) return out;  // the log says where ccc looked
   std::vector<const char*> names, texts;
   for (const EmbeddedFile& f : device_prelude_files()) {  // views of string literals: NUL-terminated
     names.push_back(f.name.data());
     texts.push_back(f.text.data());
   }
-  Program prog;
-  nvrtcResult rc = nvrtcCreateProgram(&prog.handle, req.source.c_str(), req.name.c_str(),
-                                      static_cast<int>(names.size()), texts.data(), names.data());
+  Program prog{*nvrtc};
+  nvrtcResult rc = nvrtc->CreateProgram(&prog.handle, req.source.c_str(), req.name.c_str(),
+                                        static_cast<int>(names.size()), texts.data(), names.data());
   if (rc != NVRTC_SUCCESS) {
-    out.log = std::string("nvrtcCreateProgram: ") + nvrtcGetErrorString(rc);
+    out.log = std::string("nvrtcCreateProgram: ") + nvrtc->GetErrorString(rc);
     return out;
   }
   // sm_XY gives SASS (and PTX); compute_XY gives PTX only.
@@ -63,28 +65,26 @@ NvrtcOutput nvrtc_compile(const NvrtcRequest& req) {
   // --minimal (NVRTC 12.4 on) leaves out of NVRTC's built-in header what the prelude never uses
   // (textures, the device runtime's cuda* functions and types): the same cubin, byte for byte,
   // about a tenth less compile time (docs/performance.md).
-  int major = 0, minor = 0;
-  nvrtcVersion(&major, &minor);
-  if (major > 12 || (major == 12 && minor >= 4)) opts.push_back("--minimal");
+  if (nvrtc->major > 12 || (nvrtc->major == 12 && nvrtc->minor >= 4)) opts.push_back("--minimal");
   for (const std::string& o : req.options) opts.push_back(o.c_str());
-  rc = nvrtcCompileProgram(prog.handle, static_cast<int>(opts.size()), opts.data());
+  rc = nvrtc->CompileProgram(prog.handle, static_cast<int>(opts.size()), opts.data());
   size_t size = 0;
-  nvrtcGetProgramLogSize(prog.handle, &size);
+  nvrtc->GetProgramLogSize(prog.handle, &size);
   out.log.resize(size);
-  nvrtcGetProgramLog(prog.handle, out.log.data());
+  nvrtc->GetProgramLog(prog.handle, out.log.data());
   trim_end(out.log, std::string_view("\0\n", 2));
   if (rc != NVRTC_SUCCESS) {
-    out.log = "NVRTC failed to compile " + req.name + " for " + req.arch + ": " + nvrtcGetErrorString(rc) + "\n" + out.log;
+    out.log = "NVRTC failed to compile " + req.name + " for " + req.arch + ": " + nvrtc->GetErrorString(rc) + "\n" + out.log;
     return out;
   }
   if (cubin) {
-    nvrtcGetCUBINSize(prog.handle, &size);
+    nvrtc->GetCUBINSize(prog.handle, &size);
     out.image.resize(size);
-    nvrtcGetCUBIN(prog.handle, out.image.data());
+    nvrtc->GetCUBIN(prog.handle, out.image.data());
   } else {
-    nvrtcGetPTXSize(prog.handle, &size);
+    nvrtc->GetPTXSize(prog.handle, &size);
     out.image.resize(size);
-    nvrtcGetPTX(prog.handle, out.image.data());
+    nvrtc->GetPTX(prog.handle, out.image.data());
     trim_end(out.image, std::string_view("\0", 1));
   }
   out.ok = true;
@@ -93,9 +93,8 @@ NvrtcOutput nvrtc_compile(const NvrtcRequest& req) {
 }
 
 std::string nvrtc_version() {
-  int major = 0, minor = 0;
-  nvrtcVersion(&major, &minor);
-  return std::to_string(major) + "." + std::to_string(minor);
+  const NvrtcLibrary* nvrtc = nvrtc_library();
+  return nvrtc == nullptr ? "none" : std::to_string(nvrtc->major) + "." + std::to_string(nvrtc->minor);
 }
 
 namespace {

@@ -22,6 +22,7 @@
 #include "ccc/communicator.h"
 #include "ccc/emit_cuda.h"
 #include "ccc/lower.h"
+#include "ccc/nvrtc_library.h"
 #include "ccc/pipeline.h"
 #include "ccc/topology.h"
 #include "emit_targets.h"
@@ -510,6 +511,14 @@ NB_MODULE(_ccc, m) {
   m.doc() = "The C++ core of the ccc package; use the `ccc` module.";
   ccc::python::remember_main_thread(
       nb::cast<unsigned long>(nb::module_::import_("threading").attr("main_thread")().attr("ident")));
+  // NVRTC may come from a wheel of this interpreter (nvidia-cuda-nvrtc-cu12, which PyTorch
+  // installs) where no toolkit is: its site-packages join the search (nvrtc_library.h).
+  {
+    nb::module_ site = nb::module_::import_("site");
+    std::vector<std::string> dirs = nb::cast<std::vector<std::string>>(site.attr("getsitepackages")());
+    dirs.push_back(nb::cast<std::string>(site.attr("getusersitepackages")()));
+    ccc::add_nvrtc_site_packages(dirs);
+  }
 
   nb::register_exception_translator([](const std::exception_ptr& p, void*) {
     nb::module_ errors = nb::module_::import_("ccc._errors");

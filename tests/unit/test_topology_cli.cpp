@@ -47,11 +47,15 @@ TEST(TopoCommand, DetectsOrSaysWhyNot) {
   auto r = run_cli({"topo"});
   if (r.code == cli::kExitOk) {  // a machine with a driver
     EXPECT_EQ(r.out.rfind("# detected with the CUDA driver", 0), 0u) << r.out;
+    EXPECT_NE(r.out.find("\n# NVRTC 1"), std::string::npos) << r.out;
   } else {
     EXPECT_EQ(r.code, cli::kExitScheduleError);
     EXPECT_EQ(r.err.rfind("ccc topo: error: no CUDA device", 0), 0u) << r.err;
     EXPECT_NE(r.err.find("give --file F"), std::string::npos) << r.err;
   }
+  // Either way it says which NVRTC compiles the kernels, and from where.
+  EXPECT_NE((r.out + r.err).find("NVRTC 1"), std::string::npos) << r.out << r.err;
+  EXPECT_NE((r.out + r.err).find("libnvrtc.so"), std::string::npos) << r.out << r.err;
 }
 
 }  // namespace

@@ -31,7 +31,7 @@ struct NvrtcOutput {
 // Compiles `req`; never throws. A bad arch is reported like a compile error (ok = false).
 NvrtcOutput nvrtc_compile(const NvrtcRequest& req);
 
-// "13.0": the NVRTC this library is linked against.
+// "13.0": the NVRTC ccc loaded (nvrtc_library.h), or "none".
 std::string nvrtc_version();
 
 // From ptxas' -v report for one kernel.
