@@ -211,6 +211,11 @@ int CudaRanks::load(const std::string& cubin, const std::string& kernel_name) {
       loaded.push_back({module, nullptr});
       driver_.check(driver_.cuModuleGetFunction(&loaded.back().second, module, kernel_name.c_str()),
                     "cuModuleGetFunction");
+      // Loaded now, not at its first launch: with lazy loading (the default since CUDA 12.2) that
+      // launch may have to synchronise the context to load it, and so wait for kernels already
+      // running, such as a peer's rank that waits for this one (CUDA C++ Programming Guide,
+      // "Lazy Loading"). A driver older than 12.4 has no cuFuncLoad and loads lazily.
+      if (driver_.cuFuncLoad != nullptr) driver_.check(driver_.cuFuncLoad(loaded.back().second), "cuFuncLoad");
     }
   } catch (const CudaError&) {
     for (size_t i = 0; i < loaded.size(); ++i) {

@@ -26,6 +26,7 @@ std::unique_ptr<CudaDriver> CudaDriver::open(const std::string& library) {
                                    CCC_EXPANDED_NAME(name)));
   CCC_CUDA_DRIVER_FUNCTIONS(CCC_CUDA_DRIVER_LOAD)
 #undef CCC_CUDA_DRIVER_LOAD
+  d->cuFuncLoad = reinterpret_cast<decltype(d->cuFuncLoad)>(dlsym(d->library_, "cuFuncLoad"));
   if (CUresult r = d->cuInit(0); r != CUDA_SUCCESS) {
     const char* text = nullptr;
     d->cuGetErrorString(r, &text);

@@ -262,6 +262,11 @@ CUresult cuModuleGetFunction(CUfunction* function, CUmodule module, const char* 
   return CUDA_SUCCESS;
 }
 
+CUresult cuFuncLoad(CUfunction function) {
+  record(call("cuFuncLoad", function == nullptr ? "null" : "function"));
+  return function == nullptr ? CUDA_ERROR_INVALID_HANDLE : CUDA_SUCCESS;
+}
+
 CUresult cuLaunchKernel(CUfunction f, unsigned grid, unsigned, unsigned, unsigned block, unsigned, unsigned,
                         unsigned, CUstream stream, void** params, void**) {
   return launch("cuLaunchKernel", f, grid, block, stream, params);

@@ -169,10 +169,17 @@ TEST_F(CudaCallPath, EachRankIsEnqueuedOnItsDeviceAndStreamWhenItCalls) {
   for (int r = 0; r < 2; ++r)  // the first call compiles and loads the kernel
     ASSERT_EQ(cccAllReduce(buf[r], buf[r], kCount, cccFloat32, cccSum, comms[r], stream(r)), cccSuccess)
         << cccGetLastError(nullptr);
-  // Two devices: the kernel syncs in .sys scope, loaded on each device.
-  const std::vector<std::string> loads = calls_named(take_log(), "cuModuleGetFunction");
+  // Two devices: the kernel syncs in .sys scope, loaded on each device, and eagerly: with lazy
+  // loading its first launch could wait for the kernels already running (the peer's rank).
+  const std::vector<std::string> first = take_log();
+  const std::vector<std::string> loads = calls_named(first, "cuModuleGetFunction");
   ASSERT_EQ(loads.size(), 2u);
   for (const std::string& load : loads) EXPECT_FALSE(load.ends_with("_gpu")) << load;
+  EXPECT_EQ(calls_named(first, "cuFuncLoad"), (std::vector<std::string>{"cuFuncLoad dev=0 function", "cuFuncLoad dev=1 function"}));
+  const auto position = [&](const std::string& name) {
+    return std::find_if(first.begin(), first.end(), [&](const std::string& c) { return c.rfind(name, 0) == 0; });
+  };
+  EXPECT_LT(position("cuFuncLoad"), position("cuLaunchKernelEx")) << testing::PrintToString(first);
 
   for (int r = 0; r < 2; ++r) {
     ASSERT_EQ(cccAllReduce(buf[r], buf[r], kCount, cccFloat32, cccSum, comms[r], stream(r)), cccSuccess);

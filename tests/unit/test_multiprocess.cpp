@@ -18,6 +18,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <string>
@@ -218,6 +219,18 @@ TEST(MultiProcess, TheProcessThatMadeTheIdCanBeRankZero) {
   expect_no_leftovers(shm_before);
 }
 
+// The error a one-rank host communicator joined through `id` fails with, if it does.
+std::optional<ccc::Error> join_alone(const ccc::UniqueId& id) {
+  ccc::CommOptions options;
+  options.timeout_seconds = 5;
+  try {
+    ccc::Communicator::host_rank(id, 1, 0, options);
+    return std::nullopt;
+  } catch (const ccc::Error& e) {
+    return e;
+  }
+}
+
 // An id that no rank uses gives its thread and sockets back after 1.5 x the timeout (2000 ids
 // used to keep 2000 threads and 10000 descriptors for the life of the process), and a rank that
 // comes later is refused instead of waiting.
@@ -235,14 +248,9 @@ TEST(MultiProcess, AnUnusedUniqueIdIsReleasedAfterTheTimeout) {
   ccc::Communicator::unique_id();  // takes away what is left of the 21 expired roots, makes one
   EXPECT_LE(entries("/proc/self/fd"), fds + 6);
   const auto start = Clock::now();
-  try {
-    ccc::CommOptions options;
-    options.timeout_seconds = 5;
-    ccc::Communicator::host_rank(first, 1, 0, options);
-    ADD_FAILURE() << "joined through a released id";
-  } catch (const ccc::Error& e) {
-    EXPECT_NE(std::string(e.what()).find("bootstrap"), std::string::npos) << e.what();
-  }
+  const std::optional<ccc::Error> refused = join_alone(first);
+  ASSERT_TRUE(refused) << "joined through a released id";
+  EXPECT_NE(std::string(refused->what()).find("bootstrap"), std::string::npos) << refused->what();
   EXPECT_LT(Clock::now() - start, std::chrono::seconds(3)) << "refused at once, not after the join's timeout";
 
   // Another program now listens on the released id's port and answers junk: a clear
@@ -266,16 +274,11 @@ TEST(MultiProcess, AnUnusedUniqueIdIsReleasedAfterTheTimeout) {
     std::this_thread::sleep_for(std::chrono::milliseconds(500));
     ::close(c);
   });
-  try {
-    ccc::CommOptions options;
-    options.timeout_seconds = 5;
-    ccc::Communicator::host_rank(first, 1, 0, options);
-    ADD_FAILURE() << "joined through a port that is not a ccc root";
-  } catch (const ccc::Error& e) {
-    EXPECT_EQ(e.kind(), ccc::ErrorKind::InvalidArgument) << e.what();
-    EXPECT_NE(std::string(e.what()).find("not as a ccc bootstrap root"), std::string::npos) << e.what();
-  }
+  const std::optional<ccc::Error> foreign = join_alone(first);
   junk.join();
+  ASSERT_TRUE(foreign) << "joined through a port that is not a ccc root";
+  EXPECT_EQ(foreign->kind(), ccc::ErrorKind::InvalidArgument) << foreign->what();
+  EXPECT_NE(std::string(foreign->what()).find("not as a ccc bootstrap root"), std::string::npos) << foreign->what();
   ::close(listener);
   unsetenv("CCC_TIMEOUT");
 }

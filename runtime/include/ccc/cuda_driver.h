@@ -67,6 +67,9 @@ class CudaDriver {
 #define CCC_CUDA_DRIVER_MEMBER(name) decltype(&::name) name = nullptr;
   CCC_CUDA_DRIVER_FUNCTIONS(CCC_CUDA_DRIVER_MEMBER)
 #undef CCC_CUDA_DRIVER_MEMBER
+  // Optional (a CUDA 12.4 driver or newer; null before): loads a function now rather than at
+  // its first launch (CudaRanks::load).
+  decltype(&::cuFuncLoad) cuFuncLoad = nullptr;
 
  private:
   CudaDriver() = default;
