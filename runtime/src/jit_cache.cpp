@@ -1,8 +1,11 @@
 #include "ccc/jit_cache.h"
 
+#include <fcntl.h>
+#include <sys/file.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -12,6 +15,7 @@
 #include <iterator>
 #include <optional>
 #include <stdexcept>
+#include <thread>
 
 #include <fmt/format.h>
 
@@ -45,6 +49,42 @@ const char* env_or_null(const char* name) {
   const char* v = std::getenv(name);
   return v != nullptr && *v != '\0' ? v : nullptr;
 }
+
+// Other processes that share the cache directory (the ranks of one job, on a cold cache) build
+// a key once: the builder holds an exclusive flock on `<key>.lock` while it builds and writes,
+// and a process that finds the entry missing takes the lock before building, then looks again.
+// The builder removes the lock file when done; a process that had opened it before then may
+// build the entry a second time, which costs time and never correctness (entries are renamed
+// into place whole). A builder that hangs holds the others at most kBuildLockWait, after which
+// they build on their own.
+class BuildLock {
+ public:
+  static constexpr auto kBuildLockWait = std::chrono::seconds(120);
+
+  explicit BuildLock(const fs::path& path) : path_(path) {
+    fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd_ < 0) return;  // an unwritable directory: build without it
+    const auto deadline = std::chrono::steady_clock::now() + kBuildLockWait;
+    while (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
+      if (errno != EWOULDBLOCK && errno != EINTR) break;
+      if (std::chrono::steady_clock::now() > deadline) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+  }
+  ~BuildLock() {
+    if (fd_ >= 0) ::close(fd_);  // the flock goes with the descriptor
+  }
+  BuildLock(const BuildLock&) = delete;
+  BuildLock& operator=(const BuildLock&) = delete;
+  // This process built the entry: the lock file is of no more use.
+  void built() {
+    if (fd_ >= 0) ::unlink(path_.c_str());
+  }
+
+ private:
+  fs::path path_;
+  int fd_ = -1;
+};
 
 }  // namespace
 
@@ -131,11 +171,33 @@ JitCache::Entry JitCache::produce(const std::string& key, std::string_view what,
     if (jit_log_enabled()) fmt::print(stderr, "ccc jit: {}: disk hit in {:.1f} ms\n", what, elapsed_ms());
     return entry;
   }
+  std::optional<BuildLock> lock;
+  bool writable = false;
+  {
+    std::lock_guard guard(mutex_);
+    writable = !dir_.empty() && disk_writable_;
+  }
+  if (writable) {
+    std::error_code ec;
+    fs::create_directories(dir_, ec);  // the first entry's: the lock lives beside it
+    lock.emplace(dir_ / (key + ".lock"));
+    // Another process may have built it while this one waited for the lock.
+    if (auto bytes = read_entry(entry_path(key))) {
+      try {
+        if (load) load(*bytes);
+        if (jit_log_enabled()) fmt::print(stderr, "ccc jit: {}: built by another process, read in {:.1f} ms\n", what, elapsed_ms());
+        return {bytes, Hit::Disk};
+      } catch (const std::runtime_error&) {
+        // Broken as above: rebuilt below.
+      }
+    }
+  }
   entry = {std::make_shared<const std::string>(build()), Hit::Miss};
   builds_.fetch_add(1, std::memory_order_relaxed);
   if (jit_log_enabled()) fmt::print(stderr, "ccc jit: {}: compiled in {:.1f} ms\n", what, elapsed_ms());
   if (load) load(*entry.bytes);  // first: bytes that do not load are not stored
   if (!dir_.empty()) write_entry(key, *entry.bytes);  // renamed over a broken entry
+  if (lock) lock->built();
   return entry;
 }
 

@@ -1,4 +1,6 @@
 #include <gtest/gtest.h>
+
+#include <algorithm>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -197,6 +199,38 @@ TEST(JitCache, TwoProcessesWritingOneEntryNeverSeeAPartialOne) {
     ++entries;
   }
   EXPECT_EQ(entries, kKeys);
+}
+
+// Processes sharing a cache directory build a missing key once (the ranks of one job on a cold
+// cache used to compile every kernel once each): the others wait for the builder's lock, then
+// read its entry. No lock file is left behind.
+TEST(JitCache, ProcessesSharingTheDirectoryBuildAKeyOnce) {
+  test::ScratchDir dir;
+  constexpr int kProcesses = 4;
+  const fs::path builds = dir.path() / "builds";
+  pid_t pids[kProcesses];
+  for (int id = 0; id < kProcesses; ++id) {
+    pids[id] = fork();
+    ASSERT_GE(pids[id], 0);
+    if (pids[id] == 0) {
+      JitCache cache(dir.path() / "cache");
+      const auto entry = cache.get("kernel", "t", [&] {
+        std::ofstream(builds, std::ios::app) << id << "\n";
+        std::this_thread::sleep_for(std::chrono::milliseconds(300));  // a compile's worth
+        return payload(7);
+      });
+      _exit(*entry.bytes == payload(7) ? 0 : 1);
+    }
+  }
+  for (pid_t pid : pids) {
+    int status = 0;
+    ASSERT_EQ(waitpid(pid, &status, 0), pid);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "status " << status;
+  }
+  const std::string built = read_all(builds);
+  EXPECT_EQ(std::count(built.begin(), built.end(), '\n'), 1) << "built by: " << built;
+  for (const auto& e : fs::directory_iterator(dir.path() / "cache"))
+    EXPECT_EQ(e.path().extension(), ".ccc") << "left behind: " << e.path();
 }
 
 // While one thread builds a key, another asking for it waits for that build instead of building
