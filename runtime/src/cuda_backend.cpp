@@ -299,7 +299,10 @@ void* CudaRanks::grow(int rank, Pool Rank::*pool, uint64_t bytes, void* stream, 
     p.sizes.push_back(size);
     p.bytes = size;
   }
-  return p.blocks.empty() ? nullptr : reinterpret_cast<void*>(p.blocks.back());
+  if (p.blocks.empty()) return nullptr;
+  // A graph that captures this launch will launch with this block again (synchronize keeps it).
+  if (arena_ != nullptr && capturing(stream)) p.captured.insert(p.blocks.back());
+  return reinterpret_cast<void*>(p.blocks.back());
 }
 
 void* CudaRanks::trace_alloc(int rank, uint64_t bytes, void* stream) {
@@ -515,14 +518,23 @@ void CudaRanks::synchronize(int rank) {
   use(devices_[r.device]);
   driver_.check(driver_.cuCtxSynchronize(), "cuCtxSynchronize");
   if (arena_ != nullptr) {
-    // The device is idle: only the newest block of each pool stays taken.
+    // The device is idle: of each pool, the newest block stays taken, and every block a captured
+    // graph launches with (a replay stages into it, peers write ll lines into it), for the
+    // communicator's life: handed back to the heap, which cccCommMemAlloc also serves, it would
+    // be the user's memory when the graph runs again. The rest go back.
     for (Pool* pool : {&r.scratch, &r.ll}) {
-      std::vector<CUdeviceptr>& blocks = pool->blocks;
-      for (size_t i = 0; i + 1 < blocks.size(); ++i) arena_->heap().free(reinterpret_cast<void*>(blocks[i]));
-      if (!blocks.empty()) {
-        blocks.erase(blocks.begin(), blocks.end() - 1);
-        pool->sizes.erase(pool->sizes.begin(), pool->sizes.end() - 1);
+      std::vector<CUdeviceptr> blocks;
+      std::vector<uint64_t> sizes;
+      for (size_t i = 0; i < pool->blocks.size(); ++i) {
+        if (i + 1 == pool->blocks.size() || pool->captured.contains(pool->blocks[i])) {
+          blocks.push_back(pool->blocks[i]);
+          sizes.push_back(pool->sizes[i]);
+        } else {
+          arena_->heap().free(reinterpret_cast<void*>(pool->blocks[i]));
+        }
       }
+      pool->blocks = std::move(blocks);
+      pool->sizes = std::move(sizes);
     }
     // Resetting the sync state would need every process idle at once, so a failure is final
     // (as NCCL's asynchronous errors are, and as the host backend's across processes).

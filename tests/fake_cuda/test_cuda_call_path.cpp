@@ -557,6 +557,29 @@ OneRank one_rank() {
           static_cast<std::byte*>(device_alloc(0, 2 * kCount * 4)), stream(0)};
 }
 
+// Memory a captured graph launches with stays its own: a small staged allreduce captured, a
+// larger one run eagerly (the scratch grows), a synchronize, then cccCommMemAlloc of the same
+// size. That allocation used to be the captured scratch block itself, which the replayed graph
+// would stage into.
+TEST_F(CudaCallPath, AcrossProcessesScratchACapturedGraphUsesIsNeverHandedOutAgain) {
+  OneRank r = one_rank();
+  r.comm.run_rank(r.call, 0, r.user, r.user, r.stream);  // compiles, loads, sizes the scratch
+  CollectiveCall larger = r.call;
+  larger.count = 2 * kCount;
+  fake().set_capturing(r.stream, 1);
+  r.comm.run_rank(r.call, 0, r.user, r.user, r.stream);
+  fake().set_capturing(r.stream, 0);
+  const auto* captured = static_cast<const std::byte*>(last_launch().own.scratch);
+  ASSERT_NE(captured, nullptr);
+  r.comm.run_rank(larger, 0, r.user, r.user, r.stream);  // a new, larger block
+  ASSERT_NE(static_cast<const std::byte*>(last_launch().own.scratch), captured);
+  r.comm.synchronize();
+  auto* mine = static_cast<std::byte*>(r.comm.mem_alloc(kCount * 4));
+  EXPECT_TRUE(mine + kCount * 4 <= captured || mine >= captured + kCount * 4)
+      << "cccCommMemAlloc handed out the scratch a captured graph stages into";
+  r.comm.mem_free(mine);
+}
+
 // One rank (its root in this process): the registry the launches read, in-place use of a
 // registered buffer, and the errors that need no peer.
 TEST_F(CudaCallPath, AcrossProcessesARegisteredBufferIsUsedInPlaceAndUnregisteredOnesStillStaged) {

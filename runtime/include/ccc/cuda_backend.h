@@ -19,6 +19,7 @@
 #include <map>
 #include <memory>
 #include <span>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -163,6 +164,7 @@ class CudaRanks {
   struct Pool {
     std::vector<CUdeviceptr> blocks;  // back(): the current one
     std::vector<uint64_t> sizes;      // each block's bytes
+    std::set<CUdeviceptr> captured;   // arena: blocks a captured graph launches with (kept)
     uint64_t bytes = 0;
   };
   struct Rank {
