@@ -306,9 +306,13 @@ struct Communicator::Impl {
     return *menu;
   }
 
+  static std::string choice_key(const CollectiveCall& call) {
+    return fmt::format("{}/{}/{}/{}", collective_name(call.collective), call.count, data_type_name(call.dtype),
+                       call.root);
+  }
+
   Choice choose(const CollectiveCall& call) {
-    const std::string key = fmt::format("{}/{}/{}/{}", collective_name(call.collective), call.count,
-                                        data_type_name(call.dtype), call.root);
+    const std::string key = choice_key(call);
     if (auto it = choices.find(key); it != choices.end()) return it->second;
     // On the host a channel is a thread, not an SM: one per rank unless asked (more only add
     // threads that wait for the same two cores).
@@ -598,8 +602,10 @@ struct Communicator::Impl {
     if (call.count == 0) return;
     if (cuda)
       for (int r = 0; r < n; ++r) check_cuda_buffers(r, call.send[r], call.recv[r], call);
-    const Prepared p = prepare(call, call_is_in_place(call, n));
+    const bool in_place = call_is_in_place(call, n);
+    Prepared p = prepare(call, in_place);
     if (cuda && cuda->virtual_ranks()) {
+      p = fit_virtual_grid(call, in_place, p);
       std::vector<ccc_buffers> own(n);
       for (int r = 0; r < n; ++r)
         own[r] = own_buffers(p, call, r, call.send[r], call.recv[r], streams.empty() ? nullptr : streams[0]);
@@ -612,6 +618,20 @@ struct Communicator::Impl {
     for (int r = 0; r < n; ++r) launch_rank(p, call, r, call.send[r], call.recv[r], streams.empty() ? nullptr : streams[r]);
     if (ledger) ledger->record_all();
     if (host) synchronized(-1, [&] { host->synchronize(); });  // the all-ranks host calls return when done
+  }
+
+  // Virtual ranks run as one cooperative grid, every block resident at once. Where the kernel the
+  // selection chose has more blocks than the device holds (the driver's occupancy for that
+  // kernel: its registers and threads, not a constant), take as many channels as fit, unless the
+  // caller fixed them; launch_virtual refuses what cannot fit even with one channel per rank.
+  Prepared fit_virtual_grid(const CollectiveCall& call, bool in_place, const Prepared& p) {
+    const int n = nranks();
+    const EmittedKernel& k = p.loaded->kernel;
+    const int64_t fit = cuda->occupancy(p.loaded->cuda_index, k.block_threads).blocks() / n;
+    if (options.channels > 0 || k.channels <= fit || fit < 1) return p;
+    choose(call);  // the entry this call's shape selected
+    choices.at(choice_key(call)).channels = static_cast<int>(std::min<int64_t>(fit, k.channels - 1));
+    return prepare(call, in_place);
   }
 
   void run_rank(const CollectiveCall& call, int rank, const void* send, void* recv, void* stream) {

@@ -368,6 +368,18 @@ void CudaRanks::launch(int rank, int kernel, int channels, int threads, const cc
   if (after != nullptr) driver_.check(driver_.cuMemcpyAsync(after->to, after->from, after->bytes, s), "cuMemcpyAsync (staging out)");
 }
 
+CudaRanks::Occupancy CudaRanks::occupancy(int kernel, int threads) const {
+  CudaContextGuard guard(driver_);
+  const Device& d = devices_[0];
+  use(d);
+  Occupancy o;
+  driver_.check(driver_.cuOccupancyMaxActiveBlocksPerMultiprocessor(&o.per_sm, d.functions.at(kernel), threads, 0),
+                "cuOccupancyMaxActiveBlocksPerMultiprocessor");
+  driver_.check(driver_.cuDeviceGetAttribute(&o.sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, d.device),
+                "cuDeviceGetAttribute");
+  return o;
+}
+
 void CudaRanks::launch_virtual(int kernel, int channels, int threads, std::span<const ccc_buffers> own,
                                uint64_t count, uint64_t timeout_ns, void* stream, ccc_trace_channel* trace) {
   const int n = nranks();
@@ -378,13 +390,10 @@ void CudaRanks::launch_virtual(int kernel, int channels, int threads, std::span<
   // Every block spins on others: all must be resident at once. A cooperative launch guarantees
   // it or fails (CUDA Programming Guide, grid synchronisation); the occupancy check turns that
   // failure into an error that says why, before anything is queued.
-  int per_sm = 0, sms = 0;
-  driver_.check(driver_.cuOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, f, threads, 0),
-                "cuOccupancyMaxActiveBlocksPerMultiprocessor");
-  driver_.check(driver_.cuDeviceGetAttribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, d.device), "cuDeviceGetAttribute");
-  if (static_cast<int64_t>(n) * channels > static_cast<int64_t>(per_sm) * sms)
+  const Occupancy o = occupancy(kernel, threads);
+  if (static_cast<int64_t>(n) * channels > o.blocks())
     invalid(fmt::format("{} virtual ranks x {} channels need {} co-resident blocks; device {} holds {} ({} per SM x {} SMs)",
-                        n, channels, n * channels, d.ordinal, per_sm * sms, per_sm, sms));
+                        n, channels, n * channels, d.ordinal, o.blocks(), o.per_sm, o.sms));
   // One immutable table per buffer set: a captured graph keeps reading the table it captured.
   const std::string key(reinterpret_cast<const char*>(own.data()), own.size_bytes());
   auto it = virtual_tables_.find(key);

@@ -340,6 +340,25 @@ TEST_F(CudaCallPath, VirtualRanksAreOneCooperativeGrid) {
   EXPECT_TRUE(synchronous_calls(take_log()).empty());
 }
 
+// Virtual ranks take as many channels as the device holds blocks of their kernel at once (the
+// driver's occupancy for it), instead of refusing the selection's choice: 64 ranks x 4 channels
+// on a device that holds 132 blocks run with 2.
+TEST_F(CudaCallPath, VirtualRanksTakeAsManyChannelsAsTheDeviceHolds) {
+  constexpr int n = 64;
+  auto comm = Communicator::cuda_virtual(0, n);
+  std::vector<void*> buf;
+  for (int r = 0; r < n; ++r) buf.push_back(device_alloc(0, kCount * 4));
+  const std::vector<const void*> send(buf.begin(), buf.end());
+  const std::vector<void*> streams(n, stream(0));
+  fake().set_blocks_per_sm(1);
+  comm.all_reduce(send, buf, kCount, DataType::F32, ReduceOp::Sum, streams);
+  fake().set_blocks_per_sm(4);
+  const std::vector<std::string> log = take_log();
+  const std::vector<std::string> launches = calls_named(log, "cuLaunchCooperativeKernel");
+  ASSERT_EQ(launches.size(), 1u) << testing::PrintToString(log);
+  EXPECT_NE(launches[0].find(" grid=128 "), std::string::npos) << launches[0];
+}
+
 }  // namespace
 
 // NCCL-legal NULLs (send off the root of a broadcast, recv off the root of a reduce) reach the

@@ -118,6 +118,13 @@ class CudaRanks {
               const CudaCopy* before = nullptr, const CudaCopy* after = nullptr);
   // Virtual ranks: one cooperative grid of N * channels blocks, rank r with own[r]. Throws
   // Error(InvalidArgument) when the grid cannot be co-resident on the device.
+  // How many blocks of `threads` threads of loaded kernel `kernel` the (first) device holds at
+  // once, as the driver computes it for that kernel's registers and shared memory.
+  struct Occupancy {
+    int per_sm = 0, sms = 0;
+    int64_t blocks() const { return static_cast<int64_t>(per_sm) * sms; }
+  };
+  Occupancy occupancy(int kernel, int threads) const;
   void launch_virtual(int kernel, int channels, int threads, std::span<const ccc_buffers> own,
                       uint64_t count, uint64_t timeout_ns, void* stream, ccc_trace_channel* trace = nullptr);
 
