@@ -16,8 +16,9 @@
 #      ones, two rank processes on the one GPU (python/check.sh: SKIP when the bundle's
 #      extension, built for one CPython version, does not load here).
 # A failing part is reported and the check goes on; the exit code is 0 only if every part passed.
-# One table at the end (also $OUT/gpu-check.tsv when OUT is set; logs in $OUT/gpu-check/, else
-# in logs/ beside this script). Without a GPU it says so in one line and exits 1.
+# One table at the end; with OUT set, each row also goes to $OUT/gpu-check.tsv as its part ends
+# (logs in $OUT/gpu-check/, else in logs/ beside this script). Without a GPU it says so in one
+# line and exits 1.
 # usage: gpu-bundle/gpu-check.sh
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -56,7 +57,17 @@ fi
 echo "gpu-check: $device"
 mkdir -p "$logs"
 
-rows=("device"$'\tPASS\t0\t'"$device")   # part <TAB> result <TAB> seconds <TAB> detail
+# The table's rows: part <TAB> result <TAB> seconds <TAB> detail. Each goes to
+# $OUT/gpu-check.tsv as soon as its part ends, so a check cut short (the device's time is up)
+# still brings back every row it finished.
+rows=()
+tsv=${OUT:+$OUT/gpu-check.tsv}
+[ -z "$tsv" ] || printf '%s\t%s\t%s\t%s\n' part result seconds detail >"$tsv"
+row() {
+  rows+=("$1")
+  [ -z "$tsv" ] || printf '%s\n' "$1" >>"$tsv"
+}
+row "device"$'\tPASS\t0\t'"$device"
 failed=0
 
 # part NAME TIMEOUT DETAIL_FN COMMAND...: runs COMMAND with its output in $logs/NAME.log (NAME
@@ -67,7 +78,7 @@ part() {
   shift 3
   log=$logs/$(tr -c 'A-Za-z0-9.\n-' '_' <<<"$name").log
   if [ "$SECONDS" -ge "$deadline" ]; then
-    rows+=("$name"$'\tNOT RUN\t0\tno time left')
+    row "$name"$'\tNOT RUN\t0\tno time left'
     failed=1
     return
   fi
@@ -83,7 +94,7 @@ part() {
   [ "$detail_fn" != - ] && detail=$("$detail_fn" "$log")
   [ "$result" != TIMEOUT ] || detail="stopped after ${limit}s; $detail"
   [ "$result" = PASS ] || [ -n "$detail" ] || detail=$(grep -m1 -iE 'error|failure|skipped' -A2 "$log" | tr '\n' ' ' | cut -c1-160)
-  rows+=("$name"$'\t'"$result"$'\t'$((SECONDS - start))$'\t'"$detail")
+  row "$name"$'\t'"$result"$'\t'$((SECONDS - start))$'\t'"$detail"
   printf '%-44s %-7s %4ds\n' "$name" "$result" $((SECONDS - start))
 }
 
@@ -139,6 +150,5 @@ echo
 echo "gpu-check on $device, ${SECONDS}s:"
 table | awk -F'\t' '{ row[NR] = $0; if (length($1) > w) w = length($1) }
   END { for (i = 1; i <= NR; ++i) { split(row[i], f, "\t"); printf "%-" w "s  %-7s %7s  %s\n", f[1], f[2], f[3], f[4] } }'
-if [ -n "${OUT:-}" ]; then table >"$OUT/gpu-check.tsv"; fi
 [ "$failed" = 0 ] && echo "gpu-check: every part passed" || echo "gpu-check: FAILED (logs in $logs)"
 exit "$failed"
