@@ -59,7 +59,9 @@ typedef struct ccc_registry {
 } ccc_registry;
 
 /* Where a rank's peers find its state: fixed for the communicator's life, written once before
- * the first launch and never changed (so every launch, eager or replayed, reads the same). */
+ * the first launch and never changed (so every launch, eager or replayed, reads the same), but
+ * for the rank's own `registry` pointer, which a registration switches between two tables whose
+ * addresses share their high 32 bits (CudaRegistry::device). */
 typedef struct ccc_rank_state {
   unsigned long long* progress; /* [CCC_MAX_CHANNELS] the epoch each channel last entered, read
                                    only by the rank itself (its next launch's epoch) */
@@ -70,7 +72,9 @@ typedef struct ccc_rank_state {
                                    written only by p, polled by this rank's waits */
   const ccc_registry* registry; /* read only by the rank itself: how it reaches its peers'
                                    input and output. Null where every peer's pointers are valid
-                                   as they are (one process; the host backend's shared heap) */
+                                   as they are (one process; the host backend's shared heap).
+                                   A launch reads the table it finds at entry: a registration
+                                   never rewrites the table a launch in flight may read */
 } ccc_rank_state;
 
 /* Tracing (docs/tracing.md). A kernel built with CCC_TRACE_ENABLED defined writes, per (rank,

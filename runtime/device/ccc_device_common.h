@@ -467,7 +467,9 @@ struct Passes {
  * The copy needs no more than plain loads and one barrier: both sources are constant for the
  * launch (the table is __device__ constexpr data, written when the module loaded; the ranks'
  * state is written once before the first launch and never again, ccc_abi.h), so no load races
- * with a write and each returns the one value there is; and the barrier makes every thread's
+ * with a write and each returns the one value there is (the one exception, a registration
+ * switching the rank's registry pointer, changes its low 32-bit word only, so a copy reads the
+ * old table's address or the new one's, both valid for the launch); and the barrier makes every thread's
  * shared-memory stores visible to every thread of the block before any reads them (bar.sync:
  * PTX ISA, memory consistency model, barriers synchronize and causality order is transitive
  * through them; CUDA C++ Programming Guide, __syncthreads). On the host a block is one thread

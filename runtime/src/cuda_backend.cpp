@@ -1,5 +1,6 @@
 #include "ccc/cuda_backend.h"
 
+#include <cstddef>
 #include <cstring>
 
 #include <fmt/format.h>
@@ -493,7 +494,9 @@ void* CudaRanks::register_buffer(void* p, uint64_t bytes) {
   if (!registry_) throw Error(ErrorKind::Internal, "register_buffer: a CUDA communicator of one process has no registry");
   CudaContextGuard guard(driver_);
   use(devices_[0]);
-  return registry_->add(p, bytes);
+  void* handle = registry_->add(p, bytes);
+  publish_registry();
+  return handle;
 }
 
 void* CudaRanks::register_buffers(std::span<const CudaRegistry::Buffer> buffers, const char* what,
@@ -501,7 +504,9 @@ void* CudaRanks::register_buffers(std::span<const CudaRegistry::Buffer> buffers,
   if (!registry_) throw Error(ErrorKind::Internal, "register_buffers: a CUDA communicator of one process has no registry");
   CudaContextGuard guard(driver_);
   use(devices_[0]);
-  return registry_->add_buffers(buffers, what, precondition);
+  void* handle = registry_->add_buffers(buffers, what, precondition);
+  publish_registry();
+  return handle;
 }
 
 void CudaRanks::deregister_buffer(void* handle) {
@@ -509,6 +514,19 @@ void CudaRanks::deregister_buffer(void* handle) {
   CudaContextGuard guard(driver_);
   use(devices_[0]);
   registry_->remove(handle);
+  publish_registry();
+}
+
+void CudaRanks::publish_registry() {
+  const int rank = arena_->rank();
+  table_[rank].registry = registry_->device();
+  // One 8-byte field of the rank's state: the next launches read the new table; one that read
+  // the old pointer keeps its table, which this change did not touch (CudaRegistry::device).
+  const CUdeviceptr field = devices_[0].state + static_cast<CUdeviceptr>(rank) * sizeof(ccc_rank_state) +
+                            offsetof(ccc_rank_state, registry);
+  driver_.check(driver_.cuMemcpyHtoD(field, &table_[rank].registry, sizeof table_[rank].registry),
+                "cuMemcpyHtoD (the registry's table)");
+  driver_.check(driver_.cuCtxSynchronize(), "cuCtxSynchronize");
 }
 
 bool CudaRanks::registered(const void* p, uint64_t bytes) const { return registry_ && registry_->covers(p, bytes); }

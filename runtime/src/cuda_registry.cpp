@@ -70,11 +70,23 @@ void throw_first_failure(const std::vector<CudaRegistry::Wire>& all, int me, con
 }  // namespace
 
 CudaRegistry::CudaRegistry(const CudaDriver& driver, CudaArena& arena) : driver_(driver), arena_(arena) {
-  driver_.check(driver_.cuMemAlloc(&registry_, sizeof(ccc_registry)), "cuMemAlloc (the registry)");
+  // Both tables within one 4 GiB-aligned range (device()); an allocation that straddles a
+  // boundary is kept aside until one that does not is found.
+  constexpr uint64_t kBytes = 2 * sizeof(ccc_registry);
+  std::vector<CUdeviceptr> straddling;
+  for (int tries = 0; tries < 4 && tables_ == 0; ++tries) {
+    CUdeviceptr p = 0;
+    driver_.check(driver_.cuMemAlloc(&p, kBytes), "cuMemAlloc (the registry)");
+    if ((p >> 32) == ((p + kBytes - 1) >> 32)) tables_ = p;
+    else straddling.push_back(p);
+  }
+  for (CUdeviceptr p : straddling) driver_.cuMemFree(p);
+  if (tables_ == 0) throw Error(ErrorKind::System, "the registry: no allocation within one 4 GiB range");
+  active_ = 1;  // so that the first write fills table 0, the one device() then gives
   try {
     write_registry();
   } catch (...) {
-    driver_.cuMemFree(registry_);
+    driver_.cuMemFree(tables_);
     throw;
   }
 }
@@ -82,7 +94,7 @@ CudaRegistry::CudaRegistry(const CudaDriver& driver, CudaArena& arena) : driver_
 CudaRegistry::~CudaRegistry() {
   // Best effort: a failing driver at teardown has nothing left to report to.
   for (const auto& [key, o] : opened_) driver_.cuIpcCloseMemHandle(o.local);
-  driver_.cuMemFree(registry_);
+  driver_.cuMemFree(tables_);
 }
 
 std::vector<CudaRegistry::Wire> CudaRegistry::exchange(const Wire& mine, const std::string& what) {
@@ -292,15 +304,17 @@ void CudaRegistry::write_registry() {
   header.shared_base = arena_.base();
   header.shared_bytes = arena_.layout().total_bytes;
   header.count = static_cast<unsigned>(entries.size());
-  // Two copies on one stream land in order: the entries before the count that covers them.
+  // Into the table no launch was given since the last change (device()); it becomes the one.
+  const CUdeviceptr table = tables_ + (1 - active_) * sizeof(ccc_registry);
   if (!entries.empty())
-    driver_.check(driver_.cuMemcpyHtoD(registry_ + offsetof(ccc_registry, entries), entries.data(),
+    driver_.check(driver_.cuMemcpyHtoD(table + offsetof(ccc_registry, entries), entries.data(),
                                        entries.size() * sizeof(ccc_registration)),
                   "cuMemcpyHtoD (registry entries)");
-  driver_.check(driver_.cuMemcpyHtoD(registry_, &header, offsetof(ccc_registry, entries)), "cuMemcpyHtoD (registry)");
+  driver_.check(driver_.cuMemcpyHtoD(table, &header, offsetof(ccc_registry, entries)), "cuMemcpyHtoD (registry)");
   // From pageable memory a copy may return before it lands; the next launch may be on a
   // non-blocking stream that does not wait for it.
   driver_.check(driver_.cuCtxSynchronize(), "cuCtxSynchronize");
+  active_ = 1 - active_;
 }
 
 }  // namespace ccc

@@ -533,7 +533,8 @@ TEST_F(CudaCallPath, AcrossProcessesBuffersOutsideTheArenaAreStagedOnTheCallersS
 
 namespace {
 
-// The registry the last launch's rank reads (the fake's device memory is host memory).
+// The registry table the last launch's rank reads from now on: its state's pointer, which a
+// registration switches (the fake's device memory is host memory).
 const ccc_registry* launched_registry() {
   ccc_launch_args args{};
   fake().last_launch(&args);
@@ -625,7 +626,7 @@ TEST_F(CudaCallPath, AcrossProcessesARegisteredBufferIsUsedInPlaceAndUnregistere
   comm.run_rank(call, 0, user + kCount * 4, user + kCount * 4, s);
   EXPECT_EQ(staging_and_launches(take_log()),
             (std::vector<std::string>{"cuMemcpyAsync", "cuLaunchKernelEx", "cuMemcpyAsync"}));
-  EXPECT_EQ(registry->count, 0u) << "one rank: no peer allocation to open";
+  EXPECT_EQ(launched_registry()->count, 0u) << "one rank: no peer allocation to open";
 
   // Neither call while a stream captures: the rank's device cannot be synchronised then.
   fake().set_capturing(s, 1);
@@ -796,6 +797,30 @@ TEST_F(CudaCallPath, AcrossProcessesCapturedBuffersAreUsedInPlaceAndRegisteredWh
 }
 
 // In one process there is nothing to exchange: registering succeeds, and only the handle is checked.
+// A registration never rewrites the registry table a launch may still read (a graph replayed
+// from another thread while this one registers): it writes the other of two tables and switches
+// the rank's pointer. Marked here through the fake's host-visible device memory: the table the
+// last launch read keeps its mark across the next registration and deregistration.
+TEST_F(CudaCallPath, ARegistrationNeverRewritesTheRegistryALaunchMayRead) {
+  OneRank r = one_rank();
+  void* first = r.comm.register_buffer(r.user, kCount * 4);
+  r.comm.run_rank(r.call, 0, r.user, r.user, r.stream);
+  auto* read = const_cast<ccc_registry*>(launched_registry());
+  ASSERT_NE(read, nullptr);
+  read->reserved = 0x5eadu;  // "a launch is reading this table"
+  void* second = r.comm.register_buffer(r.user + kCount * 4, kCount * 4);
+  EXPECT_EQ(read->reserved, 0x5eadu) << "the registration rewrote the table a launch may read";
+  r.comm.run_rank(r.call, 0, r.user, r.user, r.stream);
+  auto* next = const_cast<ccc_registry*>(launched_registry());
+  EXPECT_NE(next, read) << "the next launch reads the new table";
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(next) >> 32, reinterpret_cast<uintptr_t>(read) >> 32)
+      << "the two tables differ in their low 32 bits only";
+  next->reserved = 0x5eadu;
+  r.comm.deregister_buffer(second);
+  EXPECT_EQ(next->reserved, 0x5eadu) << "the deregistration rewrote the table a launch may read";
+  r.comm.deregister_buffer(first);
+}
+
 TEST_F(CudaCallPath, InOneProcessRegisteringSucceedsWithNothingToDo) {
   cccComm_t comms[2] = {};
   ASSERT_EQ(cccCommInitAll(comms, 2, nullptr), cccSuccess) << cccGetLastError(nullptr);
@@ -930,7 +955,7 @@ void capture_and_register(cccComm_t comm, int rank, int n, std::byte* buf, size_
 
   ASSERT_EQ(cccCommDeregister(comm, handle), cccSuccess) << cccGetLastError(comm);
   EXPECT_EQ(lines_named("cuIpcCloseMemHandle").size(), peer_allocations);
-  EXPECT_EQ(registry->count, 0u);
+  EXPECT_EQ(launched_registry()->count, 0u);
   // Nothing captured on any rank: no allocations to exchange, and the ranks still agree.
   ASSERT_EQ(cccCommGraphRegisterBegin(comm), cccSuccess) << cccGetLastError(comm);
   ASSERT_EQ(cccCommGraphRegisterEnd(comm, &handle), cccSuccess) << cccGetLastError(comm);
@@ -1045,7 +1070,7 @@ TEST(CudaRegister, Rank) {
   void* second = nullptr;
   ASSERT_EQ(cccCommRegister(comm, buf + kCount * 4, kCount * 4, &second), cccSuccess) << cccGetLastError(comm);
   EXPECT_TRUE(lines_named("cuIpcOpenMemHandle").empty()) << "opened once";
-  EXPECT_EQ(registry->count, static_cast<unsigned>(n - 1));
+  EXPECT_EQ(launched_registry()->count, static_cast<unsigned>(n - 1));
 
   // A rank with a bad handle fails every rank's deregistration, with nothing removed.
   const cccResult_t bad = cccCommDeregister(comm, rank == 1 ? static_cast<void*>(&config) : second);
@@ -1053,13 +1078,13 @@ TEST(CudaRegister, Rank) {
   if (rank != 1) {
     EXPECT_NE(std::string(cccGetLastError(comm)).find("rank 1's call failed"), std::string::npos) << cccGetLastError(comm);
   }
-  EXPECT_EQ(registry->count, static_cast<unsigned>(n - 1));
+  EXPECT_EQ(launched_registry()->count, static_cast<unsigned>(n - 1));
   // Ranks deregistering the buffers of different registrations all fail, with nothing removed.
   EXPECT_EQ(cccCommDeregister(comm, rank == 0 ? handle : second), cccInvalidUsage) << cccGetLastError(comm);
   EXPECT_NE(std::string(cccGetLastError(comm)).find("every rank must deregister"), std::string::npos)
       << cccGetLastError(comm);
   EXPECT_TRUE(lines_named("cuIpcCloseMemHandle").empty());
-  EXPECT_EQ(registry->count, static_cast<unsigned>(n - 1));
+  EXPECT_EQ(launched_registry()->count, static_cast<unsigned>(n - 1));
   // So does one whose buffer is not device memory.
   std::vector<float> host(16);
   void* refused = nullptr;
@@ -1077,10 +1102,10 @@ TEST(CudaRegister, Rank) {
   take_log();
   ASSERT_EQ(cccCommDeregister(comm, second), cccSuccess) << cccGetLastError(comm);
   EXPECT_TRUE(lines_named("cuIpcCloseMemHandle").empty());
-  EXPECT_EQ(registry->count, static_cast<unsigned>(n - 1));
+  EXPECT_EQ(launched_registry()->count, static_cast<unsigned>(n - 1));
   ASSERT_EQ(cccCommDeregister(comm, handle), cccSuccess) << cccGetLastError(comm);
   EXPECT_EQ(lines_named("cuIpcCloseMemHandle").size(), static_cast<size_t>(n - 1));
-  EXPECT_EQ(registry->count, 0u);
+  EXPECT_EQ(launched_registry()->count, 0u);
   take_log();
   ASSERT_EQ(cccAllReduce(buf, buf, kCount, cccFloat32, cccSum, comm, s), cccSuccess);
   EXPECT_EQ(calls_named(take_log(), "cuMemcpyAsync").size(), 2u) << "deregistered: staged again";

@@ -151,8 +151,9 @@ cccResult_t cccCommDeregister(cccComm_t comm, void* handle);
  * cccCommDeregister, and ends the mode. Replay the graphs captured in between only after it has
  * returned on every rank: before, their kernels fail (cccRemoteError from cccCommSynchronize;
  * the peers cannot reach the buffers). Keep the buffers (the graph and its memory) until that
- * registration is deregistered, and launch no graph of the communicator while End, Register
- * or Deregister runs. End ends the mode even when it fails (on every rank, nothing
+ * registration is deregistered. A graph of the communicator launched while End, Register or
+ * Deregister runs sees the registrations as they were before the call or after it, never a mix.
+ * End ends the mode even when it fails (on every rank, nothing
  * registered): the graphs captured in it cannot be replayed then; capture them again.
  * cccInvalidUsage: Begin inside the mode (no nesting), End outside it, End while a stream that
  * captured in the mode still captures (checked before anything would invalidate that capture).

@@ -186,6 +186,7 @@ class CudaRanks {
 
   void add_device(int ordinal);
   void write_tables();  // table_ into every device's `state`
+  void publish_registry();  // the registry's current table into this rank's state (arena mode)
   std::vector<unsigned> arena_error_words();  // every rank's, read on control_
   void use(const Device& d) const;
   CUdeviceptr alloc_zeroed(uint64_t bytes);

@@ -12,8 +12,8 @@
 //
 // Both calls run with no launch of this rank in flight (they synchronise the rank's device
 // first, and the communicator's lock keeps new ones out), and the exchange completes only once
-// every rank has synchronised: so no kernel reads an entry while it is rewritten, and after a
-// deregistration no peer still reads the buffer. Neither is allowed while a stream of the
+// every rank has synchronised: so after a deregistration no peer still reads the buffer. A graph
+// replayed meanwhile from another thread reads a table the call does not rewrite (device()). Neither is allowed while a stream of the
 // device captures a graph (the synchronisation is prohibited then).
 //
 // A failure on any rank (a bad argument, an allocation that cannot be opened) fails the call on
@@ -47,7 +47,16 @@ class CudaRegistry {
   CudaRegistry(const CudaRegistry&) = delete;
   CudaRegistry& operator=(const CudaRegistry&) = delete;
 
-  const ccc_registry* device() const { return reinterpret_cast<const ccc_registry*>(registry_); }
+  // The table launches are to read from now on (CudaRanks writes it into the rank's state).
+  // There are two: a change writes the one no launch was given since the last change, then
+  // switches, so a launch still in flight (a graph replayed while another thread registers)
+  // keeps reading a table nobody rewrites; the next change, which synchronises the device first,
+  // writes it again only once that launch is over. Both lie in one 4 GiB-aligned range, so the
+  // state's pointer differs in its low 32 bits only, and a kernel copying the state by 4-byte
+  // words reads the one table or the other, never a mix.
+  const ccc_registry* device() const {
+    return reinterpret_cast<const ccc_registry*>(tables_ + active_ * sizeof(ccc_registry));
+  }
 
   // Collective: registers [p, p + bytes), device memory of the rank's device, and returns its
   // handle. Memory in the arena needs nothing opened (it is shared already) but still takes part.
@@ -101,7 +110,8 @@ class CudaRegistry {
 
   const CudaDriver& driver_;
   CudaArena& arena_;
-  CUdeviceptr registry_ = 0;
+  CUdeviceptr tables_ = 0;  // [2] ccc_registry
+  int active_ = 0;
   std::map<Key, Opened> opened_;
   std::map<void*, std::unique_ptr<Registration>> registrations_;  // by handle
   uint64_t serial_ = 0;  // add calls so far
