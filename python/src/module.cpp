@@ -513,11 +513,14 @@ NB_MODULE(_ccc, m) {
       nb::cast<unsigned long>(nb::module_::import_("threading").attr("main_thread")().attr("ident")));
   // NVRTC may come from a wheel of this interpreter (nvidia-cuda-nvrtc-cu12, which PyTorch
   // installs) where no toolkit is: its site-packages join the search (nvrtc_library.h).
-  {
+  try {
     nb::module_ site = nb::module_::import_("site");
     std::vector<std::string> dirs = nb::cast<std::vector<std::string>>(site.attr("getsitepackages")());
     dirs.push_back(nb::cast<std::string>(site.attr("getusersitepackages")()));
     ccc::add_nvrtc_site_packages(dirs);
+  } catch (const std::exception&) {
+    // An interpreter whose `site` lacks these (old virtualenvs): the toolkit's NVRTC, or
+    // $CCC_NVRTC, still serve. (A Python error raised here is cleared with its exception.)
   }
 
   nb::register_exception_translator([](const std::exception_ptr& p, void*) {
