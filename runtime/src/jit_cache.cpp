@@ -156,21 +156,25 @@ JitCache::Entry JitCache::produce(const std::string& key, std::string_view what,
   auto elapsed_ms = [&] {
     return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
   };
-  Entry entry;
-  if (!dir_.empty()) entry = {read_entry(entry_path(key)), Hit::Disk};
-  if (entry.bytes && load) {
-    try {
-      load(*entry.bytes);
-    } catch (const std::runtime_error& e) {
-      fmt::print(stderr, "ccc: warning: JIT cache entry {} does not load ({}); rebuilding it\n",
-                 entry_path(key).string(), e.what());
-      entry.bytes = nullptr;
+  // The disk's entry if it is there and loads; one that does not load is rebuilt below (said
+  // once, at the first look).
+  auto from_disk = [&](std::string_view how, bool first_look) -> std::shared_ptr<const std::string> {
+    std::shared_ptr<const std::string> bytes = read_entry(entry_path(key));
+    if (bytes && load) {
+      try {
+        load(*bytes);
+      } catch (const std::runtime_error& e) {
+        if (first_look)
+          fmt::print(stderr, "ccc: warning: JIT cache entry {} does not load ({}); rebuilding it\n",
+                     entry_path(key).string(), e.what());
+        return nullptr;
+      }
     }
-  }
-  if (entry.bytes) {
-    if (jit_log_enabled()) fmt::print(stderr, "ccc jit: {}: disk hit in {:.1f} ms\n", what, elapsed_ms());
-    return entry;
-  }
+    if (bytes && jit_log_enabled()) fmt::print(stderr, "ccc jit: {}: {} in {:.1f} ms\n", what, how, elapsed_ms());
+    return bytes;
+  };
+  if (!dir_.empty())
+    if (auto bytes = from_disk("disk hit", true)) return {bytes, Hit::Disk};
   std::optional<BuildLock> lock;
   bool writable = false;
   {
@@ -182,17 +186,9 @@ JitCache::Entry JitCache::produce(const std::string& key, std::string_view what,
     fs::create_directories(dir_, ec);  // the first entry's: the lock lives beside it
     lock.emplace(dir_ / (key + ".lock"));
     // Another process may have built it while this one waited for the lock.
-    if (auto bytes = read_entry(entry_path(key))) {
-      try {
-        if (load) load(*bytes);
-        if (jit_log_enabled()) fmt::print(stderr, "ccc jit: {}: built by another process, read in {:.1f} ms\n", what, elapsed_ms());
-        return {bytes, Hit::Disk};
-      } catch (const std::runtime_error&) {
-        // Broken as above: rebuilt below.
-      }
-    }
+    if (auto bytes = from_disk("built by another process, read", false)) return {bytes, Hit::Disk};
   }
-  entry = {std::make_shared<const std::string>(build()), Hit::Miss};
+  Entry entry{std::make_shared<const std::string>(build()), Hit::Miss};
   builds_.fetch_add(1, std::memory_order_relaxed);
   if (jit_log_enabled()) fmt::print(stderr, "ccc jit: {}: compiled in {:.1f} ms\n", what, elapsed_ms());
   if (load) load(*entry.bytes);  // first: bytes that do not load are not stored
