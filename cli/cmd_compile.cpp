@@ -11,7 +11,6 @@
 #include <cstring>
 #include <filesystem>
 
-#include "ccc/emit_cuda.h"
 #include "ccc/topology.h"
 #include "cli.h"
 #include "commands.h"
@@ -152,26 +151,26 @@ int run_compile(const ParsedArgs& args, std::ostream& out, std::ostream& err) {
 
   const std::optional<SourceFile> source = read_schedule(*fe, err);
   if (!source) return kExitScheduleError;
-  std::optional<StepProgram> program = run_front_end_on(*fe, *source, dump, err);
-  if (!program) return kExitScheduleError;
-  std::optional<PlannedProgram> planned;
-  // Targets past lowering read only the kernel plan, so the front end's program moves into the
-  // analysis rather than being copied (halves the programs held at large N).
-  const bool plan_only = target->last_pass >= Pass::Lower;
-  if (target->last_pass >= Pass::Verify) {
-    planned = run_analysis_on(*fe, *source, plan_only ? std::move(*program) : *program, args.has("--in-place"), dump, err);
-    if (!planned) return kExitScheduleError;
-  }
-  std::optional<KernelPlan> plan;
-  if (target->last_pass >= Pass::Lower) {
-    plan = run_lower_on(*planned, codegen->kernel, &*source, dump, err);
-    if (!plan) return kExitScheduleError;
-    dump(Pass::Emit, [&] { return emit_cuda(*plan, &*source).source; });
-  }
+  CodegenOptions options;
+  options.instantiate = fe->options;
+  options.kernel = codegen->kernel;
+  options.last = target->last_pass;
+  // Each stage's diagnostics follow its dumps.
+  size_t shown = 0;
+  dump.stage_done = [&](const Diagnostics& diags) {
+    err << diags.render(&*source, fe->warnings, shown);
+    shown = diags.all().size();
+  };
+  Diagnostics diags;
+  diags.warnings_are_errors(fe->werror);
+  std::optional<CodegenResult> result = run_codegen(*source, options, diags, dump);
+  if (!result) return kExitScheduleError;
+  // Past the front end, targets read the program as planned (the same collective and buffers).
+  const StepProgram& program = result->planned ? result->planned->program : *result->program;
   std::string text;
   try {
-    text = target->emit({plan_only ? planned->program : *program, planned ? &*planned : nullptr, plan ? &*plan : nullptr,
-                         &*source, codegen->arch, args.has("--in-place"), args.has("--show-syncs"),
+    text = target->emit({program, result->planned ? &*result->planned : nullptr, result->plan ? &*result->plan : nullptr,
+                         result->kernel ? &*result->kernel : nullptr, codegen->arch, args.has("--in-place"), args.has("--show-syncs"),
                          topo ? &*topo : nullptr, static_cast<int>(data_type_size(codegen->kernel.dtype)), cost_grid});
   } catch (const std::runtime_error& e) {
     err << fmt::format("ccc: error: {}\n", e.what());

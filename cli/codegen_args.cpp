@@ -1,7 +1,7 @@
-// The code-generation options of `ccc compile` (and later `ccc run`), and the lowering step.
+// The code-generation options of `ccc compile`.
 #include <fmt/format.h>
 
-#include "ccc/lower.h"
+#include "ccc/kernel_plan.h"
 #include "cli.h"
 #include "commands.h"
 
@@ -67,20 +67,6 @@ std::optional<CodegenArgs> codegen_args(const Command& cmd, const ParsedArgs& ar
     out.arch = *v;
   }
   return out;
-}
-
-std::optional<KernelPlan> run_lower_on(PlannedProgram& planned, const KernelOptions& options,
-                                       const SourceFile* source, const DumpHook& dump, std::ostream& err) {
-  try {
-    KernelPlan plan = lower_releasing(planned, options);
-    dump(Pass::Lower, [&] { return print_kernel_plan(plan); });
-    return plan;
-  } catch (const LowerError& e) {
-    Diagnostics diags;
-    diags.error(e.loc, e.what());
-    err << diags.render(source);
-    return std::nullopt;
-  }
 }
 
 }  // namespace ccc::cli

@@ -70,9 +70,4 @@ struct CodegenArgs {
 };
 std::optional<CodegenArgs> codegen_args(const Command& cmd, const ParsedArgs& args, std::ostream& err, int& exit_code);
 
-// Lowers a planned program, releasing its waits and ops as it goes (lower_releasing: the targets
-// that lower read only the plan); an error is rendered against `source` (may be null) into err.
-std::optional<KernelPlan> run_lower_on(PlannedProgram& planned, const KernelOptions& options,
-                                       const SourceFile* source, const DumpHook& dump, std::ostream& err);
-
 }  // namespace ccc::cli

@@ -5,7 +5,6 @@
 #include <array>
 #include <sstream>
 
-#include "ccc/emit_cuda.h"
 #include "ccc_abi.h"  // CCC_MAX_DEVICE_RANKS
 #include "ccc/graph.h"
 #include "ccc/jit_cache.h"
@@ -44,7 +43,7 @@ std::string emit_cost(const EmitInput& in) {
     throw std::runtime_error(e.what());
   }
 }
-std::string emit_cu(const EmitInput& in) { return emit_cuda(*in.plan, in.source).source; }
+std::string emit_cu(const EmitInput& in) { return in.kernel->source; }
 
 // Through the process's JIT cache ($CCC_CACHE_DIR): a second identical compile is a disk hit.
 std::string nvrtc(const EmitInput& in, NvrtcTarget target) {
@@ -53,10 +52,9 @@ std::string nvrtc(const EmitInput& in, NvrtcTarget target) {
         "a GPU kernel has at most {} ranks, not {}: each block keeps a table of its peers in shared memory, and "
         "more would not fit the 48 KiB a block may declare (--emit cu and host runs have no such limit)",
         CCC_MAX_DEVICE_RANKS, in.plan->nranks));
-  const EmittedKernel k = emit_cuda(*in.plan, in.source);
   NvrtcRequest req;
-  req.source = k.source;
-  req.name = k.kernel_name + ".cu";
+  req.source = in.kernel->source;
+  req.name = in.kernel->kernel_name + ".cu";
   req.arch = in.arch;
   req.target = target;
   return *nvrtc_build_cached(JitCache::process_cache(), req);

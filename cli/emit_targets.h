@@ -1,12 +1,12 @@
 // What `ccc compile --emit TARGET` can produce. Adding a target is one entry in kEmitTargets
 // (emit_targets.cpp): its name, a help line, the last pass it needs, and the function that
-// renders the result. Targets whose last pass is verify or later get the planned program; lower or
-// later, the kernel plan too.
+// renders the result from what run_codegen made. Targets whose last pass is verify or later get
+// the planned program; lower or later, the kernel plan too; emit, the kernel.
 #pragma once
 
 #include <string>
 
-#include "ccc/diagnostics.h"
+#include "ccc/emit_cuda.h"
 #include "ccc/kernel_plan.h"
 #include "ccc/pipeline.h"
 #include "ccc/select.h"
@@ -19,7 +19,7 @@ struct EmitInput {
   const StepProgram& program;
   const PlannedProgram* planned = nullptr;  // last pass verify or later
   const KernelPlan* plan = nullptr;         // last pass lower or later
-  const SourceFile* source = nullptr;       // the schedule's text, for comments in generated code
+  const EmittedKernel* kernel = nullptr;    // last pass emit
   std::string arch;                         // ptx and cubin: the GPU architecture, e.g. sm_90
   bool in_place = false;                    // graph and dot: input and output are one buffer
   bool show_syncs = false;                  // svg: draw the waits of the sync plan

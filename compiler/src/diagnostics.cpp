@@ -60,10 +60,11 @@ std::string render_diagnostic(const Diagnostic& d, const SourceFile* file) {
   return out;
 }
 
-std::string Diagnostics::render(const SourceFile* file, bool warnings) const {
+std::string Diagnostics::render(const SourceFile* file, bool warnings, size_t first) const {
   std::string out;
   bool shown = true;  // a note follows the fate of the diagnostic it belongs to
-  for (const auto& d : list_) {
+  for (size_t i = first; i < list_.size(); ++i) {
+    const Diagnostic& d = list_[i];
     if (d.severity != Severity::Note) shown = warnings || d.severity != Severity::Warning;
     if (shown) out += render_diagnostic(d, file);
   }

@@ -11,6 +11,7 @@
 #include "ccc/graph.h"
 #include "ccc/lint.h"
 #include "ccc/lexer.h"
+#include "ccc/lower.h"
 #include "ccc/parser.h"
 #include "ccc/rewrites.h"
 #include "ccc/print_steps.h"
@@ -93,6 +94,45 @@ std::optional<PlannedProgram> run_analysis(StepProgram program, const SyncOption
   if (!planned) return std::nullopt;
   dump(Pass::Sync, [&] { return print_syncs(*planned); });
   return planned;
+}
+
+std::optional<CodegenResult> run_codegen(const SourceFile& source, const CodegenOptions& options,
+                                         Diagnostics& diags, const DumpHook& dump) {
+  auto stage_done = [&] {
+    if (dump.stage_done) dump.stage_done(diags);
+  };
+  CodegenResult result;
+  result.program = run_front_end(source, options.instantiate, diags, dump);
+  if (result.program && options.collective && result.program->collective != *options.collective)
+    diags.error({}, fmt::format("schedule '{}' implements {}, not {}", result.program->schedule,
+                                collective_name(result.program->collective), collective_name(*options.collective)));
+  stage_done();
+  if (diags.has_errors()) return std::nullopt;
+  if (options.last < Pass::Verify) return result;
+
+  SyncOptions sync = options.sync;
+  sync.in_place = options.kernel.in_place;
+  result.planned = run_analysis(options.keep_program ? *result.program : std::move(*result.program), sync, diags, dump);
+  if (!options.keep_program) result.program.reset();
+  stage_done();
+  if (!result.planned) return std::nullopt;
+  if (options.last < Pass::Lower) return result;
+
+  // Lowering checks what the kernel can run and stops at the first thing it cannot: that one
+  // error, with its location, is its report.
+  try {
+    result.plan = lower_releasing(*result.planned, options.kernel);
+  } catch (const LowerError& e) {
+    diags.error(e.loc, e.what());
+  }
+  stage_done();
+  if (!result.plan) return std::nullopt;
+  dump(Pass::Lower, [&] { return print_kernel_plan(*result.plan); });
+  if (options.last < Pass::Emit) return result;
+
+  result.kernel = emit_cuda(*result.plan, &source);
+  dump(Pass::Emit, [&] { return result.kernel->source; });
+  return result;
 }
 
 }  // namespace ccc

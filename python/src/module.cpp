@@ -20,8 +20,6 @@
 
 #include "call_gate.h"
 #include "ccc/communicator.h"
-#include "ccc/emit_cuda.h"
-#include "ccc/lower.h"
 #include "ccc/nvrtc_library.h"
 #include "ccc/pipeline.h"
 #include "ccc/topology.h"
@@ -63,18 +61,17 @@ ccc::SourceFile load_source(const std::string& name, const std::optional<std::st
   return *file;
 }
 
-ccc::StepProgram front_end(const ccc::SourceFile& file, int nranks, int root) {
+// The front end and the analysis, as `ccc check` runs them; the front end's program is kept.
+ccc::CodegenResult analysed(const ccc::SourceFile& file, int nranks, int root, bool in_place) {
+  ccc::CodegenOptions options;
+  options.instantiate = {.nranks = nranks, .root = root};
+  options.kernel.in_place = in_place;
+  options.last = ccc::Pass::Sync;
+  options.keep_program = true;
   ccc::Diagnostics diags;
-  std::optional<ccc::StepProgram> program = ccc::run_front_end(file, {.nranks = nranks, .root = root}, diags);
-  if (!program) throw_diagnostics(diags, &file);
-  return *program;
-}
-
-ccc::PlannedProgram analysis(const ccc::SourceFile& file, const ccc::StepProgram& program, bool in_place) {
-  ccc::Diagnostics diags;
-  std::optional<ccc::PlannedProgram> planned = ccc::run_analysis(program, {.in_place = in_place}, diags);
-  if (!planned) throw_diagnostics(diags, &file);
-  return *planned;
+  std::optional<ccc::CodegenResult> result = ccc::run_codegen(file, options, diags);
+  if (!result) throw_diagnostics(diags, &file);
+  return std::move(*result);
 }
 
 bool is_rooted(ccc::Collective c) { return c == ccc::Collective::Broadcast || c == ccc::Collective::Reduce; }
@@ -89,8 +86,9 @@ nb::dict check(const std::string& name, const std::optional<std::string>& text, 
   std::optional<ccc::StepProgram> program;
   std::optional<ccc::PlannedProgram> planned;
   for (int r = 0; r < roots; ++r) {
-    program = front_end(file, nranks, root.value_or(r));
-    planned = analysis(file, *program, in_place);
+    ccc::CodegenResult result = analysed(file, nranks, root.value_or(r), in_place);
+    program = std::move(result.program);
+    planned = std::move(result.planned);
     if (!root && is_rooted(program->collective) && nranks <= every_root_up_to) roots = nranks;
   }
   nb::dict out;
@@ -179,31 +177,26 @@ nb::object compile(const std::string& name, const std::optional<std::string>& te
     throw ccc::Error(ccc::ErrorKind::InvalidArgument, fmt::format("pipeline must be at least 1, not {}", kernel.pipeline));
 
   const ccc::SourceFile file = load_source(name, text);
-  const ccc::StepProgram program = front_end(file, nranks, root);
-  std::optional<ccc::PlannedProgram> planned;
-  if (target->last_pass >= ccc::Pass::Verify) planned = analysis(file, program, in_place);
-  std::optional<ccc::KernelPlan> plan;
-  if (target->last_pass >= ccc::Pass::Lower) {
-    try {
-      plan = ccc::lower(*planned, kernel);
-    } catch (const ccc::LowerError& e) {
-      ccc::Diagnostics diags;
-      diags.error(e.loc, e.what());
-      throw_diagnostics(diags, &file);
-    }
-  }
-  std::string result;
+  ccc::CodegenOptions options;
+  options.instantiate = {.nranks = nranks, .root = root};
+  options.kernel = kernel;
+  options.last = target->last_pass;
+  ccc::Diagnostics diags;
+  std::optional<ccc::CodegenResult> result = ccc::run_codegen(file, options, diags);
+  if (!result) throw_diagnostics(diags, &file);
+  const ccc::StepProgram& program = result->planned ? result->planned->program : *result->program;
+  std::string out;
   try {
-    result = target->emit({program, planned ? &*planned : nullptr, plan ? &*plan : nullptr, &file, arch, in_place,
-                           show_syncs, topo ? &*topo : nullptr, static_cast<int>(ccc::data_type_size(kernel.dtype)),
-                           cost_grid});
+    out = target->emit({program, result->planned ? &*result->planned : nullptr, result->plan ? &*result->plan : nullptr,
+                        result->kernel ? &*result->kernel : nullptr, arch, in_place, show_syncs, topo ? &*topo : nullptr,
+                        static_cast<int>(ccc::data_type_size(kernel.dtype)), cost_grid});
   } catch (const ccc::Error&) {
     throw;
   } catch (const std::runtime_error& e) {  // NVRTC refused the kernel
     throw ccc::Error(ccc::ErrorKind::Compile, e.what());
   }
-  if (std::string(target->name) == "cubin") return nb::bytes(result.data(), result.size());
-  return nb::str(result.data(), result.size());
+  if (std::string(target->name) == "cubin") return nb::bytes(out.data(), out.size());
+  return nb::str(out.data(), out.size());
 }
 
 // ---- the communicator ----------------------------------------------------------------------

@@ -7,6 +7,7 @@
 // optionally followed by `note:` lines in the same format.
 #pragma once
 
+#include <cstddef>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -53,8 +54,8 @@ class Diagnostics {
 
   // Renders every diagnostic as `file:line:col: severity: message` plus the source line and a
   // caret. `file` may be null (then no source line is shown). `warnings` false leaves warnings
-  // (and their notes) out.
-  std::string render(const SourceFile* file, bool warnings = true) const;
+  // (and their notes) out. `first` skips the diagnostics before it (those already shown).
+  std::string render(const SourceFile* file, bool warnings = true, size_t first = 0) const;
 
  private:
   std::vector<Diagnostic> list_;
