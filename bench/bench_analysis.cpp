@@ -3,10 +3,10 @@
 // once, outside the timing. Numbers and complexity: docs/performance.md.
 #include <benchmark/benchmark.h>
 
-#include "ccc/graph.h"
-#include "ccc/pipeline.h"
-#include "ccc/sync.h"
-#include "ccc/verify.h"
+#include "graph.h"
+#include "pipeline.h"
+#include "sync.h"
+#include "verify.h"
 
 namespace {
 

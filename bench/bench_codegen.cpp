@@ -4,12 +4,12 @@
 
 #include <stdexcept>
 
-#include "ccc/emit_cuda.h"
-#include "ccc/lower.h"
-#include "ccc/nvrtc_compile.h"
-#include "ccc/pipeline.h"
-#include "ccc/sync.h"
-#include "ccc/verify.h"
+#include "emit_cuda.h"
+#include "lower.h"
+#include "nvrtc_compile.h"
+#include "pipeline.h"
+#include "sync.h"
+#include "verify.h"
 
 namespace ccc {
 namespace {

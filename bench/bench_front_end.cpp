@@ -2,7 +2,7 @@
 // the oversized program (33.5 M ops) is refused. Numbers: docs/performance.md.
 #include <benchmark/benchmark.h>
 
-#include "ccc/pipeline.h"
+#include "pipeline.h"
 
 namespace {
 

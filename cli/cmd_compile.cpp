@@ -11,7 +11,7 @@
 #include <cstring>
 #include <filesystem>
 
-#include "ccc/topology.h"
+#include "topology.h"
 #include "cli.h"
 #include "commands.h"
 #include "emit_targets.h"

@@ -11,9 +11,9 @@
 #include <new>
 #include <stdexcept>
 
-#include "ccc/collective_reference.h"
+#include "collective_reference.h"
 #include "ccc/communicator.h"
-#include "ccc/cost_model.h"
+#include "cost_model.h"
 #include "cli.h"
 #include "commands.h"
 

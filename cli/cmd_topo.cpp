@@ -6,9 +6,9 @@
 #include <numeric>
 #include <sstream>
 
-#include "ccc/cuda_topology.h"
-#include "ccc/nvrtc_library.h"
-#include "ccc/topology.h"
+#include "cuda_topology.h"
+#include "nvrtc_library.h"
+#include "topology.h"
 #include "cli.h"
 #include "commands.h"
 

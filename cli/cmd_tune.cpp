@@ -5,9 +5,9 @@
 #include <array>
 #include <filesystem>
 
-#include "ccc/data_type.h"
-#include "ccc/schedule_menu.h"
-#include "ccc/shipped_schedules.h"
+#include "data_type.h"
+#include "schedule_menu.h"
+#include "shipped_schedules.h"
 #include "cli.h"
 #include "commands.h"
 

@@ -1,7 +1,7 @@
 // The code-generation options of `ccc compile`.
 #include <fmt/format.h>
 
-#include "ccc/kernel_plan.h"
+#include "kernel_plan.h"
 #include "cli.h"
 #include "commands.h"
 

@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "ccc/kernel_plan.h"
-#include "ccc/pipeline.h"
+#include "kernel_plan.h"
+#include "pipeline.h"
 #include "options.h"
 
 namespace ccc::cli {

@@ -6,13 +6,13 @@
 #include <sstream>
 
 #include "ccc_abi.h"  // CCC_MAX_DEVICE_RANKS
-#include "ccc/graph.h"
+#include "graph.h"
 #include "ccc/jit_cache.h"
-#include "ccc/nvrtc_jit.h"
-#include "ccc/print_steps.h"
-#include "ccc/rewrites.h"
-#include "ccc/step_diagram.h"
-#include "ccc/sync.h"
+#include "nvrtc_jit.h"
+#include "print_steps.h"
+#include "rewrites.h"
+#include "step_diagram.h"
+#include "sync.h"
 
 namespace ccc::cli {
 namespace {

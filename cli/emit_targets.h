@@ -6,12 +6,12 @@
 
 #include <string>
 
-#include "ccc/emit_cuda.h"
-#include "ccc/kernel_plan.h"
-#include "ccc/pipeline.h"
-#include "ccc/select.h"
-#include "ccc/step_program.h"
-#include "ccc/sync_plan.h"
+#include "emit_cuda.h"
+#include "kernel_plan.h"
+#include "pipeline.h"
+#include "select.h"
+#include "step_program.h"
+#include "sync_plan.h"
 
 namespace ccc::cli {
 

@@ -12,17 +12,9 @@ install(TARGETS ccc_runtime ccc_compiler EXPORT ccc-targets
   INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 install(TARGETS ccc)
 
-# The C API, and ccc/communicator.h with what it includes; the other headers are internal.
-install(FILES
-  runtime/include/ccc/ccc.h
-  runtime/include/ccc/communicator.h
-  runtime/include/ccc/collective_call.h
-  runtime/include/ccc/collective_types.h
-  runtime/include/ccc/jit_cache.h
-  compiler/include/ccc/data_type.h
-  compiler/include/ccc/diagnostics.h
-  compiler/include/ccc/step_program.h
-  DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/ccc)
+# include/ccc: the C API, and ccc/communicator.h with what it includes. Every other header is
+# internal and lives beside its sources.
+install(DIRECTORY include/ccc DESTINATION ${CMAKE_INSTALL_INCLUDEDIR} FILES_MATCHING PATTERN "*.h")
 
 install(EXPORT ccc-targets NAMESPACE ccc:: DESTINATION ${CCC_INSTALL_CMAKEDIR})
 configure_package_config_file(cmake/ccc-config.cmake.in ${PROJECT_BINARY_DIR}/ccc-config.cmake

@@ -4,7 +4,7 @@
 // Buffers: input and output 8 * count elements; block p of the output is block r of rank p's input.
 // Sync: 48 waits over all ranks (sync plan: 176 cross-rank edges). Scratch: 16 * count elements per rank.
 // Rank 0 moves 24 chunks in (12 from peers) and 24 out; one chunk is count / 1 elements.
-// Runs on CUDA (NVRTC/nvcc) and on the host (g++/clang++) through runtime/device/ccc_device.h.
+// Runs on CUDA (NVRTC/nvcc) and on the host (g++/clang++) through device/ccc_device.h.
 #include "ccc_device.h"
 
 namespace {

@@ -4,7 +4,7 @@
 // Buffers: input and output 8 * count elements; block p of the output is block r of rank p's input.
 // Sync: 112 waits over all ranks (sync plan: 112 cross-rank edges). Scratch: none.
 // Rank 0 moves 8 chunks in (7 from peers) and 8 out; one chunk is count / 1 elements.
-// Runs on CUDA (NVRTC/nvcc) and on the host (g++/clang++) through runtime/device/ccc_device.h.
+// Runs on CUDA (NVRTC/nvcc) and on the host (g++/clang++) through device/ccc_device.h.
 #include "ccc_device.h"
 
 namespace {

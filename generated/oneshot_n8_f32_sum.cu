@@ -3,7 +3,7 @@
 // 8 ranks, 1 chunks, 1 steps; dtype f32, op sum; tile 65536 B, 4 channels, pipeline depth 2, out of place.
 // Sync: 112 waits over all ranks (sync plan: 112 cross-rank edges). Scratch: none.
 // Rank 0 moves 8 chunks in (7 from peers) and 1 out; one chunk is count / 1 elements.
-// Runs on CUDA (NVRTC/nvcc) and on the host (g++/clang++) through runtime/device/ccc_device.h.
+// Runs on CUDA (NVRTC/nvcc) and on the host (g++/clang++) through device/ccc_device.h.
 #include "ccc_device.h"
 
 namespace {

@@ -4,7 +4,7 @@
 // Buffers: count elements; only root 0's input is read.
 // Sync: 14 waits over all ranks (sync plan: 14 cross-rank edges). Scratch: none.
 // Rank 0 moves 1 chunks in (0 from peers) and 1 out; one chunk is count / 1 elements.
-// Runs on CUDA (NVRTC/nvcc) and on the host (g++/clang++) through runtime/device/ccc_device.h.
+// Runs on CUDA (NVRTC/nvcc) and on the host (g++/clang++) through device/ccc_device.h.
 #include "ccc_device.h"
 
 namespace {

@@ -4,7 +4,7 @@
 // Buffers: count elements; only root 0's output is written.
 // Sync: 14 waits over all ranks (sync plan: 14 cross-rank edges). Scratch: count elements per rank (staging: output chunks outside the result).
 // Rank 0 moves 2 chunks in (1 from peers) and 1 out; one chunk is count / 1 elements.
-// Runs on CUDA (NVRTC/nvcc) and on the host (g++/clang++) through runtime/device/ccc_device.h.
+// Runs on CUDA (NVRTC/nvcc) and on the host (g++/clang++) through device/ccc_device.h.
 #include "ccc_device.h"
 
 namespace {

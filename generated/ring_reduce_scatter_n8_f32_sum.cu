@@ -4,7 +4,7 @@
 // Buffers: input 8 * count elements, output count (the rank's own block).
 // Sync: 64 waits over all ranks (sync plan: 112 cross-rank edges). Scratch: 8 * count elements per rank (staging: output chunks outside the result).
 // Rank 0 moves 14 chunks in (7 from peers) and 7 out; one chunk is count / 1 elements.
-// Runs on CUDA (NVRTC/nvcc) and on the host (g++/clang++) through runtime/device/ccc_device.h.
+// Runs on CUDA (NVRTC/nvcc) and on the host (g++/clang++) through device/ccc_device.h.
 #include "ccc_device.h"
 
 namespace {

@@ -3,7 +3,7 @@
 // 8 ranks, 8 chunks, 2 steps; dtype f32, op sum; tile 65536 B, 4 channels, pipeline depth 2, out of place.
 // Sync: 168 waits over all ranks (sync plan: 224 cross-rank edges). Scratch: none.
 // Rank 0 moves 15 chunks in (14 from peers) and 8 out; one chunk is count / 8 elements.
-// Runs on CUDA (NVRTC/nvcc) and on the host (g++/clang++) through runtime/device/ccc_device.h.
+// Runs on CUDA (NVRTC/nvcc) and on the host (g++/clang++) through device/ccc_device.h.
 #include "ccc_device.h"
 
 namespace {

@@ -6,8 +6,8 @@
 #include <cstring>
 #include <stdexcept>
 
-#include "ccc/cuda_backend.h"
-#include "ccc/cuda_driver.h"
+#include "cuda_backend.h"
+#include "cuda_driver.h"
 
 namespace ccc::bench {
 namespace {

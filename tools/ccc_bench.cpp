@@ -30,15 +30,15 @@
 #include <vector>
 
 #include "bench_buffers.h"
-#include "ccc/collective_reference.h"
+#include "collective_reference.h"
 #include "ccc/communicator.h"
-#include "ccc/cost_model.h"
-#include "ccc/cuda_driver.h"
-#include "ccc/host_compile.h"
-#include "ccc/kernel_source.h"
-#include "ccc/nvrtc_jit.h"
-#include "ccc/shipped_schedules.h"
-#include "ccc/topology.h"
+#include "cost_model.h"
+#include "cuda_driver.h"
+#include "host_compile.h"
+#include "kernel_source.h"
+#include "nvrtc_jit.h"
+#include "shipped_schedules.h"
+#include "topology.h"
 
 namespace ccc::bench {
 namespace {

@@ -2,7 +2,7 @@
 // precedence needs it, so the output reads like the input.
 #include <fmt/format.h>
 
-#include "ccc/ast.h"
+#include "ast.h"
 
 namespace ccc::ast {
 namespace {

@@ -1,4 +1,4 @@
-#include "ccc/check.h"
+#include "check.h"
 
 #include <fmt/format.h>
 

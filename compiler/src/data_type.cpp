@@ -1,4 +1,4 @@
-#include "ccc/data_type.h"
+#include "data_type.h"
 
 namespace ccc {
 

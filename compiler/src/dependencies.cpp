@@ -1,4 +1,4 @@
-#include "ccc/dependencies.h"
+#include "dependencies.h"
 
 #include <algorithm>
 #include <vector>

@@ -1,8 +1,8 @@
-#include "ccc/describe.h"
+#include "describe.h"
 
 #include <fmt/format.h>
 
-#include "ccc/sync_plan.h"
+#include "sync_plan.h"
 
 namespace ccc {
 

@@ -1,11 +1,11 @@
-#include "ccc/emit_cuda.h"
+#include "emit_cuda.h"
 
 #include <algorithm>
 #include <cctype>
 
 #include <fmt/format.h>
 
-#include "ccc/rank_symmetry.h"
+#include "rank_symmetry.h"
 
 namespace ccc {
 
@@ -106,7 +106,7 @@ std::string header(const KernelPlan& plan, const std::string& name) {
                      plan.cross_rank_edges, scratch_text(plan));
   out += fmt::format("// Rank 0 moves {} chunks in ({} from peers) and {} out; one chunk is count / {} elements.\n", t.read,
                      t.read_remote, t.written, plan.nchunks / plan.blocks);
-  out += "// Runs on CUDA (NVRTC/nvcc) and on the host (g++/clang++) through runtime/device/ccc_device.h.\n";
+  out += "// Runs on CUDA (NVRTC/nvcc) and on the host (g++/clang++) through device/ccc_device.h.\n";
   return out;
 }
 

@@ -1,4 +1,4 @@
-#include "ccc/graph.h"
+#include "graph.h"
 
 #include <fmt/format.h>
 
@@ -6,7 +6,7 @@
 #include <boost/graph/topological_sort.hpp>
 #include <ostream>
 
-#include "ccc/describe.h"
+#include "describe.h"
 
 namespace ccc {
 

@@ -1,6 +1,6 @@
-#include "ccc/instantiate.h"
+#include "instantiate.h"
 
-#include "ccc/parser.h"
+#include "parser.h"
 
 #include <fmt/format.h>
 

@@ -1,4 +1,4 @@
-#include "ccc/interpret.h"
+#include "interpret.h"
 
 #include <fmt/format.h>
 
@@ -6,7 +6,7 @@
 #include <numeric>
 #include <random>
 
-#include "ccc/describe.h"
+#include "describe.h"
 
 namespace ccc {
 

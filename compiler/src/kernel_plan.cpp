@@ -1,4 +1,4 @@
-#include "ccc/kernel_plan.h"
+#include "kernel_plan.h"
 
 #include <fmt/format.h>
 

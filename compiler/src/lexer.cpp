@@ -1,4 +1,4 @@
-#include "ccc/lexer.h"
+#include "lexer.h"
 
 #include <fmt/format.h>
 

@@ -1,4 +1,4 @@
-#include "ccc/lint.h"
+#include "lint.h"
 
 #include <fmt/format.h>
 
@@ -6,7 +6,7 @@
 #include <map>
 #include <vector>
 
-#include "ccc/describe.h"
+#include "describe.h"
 
 namespace ccc {
 namespace {

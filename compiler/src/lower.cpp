@@ -1,4 +1,4 @@
-#include "ccc/lower.h"
+#include "lower.h"
 
 #include <algorithm>
 #include <climits>
@@ -11,10 +11,10 @@
 
 #include <fmt/format.h>
 
-#include "ccc/fold_order.h"
-#include "ccc/rank_symmetry.h"
-#include "ccc/small_sort.h"
-#include "ccc/verify_bits.h"
+#include "fold_order.h"
+#include "rank_symmetry.h"
+#include "small_sort.h"
+#include "verify_bits.h"
 
 namespace ccc {
 

@@ -1,12 +1,12 @@
-#include "ccc/nvrtc_compile.h"
+#include "nvrtc_compile.h"
 
 #include <chrono>
 #include <cctype>
 #include <string_view>
 #include <sstream>
 
-#include "ccc/embedded_file.h"
-#include "ccc/nvrtc_library.h"
+#include "embedded_file.h"
+#include "nvrtc_library.h"
 
 namespace ccc {
 

@@ -1,4 +1,4 @@
-#include "ccc/nvrtc_library.h"
+#include "nvrtc_library.h"
 
 #include <dlfcn.h>
 

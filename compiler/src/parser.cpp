@@ -1,4 +1,4 @@
-#include "ccc/parser.h"
+#include "parser.h"
 
 #include <fmt/format.h>
 
@@ -6,8 +6,8 @@
 #include <cctype>
 #include <set>
 
-#include "ccc/check.h"
-#include "ccc/lexer.h"
+#include "check.h"
+#include "lexer.h"
 
 namespace ccc {
 namespace {

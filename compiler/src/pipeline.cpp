@@ -1,4 +1,4 @@
-#include "ccc/pipeline.h"
+#include "pipeline.h"
 
 #include <fmt/format.h>
 
@@ -8,14 +8,14 @@
 #include <fstream>
 #include <sstream>
 
-#include "ccc/graph.h"
-#include "ccc/lint.h"
-#include "ccc/lexer.h"
-#include "ccc/lower.h"
-#include "ccc/parser.h"
-#include "ccc/rewrites.h"
-#include "ccc/print_steps.h"
-#include "ccc/verify.h"
+#include "graph.h"
+#include "lint.h"
+#include "lexer.h"
+#include "lower.h"
+#include "parser.h"
+#include "rewrites.h"
+#include "print_steps.h"
+#include "verify.h"
 
 namespace ccc {
 namespace {

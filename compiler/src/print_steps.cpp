@@ -1,4 +1,4 @@
-#include "ccc/print_steps.h"
+#include "print_steps.h"
 
 #include <fmt/format.h>
 

@@ -1,4 +1,4 @@
-#include "ccc/rank_symmetry.h"
+#include "rank_symmetry.h"
 
 #include <algorithm>
 #include <span>

@@ -1,4 +1,4 @@
-#include "ccc/rewrites.h"
+#include "rewrites.h"
 
 #include <fmt/format.h>
 

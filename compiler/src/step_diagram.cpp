@@ -1,4 +1,4 @@
-#include "ccc/step_diagram.h"
+#include "step_diagram.h"
 
 #include <fmt/format.h>
 
@@ -7,7 +7,7 @@
 #include <iterator>
 #include <string_view>
 
-#include "ccc/describe.h"
+#include "describe.h"
 
 namespace ccc {
 namespace {

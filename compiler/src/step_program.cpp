@@ -1,4 +1,4 @@
-#include "ccc/step_program.h"
+#include "step_program.h"
 
 namespace ccc {
 

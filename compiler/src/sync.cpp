@@ -1,4 +1,4 @@
-#include "ccc/sync.h"
+#include "sync.h"
 
 #include <fmt/format.h>
 
@@ -9,11 +9,11 @@
 #include <boost/graph/strong_components.hpp>
 #include <boost/graph/topological_sort.hpp>
 
-#include "ccc/dependencies.h"
-#include "ccc/describe.h"
-#include "ccc/rewrites.h"
-#include "ccc/small_sort.h"
-#include "ccc/verify.h"
+#include "dependencies.h"
+#include "describe.h"
+#include "rewrites.h"
+#include "small_sort.h"
+#include "verify.h"
 
 namespace ccc {
 

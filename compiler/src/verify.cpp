@@ -1,4 +1,4 @@
-#include "ccc/verify.h"
+#include "verify.h"
 
 #include <fmt/format.h>
 
@@ -9,8 +9,8 @@
 #include <tuple>
 #include <vector>
 
-#include "ccc/dependencies.h"
-#include "ccc/describe.h"
+#include "dependencies.h"
+#include "describe.h"
 
 namespace ccc {
 

@@ -1,4 +1,4 @@
-#include "ccc/verify_bits.h"
+#include "verify_bits.h"
 
 #include <algorithm>
 #include <cstdint>

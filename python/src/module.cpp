@@ -20,9 +20,9 @@
 
 #include "call_gate.h"
 #include "ccc/communicator.h"
-#include "ccc/nvrtc_library.h"
-#include "ccc/pipeline.h"
-#include "ccc/topology.h"
+#include "nvrtc_library.h"
+#include "pipeline.h"
+#include "topology.h"
 #include "emit_targets.h"
 
 namespace nb = nanobind;

@@ -1,11 +1,11 @@
-#include "ccc/arena_heap.h"
+#include "arena_heap.h"
 
 #include <algorithm>
 #include <iterator>
 
 #include <fmt/format.h>
 
-#include "ccc/collective_types.h"  // Error
+#include "ccc/errors.h"  // Error
 
 namespace ccc {
 

@@ -19,7 +19,7 @@
 #include <boost/asio.hpp>
 #include <fmt/format.h>
 
-#include "ccc/instantiate.h"  // kMaxRanks
+#include "instantiate.h"  // kMaxRanks
 
 namespace ccc {
 namespace {

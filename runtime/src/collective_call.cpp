@@ -1,6 +1,6 @@
 #include "ccc/collective_call.h"
 
-#include "ccc/rank_call_ledger.h"
+#include "rank_call_ledger.h"
 
 #include <algorithm>
 #include <optional>
@@ -8,6 +8,8 @@
 #include <vector>
 
 #include <fmt/format.h>
+
+#include "ccc/errors.h"
 
 namespace ccc {
 

@@ -1,4 +1,4 @@
-#include "ccc/collective_reference.h"
+#include "collective_reference.h"
 
 #include <algorithm>
 #include <cmath>

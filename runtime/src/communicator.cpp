@@ -19,19 +19,19 @@
 
 #include "bootstrap.h"
 #include "ccc_abi.h"  // CCC_MAX_DEVICE_RANKS
-#include "ccc/content_hash.h"
-#include "ccc/cuda_arena.h"
-#include "ccc/cuda_backend.h"
-#include "ccc/cuda_topology.h"
-#include "ccc/host_backend.h"
-#include "ccc/instantiate.h"  // kMaxRanks
-#include "ccc/kernel_source.h"
-#include "ccc/shipped_schedules.h"
-#include "ccc/nvrtc_jit.h"
-#include "ccc/rank_call_ledger.h"
-#include "ccc/schedule_menu.h"
-#include "ccc/select.h"
-#include "ccc/trace.h"
+#include "content_hash.h"
+#include "cuda_arena.h"
+#include "cuda_backend.h"
+#include "cuda_topology.h"
+#include "host_backend.h"
+#include "instantiate.h"  // kMaxRanks
+#include "kernel_source.h"
+#include "shipped_schedules.h"
+#include "nvrtc_jit.h"
+#include "rank_call_ledger.h"
+#include "schedule_menu.h"
+#include "select.h"
+#include "trace.h"
 
 namespace ccc {
 

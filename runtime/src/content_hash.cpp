@@ -1,4 +1,4 @@
-#include "ccc/content_hash.h"
+#include "content_hash.h"
 
 #include <fmt/format.h>
 

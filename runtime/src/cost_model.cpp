@@ -1,4 +1,4 @@
-#include "ccc/cost_model.h"
+#include "cost_model.h"
 
 #include <algorithm>
 #include <map>

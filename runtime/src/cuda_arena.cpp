@@ -1,4 +1,4 @@
-#include "ccc/cuda_arena.h"
+#include "cuda_arena.h"
 
 #include <unistd.h>
 
@@ -13,7 +13,7 @@
 #include <fmt/format.h>
 
 #include "bootstrap.h"
-#include "ccc/collective_types.h"
+#include "ccc/errors.h"
 #include "ccc_abi.h"
 
 namespace ccc {

@@ -1,13 +1,14 @@
-#include "ccc/cuda_backend.h"
+#include "cuda_backend.h"
 
 #include <cstddef>
 #include <cstring>
 
 #include <fmt/format.h>
 
-#include "ccc/collective_types.h"
-#include "ccc/cuda_arena.h"
-#include "ccc/cuda_registry.h"
+#include "ccc/errors.h"
+#include "launch_errors.h"
+#include "cuda_arena.h"
+#include "cuda_registry.h"
 
 namespace ccc {
 

@@ -1,4 +1,4 @@
-#include "ccc/cuda_driver.h"
+#include "cuda_driver.h"
 
 #include <dlfcn.h>
 

@@ -1,4 +1,4 @@
-#include "ccc/cuda_registry.h"
+#include "cuda_registry.h"
 
 #include <algorithm>
 #include <cstddef>
@@ -11,8 +11,8 @@
 #include <fmt/format.h>
 
 #include "bootstrap.h"
-#include "ccc/collective_types.h"
-#include "ccc/cuda_arena.h"
+#include "ccc/errors.h"
+#include "cuda_arena.h"
 
 namespace ccc {
 

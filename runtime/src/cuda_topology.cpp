@@ -1,4 +1,4 @@
-#include "ccc/cuda_topology.h"
+#include "cuda_topology.h"
 
 namespace ccc {
 

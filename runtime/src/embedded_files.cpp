@@ -1,5 +1,5 @@
-#include "ccc/content_hash.h"
-#include "ccc/embedded_files.h"
+#include "content_hash.h"
+#include "embedded_files.h"
 
 namespace ccc {
 

@@ -1,4 +1,4 @@
-#include "ccc/host_backend.h"
+#include "host_backend.h"
 
 #include <atomic>
 #include <chrono>
@@ -10,7 +10,8 @@
 
 #include <fmt/format.h>
 
-#include "ccc/collective_types.h"
+#include "ccc/errors.h"
+#include "launch_errors.h"
 
 namespace ccc {
 namespace {

@@ -1,4 +1,4 @@
-#include "ccc/host_compile.h"
+#include "host_compile.h"
 
 #include <dlfcn.h>
 #include <fcntl.h>
@@ -16,8 +16,8 @@
 
 #include <fmt/format.h>
 
-#include "ccc/content_hash.h"
-#include "ccc/embedded_files.h"
+#include "content_hash.h"
+#include "embedded_files.h"
 
 extern char** environ;
 

@@ -19,7 +19,7 @@
 
 #include <fmt/format.h>
 
-#include "ccc/content_hash.h"
+#include "content_hash.h"
 
 namespace ccc {
 

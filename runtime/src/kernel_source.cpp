@@ -1,10 +1,10 @@
-#include "ccc/kernel_source.h"
+#include "kernel_source.h"
 
 #include <algorithm>
 
 #include <fmt/format.h>
 
-#include "ccc/pipeline.h"
+#include "pipeline.h"
 
 namespace ccc {
 

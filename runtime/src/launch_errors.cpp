@@ -1,6 +1,6 @@
 #include <fmt/format.h>
 
-#include "ccc/collective_types.h"
+#include "launch_errors.h"
 #include "ccc_abi.h"
 
 namespace ccc {

@@ -1,9 +1,9 @@
-#include "ccc/nvrtc_jit.h"
+#include "nvrtc_jit.h"
 
 #include <fmt/format.h>
 
-#include "ccc/content_hash.h"
-#include "ccc/embedded_files.h"
+#include "content_hash.h"
+#include "embedded_files.h"
 
 namespace ccc {
 

@@ -1,9 +1,11 @@
-#include "ccc/rank_call_ledger.h"
+#include "rank_call_ledger.h"
 
 #include <algorithm>
 #include <utility>
 
 #include <fmt/format.h>
+
+#include "ccc/errors.h"
 
 namespace ccc {
 

@@ -1,8 +1,8 @@
-#include "ccc/schedule_menu.h"
+#include "schedule_menu.h"
 
-#include "ccc/instantiate.h"
-#include "ccc/parser.h"
-#include "ccc/pipeline.h"
+#include "instantiate.h"
+#include "parser.h"
+#include "pipeline.h"
 
 namespace ccc {
 

@@ -1,4 +1,4 @@
-#include "ccc/select.h"
+#include "select.h"
 
 #include <algorithm>
 #include <cstdlib>

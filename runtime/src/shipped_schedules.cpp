@@ -1,10 +1,10 @@
-#include "ccc/shipped_schedules.h"
+#include "shipped_schedules.h"
 
 #include <fmt/format.h>
 
-#include "ccc/collective_types.h"
-#include "ccc/embedded_files.h"
-#include "ccc/parser.h"
+#include "ccc/errors.h"
+#include "embedded_files.h"
+#include "parser.h"
 
 namespace ccc {
 

@@ -1,5 +1,5 @@
 // Routes between GPUs, validation, and the writers of the topology text format.
-#include "ccc/topology.h"
+#include "topology.h"
 
 #include <algorithm>
 #include <set>

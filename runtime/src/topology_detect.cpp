@@ -1,4 +1,4 @@
-#include "ccc/topology_detect.h"
+#include "topology_detect.h"
 
 #include <dlfcn.h>
 

@@ -14,7 +14,7 @@
 
 #include <fmt/format.h>
 
-#include "ccc/topology.h"
+#include "topology.h"
 
 namespace ccc {
 namespace {

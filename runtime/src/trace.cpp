@@ -1,4 +1,4 @@
-#include "ccc/trace.h"
+#include "trace.h"
 
 #include <algorithm>
 #include <cerrno>

@@ -28,10 +28,10 @@
 
 #include "../unit/rank_processes.h"
 #include "ccc/ccc.h"
-#include "ccc/collective_types.h"
+#include "ccc/errors.h"
 #include "ccc/communicator.h"
-#include "ccc/content_hash.h"
-#include "ccc/cuda_driver.h"
+#include "content_hash.h"
+#include "cuda_driver.h"
 #include "ccc_abi.h"
 
 #include <fmt/format.h>

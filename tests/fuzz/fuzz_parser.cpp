@@ -7,8 +7,8 @@
 #include <cstdio>
 #include <string>
 
-#include "ccc/instantiate.h"
-#include "ccc/parser.h"
+#include "instantiate.h"
+#include "parser.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   ccc::SourceFile file{"fuzz.sched", std::string(reinterpret_cast<const char*>(data), size)};

@@ -7,8 +7,8 @@
 #include <cstdlib>
 #include <string>
 
-#include "ccc/cost_model.h"
-#include "ccc/topology.h"
+#include "cost_model.h"
+#include "topology.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   ccc::SourceFile file{"fuzz.topo", std::string(reinterpret_cast<const char*>(data), size)};

@@ -26,7 +26,7 @@
 #include <vector>
 
 #include "ccc/ccc.h"
-#include "ccc/collective_reference.h"
+#include "collective_reference.h"
 #include "mp_cases.h"
 
 namespace {

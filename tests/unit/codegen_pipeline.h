@@ -7,9 +7,9 @@
 
 #include <stdexcept>
 
-#include "ccc/lower.h"
-#include "ccc/sync.h"
-#include "ccc/verify.h"
+#include "lower.h"
+#include "sync.h"
+#include "verify.h"
 #include "front_end_util.h"
 
 namespace ccc::testing {

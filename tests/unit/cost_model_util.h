@@ -1,10 +1,10 @@
 // Helpers for the topology, cost-model and selection tests.
 #pragma once
 
-#include "ccc/schedule_menu.h"
-#include "ccc/step_program.h"
-#include "ccc/sync_plan.h"
-#include "ccc/topology.h"
+#include "schedule_menu.h"
+#include "step_program.h"
+#include "sync_plan.h"
+#include "topology.h"
 
 namespace ccc::test {
 

@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "ccc/parser.h"
-#include "ccc/pipeline.h"
+#include "parser.h"
+#include "pipeline.h"
 
 namespace ccc::test {
 

@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "../../runtime/device/ccc_abi.h"
-#include "ccc/emit_cuda.h"
+#include "../../device/ccc_abi.h"
+#include "emit_cuda.h"
 
 namespace ccc::testing {
 

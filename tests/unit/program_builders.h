@@ -7,7 +7,7 @@
 
 #include <gtest/gtest.h>
 
-#include "ccc/step_program.h"
+#include "step_program.h"
 #include "front_end_util.h"
 
 namespace ccc::testing {

@@ -21,8 +21,8 @@
 #include <fmt/format.h>
 
 #include "bootstrap.h"
-#include "ccc/collective_types.h"
-#include "ccc/cuda_arena.h"
+#include "ccc/errors.h"
+#include "cuda_arena.h"
 #include "ccc_abi.h"
 
 namespace {

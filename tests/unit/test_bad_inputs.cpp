@@ -4,7 +4,7 @@
 
 #include <filesystem>
 
-#include "ccc/pipeline.h"
+#include "pipeline.h"
 #include "golden_util.h"
 
 using namespace ccc;

@@ -12,7 +12,7 @@
 #include <optional>
 #include <string>
 
-#include "ccc/topology.h"
+#include "topology.h"
 
 namespace {
 

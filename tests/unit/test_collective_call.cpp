@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "ccc/collective_call.h"
+#include "ccc/errors.h"
 
 using namespace ccc;
 

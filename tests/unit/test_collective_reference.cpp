@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "ccc/collective_reference.h"
+#include "collective_reference.h"
 
 using namespace ccc;
 

@@ -15,13 +15,14 @@
 #include <vector>
 
 #include "ccc/ccc.h"
-#include "ccc/collective_reference.h"
+#include "collective_reference.h"
 #include "ccc/communicator.h"
-#include "ccc/topology.h"
-#include "ccc/instantiate.h"
-#include "ccc/shipped_schedules.h"
+#include "topology.h"
+#include "instantiate.h"
+#include "shipped_schedules.h"
 #include "golden_util.h"
 #include "ccc_abi.h"  // CCC_MAX_DEVICE_RANKS
+#include "data_type.h"  // kLlMaxBytes
 
 #include <fmt/format.h>
 

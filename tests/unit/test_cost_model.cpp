@@ -4,7 +4,7 @@
 
 #include <cmath>
 
-#include "ccc/cost_model.h"
+#include "cost_model.h"
 #include "cost_model_util.h"
 
 using namespace ccc;

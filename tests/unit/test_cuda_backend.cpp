@@ -1,7 +1,7 @@
 // What of the CUDA backend runs without a GPU: launch shapes, argument packing, no-driver errors.
 #include <gtest/gtest.h>
 
-#include "ccc/cuda_backend.h"
+#include "cuda_backend.h"
 
 using namespace ccc;
 

@@ -6,10 +6,10 @@
 #include <memory>
 #include <vector>
 
-#include "ccc/collective_reference.h"
+#include "collective_reference.h"
 #include "ccc/communicator.h"
-#include "ccc/cuda_driver.h"
-#include "ccc/shipped_schedules.h"
+#include "cuda_driver.h"
+#include "shipped_schedules.h"
 
 using namespace ccc;
 

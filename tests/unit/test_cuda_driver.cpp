@@ -3,7 +3,7 @@
 
 #include <filesystem>
 
-#include "ccc/cuda_driver.h"
+#include "cuda_driver.h"
 
 using namespace ccc;
 

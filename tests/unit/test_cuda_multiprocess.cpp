@@ -27,8 +27,8 @@
 
 #include "ccc/ccc.h"
 #include "rank_processes.h"
-#include "ccc/collective_reference.h"
-#include "ccc/cuda_driver.h"
+#include "collective_reference.h"
+#include "cuda_driver.h"
 
 extern char** environ;
 

@@ -9,7 +9,7 @@
 #include <type_traits>
 #include <vector>
 
-#include "../../runtime/device/ccc_device.h"
+#include "../../device/ccc_device.h"
 
 namespace {
 

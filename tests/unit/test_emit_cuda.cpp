@@ -1,8 +1,8 @@
 #include <gtest/gtest.h>
 
-#include "ccc/emit_cuda.h"
-#include "ccc/lower.h"
-#include "ccc/step_diagram.h"
+#include "emit_cuda.h"
+#include "lower.h"
+#include "step_diagram.h"
 #include "codegen_pipeline.h"
 #include "golden_util.h"
 

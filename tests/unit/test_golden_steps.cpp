@@ -2,7 +2,7 @@
 #include <gtest/gtest.h>
 
 
-#include "ccc/print_steps.h"
+#include "print_steps.h"
 #include "front_end_util.h"
 #include "golden_util.h"
 

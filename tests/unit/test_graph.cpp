@@ -2,8 +2,8 @@
 
 #include <sstream>
 
-#include "ccc/graph.h"
-#include "ccc/rewrites.h"
+#include "graph.h"
+#include "rewrites.h"
 #include "program_builders.h"
 
 using namespace ccc;

@@ -5,8 +5,9 @@
 #include <cstring>
 #include <vector>
 
-#include "ccc/collective_types.h"
-#include "ccc/host_backend.h"
+#include "ccc/errors.h"
+#include "launch_errors.h"
+#include "host_backend.h"
 
 using namespace ccc;
 

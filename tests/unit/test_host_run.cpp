@@ -16,7 +16,7 @@
 #include <random>
 #include <thread>
 
-#include "ccc/lower.h"
+#include "lower.h"
 #include "codegen_pipeline.h"
 #include "host_harness.h"
 

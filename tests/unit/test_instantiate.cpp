@@ -2,7 +2,7 @@
 
 #include <chrono>
 
-#include "ccc/print_steps.h"
+#include "print_steps.h"
 #include "front_end_util.h"
 
 using namespace ccc;

@@ -1,7 +1,7 @@
 #include <gtest/gtest.h>
 
-#include "ccc/interpret.h"
-#include "ccc/verify.h"
+#include "interpret.h"
+#include "verify.h"
 #include "program_builders.h"
 
 using namespace ccc;

@@ -12,7 +12,7 @@
 #include <stdexcept>
 #include <thread>
 
-#include "ccc/content_hash.h"
+#include "content_hash.h"
 #include "ccc/jit_cache.h"
 #include "runtime_test_support.h"
 

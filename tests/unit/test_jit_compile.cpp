@@ -13,14 +13,14 @@
 
 #include <fmt/format.h>
 
-#include "ccc/collective_types.h"
-#include "ccc/content_hash.h"
-#include "ccc/embedded_files.h"
-#include "ccc/host_backend.h"
+#include "ccc/errors.h"
+#include "content_hash.h"
+#include "embedded_files.h"
+#include "host_backend.h"
 #include "ccc_abi.h"
-#include "ccc/host_compile.h"
-#include "ccc/nvrtc_jit.h"
-#include "ccc/shipped_schedules.h"
+#include "host_compile.h"
+#include "nvrtc_jit.h"
+#include "shipped_schedules.h"
 #include "runtime_test_support.h"
 
 using namespace ccc;

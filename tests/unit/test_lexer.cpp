@@ -1,6 +1,6 @@
 #include <gtest/gtest.h>
 
-#include "ccc/lexer.h"
+#include "lexer.h"
 
 using namespace ccc;
 

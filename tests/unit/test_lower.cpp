@@ -2,10 +2,10 @@
 
 #include <set>
 
-#include "ccc/lower.h"
-#include "ccc/pipeline.h"
-#include "ccc/rank_symmetry.h"
-#include "ccc/verify_bits.h"
+#include "lower.h"
+#include "pipeline.h"
+#include "rank_symmetry.h"
+#include "verify_bits.h"
 #include "codegen_pipeline.h"
 #include "program_builders.h"
 

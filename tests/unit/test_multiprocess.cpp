@@ -30,7 +30,7 @@
 #include "bootstrap.h"
 #include "ccc/ccc.h"
 #include "ccc/communicator.h"
-#include "ccc/host_backend.h"
+#include "host_backend.h"
 #include "mp_cases.h"
 
 extern char** environ;

@@ -16,9 +16,9 @@
 #include <utility>
 #include <vector>
 
-#include "ccc/emit_cuda.h"
-#include "ccc/lower.h"
-#include "ccc/nvrtc_compile.h"
+#include "emit_cuda.h"
+#include "lower.h"
+#include "nvrtc_compile.h"
 #include "ccc_abi.h"  // CCC_MAX_DEVICE_RANKS
 #include "codegen_pipeline.h"
 

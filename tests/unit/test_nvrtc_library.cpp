@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "ccc/nvrtc_library.h"
+#include "nvrtc_library.h"
 
 namespace ccc {
 namespace {

@@ -1,6 +1,6 @@
 #include <gtest/gtest.h>
 
-#include "ccc/parser.h"
+#include "parser.h"
 #include "front_end_util.h"
 
 using namespace ccc;

@@ -4,9 +4,9 @@
 #include <string>
 #include <vector>
 
-#include "ccc/emit_cuda.h"
-#include "ccc/lower.h"
-#include "ccc/pipeline.h"
+#include "emit_cuda.h"
+#include "lower.h"
+#include "pipeline.h"
 #include "codegen_pipeline.h"
 
 namespace ccc {

@@ -2,7 +2,7 @@
 // map would not give a rank its own program exactly.
 #include <gtest/gtest.h>
 
-#include "ccc/rank_symmetry.h"
+#include "rank_symmetry.h"
 #include "codegen_pipeline.h"
 
 namespace ccc {

@@ -4,7 +4,7 @@
 #include <cstdlib>
 #include <set>
 
-#include "ccc/select.h"
+#include "select.h"
 #include "cost_model_util.h"
 #include "golden_util.h"
 

@@ -3,7 +3,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "ccc/kernel_plan.h"
+#include "kernel_plan.h"
 #include "cli_util.h"
 
 using namespace ccc;

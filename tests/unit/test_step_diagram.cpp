@@ -2,7 +2,7 @@
 // small schedule; the rest counts what the picture is made of.
 #include <gtest/gtest.h>
 
-#include "ccc/step_diagram.h"
+#include "step_diagram.h"
 #include "codegen_pipeline.h"
 #include "golden_util.h"
 #include "program_builders.h"

@@ -1,8 +1,8 @@
 #include <gtest/gtest.h>
 
-#include "ccc/interpret.h"
-#include "ccc/sync.h"
-#include "ccc/verify.h"
+#include "interpret.h"
+#include "sync.h"
+#include "verify.h"
 #include "program_builders.h"
 
 using namespace ccc;

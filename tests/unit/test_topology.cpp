@@ -2,7 +2,7 @@
 
 #include <gtest/gtest.h>
 
-#include "ccc/topology.h"
+#include "topology.h"
 #include "cost_model_util.h"
 
 using namespace ccc;

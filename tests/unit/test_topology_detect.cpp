@@ -2,7 +2,7 @@
 
 #include <fmt/format.h>
 
-#include "ccc/topology_detect.h"
+#include "topology_detect.h"
 
 using namespace ccc;
 

@@ -13,12 +13,12 @@
 #include <nlohmann/json.hpp>
 #include <unistd.h>
 
-#include "ccc/collective_reference.h"
+#include "collective_reference.h"
 #include "ccc/communicator.h"
-#include "ccc/emit_cuda.h"
-#include "ccc/lower.h"
-#include "ccc/nvrtc_compile.h"
-#include "ccc/trace.h"
+#include "emit_cuda.h"
+#include "lower.h"
+#include "nvrtc_compile.h"
+#include "trace.h"
 #include "codegen_pipeline.h"
 
 namespace ccc {

@@ -1,6 +1,6 @@
 #include <gtest/gtest.h>
 
-#include "ccc/verify.h"
+#include "verify.h"
 #include "program_builders.h"
 
 using namespace ccc;

@@ -6,7 +6,7 @@
 #include <filesystem>
 #include <sstream>
 
-#include "ccc/pipeline.h"
+#include "pipeline.h"
 #include "golden_util.h"
 
 using namespace ccc;

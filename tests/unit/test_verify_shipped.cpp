@@ -4,9 +4,9 @@
 #include <gtest/gtest.h>
 
 
-#include "ccc/interpret.h"
-#include "ccc/sync.h"
-#include "ccc/verify.h"
+#include "interpret.h"
+#include "sync.h"
+#include "verify.h"
 #include "front_end_util.h"
 #include "golden_util.h"
 

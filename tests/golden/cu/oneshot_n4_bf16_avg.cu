@@ -3,7 +3,7 @@
 // 4 ranks, 1 chunks, 1 steps; dtype bf16, op avg; tile 4096 B, 2 channels, pipeline depth 1, out of place.
 // Sync: 24 waits over all ranks (sync plan: 24 cross-rank edges). Scratch: none.
 // Rank 0 moves 4 chunks in (3 from peers) and 1 out; one chunk is count / 1 elements.
-// Runs on CUDA (NVRTC/nvcc) and on the host (g++/clang++) through runtime/device/ccc_device.h.
+// Runs on CUDA (NVRTC/nvcc) and on the host (g++/clang++) through device/ccc_device.h.
 #include "ccc_device.h"
 
 namespace {

@@ -3,7 +3,7 @@
 // 3 ranks, 3 chunks, 4 steps; dtype f32, op sum; tile 65536 B, 4 channels, pipeline depth 2, out of place.
 // Sync: 15 waits over all ranks (sync plan: 24 cross-rank edges). Scratch: none.
 // Rank 0 moves 6 chunks in (4 from peers) and 4 out; one chunk is count / 3 elements.
-// Runs on CUDA (NVRTC/nvcc) and on the host (g++/clang++) through runtime/device/ccc_device.h.
+// Runs on CUDA (NVRTC/nvcc) and on the host (g++/clang++) through device/ccc_device.h.
 #include "ccc_device.h"
 
 namespace {

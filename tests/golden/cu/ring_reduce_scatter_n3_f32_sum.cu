@@ -4,7 +4,7 @@
 // Buffers: input 3 * count elements, output count (the rank's own block).
 // Sync: 9 waits over all ranks (sync plan: 12 cross-rank edges). Scratch: 3 * count elements per rank (staging: output chunks outside the result).
 // Rank 0 moves 4 chunks in (2 from peers) and 2 out; one chunk is count / 1 elements.
-// Runs on CUDA (NVRTC/nvcc) and on the host (g++/clang++) through runtime/device/ccc_device.h.
+// Runs on CUDA (NVRTC/nvcc) and on the host (g++/clang++) through device/ccc_device.h.
 #include "ccc_device.h"
 
 namespace {

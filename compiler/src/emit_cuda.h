@@ -1,0 +1,47 @@
+// Emission: kernel plan -> CUDA C++ source that also compiles as host C++ (device/ccc_device.h).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "ccc/diagnostics.h"
+#include "kernel_plan.h"
+
+namespace ccc {
+
+struct EmittedKernel {
+  std::string source;       // includes "ccc_device.h" and nothing else
+  std::string kernel_name;  // extern "C" symbol: ccc_<schedule>_n<N>[_root<R>]_<dtype>_<op>_t<tile>_c<channels>_p<depth>[_ip]
+  int channels = 0;         // blocks per rank (grid = channels, or N * channels for virtual ranks)
+  std::string schedule;     // the schedule's name, as its source declares it
+  int64_t tile_bytes = 0;   // KernelOptions::tile_bytes
+  int pipeline = 0;         // KernelOptions::pipeline
+  int block_threads = 0;    // CUDA threads per block (host: one thread per block)
+  int64_t scratch_blocks = 0;  // blocks of count elements of scratch: the schedule's, then staging
+  int blocks = 1;              // KernelPlan::blocks
+  int dtype_bytes = 0;
+  Protocol protocol = Protocol::Simple;
+  int ll_slots = 0;            // protocol ll: receive regions per rank (ccc_buffers::ll)
+  int64_t ll_blocks = 0;       // protocol ll: blocks of count elements each region spans
+
+  // Scratch each rank must provide for a collective of `count` elements (the kernel's `count`).
+  uint64_t scratch_bytes(uint64_t count) const {
+    return static_cast<uint64_t>(scratch_blocks) * count * static_cast<uint64_t>(dtype_bytes);
+  }
+  // Protocol ll: the receive slots (ccc_buffers::ll) each rank must provide: `ll_slots` regions,
+  // each one line of 8 bytes per 4 bytes of each of `ll_blocks` blocks (ccc_device_common.h,
+  // ll_lines).
+  uint64_t ll_bytes(uint64_t count) const {
+    const uint64_t lines = static_cast<uint64_t>(ll_blocks) * ((count * static_cast<uint64_t>(dtype_bytes) + 3) / 4);
+    return static_cast<uint64_t>(ll_slots) * lines * 8;
+  }
+  // The bytes of the collective's vector (what kLlMaxBytes caps).
+  uint64_t vector_bytes(uint64_t count) const {
+    return static_cast<uint64_t>(blocks) * count * static_cast<uint64_t>(dtype_bytes);
+  }
+};
+
+// `source`, when given, is the schedule text: each step's comment then quotes its DSL line.
+EmittedKernel emit_cuda(const KernelPlan& plan, const SourceFile* source = nullptr);
+
+}  // namespace ccc

@@ -1,0 +1,240 @@
+// ccc::Communicator: collectives over N ranks, compiled for the machine they run on.
+//
+// One Communicator drives every rank of a single process (like ncclCommInitAll), or, made by
+// host_rank, one rank of a communicator whose other ranks are other processes (like
+// ncclCommInitRank; host backend, docs/runtime.md "Multi-process communicators"). A collective is
+// issued either for every rank at once (all_reduce(...) and friends: one send and one recv buffer
+// per rank) or one rank at a time (run_rank: what the C API does when rank i calls): rank i's
+// kernel is queued on rank i's stream the moment it is issued, and the ranks meet inside the
+// kernel, which learns its peers' buffers there (ccc_abi.h). Backends:
+//   host - each rank's stream is a set of persistent worker threads; buffers are host memory.
+//          The all-ranks calls return when the collective is done; run_rank returns once the
+//          rank's part is queued, and synchronize_rank(i) waits for it.
+//   cuda - one rank per CUDA device (or N virtual ranks on one device, launched as one grid);
+//          buffers are device memory of the rank's device; calls are asynchronous on the given
+//          streams (none: the default stream) and synchronize() reports a failed collective.
+// Each call picks a schedule and its channels and tile size (CommOptions::algo, else $CCC_ALGO,
+// else the cost model over the topology: detected for real CUDA devices, else read from
+// CommOptions::topology_file or $CCC_TOPO; with no topology, ring), generates and JIT-compiles
+// the kernel once per shape (cached in memory and on disk), and launches it.
+//
+// Every rank must issue the same collectives in the same order with the same count, type, op
+// and root. A rank whose peer passed something else fails with Error(Remote) ("a peer called
+// with another ..."); a peer that never issues it makes the others fail after the timeout.
+// Collectives of one communicator run one after another on each rank: issue them on one stream
+// per rank (collectives on two streams of one rank at once would share its progress counters).
+//
+// Thread safety: calls from several threads are serialised by the communicator (one at a time;
+// synchronize_rank waits without holding it, so ranks driven by their own threads never block
+// each other). Errors are ccc::Error (errors.h); a call refused for its arguments
+// leaves the communicator as it was; after a collective failed, the next synchronize (once no
+// rank is running) reports it and resets the ranks' synchronisation state.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "ccc/collective_call.h"
+#include "ccc/diagnostics.h"
+#include "ccc/errors.h"
+#include "ccc/jit_cache.h"
+#include "ccc/types.h"
+#include "ccc/unique_id.h"
+
+namespace ccc {
+
+struct CommOptions {
+  std::string algo;             // schedule name for every call; empty: $CCC_ALGO, else selection
+  std::optional<SourceFile> schedule;  // run this schedule (not a shipped one) for its collective
+  // Values for the schedule's `param NAME = E` (docs/dsl.md). Shipped schedules have no
+  // parameters, so without `schedule` any define fails the call that instantiates it.
+  std::map<std::string, int64_t> defines;
+  int channels = 0;             // thread blocks per rank; 0: the selection's choice (host: 1)
+  int64_t tile_bytes = 0;       // 0: the selection's choice
+  // simple or ll (docs/codegen.md, "Protocols"); unset: the selection's choice. A call larger
+  // than kLlMaxBytes with ll fails with InvalidArgument.
+  std::optional<Protocol> protocol;
+  std::string topology_file;    // for selection on the host backend and virtual ranks
+  // Measured constants (topology.h, Calibration) replacing those of the topology file or the
+  // detected topology; empty: $CCC_CALIBRATION, else none.
+  std::string calibration_file;
+  // A rank waiting longer than this on a peer fails the collective. Unset: $CCC_TIMEOUT
+  // (seconds), else kDefaultTimeoutSeconds (10 minutes, PyTorch's default for NCCL: a rank late
+  // by an evaluation or a checkpoint must not fail the job). Infinite or longer than a year: wait
+  // for ever. Zero, negative or NaN: refused when the communicator is created.
+  std::optional<double> timeout_seconds;
+  JitCache* cache = nullptr;    // null: JitCache::process_cache()
+  // Records a timeline of every collective into this Chrome trace-event JSON file (empty:
+  // $CCC_TRACE, else no tracing). Calls run the traced variant of their kernel; the file holds
+  // every call's events and is written when the communicator is destroyed (a write that fails
+  // is a warning on stderr). docs/tracing.md.
+  std::string trace_file;
+};
+
+enum class BackendKind { Host, Cuda };
+
+// The multi-process options beyond CommOptions.
+struct RankOptions {
+  // Bytes of each rank's heap in the shared arena (scratch, staging of buffers that are not in
+  // the arena, mem_alloc). 0: $CCC_ARENA_BYTES, else 64 MiB. Every rank must pass the same.
+  uint64_t arena_bytes = 0;
+  // cuda_rank: the CUDA device ordinal of this rank. -1: the device of the context current in
+  // the calling thread, else 0 (what cudaGetDevice answers; NCCL takes that one too).
+  int device = -1;
+};
+
+class Communicator {
+ public:
+  static constexpr int kMaxChannels = 64;  // lowering's limit
+  static constexpr double kDefaultTimeoutSeconds = 600;  // CommOptions::timeout_seconds
+
+  // Checks a timeout (see CommOptions::timeout_seconds) and returns it in nanoseconds as the
+  // kernels take it (~0: for ever). Throws Error(InvalidArgument) for zero, negative or NaN.
+  static uint64_t timeout_ns(std::optional<double> seconds);
+
+  // N ranks on host threads.
+  static Communicator host(int nranks, CommOptions options = {});
+  // One rank per CUDA device ordinal in `devices`. Throws Error(NoDevice) without a driver.
+  static Communicator cuda(std::vector<int> devices, CommOptions options = {});
+  // `nranks` virtual ranks on one CUDA device, launched together as one grid (for testing).
+  static Communicator cuda_virtual(int device, int nranks, CommOptions options = {});
+
+  // Multi-process (host backend): starts the bootstrap root of a new communicator in this
+  // process and returns its id, which every rank's process passes to host_rank (like
+  // ncclGetUniqueId). The root serves one communicator; it runs on a thread of its own, which
+  // ends once the ranks have joined, or 1.5 x the default timeout after this call if none has
+  // come (the id is then released: a rank that comes later is refused).
+  static UniqueId unique_id();
+  // Rank `rank` of the `nranks`-rank communicator `id`, one rank per process: returns when every
+  // rank has joined and mapped the shared arena. Throws Error(Remote) when a rank does not join
+  // within the timeout, Error(InvalidArgument/InvalidUsage) for a bad id or ranks that disagree.
+  // Only `rank` is local: issue collectives with run_rank(call, rank, ...), wait with
+  // synchronize().
+  static Communicator host_rank(const UniqueId& id, int nranks, int rank, CommOptions options = {},
+                                RankOptions rank_options = {});
+  // The same on the CUDA backend, one device per process (RankOptions::device): the arena is
+  // device memory every rank's process maps at one address (cuda_arena.h). Collectives run on
+  // the caller's stream; buffers outside the arena (anything but mem_alloc's) that the rank has
+  // not registered (register_buffer) are staged with cuMemcpyAsync on that stream before and
+  // after the kernel. Throws Error(NoDevice) without a
+  // driver, Error(Cuda) naming a failed driver call.
+  static Communicator cuda_rank(const UniqueId& id, int nranks, int rank, CommOptions options = {},
+                                RankOptions rank_options = {});
+
+  Communicator(Communicator&&) noexcept;
+  Communicator& operator=(Communicator&&) noexcept;
+  ~Communicator();
+
+  int size() const;
+  BackendKind backend() const;
+
+  using Sends = std::span<const void* const>;
+  using Recvs = std::span<void* const>;
+  using Streams = std::span<void* const>;
+
+  void all_reduce(Sends send, Recvs recv, uint64_t count, DataType dtype, ReduceOp op,
+                  Streams streams = {});
+  // send holds size() * recv_count elements per rank; recv gets the rank's block.
+  void reduce_scatter(Sends send, Recvs recv, uint64_t recv_count, DataType dtype, ReduceOp op,
+                      Streams streams = {});
+  // recv holds size() * send_count elements per rank.
+  void all_gather(Sends send, Recvs recv, uint64_t send_count, DataType dtype,
+                  Streams streams = {});
+  void broadcast(Sends send, Recvs recv, uint64_t count, DataType dtype, int root,
+                 Streams streams = {});
+  void reduce(Sends send, Recvs recv, uint64_t count, DataType dtype, ReduceOp op, int root,
+              Streams streams = {});
+  // send and recv hold size() blocks of `count` elements per rank (MPI_Alltoall's sendcount):
+  // block p of rank r's recv is block r of rank p's send. Out of place only.
+  void all_to_all(Sends send, Recvs recv, uint64_t count, DataType dtype, Streams streams = {});
+  // Any of the above, spelled as a CollectiveCall.
+  void run(const CollectiveCall& call, Streams streams = {});
+
+  // Rank `rank`'s part of `call` (its collective, count, dtype, op, root; the buffer spans are
+  // not read): queues the rank's kernel on `stream` (cuda; null: the default stream) or on the
+  // rank's worker threads (host) and returns without waiting for the peers.
+  void run_rank(const CollectiveCall& call, int rank, const void* send, void* recv, void* stream = nullptr);
+
+  // Waits for every rank's outstanding work; throws Error(Remote) if a collective failed.
+  void synchronize();
+  // Waits for rank `rank`'s outstanding work; throws Error(Remote) if its collective failed.
+  void synchronize_rank(int rank);
+
+  // The schedule `call` would run (its buffers are not looked at).
+  std::string algorithm_for(const CollectiveCall& call) const;
+
+  // Compiles ahead the kernels that calls of these shapes will run (collective, count, dtype,
+  // op, root; the buffers are not looked at; `in_place`: calls whose send and recv are one
+  // buffer), so their first call finds them in the JIT cache instead of paying NVRTC or the
+  // host compiler (about 0.3 s per kernel cold; with a disk cache, later processes start warm).
+  // Shapes that select the same kernel compile once. Background (the default): returns at once
+  // and compiles on a thread of the communicator's; a call whose kernel is still compiling waits
+  // for that compile alone, and a compile that fails is reported by the call that needs it.
+  // Wait: compiles on the calling thread and throws Error(Compile) if one fails.
+  enum class WarmUp { Background, Wait };
+  void warm_up(const std::vector<CollectiveCall>& shapes, bool in_place = false, WarmUp mode = WarmUp::Background);
+
+  // Memory in the multi-process arena (host_rank and cuda_rank communicators only; device memory
+  // on cuda): buffers peers read in place, with no staging copy. Error(System) when the rank's
+  // heap has no room.
+  void* mem_alloc(uint64_t bytes);
+  void mem_free(void* p);
+
+  // Registers a buffer the user already has (cccCommRegister; docs/runtime.md, "Buffers.") and
+  // returns its handle for deregister_buffer. CUDA across processes (cuda_rank): collective,
+  // every rank registers one buffer of its own in the same call; the peers open it through CUDA
+  // IPC and its collectives then use it in place instead of staging it (cuda_registry.h). One
+  // process (host, cuda, cuda_virtual): nothing to exchange, the ranks share an address space;
+  // the handle is only checked by deregister_buffer. Host across processes (host_rank):
+  // Error(InvalidUsage), since another process cannot map malloc memory (cccCommMemAlloc gives
+  // memory used in place). Error(InvalidArgument) for a null buffer or 0 bytes.
+  void* register_buffer(void* p, uint64_t bytes);
+  // Error(InvalidArgument) for a handle register_buffer did not give (or already taken back).
+  void deregister_buffer(void* handle);
+
+  // Registration for CUDA graphs (cccCommGraphRegisterBegin/End; docs/runtime.md, "Buffers.").
+  // CUDA across processes: after begin_graph_registration (this rank only), a collective of the
+  // rank issued while its stream captures a graph uses an unregistered buffer in place, when
+  // CUDA IPC can share it, instead of staging it through the arena, and remembers it.
+  // end_graph_registration (collective, after the captures have ended) registers what every
+  // rank remembered as one registration, ends the mode and returns the registration's handle
+  // for deregister_buffer. A graph captured in between fails (its peers cannot reach the
+  // buffer) if replayed before end_graph_registration returns. The end ends the mode even when
+  // it fails (on every rank; nothing registered): the graphs captured in it cannot be replayed
+  // then. Error(InvalidUsage) for a begin inside the mode (they do not nest), an end outside it,
+  // or an end while a stream that captured in the mode still captures (checked before the
+  // device is synchronised, which would invalidate that capture). One process: nothing to
+  // exchange, a handle as register_buffer's. Host across processes: Error(InvalidUsage).
+  void begin_graph_registration();
+  void* end_graph_registration();
+
+  // Rank `rank`'s failure so far, without waiting ("" if none). Host backend, and the CUDA
+  // backend across processes (the error words read on a stream of their own, so a kernel still
+  // waiting does not hold the answer up); Error(InvalidUsage) for CUDA in one process.
+  std::string async_error(int rank);
+  // Marks rank `rank` failed (host backend, and CUDA across processes), so its peers stop waiting
+  // for it and fail at once instead of after the timeout, and its own later calls fail; the CUDA
+  // backend in one process does nothing. Destroying follows (cccCommAbort).
+  void abort_rank(int rank);
+
+  // Releases everything (after writing the trace, if tracing); any later call throws
+  // Error(InvalidUsage). In a process forked after the communicator was made, every call but
+  // this one throws Error(InvalidUsage), and this one (or the destructor) only drops the handle:
+  // the communicator is the parent's.
+  void destroy();
+
+ private:
+  struct Impl;
+  explicit Communicator(std::unique_ptr<Impl> impl);
+  Impl& live() const;  // throws Error(InvalidUsage) after destroy, or in a forked child
+  void forget_if_forked();
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace ccc

@@ -1,0 +1,210 @@
+// The CUDA backend: cubins from NVRTC loaded with the driver API (opened with dlopen); one launch
+// per rank on the rank's stream when the rank issues its part, or one cooperative grid for N
+// virtual ranks on a single device (args.rank == -1). Across processes, one local rank whose
+// peers' state lies in a CudaArena (cuda_arena.h), with the same kernels and launch path.
+//
+// A kernel takes one ccc_launch_args by value: its own rank's buffers and a pointer to the
+// communicator's fixed per-rank state (counters, mailboxes, error words), written once when the
+// communicator is made. Nothing a launch reads is rewritten by a later call, so a captured graph
+// replays with the buffers it captured, and the call path makes no synchronous driver call
+// (except growing scratch, which is refused during capture). Collectives are asynchronous on the
+// caller's streams; synchronize() waits and reports a rank's error word as Error(Remote).
+//
+// Every driver call runs with the rank's device's primary context current; the caller's current
+// context is restored when a public member returns.
+#pragma once
+
+#include <cstdint>
+#include <cstdlib>
+#include <map>
+#include <memory>
+#include <span>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "cuda_driver.h"
+#include "cuda_registry.h"
+#include "ccc_abi.h"
+
+namespace ccc {
+
+struct CudaLaunchShape {
+  unsigned grid = 0;   // blocks
+  unsigned block = 0;  // threads per block
+};
+
+// `channels` blocks for one rank, or nranks * channels when rank == -1 (virtual ranks).
+CudaLaunchShape cuda_launch_shape(int rank, int nranks, int channels, int threads_per_block);
+
+// The kernelParams array cuLaunchKernel takes for a kernel whose only parameter is `args`.
+std::vector<void*> cuda_kernel_params(ccc_launch_args& args);
+
+// "sm_90" from a compute capability.
+std::string cuda_arch_name(int major, int minor);
+
+// What check_buffer() found wrong with a device pointer's allocation, or "" if it is usable:
+// `range_start`/`range_size` describe the allocation holding it, `legacy_ipc` whether it is a
+// cuMemAlloc/cudaMalloc allocation (the only kind peer access maps), `peers` whether other
+// devices read it.
+std::string cuda_buffer_problem(uintptr_t p, uint64_t bytes, uintptr_t range_start, uint64_t range_size,
+                                bool legacy_ipc, bool peers);
+
+// Whether launches may use programmatic dependent launch where the device has it, from the
+// value of $CCC_PDL (null: unset): unset, "" or "1" yes, "0" no; anything else throws
+// Error(InvalidArgument).
+bool cuda_programmatic_launch_allowed(const char* env);
+
+class CudaArena;
+
+// A stream-ordered copy around a kernel (staging a buffer outside the multi-process arena).
+struct CudaCopy {
+  CUdeviceptr to = 0, from = 0;
+  uint64_t bytes = 0;
+};
+
+class CudaRanks {
+ public:
+  // One rank per entry of `devices` (CUDA ordinals, peer access enabled between all of them),
+  // or, when `virtual_ranks` > 0, that many ranks on devices[0] launched as one grid. Throws
+  // NoCudaDevice without a driver, Error(InvalidArgument) for a bad device list.
+  CudaRanks(std::vector<int> devices, int virtual_ranks);
+  // Multi-process: rank arena.rank() of arena.nranks(), on the arena's device; the peers run in
+  // other processes and share their sync state through `arena`, which outlives this. Scratch
+  // comes from the arena's heap. A failure is final (synchronize reports it again and again).
+  explicit CudaRanks(CudaArena& arena);
+  ~CudaRanks();
+  CudaRanks(const CudaRanks&) = delete;
+  CudaRanks& operator=(const CudaRanks&) = delete;
+
+  int nranks() const { return static_cast<int>(ranks_.size()); }
+  bool virtual_ranks() const { return virtual_ranks_; }
+  // Every rank runs on one device in this process (virtual ranks, or one rank of one device):
+  // the kernels' sync operations need only .gpu scope (KernelOptions::one_device). Ranks in
+  // other processes (an arena) keep .sys even on one device: the runtime writes their error
+  // words from the host while kernels run (abort).
+  bool one_device() const { return arena_ == nullptr && devices_.size() == 1; }
+  const std::string& arch() const { return arch_; }  // of devices[0]; all must match
+
+  // Loads a cubin on every device; returns an index for launch().
+  int load(const std::string& cubin, const std::string& kernel_name);
+
+  // Throws Error(InvalidArgument) unless [p, p + bytes) is device memory of rank `rank`'s device,
+  // in one allocation that the rank's peers can map.
+  void check_buffer(int rank, const void* p, uint64_t bytes, const char* what) const;
+
+  // Rank `rank`'s scratch of at least `bytes`. Growing allocates (the old allocation stays alive
+  // for launches still queued), which is refused while `stream` is capturing a graph.
+  void* scratch(int rank, uint64_t bytes, void* stream);
+  // The same for its LL receive slots (ccc_buffers::ll): memory only ll kernels ever write, and
+  // only with lines, zeroed when allocated (cuMemsetD8), so no line a launch polls holds anything
+  // but a flag of an earlier launch.
+  void* ll_slots(int rank, uint64_t bytes, void* stream);
+
+  // Tracing: zeroed device memory of `bytes` on rank `rank`'s device for a traced launch's
+  // records (cuMemAlloc and cuMemsetD8, which may wait for the legacy default stream). Refused
+  // while `stream` captures a graph. trace_read copies them into `host` once the device is idle
+  // and frees them.
+  void* trace_alloc(int rank, uint64_t bytes, void* stream);
+  void trace_read(int rank, void* records, void* host, uint64_t bytes);
+
+  // Queues rank `rank`'s kernel on `stream` (null: the default stream) without waiting. `trace`:
+  // device records for a traced kernel (trace_alloc), or null. `before`/`after`: copies queued
+  // on the same stream just before and after the kernel (cuMemcpyAsync), or null. On a device of
+  // compute capability 9.0 or newer the kernel goes out with programmatic dependent launch
+  // (cuLaunchKernelEx), unless $CCC_PDL=0 or `stream` is capturing a graph (docs/runtime.md).
+  void launch(int rank, int kernel, int channels, int threads, const ccc_buffers& own, uint64_t count,
+              uint64_t timeout_ns, void* stream, ccc_trace_channel* trace = nullptr,
+              const CudaCopy* before = nullptr, const CudaCopy* after = nullptr);
+  // Virtual ranks: one cooperative grid of N * channels blocks, rank r with own[r]. Throws
+  // Error(InvalidArgument) when the grid cannot be co-resident on the device.
+  // How many blocks of `threads` threads of loaded kernel `kernel` the (first) device holds at
+  // once, as the driver computes it for that kernel's registers and shared memory.
+  struct Occupancy {
+    int per_sm = 0, sms = 0;
+    int64_t blocks() const { return static_cast<int64_t>(per_sm) * sms; }
+  };
+  Occupancy occupancy(int kernel, int threads) const;
+  void launch_virtual(int kernel, int channels, int threads, std::span<const ccc_buffers> own,
+                      uint64_t count, uint64_t timeout_ns, void* stream, ccc_trace_channel* trace = nullptr);
+
+  // Waits for every rank's device; throws Error(Remote) naming ranks whose error word is set,
+  // after zeroing the counters and error words (as the prelude requires).
+  void synchronize();
+  // Waits for rank `rank`'s device; throws Error(Remote) if the rank failed (then, as above,
+  // after every device is idle and the state reset; the other failed ranks report theirs in
+  // their own synchronize).
+  void synchronize(int rank);
+  // Multi-process: rank `rank`'s failure so far, without waiting for its kernels ("" if none),
+  // read on a stream of its own; Error(InvalidUsage) in one process.
+  std::string async_error(int rank);
+  // Multi-process: marks rank `rank` failed (its error word), so its peers stop waiting for it.
+  // Nothing in one process.
+  void abort(int rank);
+
+  // Multi-process, collective (cuda_registry.h): registers the local rank's [p, p + bytes), which
+  // its collectives then use in place; returns the handle for deregister_buffer.
+  void* register_buffer(void* p, uint64_t bytes);
+  // The same for any number of buffers of the local rank (none on some ranks) as one
+  // registration, e.g. those captured graphs use in place (Communicator::end_graph_registration).
+  void* register_buffers(std::span<const CudaRegistry::Buffer> buffers, const char* what,
+                         const std::function<void()>& precondition);
+  void deregister_buffer(void* handle);
+  // [p, p + bytes) lies inside a buffer the local rank registered (always false in one process).
+  bool registered(const void* p, uint64_t bytes) const;
+  // The allocation holding device pointer p can be shared through CUDA IPC (cudaMalloc memory).
+  bool ipc_shareable(const void* p) const;
+  // `stream` is capturing a graph.
+  bool capturing(void* stream) const;
+
+ private:
+  struct Device {
+    int ordinal = 0;
+    CUdevice device = 0;
+    CUcontext context = nullptr;
+    CUdeviceptr state = 0;  // ccc_rank_state[N] as this device's launches read it
+    bool programmatic_launch = false;  // compute capability 9.0 or newer: has PDL
+    std::vector<CUfunction> functions;  // by kernel index
+    std::vector<CUmodule> modules;
+  };
+  // Device memory that grows by new allocations (scratch, LL slots).
+  struct Pool {
+    std::vector<CUdeviceptr> blocks;  // back(): the current one
+    std::vector<uint64_t> sizes;      // each block's bytes
+    std::set<CUdeviceptr> captured;   // arena: blocks a captured graph launches with (kept)
+    uint64_t bytes = 0;
+  };
+  struct Rank {
+    int device = 0;           // index into devices_
+    CUdeviceptr sync = 0;     // progress[CCC_MAX_CHANNELS], mailbox[2 * CCC_MAX_CHANNELS], error,
+                              // inbox[CCC_MAX_CHANNELS * N] (sync_bytes)
+    Pool scratch, ll;
+    std::string failure;      // a failure found by a synchronize, until this rank's reports it
+  };
+  // `pool` of rank `rank`, grown to at least `bytes`; `zero`: a new allocation is zeroed.
+  void* grow(int rank, Pool Rank::*pool, uint64_t bytes, void* stream, const char* what, bool zero);
+
+  void add_device(int ordinal);
+  void write_tables();  // table_ into every device's `state`
+  void publish_registry();  // the registry's current table into this rank's state (arena mode)
+  std::vector<unsigned> arena_error_words();  // every rank's, read on control_
+  void use(const Device& d) const;
+  CUdeviceptr alloc_zeroed(uint64_t bytes);
+  void read_failures();  // every device idle: error words into failure, then zero the state
+
+  const CudaDriver& driver_;
+  CudaArena* arena_ = nullptr;    // multi-process
+  CUstream control_ = nullptr;    // multi-process: a non-blocking stream for the error words
+  std::unique_ptr<CudaRegistry> registry_;  // multi-process: the local rank's (its table entry's)
+  bool virtual_ranks_ = false;
+  // Read once, at creation; off too where ranks of the communicator share a device: a parked
+  // successor grid would hold room a peer's blocks need to become resident (docs/runtime.md).
+  bool pdl_ = cuda_programmatic_launch_allowed(std::getenv("CCC_PDL"));
+  std::string arch_;
+  std::vector<Device> devices_;
+  std::vector<Rank> ranks_;
+  std::vector<ccc_rank_state> table_;  // the fixed state, as written to every device
+  std::map<std::string, CUdeviceptr> virtual_tables_;  // virtual ranks: one immutable table per buffer set
+};
+
+}  // namespace ccc

@@ -1,0 +1,206 @@
+// The host backend: generated kernels compiled by the system C++ compiler and run against the
+// host prelude (device/) by persistent worker threads.
+//
+// The host prelude exports a kernel as `extern "C" void NAME(ccc_launch_args args, int block)`.
+// Each rank has a stream: a FIFO of launches that the rank's workers (one thread per channel,
+// started when a launch first needs it) run in order, every block of a launch at once, as a CUDA
+// stream runs kernels. A launch returns as soon as it is queued; ranks meet inside the kernel.
+// Idle workers and waiters spin briefly before they sleep: a futex wake costs a context switch
+// (most of a small collective's time here), and back-to-back calls find them still awake.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "arena_heap.h"
+#include "host_compile.h"
+#include "ccc/jit_cache.h"
+#include "ccc_abi.h"
+
+namespace ccc {
+
+struct HostKernel {
+  using Entry = void (*)(ccc_launch_args args, int block);
+  std::shared_ptr<const SharedObject> object;  // keeps `entry` loaded
+  Entry entry = nullptr;
+};
+
+// What load_host_kernel compiles for generated `source` whose kernel is named `name` (a warm-up
+// compiles the same request ahead, so the load finds it in the cache).
+HostCompileRequest host_kernel_request(const std::string& source, const std::string& name);
+
+// Compiles (through `cache`) and loads generated `source`, whose kernel is named `name`.
+HostKernel load_host_kernel(JitCache& cache, const std::string& source, const std::string& name);
+
+// One rank's stream: launches run in the order they were queued, each with all its blocks on
+// their own threads at once (blocks wait on each other's progress).
+class HostStream {
+ public:
+  HostStream() = default;
+  ~HostStream();  // waits for the queued launches, then stops the workers
+  HostStream(const HostStream&) = delete;
+  HostStream& operator=(const HostStream&) = delete;
+
+  // Queues `channels` blocks of `kernel` with `args`. Throws Error(System) when a worker thread
+  // cannot be started (nothing is queued then).
+  void enqueue(const HostKernel& kernel, const ccc_launch_args& args, int channels);
+  // Queues `task`, run on one worker in queue order like a launch (a staging copy before or
+  // after a kernel). Throws Error(System) as enqueue does.
+  void enqueue(std::function<void()> task);
+  // Blocks until every launch queued before the call has finished.
+  void wait_idle();
+  bool idle();
+
+ private:
+  struct Launch {
+    HostKernel kernel;
+    ccc_launch_args args;
+    int channels;
+    std::function<void()> task;  // set: a host task (one block) instead of the kernel
+  };
+  void start_workers(int count);  // with mutex_ held
+  void push(Launch launch);       // with mutex_ held
+  void work(int block);
+  void start_front();  // with mutex_ held
+
+  std::mutex mutex_;
+  std::condition_variable wake_;  // workers: a launch started, or stop
+  std::condition_variable idle_;  // waiters: the queue drained
+  std::deque<Launch> queue_;      // front: the running launch
+  // Written under mutex_; read without it by spinning workers and waiters.
+  std::atomic<uint64_t> started_ = 0;    // launches started so far; workers run each one they see once
+  std::atomic<uint64_t> enqueued_ = 0;   // launches queued so far
+  std::atomic<uint64_t> completed_ = 0;  // launches finished so far (in queue order)
+  int running_ = 0;                      // blocks of the front launch still running
+  bool stop_ = false;
+  std::vector<std::thread> workers_;  // worker b runs block b of every launch with > b blocks
+};
+
+// One rank's state that its peers' kernels read (the targets of its ccc_rank_state), as laid out
+// in memory: in the process for HostRanks(n), in the shared arena across processes.
+struct HostRankSync {
+  unsigned long long progress[CCC_MAX_CHANNELS];
+  ccc_buffers mailbox[2 * CCC_MAX_CHANNELS];
+  unsigned error;
+};
+
+// The shared memory of a multi-process host communicator (docs/runtime.md): every rank's
+// HostRankSync and inbox, then one heap per rank (its scratch, staging and cccCommMemAlloc buffers). Each
+// process maps it at the same virtual address, so the raw pointers of the launch ABI (the
+// ccc_rank_state table, the buffers in a mailbox) mean the same in every process and the
+// generated kernels run unchanged. Only the owning process allocates from a rank's heap.
+class HostArena {
+ public:
+  // The bytes a mapping for `nranks` ranks with `heap_bytes` of heap each needs.
+  static uint64_t total_bytes(int nranks, uint64_t heap_bytes);
+  // Takes over `mapping` (total_bytes(nranks, heap_bytes) long; unmapped by the destructor).
+  HostArena(void* mapping, int nranks, int rank, uint64_t heap_bytes);
+  ~HostArena();
+  HostArena(const HostArena&) = delete;
+  HostArena& operator=(const HostArena&) = delete;
+
+  int nranks() const { return nranks_; }
+  int rank() const { return rank_; }
+  HostRankSync* sync(int rank) const;
+  // Rank `rank`'s inbox (ccc_rank_state::inbox: [CCC_MAX_CHANNELS][N]), right after its sync.
+  unsigned long long* inbox(int rank) const;
+  // This rank's heap: its scratch, staging and cccCommMemAlloc buffers.
+  ArenaHeap& heap() { return heap_; }
+  // [p, p + bytes) lies inside the arena (any rank's part): peers can read it.
+  bool contains(const void* p, uint64_t bytes) const;
+
+ private:
+  std::byte* base_;
+  uint64_t bytes_;
+  int nranks_, rank_;
+  ArenaHeap heap_;  // this rank's
+};
+
+// Every rank's state beyond the user's buffers: the fixed table of progress counters, mailboxes
+// and error words that kernels read (ccc_abi.h), scratch, and the rank's stream. Counters start
+// at zero and are never reset between launches (their values carry the epoch), except after a
+// failure, once every stream is idle, as the prelude requires.
+//
+// Across processes (HostRanks(arena)), one rank is local; its peers run in other processes and
+// share the sync state through the arena. Resetting that state after a failure would need every
+// process idle at once, so, as NCCL does after an asynchronous error, a failed multi-process
+// communicator stays broken: every later synchronize reports the failure again (the caller
+// aborts or destroys it).
+class HostRanks {
+ public:
+  explicit HostRanks(int nranks);
+  // Rank arena.rank() of arena.nranks(); `arena` outlives this.
+  explicit HostRanks(HostArena& arena);
+  ~HostRanks();  // waits for every stream
+
+  int nranks() const { return static_cast<int>(ranks_.size()); }
+  HostArena* arena() const { return arena_; }
+
+  // Rank `rank`'s scratch of at least `bytes` for a launch queued next. A larger size gets a new
+  // allocation; the old one stays alive for launches still queued (until the communicator goes).
+  void* scratch(int rank, uint64_t bytes);
+  // The same for its LL receive slots (ccc_buffers::ll): memory only ll kernels ever write, and
+  // only with lines, zeroed when allocated, so no line a launch polls holds anything but a flag
+  // of an earlier launch.
+  void* ll_slots(int rank, uint64_t bytes);
+  // Queues rank `rank`'s part of a collective on its stream and returns. `trace`: [channels]
+  // records a traced kernel fills in (ccc_abi.h), or null.
+  // `before`/`after`: host tasks queued just before and after the kernel (staging copies).
+  void launch(int rank, const HostKernel& kernel, int channels, const ccc_buffers& own,
+              uint64_t count, uint64_t timeout_ns, ccc_trace_channel* trace = nullptr,
+              std::function<void()> before = {}, std::function<void()> after = {});
+  // Waits for rank `rank`'s stream. Throws Error(Remote) if the rank failed; the sync state is
+  // reset once every stream is idle.
+  void synchronize(int rank);
+  // Waits for every stream; throws Error(Remote) naming each failed rank, after the reset.
+  void synchronize();
+  // Rank `rank`'s failure so far, without waiting ("" if none): what its error words say now.
+  std::string async_error(int rank);
+  // Marks rank `rank` failed (its error word), so its peers stop waiting for it and fail at
+  // once, and its own later launches return at once.
+  void abort(int rank);
+
+ private:
+  // Memory that grows by new allocations (scratch, LL slots).
+  struct Pool {
+    std::vector<std::unique_ptr<std::byte[]>> blocks;  // in-process: back() is the current one
+    std::vector<uint64_t> sizes;                       // in-process: each block's bytes
+    std::vector<void*> arena_blocks;                   // across processes: in the arena
+    uint64_t bytes = 0;
+  };
+  struct Rank {
+    HostRankSync* sync = nullptr;
+    unsigned long long* inbox = nullptr;                // [CCC_MAX_CHANNELS][N]: ccc_rank_state::inbox
+    std::vector<unsigned long long> owned_inbox;        // in-process: where `inbox` points
+    Pool scratch, ll;
+    std::string failure;  // why its last failed launch failed, until a synchronize reports it
+    // A synchronize reported this rank's failure while peers still ran, and the rank has launched
+    // nothing since: the reset that follows must not report the same failure a second time.
+    bool reported_early = false;
+    HostStream stream;
+  };
+  // `pool` of rank `rank`, grown to at least `bytes` (zeroed: every byte of a new allocation).
+  void* grow(int rank, Pool Rank::*pool, uint64_t bytes, const char* what);
+  // Moves every set error word into its rank's `failure` and zeroes the sync state, once no
+  // stream has work; with mutex_ held.
+  void reset_if_idle();
+  // Every rank's error word, read now.
+  std::vector<unsigned> error_words() const;
+
+  HostArena* arena_ = nullptr;
+  std::unique_ptr<HostRankSync[]> owned_sync_;  // in-process: every rank's
+  std::mutex mutex_;  // the table's sync state across streams (reset), scratch
+  std::vector<std::unique_ptr<Rank>> ranks_;
+  std::vector<ccc_rank_state> table_;  // [N], fixed after construction
+};
+
+}  // namespace ccc
