@@ -25,10 +25,10 @@ from __future__ import annotations
 
 import contextlib
 import os
-from dataclasses import dataclass
 from typing import Any, Iterator, Literal, Optional, Sequence, TypeVar, Union
 
 from . import _ccc
+from ._ccc import CheckResult, Collective, DataType, Protocol, ReduceOp
 from ._errors import (
     CompileError,
     CudaError,
@@ -43,7 +43,7 @@ from ._errors import (
 )
 
 __all__ = [
-    "CheckResult", "Communicator", "Registration", "check", "compile", "get_unique_id", "Error", "DiagnosticError", "InvalidArgumentError",
+    "CheckResult", "Collective", "DataType", "Protocol", "ReduceOp", "Communicator", "Registration", "check", "compile", "get_unique_id", "Error", "DiagnosticError", "InvalidArgumentError",
     "InvalidUsageError", "NoDeviceError", "CudaError", "CompileError", "RemoteError", "SystemResourceError",
     "InternalError",
 ]
@@ -65,6 +65,20 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module 'ccc' has no attribute {name!r}")
 
 
+_Enum = TypeVar("_Enum", DataType, ReduceOp, Protocol)
+
+
+def _enum(kind: type[_Enum], value: Union[_Enum, str], what: str) -> _Enum:
+    """``value`` as a member of ``kind``: a member, or ccc's name for one ("bf16", "sum", "ll")."""
+    if isinstance(value, kind):
+        return value
+    for member in kind:
+        if isinstance(value, str) and member.name.lower() == value:
+            return member
+    names = ", ".join(m.name.lower() for m in kind)
+    raise InvalidArgumentError(f"unknown {what} {value!r} (one of: {names})")
+
+
 def _source(source: Source, name: Optional[str]) -> tuple[str, Optional[str]]:
     """(name, text) for the extension: text None means "read the file called name"."""
     if isinstance(source, os.PathLike):
@@ -74,21 +88,6 @@ def _source(source: Source, name: Optional[str]) -> tuple[str, Optional[str]]:
     if "\n" in source:
         return (name or "<string>"), source
     return source, None
-
-
-@dataclass(frozen=True)
-class CheckResult:
-    """What ``ccc.check`` proved about a schedule."""
-
-    schedule: str                 #: the schedule's name
-    collective: str               #: "allreduce", "reduce_scatter", "allgather", "broadcast" or "reduce"
-    ranks: int
-    roots: tuple[int, ...]        #: the roots verified (broadcast and reduce); empty otherwise
-    steps: int
-    ops: int
-    waits: int                    #: waits the sync planner kept (for the last root checked)
-    cross_rank_dependencies: int  #: cross-rank dependencies before reduction (last root)
-    notes: tuple[str, ...]        #: the planner's notes, e.g. staging it inserted
 
 
 def check(source: Source, ranks: int, *, root: Optional[int] = None, in_place: bool = False,
@@ -108,15 +107,13 @@ def check(source: Source, ranks: int, *, root: Optional[int] = None, in_place: b
             and the rendered caret text.
     """
     n, text = _source(source, name)
-    r = _ccc.check(n, text, ranks, root, EVERY_ROOT_UP_TO, in_place)
-    return CheckResult(schedule=r["schedule"], collective=r["collective"], ranks=r["ranks"], roots=tuple(r["roots"]),
-                       steps=r["steps"], ops=r["ops"], waits=r["waits"],
-                       cross_rank_dependencies=r["cross_rank_dependencies"], notes=tuple(r["notes"]))
+    return _ccc.check(n, text, ranks, root=root, every_root_up_to=EVERY_ROOT_UP_TO, in_place=in_place)
 
 
 def compile(source: Source, ranks: int, *, emit: str = "cu", root: int = 0, in_place: bool = False,
-            dtype: str = "f32", op: str = "sum", tile_bytes: Optional[int] = None, channels: Optional[int] = None,
-            pipeline: Optional[int] = None, protocol: Optional[str] = None, arch: str = "sm_90",
+            dtype: Union[DataType, str] = DataType.F32, op: Union[ReduceOp, str] = ReduceOp.SUM,
+            tile_bytes: Optional[int] = None, channels: Optional[int] = None, pipeline: Optional[int] = None,
+            protocol: Union[Protocol, str, None] = None, arch: str = "sm_90",
             show_syncs: bool = False,
             topology: Optional[str] = None, name: Optional[str] = None) -> Union[str, bytes]:
     """Compiles a schedule for ``ranks`` ranks, like ``ccc compile --emit EMIT``.
@@ -129,11 +126,13 @@ def compile(source: Source, ranks: int, *, emit: str = "cu", root: int = 0, in_p
             ``ccc compile --help`` describes each.
         root: broadcast and reduce: the root.
         in_place: compile for input and output being one buffer.
-        dtype, op: the element type ("f64", "f32", "f16", "bf16", "i64", "u64", "i32", "u32",
-            "i8", "u8") and reduction ("sum", "prod", "min", "max", "avg") of the kernel.
+        dtype, op: the element type (a ``DataType``, or its name: "f64", "f32", "f16", "bf16",
+            "i64", "u64", "i32", "u32", "i8", "u8") and reduction (a ``ReduceOp``, or "sum",
+            "prod", "min", "max", "avg") of the kernel.
         tile_bytes, channels, pipeline: kernel shape; None takes ``ccc compile``'s defaults.
-        protocol: "simple" (peer loads) or "ll" (data and flag pushed in 8-byte lines, for small
-            messages); None: "simple", and for "cost" both are priced (``ccc compile --protocol``).
+        protocol: ``Protocol.SIMPLE`` (peer loads) or ``Protocol.LL`` (data and flag pushed in
+            8-byte lines, for small messages), or their names; None: simple, and for "cost" both
+            are priced (``ccc compile --protocol``).
         arch: the GPU architecture for "ptx" and "cubin".
         show_syncs: "svg": also draw the waits the sync planner kept.
         topology: "cost": the topology file to price the schedule on (required there, refused
@@ -150,8 +149,10 @@ def compile(source: Source, ranks: int, *, emit: str = "cu", root: int = 0, in_p
         CompileError: NVRTC refused the kernel.
     """
     n, text = _source(source, name)
-    return _ccc.compile(n, text, ranks, root, emit, in_place, dtype, op, tile_bytes, channels, pipeline, protocol,
-                        arch, show_syncs, topology)
+    return _ccc.compile(n, text, ranks, root=root, emit=emit, in_place=in_place, dtype=_enum(DataType, dtype, "dtype"),
+                        op=_enum(ReduceOp, op, "op"), tile_bytes=tile_bytes, channels=channels, pipeline=pipeline,
+                        protocol=None if protocol is None else _enum(Protocol, protocol, "protocol"), arch=arch,
+                        show_syncs=show_syncs, topology=topology)
 
 
 def _current_stream(array: Any) -> int:
@@ -235,8 +236,8 @@ class Communicator(_CommunicatorHandle):
     device (CuPy arrays, torch tensors; issued on each array's current stream unless
     ``streams`` is given). Every array of one call has the same element type and is
     C-contiguous; recv arrays are writable. Element types: float64, float32, float16,
-    bfloat16, int64, uint64, int32, uint32, int8, uint8. Ops: "sum", "prod", "min", "max",
-    "avg".
+    bfloat16, int64, uint64, int32, uint32, int8, uint8. Ops: a ``ReduceOp``, or its name
+    ("sum", "prod", "min", "max", "avg").
 
     Host collectives return when done. CUDA collectives are asynchronous on the streams;
     ``synchronize()`` waits and raises ``RemoteError`` if one failed. The GIL is released while
@@ -251,7 +252,7 @@ class Communicator(_CommunicatorHandle):
             cost model's choice.
         schedule: run this schedule (a path or schedule text) for its collective.
         channels, tile_bytes: kernel shape; 0 takes the selection's choice.
-        protocol: "simple" or "ll" for every call (a call over ll's 256 KiB then fails with
+        protocol: ``Protocol.SIMPLE`` or ``Protocol.LL`` (or "simple", "ll") for every call (a call over ll's 256 KiB then fails with
             InvalidArgumentError); None: the selection's choice per call.
         topology_file: the topology selection uses (host backend); default $CCC_TOPO.
         timeout: seconds a rank waits for a peer before the collective fails (default
@@ -280,12 +281,15 @@ class Communicator(_CommunicatorHandle):
 
     def __init__(self, ranks: Optional[int] = None, *, backend: Literal["host", "cuda"] = "host",
                  devices: Optional[Sequence[int]] = None, algo: str = "", schedule: Optional[Source] = None,
-                 channels: int = 0, tile_bytes: int = 0, protocol: Optional[str] = None, topology_file: str = "",
+                 channels: int = 0, tile_bytes: int = 0, protocol: Union[Protocol, str, None] = None,
+                 topology_file: str = "",
                  timeout: Optional[float] = None, rank: Optional[int] = None, nranks: Optional[int] = None,
                  uid: Optional[bytes] = None, device: Optional[int] = None) -> None:
         sched_name, sched_text = _source(schedule, None) if schedule is not None else (None, None)
-        options = _ccc.comm_options(algo, sched_name, sched_text, channels, tile_bytes, protocol, topology_file,
-                                    timeout)
+        options = _ccc.comm_options(algo=algo, schedule_name=sched_name, schedule_text=sched_text, channels=channels,
+                                    tile_bytes=tile_bytes,
+                                    protocol=None if protocol is None else _enum(Protocol, protocol, "protocol"),
+                                    topology_file=topology_file, timeout=timeout)
         self._rank = rank
         if backend not in ("host", "cuda"):
             raise InvalidArgumentError(f"backend: expected 'host' or 'cuda', not {backend!r}")
@@ -346,17 +350,19 @@ class Communicator(_CommunicatorHandle):
             return []
         return [_current_stream(a) for a in send]
 
-    def all_reduce(self, send: Sequence[Any], recv: Optional[Sequence[Any]] = None, *, op: str = "sum",
+    def all_reduce(self, send: Sequence[Any], recv: Optional[Sequence[Any]] = None, *, op: Union[ReduceOp, str] = ReduceOp.SUM,
                    streams: Optional[Sequence[int]] = None) -> None:
         """Every rank's recv gets the element-wise reduction of all sends; recv None: in place."""
         send, recv = self._ranks(send), self._ranks(recv)
-        self._comm.all_reduce(list(send), self._recv(send, recv), op, self._streams(send, streams))
+        self._comm.all_reduce(list(send), self._recv(send, recv), _enum(ReduceOp, op, "op"),
+                              self._streams(send, streams))
 
     def reduce(self, send: Sequence[Any], recv: Optional[Sequence[Any]] = None, *, root: int = 0,
-               op: str = "sum", streams: Optional[Sequence[int]] = None) -> None:
+               op: Union[ReduceOp, str] = ReduceOp.SUM, streams: Optional[Sequence[int]] = None) -> None:
         """The root's recv gets the reduction of all sends (other ranks' recv are untouched)."""
         send, recv = self._ranks(send), self._ranks(recv)
-        self._comm.reduce(list(send), self._recv(send, recv), root, op, self._streams(send, streams))
+        self._comm.reduce(list(send), self._recv(send, recv), root, _enum(ReduceOp, op, "op"),
+                          self._streams(send, streams))
 
     def broadcast(self, send: Sequence[Any], recv: Optional[Sequence[Any]] = None, *, root: int = 0,
                   streams: Optional[Sequence[int]] = None) -> None:
@@ -372,13 +378,14 @@ class Communicator(_CommunicatorHandle):
         send, recv = self._ranks(send), self._ranks(recv)
         self._comm.all_gather(list(send), self._recv(send, recv), self._streams(send, streams))
 
-    def reduce_scatter(self, send: Sequence[Any], recv: Sequence[Any], *, op: str = "sum",
+    def reduce_scatter(self, send: Sequence[Any], recv: Sequence[Any], *, op: Union[ReduceOp, str] = ReduceOp.SUM,
                        streams: Optional[Sequence[int]] = None) -> None:
         """recv[r] (count elements) gets block r of the reduction of all sends (ranks x count).
 
         In place when each recv[r] is send[r]'s block r."""
         send, recv = self._ranks(send), self._ranks(recv)
-        self._comm.reduce_scatter(list(send), self._recv(send, recv), op, self._streams(send, streams))
+        self._comm.reduce_scatter(list(send), self._recv(send, recv), _enum(ReduceOp, op, "op"),
+                                  self._streams(send, streams))
 
     def all_to_all(self, send: Sequence[Any], recv: Sequence[Any], *,
                    streams: Optional[Sequence[int]] = None) -> None:

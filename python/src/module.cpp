@@ -7,10 +7,12 @@
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
+#include <nanobind/stl/variant.h>
 #include <nanobind/stl/vector.h>
 
 #include <fmt/format.h>
 
+#include <cctype>
 #include <cstdint>
 #include <cstring>
 #include <memory>
@@ -74,11 +76,30 @@ ccc::CodegenResult analysed(const ccc::SourceFile& file, int nranks, int root, b
   return std::move(*result);
 }
 
+std::string upper(std::string_view name) {
+  std::string s(name);
+  for (char& c : s) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  return s;
+}
+
 bool is_rooted(ccc::Collective c) { return c == ccc::Collective::Broadcast || c == ccc::Collective::Reduce; }
 
-// What check() reports; the Python side turns it into ccc.CheckResult.
-nb::dict check(const std::string& name, const std::optional<std::string>& text, int nranks,
-               std::optional<int> root, int every_root_up_to, bool in_place) {
+// What check() proved: ccc.CheckResult.
+struct CheckResult {
+  std::string schedule;
+  ccc::Collective collective = ccc::Collective::AllReduce;
+  int ranks = 0;
+  std::vector<int> roots;  // the roots verified (broadcast and reduce); empty otherwise
+  int64_t steps = 0;
+  int64_t ops = 0;
+  int64_t waits = 0;                    // waits the sync planner kept (for the last root checked)
+  int64_t cross_rank_dependencies = 0;  // before reduction (last root)
+  std::vector<std::string> notes;       // the planner's notes, e.g. staging it inserted
+  friend bool operator==(const CheckResult&, const CheckResult&) = default;
+};
+
+CheckResult check(const std::string& name, const std::optional<std::string>& text, int nranks,
+                  std::optional<int> root, int every_root_up_to, bool in_place) {
   const ccc::SourceFile file = load_source(name, text);
   // Like `ccc check`: a rooted collective is proved for every root unless one is given (a
   // schedule can be right for root 0 and wrong for another), while N is small.
@@ -91,54 +112,29 @@ nb::dict check(const std::string& name, const std::optional<std::string>& text, 
     planned = std::move(result.planned);
     if (!root && is_rooted(program->collective) && nranks <= every_root_up_to) roots = nranks;
   }
-  nb::dict out;
-  out["schedule"] = program->schedule;
-  out["collective"] = std::string(ccc::collective_name(program->collective));
-  out["ranks"] = program->nranks;
-  out["roots"] = is_rooted(program->collective) ? (root ? std::vector<int>{*root} : [&] {
-    std::vector<int> all(roots);
-    for (int r = 0; r < roots; ++r) all[r] = r;
-    return all;
-  }())
-                                                 : std::vector<int>{};
-  out["steps"] = program->nsteps();
-  out["ops"] = program->num_ops();
-  out["waits"] = planned->sync.waits_kept;
-  out["cross_rank_dependencies"] = planned->sync.cross_rank_edges;
-  out["notes"] = planned->sync.notes;
+  CheckResult out;
+  out.schedule = program->schedule;
+  out.collective = program->collective;
+  out.ranks = program->nranks;
+  if (is_rooted(program->collective))
+    for (int r = 0; r < roots; ++r) out.roots.push_back(root.value_or(r));
+  out.steps = program->nsteps();
+  out.ops = program->num_ops();
+  out.waits = planned->sync.waits_kept;
+  out.cross_rank_dependencies = planned->sync.cross_rank_edges;
+  out.notes = planned->sync.notes;
   return out;
 }
 
-// `name` parsed, or InvalidArgument listing the names `all` has.
-template <typename T, size_t N>
-T parse_named(const char* what, const std::string& name, std::optional<T> (*parse)(std::string_view),
-              const T (&all)[N], const char* (*name_of)(T)) {
-  if (std::optional<T> v = parse(name)) return *v;
-  std::string valid;
-  for (T t : all) valid += fmt::format("{}{}", valid.empty() ? "" : ", ", name_of(t));
-  throw ccc::Error(ccc::ErrorKind::InvalidArgument, fmt::format("unknown {} '{}' (one of: {})", what, name, valid));
-}
-ccc::DataType parse_dtype(const std::string& name) {
-  return parse_named("dtype", name, &ccc::parse_data_type, ccc::kAllDataTypes, &ccc::data_type_name);
-}
-ccc::ReduceOp parse_op(const std::string& name) {
-  return parse_named("op", name, &ccc::parse_reduce_op, ccc::kAllReduceOps, &ccc::reduce_op_name);
-}
-std::optional<ccc::Protocol> parse_protocol(const std::optional<std::string>& name) {
-  static constexpr ccc::Protocol kProtocols[] = {ccc::Protocol::Simple, ccc::Protocol::Ll};
-  if (!name) return std::nullopt;
-  return parse_named("protocol", *name, &ccc::parse_protocol, kProtocols, &ccc::protocol_name);
-}
-
-nb::object compile(const std::string& name, const std::optional<std::string>& text, int nranks, int root,
-                   const std::string& emit, bool in_place, const std::string& dtype, const std::string& op,
+std::variant<nb::str, nb::bytes> compile(const std::string& name, const std::optional<std::string>& text, int nranks, int root,
+                   const std::string& emit, bool in_place, ccc::DataType dtype, ccc::ReduceOp op,
                    std::optional<int64_t> tile_bytes, std::optional<int> channels, std::optional<int> pipeline,
-                   const std::optional<std::string>& protocol, const std::string& arch, bool show_syncs,
+                   std::optional<ccc::Protocol> protocol, const std::string& arch, bool show_syncs,
                    const std::optional<std::string>& topology) {
-  const ccc::cli::EmitTarget* target = ccc::cli::find_emit_target(emit);
+  const ccc::EmitTarget* target = ccc::find_emit_target(emit);
   if (!target)
     throw ccc::Error(ccc::ErrorKind::InvalidArgument,
-                     fmt::format("unknown emit target '{}' (one of: {})", emit, ccc::cli::emit_target_names()));
+                     fmt::format("unknown emit target '{}' (one of: {})", emit, ccc::emit_target_names()));
   if (show_syncs && std::string(target->name) != "svg")
     throw ccc::Error(ccc::ErrorKind::InvalidArgument, "show_syncs is for emit='svg'");
   const bool cost = std::string(target->name) == "cost";
@@ -157,14 +153,14 @@ nb::object compile(const std::string& name, const std::optional<std::string>& te
   if (tile_bytes) cost_grid.tiles = {*tile_bytes};
   ccc::KernelOptions kernel;
   kernel.in_place = in_place;
-  kernel.dtype = parse_dtype(dtype);
-  kernel.op = parse_op(op);
+  kernel.dtype = dtype;
+  kernel.op = op;
   if (tile_bytes) kernel.tile_bytes = *tile_bytes;
   if (channels) kernel.channels = *channels;
   if (pipeline) kernel.pipeline = *pipeline;
-  if (const std::optional<ccc::Protocol> p = parse_protocol(protocol)) {
-    kernel.protocol = *p;
-    cost_grid.protocols = {*p};
+  if (protocol) {
+    kernel.protocol = *protocol;
+    cost_grid.protocols = {*protocol};
   }
   cost_grid.pipeline = kernel.pipeline;
   if (kernel.tile_bytes <= 0 || kernel.tile_bytes % 64 != 0)
@@ -349,19 +345,17 @@ class PyCommunicator {
     });
   }
 
-  void all_reduce(const std::vector<Array>& send, const std::vector<WritableArray>& recv, const std::string& op,
+  void all_reduce(const std::vector<Array>& send, const std::vector<WritableArray>& recv, ccc::ReduceOp op,
                   const std::vector<uintptr_t>& streams) {
     Buffers b = buffers(send, recv);
     same_counts("all_reduce", b);
-    const ccc::ReduceOp o = parse_op(op);
-    launch(ccc::Collective::AllReduce, b, b.send_count, o, -1, streams);
+    launch(ccc::Collective::AllReduce, b, b.send_count, op, -1, streams);
   }
-  void reduce(const std::vector<Array>& send, const std::vector<WritableArray>& recv, int root, const std::string& op,
+  void reduce(const std::vector<Array>& send, const std::vector<WritableArray>& recv, int root, ccc::ReduceOp op,
               const std::vector<uintptr_t>& streams) {
     Buffers b = buffers(send, recv);
     same_counts("reduce", b);
-    const ccc::ReduceOp o = parse_op(op);
-    launch(ccc::Collective::Reduce, b, b.send_count, o, root, streams);
+    launch(ccc::Collective::Reduce, b, b.send_count, op, root, streams);
   }
   void broadcast(const std::vector<Array>& send, const std::vector<WritableArray>& recv, int root,
                  const std::vector<uintptr_t>& streams) {
@@ -375,12 +369,11 @@ class PyCommunicator {
     blocks("all_gather", b.send_count, b.recv_count, "send", "recv");
     launch(ccc::Collective::AllGather, b, b.send_count, ccc::ReduceOp::Sum, -1, streams);
   }
-  void reduce_scatter(const std::vector<Array>& send, const std::vector<WritableArray>& recv, const std::string& op,
+  void reduce_scatter(const std::vector<Array>& send, const std::vector<WritableArray>& recv, ccc::ReduceOp op,
                       const std::vector<uintptr_t>& streams) {
     Buffers b = buffers(send, recv);
     blocks("reduce_scatter", b.recv_count, b.send_count, "recv", "send");
-    const ccc::ReduceOp o = parse_op(op);
-    launch(ccc::Collective::ReduceScatter, b, b.recv_count, o, -1, streams);
+    launch(ccc::Collective::ReduceScatter, b, b.recv_count, op, -1, streams);
   }
 
   void all_to_all(const std::vector<Array>& send, const std::vector<WritableArray>& recv,
@@ -461,14 +454,14 @@ class PyCommunicator {
 // The CommOptions every constructor takes, made once by the Python side (ccc.Communicator).
 ccc::CommOptions comm_options(const std::string& algo, const std::optional<std::string>& schedule_name,
                               const std::optional<std::string>& schedule_text, int channels, int64_t tile_bytes,
-                              const std::optional<std::string>& protocol, const std::string& topology_file,
+                              std::optional<ccc::Protocol> protocol, const std::string& topology_file,
                               std::optional<double> timeout) {
   ccc::CommOptions o;
   o.algo = algo;
   if (schedule_name) o.schedule = load_source(*schedule_name, schedule_text);
   o.channels = channels;
   o.tile_bytes = tile_bytes;
-  o.protocol = parse_protocol(protocol);
+  o.protocol = protocol;
   o.topology_file = topology_file;
   o.timeout_seconds = timeout;
   return o;
@@ -528,20 +521,56 @@ NB_MODULE(_ccc, m) {
     }
   });
 
-  m.def("check", &check, nb::arg("name"), nb::arg("text").none(), nb::arg("ranks"), nb::arg("root").none(),
+  // Each enum member is ccc's name upper-cased (DataType.BF16, ReduceOp.SUM, Collective.REDUCE_SCATTER):
+  // the Python side also takes the names as strings.
+  nb::enum_<ccc::DataType> dtype(m, "DataType", "An element type.");
+  for (ccc::DataType t : ccc::kAllDataTypes) dtype.value(upper(ccc::data_type_name(t)).c_str(), t);
+  nb::enum_<ccc::ReduceOp> op(m, "ReduceOp", "A reduction; avg is the sum divided by the number of ranks.");
+  for (ccc::ReduceOp o : ccc::kAllReduceOps) op.value(upper(ccc::reduce_op_name(o)).c_str(), o);
+  nb::enum_<ccc::Protocol> protocol(m, "Protocol",
+                                    "How a rank gets a peer's data: SIMPLE loads it (bandwidth); LL has it pushed "
+                                    "in 8-byte lines with a flag (latency, small messages).");
+  for (ccc::Protocol p : {ccc::Protocol::Simple, ccc::Protocol::Ll}) protocol.value(upper(ccc::protocol_name(p)).c_str(), p);
+  nb::enum_<ccc::Collective> collective(m, "Collective", "A collective a schedule implements.");
+  for (ccc::Collective c : ccc::kAllCollectives) collective.value(upper(ccc::collective_name(c)).c_str(), c);
+
+  nb::class_<CheckResult>(m, "CheckResult", "What ccc.check proved about a schedule.")
+      .def_ro("schedule", &CheckResult::schedule, "the schedule's name")
+      .def_ro("collective", &CheckResult::collective)
+      .def_ro("ranks", &CheckResult::ranks)
+      .def_prop_ro("roots", [](const CheckResult& r) { return nb::typed<nb::tuple, int, nb::ellipsis>(nb::cast(r.roots)); },
+                   "the roots verified (broadcast and reduce); empty otherwise")
+      .def_ro("steps", &CheckResult::steps)
+      .def_ro("ops", &CheckResult::ops)
+      .def_ro("waits", &CheckResult::waits, "waits the sync planner kept (for the last root checked)")
+      .def_ro("cross_rank_dependencies", &CheckResult::cross_rank_dependencies,
+              "cross-rank dependencies before reduction (last root)")
+      .def_prop_ro("notes", [](const CheckResult& r) { return nb::typed<nb::tuple, nb::str, nb::ellipsis>(nb::cast(r.notes)); },
+                   "the planner's notes, e.g. staging it inserted")
+      .def("__eq__", [](const CheckResult& a, const CheckResult& b) { return a == b; })
+      .def("__repr__", [](nb::handle self) {
+        nb::object fields = nb::make_tuple(self.attr("schedule"), self.attr("collective"), self.attr("ranks"),
+                                           self.attr("roots"), self.attr("steps"), self.attr("ops"), self.attr("waits"),
+                                           self.attr("cross_rank_dependencies"), self.attr("notes"));
+        return nb::str("CheckResult(schedule={!r}, collective={}, ranks={}, roots={!r}, steps={}, ops={}, waits={}, "
+                       "cross_rank_dependencies={}, notes={!r})")
+            .format(*fields);
+      });
+
+  m.def("check", &check, nb::arg("name"), nb::arg("text").none(), nb::arg("ranks"), nb::kw_only(), nb::arg("root").none(),
         nb::arg("every_root_up_to"), nb::arg("in_place"));
-  m.def("compile", &compile, nb::arg("name"), nb::arg("text").none(), nb::arg("ranks"), nb::arg("root"),
+  m.def("compile", &compile, nb::arg("name"), nb::arg("text").none(), nb::arg("ranks"), nb::kw_only(), nb::arg("root"),
         nb::arg("emit"), nb::arg("in_place"), nb::arg("dtype"), nb::arg("op"), nb::arg("tile_bytes").none(),
-        nb::arg("channels").none(), nb::arg("pipeline").none(), nb::arg("protocol").none(), nb::arg("arch"), nb::arg("show_syncs"),
-        nb::arg("topology").none());
-  m.def("emit_targets", [] { return ccc::cli::emit_target_names(); });
+        nb::arg("channels").none(), nb::arg("pipeline").none(), nb::arg("protocol").none(), nb::arg("arch"),
+        nb::arg("show_syncs"), nb::arg("topology").none());
+  m.def("emit_targets", [] { return ccc::emit_target_names(); });
   m.def("get_unique_id", [] {
     const ccc::UniqueId id = ccc::Communicator::unique_id();
     return nb::bytes(id.bytes.data(), id.bytes.size());
   });
 
   nb::class_<ccc::CommOptions>(m, "CommOptions");
-  m.def("comm_options", &comm_options, nb::arg("algo"), nb::arg("schedule_name").none(),
+  m.def("comm_options", &comm_options, nb::kw_only(), nb::arg("algo"), nb::arg("schedule_name").none(),
         nb::arg("schedule_text").none(), nb::arg("channels"), nb::arg("tile_bytes"), nb::arg("protocol").none(),
         nb::arg("topology_file"), nb::arg("timeout").none());
 

@@ -10,7 +10,7 @@ BAD = "allreduce broken(N) {\n  chunks = N\n  step s in 0 .. N - 1 {\n    rank r
 
 def test_check_a_shipped_schedule(schedules):
     info = ccc.check(schedules / "ring.sched", ranks=4)
-    assert (info.schedule, info.collective, info.ranks) == ("ring", "allreduce", 4)
+    assert (info.schedule, info.collective, info.ranks) == ("ring", ccc.Collective.ALLREDUCE, 4)
     assert info.steps == 6 and info.ops == 24 and info.roots == ()
     assert info.waits > 0
 
@@ -105,3 +105,35 @@ def test_compile_cost_prices_the_schedule_on_a_topology(schedules):
         ccc.compile(schedules / "oneshot.sched", ranks=8, emit="cost")
     with pytest.raises(ccc.InvalidArgumentError, match="topology= is for emit='cost'"):
         ccc.compile(schedules / "oneshot.sched", ranks=8, emit="steps", topology=str(topo))
+
+
+def test_enums_and_their_names_are_interchangeable(schedules):
+    ring = schedules / "ring.sched"
+    typed = ccc.compile(ring, ranks=4, emit="cu", dtype=ccc.DataType.BF16, op=ccc.ReduceOp.AVG,
+                        protocol=ccc.Protocol.LL)
+    assert typed == ccc.compile(ring, ranks=4, emit="cu", dtype="bf16", op="avg", protocol="ll")
+    assert typed.startswith("// ccc_ring_n4_bf16_avg_")
+    assert [m.name for m in ccc.Collective] == ["ALLREDUCE", "REDUCE_SCATTER", "ALLGATHER", "BROADCAST", "REDUCE",
+                                                "ALLTOALL"]
+    assert len(ccc.DataType) == 10 and len(ccc.ReduceOp) == 5 and len(ccc.Protocol) == 2
+    info = ccc.check(ring, ranks=4)
+    assert repr(info).startswith("CheckResult(schedule='ring', collective=Collective.ALLREDUCE, ranks=4, roots=()")
+    with pytest.raises(ccc.InvalidArgumentError, match=r"unknown dtype 3 \(one of: f64, f32, "):
+        ccc.compile(ring, ranks=4, dtype=3)
+
+
+def test_the_extension_ships_type_stubs_that_cover_it():
+    import ast
+    stub = pathlib.Path(ccc._ccc.__file__).with_name("_ccc.pyi")
+    tree = ast.parse(stub.read_text())
+    defined = {node.name for node in tree.body if isinstance(node, (ast.FunctionDef, ast.ClassDef))}
+    assert {name for name in dir(ccc._ccc) if not name.startswith("_")} <= defined
+    classes = {node.name: node for node in tree.body if isinstance(node, ast.ClassDef)}
+    for enum in (ccc.DataType, ccc.ReduceOp, ccc.Protocol, ccc.Collective):
+        body = classes[enum.__name__].body
+        members = {t.id for node in body if isinstance(node, ast.Assign) for t in node.targets}
+        members |= {node.target.id for node in body if isinstance(node, ast.AnnAssign)}
+        assert {m.name for m in enum} <= members, enum.__name__
+    compile_stub = next(node for node in tree.body if isinstance(node, ast.FunctionDef) and node.name == "compile")
+    kwonly = {a.arg: ast.unparse(a.annotation) for a in compile_stub.args.kwonlyargs}
+    assert kwonly["dtype"] == "DataType" and kwonly["op"] == "ReduceOp", kwonly

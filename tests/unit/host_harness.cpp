@@ -22,7 +22,7 @@ HostLibrary::HostLibrary(const std::vector<EmittedKernel>& kernels, const std::s
     for (size_t i = 0; i < kernels.size(); ++i) out << "namespace k" << i << " {\n" << kernels[i].source << "}\n";
   }
   const std::string cmd = std::string(CCC_HOST_CXX) + " -std=c++20 -O2 -fPIC -shared -Wall -Wextra -Werror " CCC_HOST_KERNEL_FLAGS +
-                          " -I" CCC_SOURCE_DIR "/runtime/device " + src.string() + " -o " + lib.string() + " > " + log.string() +
+                          " -I" CCC_SOURCE_DIR "/device " + src.string() + " -o " + lib.string() + " > " + log.string() +
                           " 2>&1";
   if (std::system(cmd.c_str()) != 0) {
     std::ifstream in(log);

@@ -14,7 +14,7 @@
 #include "step_diagram.h"
 #include "sync.h"
 
-namespace ccc::cli {
+namespace ccc {
 namespace {
 
 std::string emit_steps(const EmitInput& in) { return print_steps(in.program); }
@@ -96,4 +96,4 @@ std::string emit_target_help(int indent) {
   return s;
 }
 
-}  // namespace ccc::cli
+}  // namespace ccc

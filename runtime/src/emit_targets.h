@@ -1,7 +1,8 @@
-// What `ccc compile --emit TARGET` can produce. Adding a target is one entry in kEmitTargets
-// (emit_targets.cpp): its name, a help line, the last pass it needs, and the function that
-// renders the result from what run_codegen made. Targets whose last pass is verify or later get
-// the planned program; lower or later, the kernel plan too; emit, the kernel.
+// What `ccc compile --emit TARGET` and Python's `ccc.compile(emit=...)` can produce. Adding a
+// target is one entry in kEmitTargets (emit_targets.cpp): its name, a help line, the last pass
+// it needs, and the function that renders the result from what run_codegen made. Targets whose
+// last pass is verify or later get the planned program; lower or later, the kernel plan too;
+// emit, the kernel.
 #pragma once
 
 #include <string>
@@ -13,7 +14,7 @@
 #include "step_program.h"
 #include "sync_plan.h"
 
-namespace ccc::cli {
+namespace ccc {
 
 struct EmitInput {
   const StepProgram& program;
@@ -42,4 +43,4 @@ std::string emit_target_names();  // "steps, ..." for errors
 // --emit option's help lists them under its own line.
 std::string emit_target_help(int indent);
 
-}  // namespace ccc::cli
+}  // namespace ccc
