@@ -525,6 +525,7 @@ void* FdMmapMapper::keep() {
 }
 
 uint16_t bootstrap_port(const UniqueId& id) { return parse(id).port; }
+uint64_t bootstrap_tag(const UniqueId& id) { return parse(id).tag; }
 
 UniqueId bootstrap_unique_id(uint64_t idle_ns) {
   const char* env = std::getenv("CCC_BOOTSTRAP_ADDR");

@@ -34,6 +34,8 @@ namespace ccc {
 UniqueId bootstrap_unique_id(uint64_t idle_ns);
 // The TCP port the id's root listens on (Error(InvalidArgument) for an id that is not one).
 uint16_t bootstrap_port(const UniqueId& id);
+// The id's session tag, which names its root's sockets ("ccc-bootstrap-<tag in hex>").
+uint64_t bootstrap_tag(const UniqueId& id);
 
 enum class ArenaKind : uint32_t { Host, Cuda };
 

@@ -52,18 +52,30 @@ std::string hex(const cccUniqueId& id) {
   return s;
 }
 
+// ccc's entries in /dev/shm (other tests running beside this one, pytest's multiprocessing among
+// them, make their own).
 std::set<std::string> shm_entries() {
   std::set<std::string> names;
-  for (const auto& e : fs::directory_iterator("/dev/shm")) names.insert(e.path().filename().string());
+  for (const auto& e : fs::directory_iterator("/dev/shm"))
+    if (e.path().filename().string().find("ccc") != std::string::npos) names.insert(e.path().filename().string());
   return names;
 }
 
-// Lines of /proc/net/unix that name a ccc bootstrap socket (abstract: "@ccc-bootstrap-...").
+// The session tags of the ids this test made (new_id): other tests running beside this one have
+// bootstrap sockets of their own.
+std::set<uint64_t>& own_tags() {
+  static std::set<uint64_t> tags;
+  return tags;
+}
+
+// Lines of /proc/net/unix that name a bootstrap socket of an id this test made (abstract:
+// "@ccc-bootstrap-<tag>").
 std::string bootstrap_sockets() {
   std::ifstream in("/proc/net/unix");
   std::string line, found;
   while (std::getline(in, line))
-    if (line.find("@ccc-bootstrap-") != std::string::npos) found += line + "\n";
+    for (uint64_t tag : own_tags())
+      if (line.find(fmt::format("@ccc-bootstrap-{:016x}", tag)) != std::string::npos) found += line + "\n";
   return found;
 }
 
@@ -134,6 +146,10 @@ std::vector<RankRun> run_ranks(const std::string& id, const std::vector<std::vec
 std::string new_id() {
   cccUniqueId id{};
   EXPECT_EQ(cccGetUniqueId(&id), cccSuccess) << cccGetLastError(nullptr);
+  ccc::UniqueId same;
+  static_assert(sizeof id == sizeof same.bytes);
+  std::memcpy(same.bytes.data(), &id, sizeof id);
+  own_tags().insert(ccc::bootstrap_tag(same));
   return hex(id);
 }
 
