@@ -14,6 +14,17 @@
 
 namespace ccc::testing {
 
+// One-shot spread over N - 1 steps (line 4): verified, but every rank's sum has another shape,
+// so lowering refuses it (verify_bits.h).
+inline SourceFile sequential_one_shot() {
+  return {"seq.sched", R"(allreduce seq {
+  chunks 1
+  phase direct {
+    step s in 0 .. N-2 { reduce chunk 0 from input of (r + s + 1) % N }
+  }
+})"};
+}
+
 struct Planned {
   std::optional<PlannedProgram> planned;
   SourceFile source;

@@ -161,12 +161,7 @@ TEST(VerifySameBits, CutsLongExpressionsShort) {
 // after every peer, starting from the rank's own input, so every rank's sum has another shape.
 // Lowering rejects it.
 TEST(VerifySameBits, RejectsASequentialOneShot) {
-  const SourceFile file{"seq.sched", R"(allreduce seq {
-  chunks 1
-  phase direct {
-    step s in 0 .. N-2 { reduce chunk 0 from input of (r + s + 1) % N }
-  }
-})"};
+  const SourceFile file = testing::sequential_one_shot();
   Diagnostics diags;
   std::optional<StepProgram> program = run_front_end(file, {3, 0}, diags);
   ASSERT_TRUE(program) << diags.render(&file);

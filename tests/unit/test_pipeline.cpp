@@ -66,12 +66,7 @@ TEST(Pipeline, StopsAfterTheLastPassAsked) {
 
 // Lowering's errors are diagnostics like every other pass's: located, rendered with the line.
 TEST(Pipeline, ALoweringErrorIsADiagnosticOnItsLine) {
-  const SourceFile file{"seq.sched", R"(allreduce seq {
-  chunks 1
-  phase direct {
-    step s in 0 .. N-2 { reduce chunk 0 from input of (r + s + 1) % N }
-  }
-})"};
+  const SourceFile file = testing::sequential_one_shot();
   Diagnostics diags;
   EXPECT_FALSE(run_codegen(file, ring_options(3), diags));
   ASSERT_EQ(diags.error_count(), 1);
