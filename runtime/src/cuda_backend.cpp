@@ -200,7 +200,35 @@ bool CudaRanks::capturing(void* stream) const {
   return status != CU_STREAM_CAPTURE_STATUS_NONE;
 }
 
-int CudaRanks::load(const std::string& cubin, const std::string& kernel_name) {
+int CudaRanks::local_rank() const { return arena_ != nullptr ? arena_->rank() : -1; }
+
+bool CudaRanks::peers_read_in_place(const void* p, uint64_t bytes) const {
+  return arena_ == nullptr || arena_->contains(p, bytes) || registered(p, bytes);
+}
+
+ArenaHeap* CudaRanks::heap() { return arena_ != nullptr ? &arena_->heap() : nullptr; }
+
+NvrtcRequest CudaRanks::nvrtc_request(const std::string& source, const EmittedKernel& kernel) const {
+  NvrtcRequest req;
+  req.source = source;
+  req.name = kernel.kernel_name + ".cu";
+  req.arch = arch_;
+  return req;
+}
+
+int CudaRanks::load(JitCache& cache, const std::string& source, const EmittedKernel& kernel) {
+  int index = -1;
+  nvrtc_build_cached(cache, nvrtc_request(source, kernel),
+                     [&](const std::string& cubin) { index = load_cubin(cubin, kernel.kernel_name); });
+  return index;
+}
+
+std::function<void()> CudaRanks::compile_task(JitCache& cache, const std::string& source,
+                                              const EmittedKernel& kernel) const {
+  return [&cache, req = nvrtc_request(source, kernel)] { nvrtc_build_cached(cache, req); };
+}
+
+int CudaRanks::load_cubin(const std::string& cubin, const std::string& kernel_name) {
   CudaContextGuard guard(driver_);
   // All devices or none: a cubin that fails on one is unloaded from the others, so the kernel
   // indices stay aligned across devices and a rebuilt cubin can be loaded in its place.
@@ -328,21 +356,27 @@ void CudaRanks::trace_read(int rank, void* records, void* host, uint64_t bytes) 
   driver_.check(copied, "cuMemcpyDtoH");
 }
 
-void CudaRanks::launch(int rank, int kernel, int channels, int threads, const ccc_buffers& own,
-                       uint64_t count, uint64_t timeout_ns, void* stream, ccc_trace_channel* trace,
-                       const CudaCopy* before, const CudaCopy* after) {
+void CudaRanks::launch(int rank, const RankLaunch& l) {
+  const int channels = l.channels;
   if (channels < 1 || channels > CCC_MAX_CHANNELS)
     throw Error(ErrorKind::Internal, fmt::format("a kernel with {} channels; the launch ABI allows at most {}",
                                                  channels, CCC_MAX_CHANNELS));
   CudaContextGuard guard(driver_);
   const Device& d = devices_[ranks_.at(rank).device];
   use(d);
-  ccc_launch_args args{reinterpret_cast<const ccc_rank_state*>(d.state), own, nullptr, count, rank, timeout_ns, trace};
-  const CudaLaunchShape shape = cuda_launch_shape(rank, nranks(), channels, threads);
+  ccc_launch_args args{reinterpret_cast<const ccc_rank_state*>(d.state), l.own, nullptr, l.count, rank, l.timeout_ns,
+                       l.trace};
+  const CudaLaunchShape shape = cuda_launch_shape(rank, nranks(), channels, l.block_threads);
   std::vector<void*> params = cuda_kernel_params(args);
-  const auto s = static_cast<CUstream>(stream);
-  if (before != nullptr) driver_.check(driver_.cuMemcpyAsync(before->to, before->from, before->bytes, s), "cuMemcpyAsync (staging in)");
-  const CUfunction f = d.functions.at(kernel);
+  const auto s = static_cast<CUstream>(l.stream);
+  auto copy = [&](const StagingCopy* c, const char* what) {
+    if (c == nullptr) return;
+    driver_.check(driver_.cuMemcpyAsync(reinterpret_cast<CUdeviceptr>(c->to), reinterpret_cast<CUdeviceptr>(c->from),
+                                        c->bytes, s),
+                  what);
+  };
+  copy(l.before, "cuMemcpyAsync (staging in)");
+  const CUfunction f = d.functions.at(l.kernel);
   // Programmatic dependent launch: the kernel may begin while the stream's previous kernel is
   // still running, once every block of that one has released it (or exited), and waits for its
   // completion itself (griddepcontrol.wait, Channel::enter) before it touches anything that
@@ -350,7 +384,7 @@ void CudaRanks::launch(int rank, int kernel, int channels, int threads, const cc
   // collective or the user's own. Not while capturing: that a graph keeps the programmatic edge
   // of a captured launch is not checked on a GPU yet, so a captured launch keeps the plain
   // full-completion dependency (docs/runtime.md, "Programmatic dependent launch").
-  if (pdl_ && d.programmatic_launch && !capturing(stream)) {
+  if (pdl_ && d.programmatic_launch && !capturing(l.stream)) {
     CUlaunchAttribute attribute{};
     attribute.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
     attribute.value.programmaticStreamSerializationAllowed = 1;
@@ -367,7 +401,7 @@ void CudaRanks::launch(int rank, int kernel, int channels, int threads, const cc
     driver_.check(driver_.cuLaunchKernel(f, shape.grid, 1, 1, shape.block, 1, 1, 0, s, params.data(), nullptr),
                   "cuLaunchKernel");
   }
-  if (after != nullptr) driver_.check(driver_.cuMemcpyAsync(after->to, after->from, after->bytes, s), "cuMemcpyAsync (staging out)");
+  copy(l.after, "cuMemcpyAsync (staging out)");
 }
 
 CudaRanks::Occupancy CudaRanks::occupancy(int kernel, int threads) const {
@@ -382,9 +416,13 @@ CudaRanks::Occupancy CudaRanks::occupancy(int kernel, int threads) const {
   return o;
 }
 
-void CudaRanks::launch_virtual(int kernel, int channels, int threads, std::span<const ccc_buffers> own,
-                               uint64_t count, uint64_t timeout_ns, void* stream, ccc_trace_channel* trace) {
+void CudaRanks::launch_all(std::span<const RankLaunch> launches) {
   const int n = nranks();
+  const RankLaunch& first = launches[0];  // every rank's launch differs only in its buffers
+  const int kernel = first.kernel, channels = first.channels, threads = first.block_threads;
+  void* const stream = first.stream;
+  std::vector<ccc_buffers> own;
+  for (const RankLaunch& l : launches) own.push_back(l.own);
   CudaContextGuard guard(driver_);
   const Device& d = devices_[0];
   use(d);
@@ -397,21 +435,22 @@ void CudaRanks::launch_virtual(int kernel, int channels, int threads, std::span<
     invalid(fmt::format("{} virtual ranks x {} channels need {} co-resident blocks; device {} holds {} ({} per SM x {} SMs)",
                         n, channels, n * channels, d.ordinal, o.blocks(), o.per_sm, o.sms));
   // One immutable table per buffer set: a captured graph keeps reading the table it captured.
-  const std::string key(reinterpret_cast<const char*>(own.data()), own.size_bytes());
+  const uint64_t own_bytes = own.size() * sizeof(ccc_buffers);
+  const std::string key(reinterpret_cast<const char*>(own.data()), own_bytes);
   auto it = virtual_tables_.find(key);
   if (it == virtual_tables_.end()) {
     if (capturing(stream))
       throw Error(ErrorKind::InvalidUsage, "virtual ranks: a new set of buffers while a stream captures a graph; "
                                            "issue the collective with these buffers once before capturing");
-    const CUdeviceptr table = alloc_zeroed(own.size_bytes());
-    driver_.check(driver_.cuMemcpyHtoD(table, own.data(), own.size_bytes()), "cuMemcpyHtoD");
+    const CUdeviceptr table = alloc_zeroed(own_bytes);
+    driver_.check(driver_.cuMemcpyHtoD(table, own.data(), own_bytes), "cuMemcpyHtoD");
     // cuMemcpyHtoD from pageable memory returns once the data is staged, not written; the
     // kernel may run on a non-blocking stream, so wait for the copy.
     driver_.check(driver_.cuCtxSynchronize(), "cuCtxSynchronize");
     it = virtual_tables_.emplace(key, table).first;
   }
   ccc_launch_args args{reinterpret_cast<const ccc_rank_state*>(d.state), {}, reinterpret_cast<const ccc_buffers*>(it->second),
-                       count, -1, timeout_ns, trace};
+                       first.count, -1, first.timeout_ns, first.trace};
   const CudaLaunchShape shape = cuda_launch_shape(-1, n, channels, threads);
   std::vector<void*> params = cuda_kernel_params(args);
   driver_.check(driver_.cuLaunchCooperativeKernel(f, shape.grid, 1, 1, shape.block, 1, 1, 0,
@@ -447,7 +486,7 @@ void CudaRanks::read_failures() {
   }
 }
 
-void CudaRanks::synchronize() {
+void CudaRanks::synchronize_all() {
   if (arena_ != nullptr) return synchronize(arena_->rank());
   CudaContextGuard guard(driver_);
   for (const Device& d : devices_) {
@@ -532,7 +571,7 @@ void CudaRanks::publish_registry() {
 
 bool CudaRanks::registered(const void* p, uint64_t bytes) const { return registry_ && registry_->covers(p, bytes); }
 
-bool CudaRanks::ipc_shareable(const void* p) const {
+bool CudaRanks::shareable(const void* p) const {
   int legacy_ipc = 0;
   driver_.check(driver_.cuPointerGetAttribute(&legacy_ipc, CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE,
                                               reinterpret_cast<CUdeviceptr>(p)),
@@ -541,6 +580,7 @@ bool CudaRanks::ipc_shareable(const void* p) const {
 }
 
 void CudaRanks::synchronize(int rank) {
+  if (rank < 0) return synchronize_all();
   CudaContextGuard guard(driver_);
   Rank& r = ranks_.at(rank);
   use(devices_[r.device]);

@@ -23,9 +23,11 @@
 #include <string>
 #include <vector>
 
+#include "backend.h"
+#include "ccc_abi.h"
 #include "cuda_driver.h"
 #include "cuda_registry.h"
-#include "ccc_abi.h"
+#include "nvrtc_jit.h"
 
 namespace ccc {
 
@@ -57,13 +59,7 @@ bool cuda_programmatic_launch_allowed(const char* env);
 
 class CudaArena;
 
-// A stream-ordered copy around a kernel (staging a buffer outside the multi-process arena).
-struct CudaCopy {
-  CUdeviceptr to = 0, from = 0;
-  uint64_t bytes = 0;
-};
-
-class CudaRanks {
+class CudaRanks : public Backend, public PeerRegistry {
  public:
   // One rank per entry of `devices` (CUDA ordinals, peer access enabled between all of them),
   // or, when `virtual_ranks` > 0, that many ranks on devices[0] launched as one grid. Throws
@@ -73,51 +69,55 @@ class CudaRanks {
   // other processes and share their sync state through `arena`, which outlives this. Scratch
   // comes from the arena's heap. A failure is final (synchronize reports it again and again).
   explicit CudaRanks(CudaArena& arena);
-  ~CudaRanks();
+  ~CudaRanks() override;
   CudaRanks(const CudaRanks&) = delete;
   CudaRanks& operator=(const CudaRanks&) = delete;
 
-  int nranks() const { return static_cast<int>(ranks_.size()); }
+  BackendKind kind() const override { return BackendKind::Cuda; }
+  int nranks() const override { return static_cast<int>(ranks_.size()); }
+  int local_rank() const override;
+  int default_channels() const override { return 0; }
   bool virtual_ranks() const { return virtual_ranks_; }
   // Every rank runs on one device in this process (virtual ranks, or one rank of one device):
   // the kernels' sync operations need only .gpu scope (KernelOptions::one_device). Ranks in
   // other processes (an arena) keep .sys even on one device: the runtime writes their error
   // words from the host while kernels run (abort).
-  bool one_device() const { return arena_ == nullptr && devices_.size() == 1; }
+  bool one_device() const override { return arena_ == nullptr && devices_.size() == 1; }
   const std::string& arch() const { return arch_; }  // of devices[0]; all must match
 
-  // Loads a cubin on every device; returns an index for launch().
-  int load(const std::string& cubin, const std::string& kernel_name);
+  // Builds the kernel with NVRTC for arch() (through `cache`) and loads it on every device.
+  int load(JitCache& cache, const std::string& source, const EmittedKernel& kernel) override;
+  std::function<void()> compile_task(JitCache& cache, const std::string& source,
+                                     const EmittedKernel& kernel) const override;
 
   // Throws Error(InvalidArgument) unless [p, p + bytes) is device memory of rank `rank`'s device,
   // in one allocation that the rank's peers can map.
-  void check_buffer(int rank, const void* p, uint64_t bytes, const char* what) const;
+  void check_buffer(int rank, const void* p, uint64_t bytes, const char* what) const override;
 
   // Rank `rank`'s scratch of at least `bytes`. Growing allocates (the old allocation stays alive
   // for launches still queued), which is refused while `stream` is capturing a graph.
-  void* scratch(int rank, uint64_t bytes, void* stream);
+  void* scratch(int rank, uint64_t bytes, void* stream) override;
   // The same for its LL receive slots (ccc_buffers::ll): memory only ll kernels ever write, and
   // only with lines, zeroed when allocated (cuMemsetD8), so no line a launch polls holds anything
   // but a flag of an earlier launch.
-  void* ll_slots(int rank, uint64_t bytes, void* stream);
+  void* ll_slots(int rank, uint64_t bytes, void* stream) override;
+  // Across processes: arena memory, or a buffer this rank registered.
+  bool peers_read_in_place(const void* p, uint64_t bytes) const override;
+  ArenaHeap* heap() override;
+  PeerRegistry* peer_registry() override { return arena_ != nullptr ? this : nullptr; }
 
   // Tracing: zeroed device memory of `bytes` on rank `rank`'s device for a traced launch's
   // records (cuMemAlloc and cuMemsetD8, which may wait for the legacy default stream). Refused
   // while `stream` captures a graph. trace_read copies them into `host` once the device is idle
   // and frees them.
-  void* trace_alloc(int rank, uint64_t bytes, void* stream);
-  void trace_read(int rank, void* records, void* host, uint64_t bytes);
+  void* trace_alloc(int rank, uint64_t bytes, void* stream) override;
+  void trace_read(int rank, void* records, void* host, uint64_t bytes) override;
 
-  // Queues rank `rank`'s kernel on `stream` (null: the default stream) without waiting. `trace`:
-  // device records for a traced kernel (trace_alloc), or null. `before`/`after`: copies queued
-  // on the same stream just before and after the kernel (cuMemcpyAsync), or null. On a device of
-  // compute capability 9.0 or newer the kernel goes out with programmatic dependent launch
-  // (cuLaunchKernelEx), unless $CCC_PDL=0 or `stream` is capturing a graph (docs/runtime.md).
-  void launch(int rank, int kernel, int channels, int threads, const ccc_buffers& own, uint64_t count,
-              uint64_t timeout_ns, void* stream, ccc_trace_channel* trace = nullptr,
-              const CudaCopy* before = nullptr, const CudaCopy* after = nullptr);
-  // Virtual ranks: one cooperative grid of N * channels blocks, rank r with own[r]. Throws
-  // Error(InvalidArgument) when the grid cannot be co-resident on the device.
+  // Queues rank `rank`'s kernel on its stream (null: the default stream) without waiting, the
+  // staging copies around it with cuMemcpyAsync. On a device of compute capability 9.0 or newer
+  // the kernel goes out with programmatic dependent launch (cuLaunchKernelEx), unless
+  // $CCC_PDL=0 or the stream is capturing a graph (docs/runtime.md).
+  void launch(int rank, const RankLaunch& launch) override;
   // How many blocks of `threads` threads of loaded kernel `kernel` the (first) device holds at
   // once, as the driver computes it for that kernel's registers and shared memory.
   struct Occupancy {
@@ -125,37 +125,38 @@ class CudaRanks {
     int64_t blocks() const { return static_cast<int64_t>(per_sm) * sms; }
   };
   Occupancy occupancy(int kernel, int threads) const;
-  void launch_virtual(int kernel, int channels, int threads, std::span<const ccc_buffers> own,
-                      uint64_t count, uint64_t timeout_ns, void* stream, ccc_trace_channel* trace = nullptr);
+  bool one_grid() const override { return virtual_ranks_; }
+  int64_t grid_blocks(int kernel, int threads) const override { return occupancy(kernel, threads).blocks(); }
+  // Virtual ranks: one cooperative grid of N * channels blocks, rank r with launches[r].own.
+  // Throws Error(InvalidArgument) when the grid cannot be co-resident on the device.
+  void launch_all(std::span<const RankLaunch> launches) override;
+  bool calls_complete() const override { return false; }  // asynchronous on the callers' streams
 
-  // Waits for every rank's device; throws Error(Remote) naming ranks whose error word is set,
-  // after zeroing the counters and error words (as the prelude requires).
-  void synchronize();
-  // Waits for rank `rank`'s device; throws Error(Remote) if the rank failed (then, as above,
-  // after every device is idle and the state reset; the other failed ranks report theirs in
-  // their own synchronize).
-  void synchronize(int rank);
+  // Waits for rank `rank`'s device (-1: every rank's); throws Error(Remote) if the rank failed
+  // (naming each rank whose error word is set), after every device is idle and the counters
+  // and error words are zeroed (as the prelude requires); the other failed ranks report theirs
+  // in their own synchronize.
+  void synchronize(int rank) override;
   // Multi-process: rank `rank`'s failure so far, without waiting for its kernels ("" if none),
   // read on a stream of its own; Error(InvalidUsage) in one process.
-  std::string async_error(int rank);
+  std::string async_error(int rank) override;
   // Multi-process: marks rank `rank` failed (its error word), so its peers stop waiting for it.
   // Nothing in one process.
-  void abort(int rank);
+  void abort(int rank) override;
 
   // Multi-process, collective (cuda_registry.h): registers the local rank's [p, p + bytes), which
   // its collectives then use in place; returns the handle for deregister_buffer.
-  void* register_buffer(void* p, uint64_t bytes);
+  void* register_buffer(void* p, uint64_t bytes) override;
   // The same for any number of buffers of the local rank (none on some ranks) as one
   // registration, e.g. those captured graphs use in place (Communicator::end_graph_registration).
   void* register_buffers(std::span<const CudaRegistry::Buffer> buffers, const char* what,
-                         const std::function<void()>& precondition);
-  void deregister_buffer(void* handle);
+                         const std::function<void()>& precondition) override;
+  void deregister_buffer(void* handle) override;
   // [p, p + bytes) lies inside a buffer the local rank registered (always false in one process).
-  bool registered(const void* p, uint64_t bytes) const;
+  bool registered(const void* p, uint64_t bytes) const override;
   // The allocation holding device pointer p can be shared through CUDA IPC (cudaMalloc memory).
-  bool ipc_shareable(const void* p) const;
-  // `stream` is capturing a graph.
-  bool capturing(void* stream) const;
+  bool shareable(const void* p) const override;
+  bool capturing(void* stream) const override;
 
  private:
   struct Device {
@@ -184,6 +185,9 @@ class CudaRanks {
   // `pool` of rank `rank`, grown to at least `bytes`; `zero`: a new allocation is zeroed.
   void* grow(int rank, Pool Rank::*pool, uint64_t bytes, void* stream, const char* what, bool zero);
 
+  int load_cubin(const std::string& cubin, const std::string& kernel_name);  // on every device
+  NvrtcRequest nvrtc_request(const std::string& source, const EmittedKernel& kernel) const;
+  void synchronize_all();
   void add_device(int ordinal);
   void write_tables();  // table_ into every device's `state`
   void publish_registry();  // the registry's current table into this rank's state (arena mode)

@@ -306,7 +306,30 @@ void HostRanks::reset_if_idle() {
   }
 }
 
+int HostRanks::load(JitCache& cache, const std::string& source, const EmittedKernel& kernel) {
+  kernels_.push_back(load_host_kernel(cache, source, kernel.kernel_name));
+  return static_cast<int>(kernels_.size()) - 1;
+}
+
+std::function<void()> HostRanks::compile_task(JitCache& cache, const std::string& source,
+                                              const EmittedKernel& kernel) const {
+  // Loading (dlopen, dropped at once) proves the object, as the call's load would.
+  return [&cache, req = host_kernel_request(source, kernel.kernel_name)] {
+    host_compile_cached(cache, req, [](const std::string& image) { SharedObject check(image); });
+  };
+}
+
+void HostRanks::launch(int rank, const RankLaunch& l) {
+  auto task = [](const StagingCopy* c) -> std::function<void()> {
+    if (c == nullptr) return {};
+    return [c = *c] { std::memcpy(c.to, c.from, c.bytes); };
+  };
+  launch(rank, kernels_.at(static_cast<size_t>(l.kernel)), l.channels, l.own, l.count, l.timeout_ns, l.trace,
+         task(l.before), task(l.after));
+}
+
 void HostRanks::synchronize(int rank) {
+  if (rank < 0) return synchronize_all();
   ranks_.at(rank)->stream.wait_idle();
   if (arena_ != nullptr) {
     if (std::string failure = async_error(rank); !failure.empty())
@@ -332,7 +355,7 @@ void HostRanks::synchronize(int rank) {
   throw Error(ErrorKind::Remote, "collective failed: " + failure);
 }
 
-void HostRanks::synchronize() {
+void HostRanks::synchronize_all() {
   for (auto& r : ranks_) r->stream.wait_idle();
   std::lock_guard lock(mutex_);
   reset_if_idle();

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "arena_heap.h"
+#include "backend.h"
 #include "host_compile.h"
 #include "ccc/jit_cache.h"
 #include "ccc_abi.h"
@@ -135,15 +136,35 @@ class HostArena {
 // process idle at once, so, as NCCL does after an asynchronous error, a failed multi-process
 // communicator stays broken: every later synchronize reports the failure again (the caller
 // aborts or destroys it).
-class HostRanks {
+class HostRanks : public Backend {
  public:
   explicit HostRanks(int nranks);
   // Rank arena.rank() of arena.nranks(); `arena` outlives this.
   explicit HostRanks(HostArena& arena);
-  ~HostRanks();  // waits for every stream
+  ~HostRanks() override;  // waits for every stream
 
-  int nranks() const { return static_cast<int>(ranks_.size()); }
+  BackendKind kind() const override { return BackendKind::Host; }
+  int nranks() const override { return static_cast<int>(ranks_.size()); }
+  int local_rank() const override { return arena_ != nullptr ? arena_->rank() : -1; }
   HostArena* arena() const { return arena_; }
+
+  int default_channels() const override { return 1; }
+  bool one_device() const override { return false; }
+  int load(JitCache& cache, const std::string& source, const EmittedKernel& kernel) override;
+  std::function<void()> compile_task(JitCache& cache, const std::string& source,
+                                     const EmittedKernel& kernel) const override;
+  void check_buffer(int, const void*, uint64_t, const char*) const override {}  // any host memory serves
+  void* scratch(int rank, uint64_t bytes, void* /*stream*/) override { return scratch(rank, bytes); }
+  void* ll_slots(int rank, uint64_t bytes, void* /*stream*/) override { return ll_slots(rank, bytes); }
+  bool peers_read_in_place(const void* p, uint64_t bytes) const override {
+    return arena_ == nullptr || arena_->contains(p, bytes);
+  }
+  ArenaHeap* heap() override { return arena_ != nullptr ? &arena_->heap() : nullptr; }
+  bool capturing(void*) const override { return false; }  // no graphs on the host
+  void launch(int rank, const RankLaunch& launch) override;
+  bool calls_complete() const override { return true; }
+  std::string async_error(int rank) override;
+  void abort(int rank) override;
 
   // Rank `rank`'s scratch of at least `bytes` for a launch queued next. A larger size gets a new
   // allocation; the old one stays alive for launches still queued (until the communicator goes).
@@ -158,16 +179,11 @@ class HostRanks {
   void launch(int rank, const HostKernel& kernel, int channels, const ccc_buffers& own,
               uint64_t count, uint64_t timeout_ns, ccc_trace_channel* trace = nullptr,
               std::function<void()> before = {}, std::function<void()> after = {});
-  // Waits for rank `rank`'s stream. Throws Error(Remote) if the rank failed; the sync state is
-  // reset once every stream is idle.
-  void synchronize(int rank);
-  // Waits for every stream; throws Error(Remote) naming each failed rank, after the reset.
-  void synchronize();
-  // Rank `rank`'s failure so far, without waiting ("" if none): what its error words say now.
-  std::string async_error(int rank);
-  // Marks rank `rank` failed (its error word), so its peers stop waiting for it and fail at
-  // once, and its own later launches return at once.
-  void abort(int rank);
+  // Waits for rank `rank`'s stream (-1: every stream). Throws Error(Remote) if the rank failed
+  // (naming each failed rank); the sync state is reset once every stream is idle.
+  void synchronize(int rank) override;
+  // async_error: what the rank's error words say now. abort: sets the rank's error word, so its
+  // peers stop waiting for it and fail at once, and its own later launches return at once.
 
  private:
   // Memory that grows by new allocations (scratch, LL slots).
@@ -196,7 +212,10 @@ class HostRanks {
   // Every rank's error word, read now.
   std::vector<unsigned> error_words() const;
 
+  void synchronize_all();
+
   HostArena* arena_ = nullptr;
+  std::vector<HostKernel> kernels_;  // load()'s, by handle
   std::unique_ptr<HostRankSync[]> owned_sync_;  // in-process: every rank's
   std::mutex mutex_;  // the table's sync state across streams (reset), scratch
   std::vector<std::unique_ptr<Rank>> ranks_;

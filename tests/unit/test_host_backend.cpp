@@ -49,7 +49,7 @@ TEST(HostBackend, StreamsRunTheirLaunchesInOrderWithEveryChannel) {
   const HostKernel k = load_host_kernel(memory_cache(), kCounterKernel, "counters");
   for (int launch = 0; launch < 3; ++launch)
     for (int r = 0; r < n; ++r) ranks.launch(r, k, channels, buffers_of(out[r].data()), 1, 0);
-  ranks.synchronize();
+  ranks.synchronize(-1);
   for (int r = 0; r < n; ++r)
     for (int c = 0; c < channels; ++c)
       EXPECT_EQ(out[r][c], 2u) << "rank " << r << " channel " << c << ": the third launch saw two before it";
@@ -75,7 +75,7 @@ TEST(HostBackend, ReportsPeerErrorsToEveryFailedRankAndResetsCounters) {
   }
   ranks.synchronize(1);  // reported once
   for (int r = 0; r < n; ++r) ranks.launch(r, k, channels, buffers_of(out[r].data()), 1, 0);
-  ranks.synchronize();
+  ranks.synchronize(-1);
   for (int r = 0; r < n; ++r)
     for (int c = 0; c < channels; ++c) {
       EXPECT_EQ(out[r][c], 0u) << "counters zeroed after the failure";
@@ -98,7 +98,7 @@ TEST(HostBackend, AFailureZeroesEveryLlReceiveBlock) {
   std::memset(older, 0xff, 256);  // lines a failed launch left
   std::memset(newer, 0xff, 4096);
   for (int r = 0; r < n; ++r) ranks.launch(r, k, channels, buffers_of(out[r].data()), 99, 0);
-  EXPECT_THROW(ranks.synchronize(), Error);
+  EXPECT_THROW(ranks.synchronize(-1), Error);
   for (int i = 0; i < 256; ++i) ASSERT_EQ(older[i], 0) << "the older block, byte " << i;
   for (int i = 0; i < 4096; ++i) ASSERT_EQ(newer[i], 0) << "the newest block, byte " << i;
 }

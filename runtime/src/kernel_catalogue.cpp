@@ -1,0 +1,189 @@
+#include "kernel_catalogue.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <functional>
+#include <set>
+#include <stdexcept>
+#include <system_error>
+
+#include <fmt/format.h>
+
+#include "ccc/errors.h"
+#include "content_hash.h"
+#include "select.h"
+#include "shipped_schedules.h"
+#include "trace.h"
+
+namespace ccc {
+namespace {
+
+[[noreturn]] void invalid(const std::string& message) { throw Error(ErrorKind::InvalidArgument, message); }
+
+// Without a topology to model: the collective's bandwidth-optimal schedule, its ring (the first
+// shipped one whose name starts with "ring") or for alltoall the direct exchange, else its first
+// shipped schedule.
+std::string default_schedule(Collective collective) {
+  std::string first;
+  for (const ShippedSchedule& s : shipped_schedules()) {
+    if (s.collective != collective) continue;
+    if (s.name.rfind("ring", 0) == 0 || s.name == "alltoall_direct") return s.name;
+    if (first.empty()) first = s.name;
+  }
+  if (first.empty()) invalid(fmt::format("no shipped schedule implements {}", collective_name(collective)));
+  return first;
+}
+
+std::string choice_key(const CollectiveCall& call) {
+  return fmt::format("{}/{}/{}/{}", collective_name(call.collective), call.count, data_type_name(call.dtype), call.root);
+}
+
+std::string kernel_key(const KernelCatalogue::Choice& choice, const KernelShape& shape) {
+  return fmt::format("{}/{}/{}/{}/{}/{}/{}/{}/{}/{}/{}", choice.algo, collective_name(shape.collective), shape.nranks,
+                     shape.root, data_type_name(shape.dtype), reduce_op_name(shape.op), shape.channels,
+                     shape.tile_bytes, shape.in_place, protocol_name(shape.protocol), shape.one_device);
+}
+
+}  // namespace
+
+JitCache& KernelCatalogue::cache() const { return options_.cache ? *options_.cache : JitCache::process_cache(); }
+
+const ScheduleMenu& KernelCatalogue::menu_for(Collective collective, int root) {
+  std::unique_ptr<ScheduleMenu>& menu = menus_[{collective, root}];
+  if (!menu) {
+    std::vector<SourceFile> files;
+    for (const ShippedSchedule& s : shipped_schedules()) files.push_back(s.file);
+    menu = std::make_unique<ScheduleMenu>(collective, backend_.nranks(), files, std::max(root, 0));
+  }
+  return *menu;
+}
+
+const KernelCatalogue::Choice& KernelCatalogue::choose(const CollectiveCall& call) {
+  const std::string key = choice_key(call);
+  if (auto it = choices_.find(key); it != choices_.end()) return it->second;
+  const int channels = options_.channels > 0 ? options_.channels : backend_.default_channels();
+  Choice choice{options_.algo, channels, options_.tile_bytes, options_.protocol.value_or(Protocol::Simple)};
+  const int n = backend_.nranks();
+  const auto bytes = static_cast<int64_t>(std::max(send_bytes(call, n), recv_bytes(call, n)));
+  if (choice.protocol == Protocol::Ll && bytes > kLlMaxBytes)
+    invalid(fmt::format("{} of {} bytes: protocol ll moves at most {} bytes per call (its receive slots are sized "
+                        "for that); use protocol simple",
+                        collective_name(call.collective), bytes, kLlMaxBytes));
+  if (options_.schedule) return choices_.emplace(key, choice).first->second;  // the given one
+  const char* env = std::getenv("CCC_ALGO");
+  if (choice.algo.empty() && env != nullptr) choice.algo = env;
+  if (topology_ == nullptr) {
+    if (choice.algo.empty()) choice.algo = default_schedule(call.collective);
+  } else {
+    SelectOptions select;
+    select.algo = options_.algo;  // select_schedule reads CCC_ALGO itself
+    if (channels > 0) select.channels = {channels};
+    if (options_.tile_bytes > 0) select.tiles = {options_.tile_bytes};
+    if (options_.protocol) select.protocols = {*options_.protocol};
+    try {
+      const ccc::Choice best = select_schedule(call.collective, bytes, static_cast<int>(data_type_size(call.dtype)),
+                                               *topology_, menu_for(call.collective, call.root).candidates(), select);
+      choice = {best.name(), best.params.channels, best.params.tile_bytes, best.params.protocol};
+    } catch (const std::invalid_argument& e) {
+      invalid(fmt::format("{}: no schedule fits: {}", collective_name(call.collective), e.what()));
+    }
+  }
+  return choices_.emplace(key, choice).first->second;
+}
+
+KernelShape KernelCatalogue::kernel_shape(const CollectiveCall& call, bool in_place) {
+  const Choice& choice = choose(call);
+  KernelShape shape;
+  shape.collective = call.collective;
+  shape.nranks = backend_.nranks();
+  shape.root = call.root;
+  shape.dtype = call.dtype;
+  shape.op = call.op;
+  shape.channels = choice.channels;
+  shape.tile_bytes = choice.tile_bytes;
+  shape.in_place = in_place;
+  shape.protocol = choice.protocol;
+  shape.one_device = backend_.one_device();
+  return shape;
+}
+
+EmittedKernel KernelCatalogue::generate(const CollectiveCall& call, const Choice& choice,
+                                        const KernelShape& shape) const {
+  EmittedKernel kernel = generate_kernel(
+      options_.schedule ? *options_.schedule : find_shipped_schedule(call.collective, choice.algo).file, shape,
+      options_.defines);
+  if (kernel.channels > Communicator::kMaxChannels)
+    invalid(fmt::format("{} channels requested; at most {}", kernel.channels, Communicator::kMaxChannels));
+  return kernel;
+}
+
+std::string KernelCatalogue::launch_source(const EmittedKernel& kernel) const {
+  return traced_ ? traced_kernel_source(kernel.source) : kernel.source;
+}
+
+KernelCatalogue::Prepared KernelCatalogue::prepare(const CollectiveCall& call, bool in_place) {
+  const Choice choice = choose(call);
+  const KernelShape shape = kernel_shape(call, in_place);
+  const std::string key = kernel_key(choice, shape);
+  auto it = kernels_.find(key);
+  if (it == kernels_.end()) {
+    Loaded loaded;
+    loaded.kernel = generate(call, choice, shape);
+    loaded.handle = backend_.load(cache(), launch_source(loaded.kernel), loaded.kernel);
+    it = kernels_.emplace(key, std::move(loaded)).first;
+  }
+  Prepared p;
+  p.loaded = &it->second;
+  p.needs.in_place = in_place;
+  p.needs.scratch_bytes = p.loaded->kernel.scratch_bytes(call.count);
+  p.needs.ll_bytes = p.loaded->kernel.ll_bytes(call.count);
+  // Equal on every rank that issues the same collective; never 0 (the prelude's "not loaded").
+  p.needs.signature = checksum64(fmt::format("{}/{}", key, call.count)) | 1;
+  return p;
+}
+
+KernelCatalogue::Prepared KernelCatalogue::fit_grid(const CollectiveCall& call, bool in_place, const Prepared& p) {
+  const int n = backend_.nranks();
+  const EmittedKernel& k = p.loaded->kernel;
+  const int64_t fit = backend_.grid_blocks(p.loaded->handle, k.block_threads) / n;
+  if (options_.channels > 0 || k.channels <= fit || fit < 1) return p;
+  choose(call);  // the entry this call's shape selected
+  choices_.at(choice_key(call)).channels = static_cast<int>(std::min<int64_t>(fit, k.channels - 1));
+  return prepare(call, in_place);
+}
+
+void KernelCatalogue::warm_up(const std::vector<CollectiveCall>& shapes, bool in_place, Communicator::WarmUp mode) {
+  std::vector<std::function<void()>> tasks;
+  std::set<std::string> keys;
+  const int n = backend_.nranks();
+  for (const CollectiveCall& call : shapes) {
+    validate_shape(call, n);
+    if (call.count == 0) continue;  // such a call moves nothing and runs no kernel
+    const Choice choice = choose(call);
+    const KernelShape shape = kernel_shape(call, in_place);
+    const std::string key = kernel_key(choice, shape);
+    if (kernels_.count(key) || !keys.insert(key).second) continue;  // loaded already, or listed
+    const EmittedKernel kernel = generate(call, choice, shape);
+    tasks.push_back(backend_.compile_task(cache(), launch_source(kernel), kernel));
+  }
+  if (tasks.empty()) return;
+  if (mode == Communicator::WarmUp::Wait) {
+    for (const auto& task : tasks) task();
+    return;
+  }
+  try {
+    warmers_.emplace_back([tasks = std::move(tasks)] {
+      for (const auto& task : tasks) {
+        try {
+          task();
+        } catch (const std::exception&) {
+          // Left to the call that needs this kernel: it compiles it again and reports why.
+        }
+      }
+    });
+  } catch (const std::system_error& e) {
+    throw Error(ErrorKind::System, fmt::format("cannot start the warm-up thread: {}", e.what()));
+  }
+}
+
+}  // namespace ccc
