@@ -173,7 +173,7 @@ struct Communicator::Impl {
   // Where peers in other processes open registered buffers; null in one process, where every
   // buffer is reachable already. Across processes without one (the host backend, whose peers
   // share only the arena), `what` is refused.
-  PeerRegistry* peer_registry(const char* what = "register") {
+  PeerRegistry* peer_registry(const char* what) {
     PeerRegistry* registry = backend->peer_registry();
     if (multi_process() && registry == nullptr)
       throw Error(ErrorKind::InvalidUsage,
@@ -522,7 +522,7 @@ void Communicator::mem_free(void* p) {
 void* Communicator::register_buffer(void* p, uint64_t bytes) {
   Impl& impl = live();
   std::lock_guard lock(impl.mutex);  // no launch of this rank's starts while its registry changes
-  if (PeerRegistry* registry = impl.peer_registry()) {
+  if (PeerRegistry* registry = impl.peer_registry("register")) {
     void* handle = nullptr;
     translating([&] { handle = registry->register_buffer(p, bytes); });
     return handle;
@@ -538,7 +538,7 @@ void* Communicator::register_buffer(void* p, uint64_t bytes) {
 void Communicator::deregister_buffer(void* handle) {
   Impl& impl = live();
   std::lock_guard lock(impl.mutex);
-  if (PeerRegistry* registry = impl.peer_registry(); registry != nullptr)
+  if (PeerRegistry* registry = impl.peer_registry("deregister"); registry != nullptr)
     return translating([&] { registry->deregister_buffer(handle); });
   if (impl.local_registrations.erase(handle) == 0)
     invalid(fmt::format("deregister: {} is not a handle cccCommRegister gave on this communicator (or it was "

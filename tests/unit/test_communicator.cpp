@@ -288,6 +288,22 @@ TEST(Communicator, CallsFromSeveralThreadsAreSerialised) {
   EXPECT_EQ(wrong, 0);
 }
 
+// A constructor that fails once tracing is asked for throws and writes nothing: the trace starts
+// with the communicator, once its backend exists (it used to be finished against a backend that
+// was never made: an empty file, or a crash for a CUDA communicator without its devices).
+TEST(Communicator, AConstructorThatFailsWhileTracingThrowsAndWritesNoTrace) {
+  const std::string path = testing::TempDir() + "failed_constructor.trace.json";
+  std::filesystem::remove(path);
+  CommOptions bad_topology;
+  bad_topology.trace_file = path;
+  bad_topology.topology_file = "/nonexistent/machine.topo";
+  EXPECT_THROW(Communicator::host(2, bad_topology), Error);
+  CommOptions traced;
+  traced.trace_file = path;
+  EXPECT_THROW(Communicator::cuda({99999}, traced), Error);  // no driver here; no such device anywhere
+  EXPECT_FALSE(std::filesystem::exists(path));
+}
+
 TEST(Communicator, TimeoutsAreCheckedAndInfiniteMeansForEver) {
   EXPECT_EQ(Communicator::timeout_ns(2.5), 2'500'000'000u);
   EXPECT_EQ(Communicator::timeout_ns(std::numeric_limits<double>::infinity()), ~0ULL);
