@@ -5,6 +5,7 @@
 #include <array>
 
 #include "commands.h"
+#include "suggest.h"
 
 namespace ccc::cli {
 namespace {
@@ -59,7 +60,9 @@ int run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
     if (!parsed) return usage_error(*c, error, err);
     return c->run(*parsed, out, err);
   }
-  err << fmt::format("ccc: error: unknown command '{}'\n\n{}", first, top_help());
+  std::vector<std::string> names;
+  for (const Command* c : commands()) names.push_back(c->name);
+  err << fmt::format("ccc: error: unknown command '{}'{}\n\n{}", first, did_you_mean(first, names), top_help());
   return kExitUsage;
 }
 

@@ -20,8 +20,8 @@ int run_check(const ParsedArgs& args, std::ostream& out, std::ostream& err) {
   using Roots = FrontEndArgs::Roots;
   const bool every_root = fe->roots == Roots::Every ||
                           (fe->roots == Roots::EveryIfFew && fe->options.nranks <= kEveryRootByDefaultRanks);
-  const std::optional<SourceFile> source = read_schedule(*fe, err);
-  if (!source) return kExitScheduleError;
+  const std::optional<SourceFile> source = read_schedule(check_command(), *fe, err);
+  if (!source) return kExitUsage;
   int roots = 1;
   std::optional<StepProgram> program;
   std::optional<PlannedProgram> planned;
@@ -37,12 +37,13 @@ int run_check(const ParsedArgs& args, std::ostream& out, std::ostream& err) {
     }
     if (every_root && is_rooted(program->collective)) roots = program->nranks;
   }
+  warn_meaningless_options(check_command(), args, program->collective, err);
   const std::string which_roots =
       !is_rooted(program->collective) ? ""
       : roots > 1                     ? fmt::format(" and every root (0 .. {})", roots - 1)
                                       : fmt::format(", root {}", fe->options.root);
   out << fe->path << ": ok: " << program->schedule << " (" << collective_name(program->collective)
-      << ") for N = " << program->nranks << which_roots << ": " << program->nsteps()
+      << ") for N = " << program->nranks << params_text(program->params) << which_roots << ": " << program->nsteps()
       << (program->nsteps() == 1 ? " step, " : " steps, ") << program->num_ops() << " ops, verified; "
       << planned->sync.waits_kept << " waits for " << planned->sync.cross_rank_edges << " cross-rank dependencies"
       << (roots > 1 ? " (the last root's figures)" : "") << "\n";

@@ -1,5 +1,6 @@
 // `ccc compile FILE --ranks N --emit TARGET [codegen options] [-o OUT] [--dump-after=PASS]`.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <fcntl.h>
 #include <sys/resource.h>
@@ -104,10 +105,10 @@ int run_compile(const ParsedArgs& args, std::ostream& out, std::ostream& err) {
   if (!codegen) return exit_code;
 
   std::optional<std::string> emit_name = args.get("--emit");
-  if (!emit_name) return usage_error(cmd, fmt::format("--emit is required (one of: {})", emit_target_names()), err);
+  if (!emit_name) return usage_error(cmd, fmt::format("--emit is required (one of: {})", fmt::join(emit_target_names(), ", ")), err);
   const EmitTarget* target = find_emit_target(*emit_name);
   if (!target)
-    return usage_error(cmd, fmt::format("unknown --emit target '{}' (one of: {})", *emit_name, emit_target_names()), err);
+    return usage_error(cmd, unknown_value("--emit target", *emit_name, emit_target_names()), err);
 
   if (args.has("--show-syncs") && std::string(target->name) != "svg")
     return usage_error(cmd, "--show-syncs is for --emit svg", err);
@@ -137,7 +138,7 @@ int run_compile(const ParsedArgs& args, std::ostream& out, std::ostream& err) {
   if (std::optional<std::string> pass = args.get("--dump-after")) {
     dump.after = pass_from_name(*pass);
     if (!dump.after)
-      return usage_error(cmd, fmt::format("unknown pass '{}' (one of: {})", *pass, pass_names()), err);
+      return usage_error(cmd, unknown_value("pass", *pass, pass_names()), err);
     if (*dump.after > target->last_pass)
       return usage_error(cmd, fmt::format("--emit {} stops after pass '{}', so there is no '{}' to dump",
                                           target->name, pass_name(target->last_pass), *pass), err);
@@ -149,8 +150,8 @@ int run_compile(const ParsedArgs& args, std::ostream& out, std::ostream& err) {
     dump.finished = [&clock](Pass p) { clock->finished(pass_name(p)); };
   }
 
-  const std::optional<SourceFile> source = read_schedule(*fe, err);
-  if (!source) return kExitScheduleError;
+  const std::optional<SourceFile> source = read_schedule(cmd, *fe, err);
+  if (!source) return kExitUsage;
   CodegenOptions options;
   options.instantiate = fe->options;
   options.kernel = codegen->kernel;
@@ -167,6 +168,7 @@ int run_compile(const ParsedArgs& args, std::ostream& out, std::ostream& err) {
   if (!result) return kExitScheduleError;
   // Past the front end, targets read the program as planned (the same collective and buffers).
   const StepProgram& program = result->planned ? result->planned->program : *result->program;
+  warn_meaningless_options(cmd, args, program.collective, err);
   std::string text;
   try {
     text = target->emit({program, result->planned ? &*result->planned : nullptr, result->plan ? &*result->plan : nullptr,
@@ -201,7 +203,7 @@ std::vector<OptionSpec> compile_options() {
   opts.push_back({"--topo", "F", "cost: the topology file to price the schedule on"});
   opts.push_back({"--graph", "", "cost: price each call replayed from a CUDA graph (graph_launch=)"});
   opts.push_back({"-o", "OUT", "write the result to OUT instead of standard output"});
-  opts.push_back({"--dump-after", "PASS", fmt::format("also print that pass's result to standard error: {}", pass_names())});
+  opts.push_back({"--dump-after", "PASS", fmt::format("also print that pass's result to standard error: {}", fmt::join(pass_names(), ", "))});
   return opts;
 }
 

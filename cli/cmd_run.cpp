@@ -37,12 +37,14 @@ int run_run(const ParsedArgs& args, std::ostream& out, std::ostream& err) {
     return usage_error(cmd, fmt::format("--count expects a non-negative integer, not '{}'", *count), err);
   if (errno == ERANGE)
     return usage_error(cmd, fmt::format("--count {} is larger than {}", *count, std::numeric_limits<uint64_t>::max()), err);
-  const std::string dtype = args.get("--dtype").value_or("f32");
-  if (!parse_data_type(dtype)) return usage_error(cmd, fmt::format("unknown --dtype '{}'", dtype), err);
-  shape.dtype = *parse_data_type(dtype);
-  const std::string op = args.get("--op").value_or("sum");
-  if (!parse_reduce_op(op)) return usage_error(cmd, fmt::format("unknown --op '{}'", op), err);
-  shape.op = *parse_reduce_op(op);
+  std::string error;
+  const std::optional<DataType> dtype =
+      named_value("--dtype", args.get("--dtype").value_or("f32"), kAllDataTypes, &data_type_name, error);
+  if (!dtype) return usage_error(cmd, error, err);
+  shape.dtype = *dtype;
+  const std::optional<ReduceOp> op = named_value("--op", args.get("--op").value_or("sum"), kAllReduceOps, &reduce_op_name, error);
+  if (!op) return usage_error(cmd, error, err);
+  shape.op = *op;
   const std::string backend = args.get("--backend").value_or("host");
   if (backend != "host")
     return usage_error(cmd, fmt::format("--backend {}: ccc run uses the host backend (ccc-bench runs CUDA)", backend), err);
@@ -58,18 +60,19 @@ int run_run(const ParsedArgs& args, std::ostream& out, std::ostream& err) {
     options.tile_bytes = *v;
   }
   if (auto v = args.get("--protocol")) {
-    options.protocol = parse_protocol(*v);
-    if (!options.protocol) return usage_error(cmd, fmt::format("unknown --protocol '{}': simple or ll", *v), err);
+    options.protocol = named_value("--protocol", *v, kAllProtocols, &protocol_name, error);
+    if (!options.protocol) return usage_error(cmd, error, err);
   }
 
   options.trace_file = args.get("--trace").value_or("");
   options.defines = fe->options.defines;  // the kernel runs the schedule as checked
 
-  options.schedule = read_schedule(*fe, err);
-  if (!options.schedule) return kExitScheduleError;
+  options.schedule = read_schedule(cmd, *fe, err);
+  if (!options.schedule) return kExitUsage;
   const std::optional<StepProgram> program = run_front_end_on(*fe, *options.schedule, {}, err);
   if (!program) return kExitScheduleError;
   shape.collective = program->collective;
+  warn_meaningless_options(cmd, args, program->collective, err);
   shape.root = program->collective == Collective::Broadcast || program->collective == Collective::Reduce
                    ? fe->options.root : -1;
   const bool in_place = args.has("--in-place");
@@ -94,8 +97,9 @@ int run_run(const ParsedArgs& args, std::ostream& out, std::ostream& err) {
     // The op only where the collective reduces, the root only where it has one.
     const bool reduces = shape.collective == Collective::AllReduce ||
                          shape.collective == Collective::ReduceScatter || shape.collective == Collective::Reduce;
-    out << fmt::format("{} ({}) on {} host ranks: count {} {}{}{}, {}\n", program->schedule,
-                       collective_name(shape.collective), n, shape.count, dtype, reduces ? " " + op : "",
+    out << fmt::format("{} ({}{}) on {} host ranks: count {} {}{}{}, {}\n", program->schedule,
+                       collective_name(shape.collective), params_text(program->params), n, shape.count,
+                       data_type_name(shape.dtype), reduces ? std::string(" ") + reduce_op_name(shape.op) : "",
                        shape.root >= 0 ? fmt::format(", root {}", shape.root) : "",
                        in_place ? "in place" : "out of place");
     out << fmt::format("  first call (generate + compile + run): {:.1f} ms\n", first * 1e3);
@@ -109,11 +113,11 @@ int run_run(const ParsedArgs& args, std::ostream& out, std::ostream& err) {
     return kExitScheduleError;
   } catch (const std::bad_alloc&) {
     err << fmt::format("ccc run: error: out of memory for {} ranks' buffers of count {} {} (and the reference's)\n", n,
-                       shape.count, dtype);
+                       shape.count, data_type_name(shape.dtype));
     return kExitScheduleError;
   } catch (const std::length_error&) {
     err << fmt::format("ccc run: error: {} ranks' buffers of count {} {} are larger than memory can be\n", n,
-                       shape.count, dtype);
+                       shape.count, data_type_name(shape.dtype));
     return kExitScheduleError;
   }
 }

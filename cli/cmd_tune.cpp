@@ -38,14 +38,13 @@ int run_tune(const ParsedArgs& args, std::ostream& out, std::ostream& err) {
   std::optional<std::string> topo_path = args.get("--topo");
   if (!topo_path) return usage_error(cmd, "--topo F is required", err);
 
-  std::string collective_text = args.get("--collective").value_or("allreduce");
-  auto collective = std::find_if(kAllCollectives.begin(), kAllCollectives.end(),
-                                 [&](Collective c) { return collective_text == collective_name(c); });
-  if (collective == kAllCollectives.end())
-    return usage_error(cmd, fmt::format("unknown --collective '{}'", collective_text), err);
-  std::string dtype_text = args.get("--dtype").value_or("f32");
-  std::optional<DataType> dtype = parse_data_type(dtype_text);
-  if (!dtype) return usage_error(cmd, fmt::format("unknown --dtype '{}'", dtype_text), err);
+  std::string error;
+  const std::optional<Collective> collective = named_value(
+      "--collective", args.get("--collective").value_or("allreduce"), kAllCollectives, &collective_name, error);
+  if (!collective) return usage_error(cmd, error, err);
+  const std::optional<DataType> dtype =
+      named_value("--dtype", args.get("--dtype").value_or("f32"), kAllDataTypes, &data_type_name, error);
+  if (!dtype) return usage_error(cmd, error, err);
   const int elem_size = static_cast<int>(data_type_size(*dtype));
   const std::string format = args.get("--format").value_or("table");
   if (format != "table" && format != "tsv")
@@ -86,7 +85,7 @@ int run_tune(const ParsedArgs& args, std::ostream& out, std::ostream& err) {
   try {
     auto rows = tune_table(*collective, elem_size, *topo, menu.candidates(), options);
     std::string title = fmt::format("{}: {} ranks of {}, {} {}, {} schedules", topo->name, nranks,
-                                    topo->gpus[0].model, collective_name(*collective), dtype_text,
+                                    topo->gpus[0].model, collective_name(*collective), data_type_name(*dtype),
                                     dir ? "the " + *dir : std::string("the shipped"));
     for (const std::string& s : menu.skipped()) title += "\n# skipped " + s;
     out << (format == "tsv" ? format_tune_tsv(rows) : format_tune_table(rows, title));

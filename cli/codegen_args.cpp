@@ -32,19 +32,20 @@ std::optional<CodegenArgs> codegen_args(const Command& cmd, const ParsedArgs& ar
   CodegenArgs out;
   KernelOptions& k = out.kernel;
   k.in_place = args.has("--in-place");
+  std::string error;
   if (std::optional<std::string> v = args.get("--dtype")) {
-    std::optional<DataType> t = parse_data_type(*v);
-    if (!t) return fail(fmt::format("unknown --dtype '{}'", *v));
+    std::optional<DataType> t = named_value("--dtype", *v, kAllDataTypes, &data_type_name, error);
+    if (!t) return fail(error);
     k.dtype = *t;
   }
   if (std::optional<std::string> v = args.get("--op")) {
-    std::optional<ReduceOp> op = parse_reduce_op(*v);
-    if (!op) return fail(fmt::format("unknown --op '{}'", *v));
+    std::optional<ReduceOp> op = named_value("--op", *v, kAllReduceOps, &reduce_op_name, error);
+    if (!op) return fail(error);
     k.op = *op;
   }
   if (std::optional<std::string> v = args.get("--protocol")) {
-    std::optional<Protocol> p = parse_protocol(*v);
-    if (!p) return fail(fmt::format("unknown --protocol '{}': simple or ll", *v));
+    std::optional<Protocol> p = named_value("--protocol", *v, kAllProtocols, &protocol_name, error);
+    if (!p) return fail(error);
     k.protocol = *p;
   }
   struct IntOption {

@@ -50,8 +50,13 @@ std::optional<FrontEndArgs> front_end_args(const Command& cmd, const ParsedArgs&
                                            int& exit_code);
 
 // Reads the schedule file FILE, once: every later pass and diagnostic uses this text (FILE may be
-// a pipe such as /dev/stdin, which a second read finds empty). Errors go to err.
-std::optional<SourceFile> read_schedule(const FrontEndArgs& fe, std::ostream& err);
+// a pipe such as /dev/stdin, which a second read finds empty). A file that cannot be read is a
+// usage error of `cmd`, printed to err.
+std::optional<SourceFile> read_schedule(const Command& cmd, const FrontEndArgs& fe, std::ostream& err);
+
+// Warns (to err) about options given that mean nothing for `collective`: --root where there is no
+// root, --op where nothing is reduced. They are ignored, as before.
+void warn_meaningless_options(const Command& cmd, const ParsedArgs& args, Collective collective, std::ostream& err);
 
 // Compiles the schedule through the front end; diagnostics go to err.
 std::optional<StepProgram> run_front_end_on(const FrontEndArgs& fe, const SourceFile& source, const DumpHook& dump,

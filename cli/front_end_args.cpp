@@ -62,9 +62,8 @@ std::optional<FrontEndArgs> front_end_args(const Command& cmd, const ParsedArgs&
   fe.werror = args.has("--Werror");
   std::optional<std::string> ranks = args.get("--ranks");
   if (!ranks) return fail("--ranks N is required");
-  // Any count parses here; instantiation reports one outside the documented limits.
-  std::optional<int> n = parse_int(*ranks, 0, 1 << 30);
-  if (!n) return fail(fmt::format("--ranks expects a non-negative integer, not '{}'", *ranks));
+  std::optional<int> n = parse_int(*ranks, 1, kMaxRanks);
+  if (!n) return fail(fmt::format("--ranks expects a number of ranks, 1 .. {}, not '{}'", kMaxRanks, *ranks));
   fe.options.nranks = *n;
   if (std::optional<std::string> defines = args.get("--define"))
     if (std::string msg = parse_defines(*defines, fe.options.defines); !msg.empty()) return fail(msg);
@@ -86,11 +85,23 @@ std::optional<FrontEndArgs> front_end_args(const Command& cmd, const ParsedArgs&
   return fe;
 }
 
-std::optional<SourceFile> read_schedule(const FrontEndArgs& fe, std::ostream& err) {
+void warn_meaningless_options(const Command& cmd, const ParsedArgs& args, Collective collective, std::ostream& err) {
+  const bool rooted = collective == Collective::Broadcast || collective == Collective::Reduce;
+  const bool reduces = collective == Collective::AllReduce || collective == Collective::ReduceScatter ||
+                       collective == Collective::Reduce;
+  if (args.has("--root") && !rooted)
+    err << fmt::format("ccc {}: warning: --root means nothing for {} (only broadcast and reduce have a root); "
+                       "ignored\n", cmd.name, collective_name(collective));
+  if (args.has("--op") && !reduces)
+    err << fmt::format("ccc {}: warning: --op means nothing for {}, which reduces nothing; ignored\n", cmd.name,
+                       collective_name(collective));
+}
+
+std::optional<SourceFile> read_schedule(const Command& cmd, const FrontEndArgs& fe, std::ostream& err) {
   Diagnostics diags;
   std::optional<SourceFile> file = read_source(fe.path, diags);
   if (!file)
-    for (const Diagnostic& d : diags.all()) err << "ccc: error: " << d.message << "\n";
+    for (const Diagnostic& d : diags.all()) usage_error(cmd, d.message, err);
   return file;
 }
 

@@ -1,8 +1,11 @@
 #include "options.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <charconv>
+
+#include "suggest.h"
 
 namespace ccc::cli {
 
@@ -31,7 +34,9 @@ std::optional<ParsedArgs> parse_args(const std::vector<std::string>& args, const
     for (const auto& s : specs)
       if (s.name == name) spec = &s;
     if (!spec) {
-      error = fmt::format("unknown option '{}'", name);
+      std::vector<std::string> names;
+      for (const auto& s : specs) names.push_back(s.name);
+      error = fmt::format("unknown option '{}'{}", name, did_you_mean(name, names));
       return std::nullopt;
     }
     if (parsed.has(name)) {
@@ -70,6 +75,10 @@ std::optional<int> parse_int(const std::string& text, int lo, int hi) {
   auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
   if (ec != std::errc() || end != text.data() + text.size() || value < lo || value > hi) return std::nullopt;
   return value;
+}
+
+std::string unknown_value(const std::string& option, const std::string& text, const std::vector<std::string>& names) {
+  return fmt::format("unknown {} '{}'{}; one of: {}", option, text, did_you_mean(text, names), fmt::join(names, ", "));
 }
 
 }  // namespace ccc::cli

@@ -32,4 +32,21 @@ std::string format_options(const std::vector<OptionSpec>& specs);
 // A whole decimal int in [lo, hi], or nullopt.
 std::optional<int> parse_int(const std::string& text, int lo, int hi);
 
+// "unknown OPTION 'TEXT' (did you mean 'X'?); one of: A, B, ...": a name none of `names` is.
+std::string unknown_value(const std::string& option, const std::string& text, const std::vector<std::string>& names);
+
+// The member of `values` that `name_of` calls `text`; else nullopt, with unknown_value's
+// message in `error`.
+template <class T, class Values>
+std::optional<T> named_value(const std::string& option, const std::string& text, const Values& values,
+                             const char* (*name_of)(T), std::string& error) {
+  std::vector<std::string> names;
+  for (T v : values) {
+    if (text == name_of(v)) return v;
+    names.push_back(name_of(v));
+  }
+  error = unknown_value(option, text, names);
+  return std::nullopt;
+}
+
 }  // namespace ccc::cli

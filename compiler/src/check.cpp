@@ -8,6 +8,8 @@
 #include <vector>
 #include <string>
 
+#include "suggest.h"
+
 namespace ccc {
 namespace {
 
@@ -77,6 +79,15 @@ class Checker {
     return nullptr;
   }
 
+  // Every name an expression here may use (for suggestions).
+  std::vector<std::string> names_in_scope() const {
+    std::vector<std::string> names;
+    for (const auto& scope : scopes_)
+      for (const auto& [name, sym] : scope)
+        if (!sym.is_function) names.push_back(name);
+    return names;
+  }
+
   // Leaves the innermost scope, remembering each `let` of it that no expression named.
   void pop_scope() {
     for (const auto& [name, sym] : scopes_.back())
@@ -133,7 +144,7 @@ class Checker {
           else if (find_builtin(e.name))
             diags_.error(e.loc, fmt::format("'{}' is a function; call it as {}(...)", e.name, e.name));
           else
-            diags_.error(e.loc, fmt::format("unknown name '{}'", e.name));
+            diags_.error(e.loc, fmt::format("unknown name '{}'{}", e.name, did_you_mean(e.name, names_in_scope())));
           return false;
         }
         sym->used = true;

@@ -1,6 +1,7 @@
 #include "instantiate.h"
 
 #include "parser.h"
+#include "suggest.h"
 
 #include <fmt/format.h>
 
@@ -111,8 +112,8 @@ class Instantiator {
       ok = false;
       diags_.error(s_.loc, params.empty()
                                ? fmt::format("'{}' is defined, but schedule '{}' has no parameters", name, s_.name)
-                               : fmt::format("'{}' is defined, but schedule '{}' has no such parameter (it has: {})",
-                                             name, s_.name, fmt::join(params, ", ")));
+                               : fmt::format("'{}' is defined, but schedule '{}' has no such parameter{} (it has: {})",
+                                             name, s_.name, did_you_mean(name, params), fmt::join(params, ", ")));
     }
     return ok;
   }
@@ -275,9 +276,11 @@ class Instantiator {
     in_phase_ = false;
     phase_suffix_.clear();
     next_step_ = 0;
+    params_.clear();
     if (counting_) return run_block(s_.body);
     if (rank_ > 0) prog_.ops[static_cast<size_t>(rank_)].resize(static_cast<size_t>(prog_.nsteps()));
     run_block(s_.body);
+    if (rank_ == 0) prog_.params = params_;
     if (rank_ > 0 && next_step_ != prog_.nsteps())
       fail(s_.loc, fmt::format("the sequence of steps depends on r: rank 0 has {} steps, rank {} has {}",
                                prog_.nsteps(), rank_, next_step_));
@@ -314,6 +317,7 @@ class Instantiator {
   void run(const ast::RequiresStmt& n, SourceLoc loc) {
     if (eval(n.cond) == 0) {
       std::string where = rank_ == 0 ? fmt::format("N = {}", opts_.nranks) : context();
+      for (const auto& [name, value] : params_) where += fmt::format(", {} = {}", name, value);
       throw EvalError{loc, fmt::format("requirement '{}' does not hold for {}", ast::print_expr(n.cond), where)};
     }
   }
@@ -321,7 +325,9 @@ class Instantiator {
   void run(const ast::LetStmt& n, SourceLoc) {
     if (n.is_function) return;
     auto defined = n.is_param ? opts_.defines.find(n.name) : opts_.defines.end();
-    slots_[static_cast<size_t>(n.slot)] = defined != opts_.defines.end() ? defined->second : eval(n.value);
+    const int64_t value = defined != opts_.defines.end() ? defined->second : eval(n.value);
+    slots_[static_cast<size_t>(n.slot)] = value;
+    if (n.is_param) params_.emplace_back(n.name, value);
   }
 
   void run(const ast::PhaseStmt& n, SourceLoc loc) {
@@ -531,6 +537,7 @@ class Instantiator {
   StepProgram prog_;
   std::vector<int64_t> slots_;
   std::vector<StepKey> step_keys_;
+  std::vector<std::pair<std::string, int64_t>> params_;  // this rank's parameters so far, in order
   int rank_ = 0;
   int step_ = -1;       // the step being filled, -1 outside steps
   int next_step_ = 0;   // steps this rank has entered so far

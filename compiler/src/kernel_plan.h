@@ -118,6 +118,7 @@ struct KernelPlan {
   KernelOptions options;
   std::string file;
   std::string schedule;
+  std::vector<std::pair<std::string, int64_t>> params;  // the schedule's parameters (StepProgram::params)
   Collective collective = Collective::AllReduce;
   int root = -1;                 // broadcast / reduce root
   int nranks = 0;

@@ -516,6 +516,7 @@ KernelPlan lower_planned(const PlannedProgram& pp, const KernelOptions& options,
   plan.options = options;
   plan.file = p.file;
   plan.schedule = p.schedule;
+  plan.params = p.params;
   plan.collective = p.collective;
   plan.root = p.root;
   plan.nranks = p.nranks;

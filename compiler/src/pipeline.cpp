@@ -39,10 +39,10 @@ std::optional<Pass> pass_from_name(std::string_view name) {
   return std::nullopt;
 }
 
-std::string pass_names() {
-  std::string s;
-  for (auto [pass, name] : kPassNames) s += (s.empty() ? "" : ", ") + std::string(name);
-  return s;
+std::vector<std::string> pass_names() {
+  std::vector<std::string> names;
+  for (auto [pass, name] : kPassNames) names.emplace_back(name);
+  return names;
 }
 
 std::optional<SourceFile> read_source(const std::string& path, Diagnostics& diags) {

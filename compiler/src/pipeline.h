@@ -6,6 +6,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "ccc/diagnostics.h"
 #include "emit_cuda.h"
@@ -19,7 +20,7 @@ namespace ccc {
 enum class Pass { Parse, Instantiate, Graph, Verify, Sync, Lower, Emit };
 const char* pass_name(Pass p);                      // "parse", "instantiate", ...
 std::optional<Pass> pass_from_name(std::string_view name);
-std::string pass_names();                           // "parse, instantiate, ..." for help texts
+std::vector<std::string> pass_names();              // "parse", "instantiate", ...
 
 // Where the result of one pass goes as text (the pipeline continues after dumping), who hears
 // that a pass has finished (`--time-passes`), before any text is made, and who is handed the

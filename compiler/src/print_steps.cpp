@@ -25,6 +25,7 @@ std::string print_op(const Op& op) {
 std::string print_steps(const StepProgram& p) {
   std::string out = fmt::format("# {} {} ({}): N = {}", collective_name(p.collective), p.schedule, p.file, p.nranks);
   if (p.root >= 0) out += fmt::format(", root = {}", p.root);
+  out += params_text(p.params);
   out += fmt::format(", chunks = {}", p.nchunks);
   if (p.nscratch != 0) out += fmt::format(", scratch = {}", p.nscratch);
   out += fmt::format(", steps = {}, ops = {}\n", p.nsteps(), p.num_ops());

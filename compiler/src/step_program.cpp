@@ -1,5 +1,7 @@
 #include "step_program.h"
 
+#include <fmt/format.h>
+
 namespace ccc {
 
 const char* collective_name(Collective c) {
@@ -15,6 +17,12 @@ const char* collective_name(Collective c) {
 }
 
 const char* op_kind_name(OpKind k) { return k == OpKind::Reduce ? "reduce" : "copy"; }
+
+std::string params_text(const std::vector<std::pair<std::string, int64_t>>& params) {
+  std::string out;
+  for (const auto& [name, value] : params) out += fmt::format(", {} = {}", name, value);
+  return out;
+}
 
 const char* buffer_name(Buffer b) {
   switch (b) {

@@ -24,6 +24,7 @@
 #include <array>
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "ccc/diagnostics.h"
@@ -35,6 +36,8 @@ enum class OpKind { Reduce, Copy };
 enum class Buffer : uint8_t { Output, Input, Scratch };  // one byte: N x steps waits name one
 
 const char* op_kind_name(OpKind k);         // "reduce", "copy"
+// ", C = 3, D = 2": each parameter and its value, for the headers that name N (empty: none).
+std::string params_text(const std::vector<std::pair<std::string, int64_t>>& params);
 const char* buffer_name(Buffer b);          // "output", "input", "scratch"
 
 // Half-open chunk range [begin, begin + count).
@@ -81,6 +84,7 @@ struct StepProgram {
   int64_t nchunks = 0;
   int64_t nscratch = 0;          // scratch chunks from `scratch K`; 0 (no declaration): nchunks.
                                  // Read it through buffer_chunks.
+  std::vector<std::pair<std::string, int64_t>> params;  // each `param` and its value, in order
   std::vector<Phase> phases;
   std::vector<StepInfo> steps;              // size nsteps()
   std::vector<std::vector<std::vector<Op>>> ops;  // ops[rank][step]; ops.size() == nranks

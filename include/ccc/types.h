@@ -34,6 +34,7 @@ std::optional<ReduceOp> parse_reduce_op(std::string_view name);
 // pushes 8-byte lines of {4 data bytes, 4-byte flag} into the consumer's memory, which spins on
 // them (latency; small messages only).
 enum class Protocol { Simple, Ll };
+inline constexpr Protocol kAllProtocols[] = {Protocol::Simple, Protocol::Ll};
 const char* protocol_name(Protocol p);  // "simple", "ll"
 std::optional<Protocol> parse_protocol(std::string_view name);
 

@@ -11,6 +11,7 @@
 #include <nanobind/stl/vector.h>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <cctype>
 #include <cstdint>
@@ -26,6 +27,7 @@
 #include "pipeline.h"
 #include "topology.h"
 #include "emit_targets.h"
+#include "suggest.h"
 
 namespace nb = nanobind;
 
@@ -134,7 +136,8 @@ std::variant<nb::str, nb::bytes> compile(const std::string& name, const std::opt
   const ccc::EmitTarget* target = ccc::find_emit_target(emit);
   if (!target)
     throw ccc::Error(ccc::ErrorKind::InvalidArgument,
-                     fmt::format("unknown emit target '{}' (one of: {})", emit, ccc::emit_target_names()));
+                     fmt::format("unknown emit target '{}'{}; one of: {}", emit, ccc::did_you_mean(emit, ccc::emit_target_names()),
+                                 fmt::join(ccc::emit_target_names(), ", ")));
   if (show_syncs && std::string(target->name) != "svg")
     throw ccc::Error(ccc::ErrorKind::InvalidArgument, "show_syncs is for emit='svg'");
   const bool cost = std::string(target->name) == "cost";

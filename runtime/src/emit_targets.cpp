@@ -84,10 +84,10 @@ const EmitTarget* find_emit_target(const std::string& name) {
   return nullptr;
 }
 
-std::string emit_target_names() {
-  std::string s;
-  for (const EmitTarget& t : kEmitTargets) s += (s.empty() ? "" : ", ") + std::string(t.name);
-  return s;
+std::vector<std::string> emit_target_names() {
+  std::vector<std::string> names;
+  for (const EmitTarget& t : kEmitTargets) names.push_back(t.name);
+  return names;
 }
 
 std::string emit_target_help(int indent) {

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "emit_cuda.h"
 #include "kernel_plan.h"
@@ -38,7 +39,7 @@ struct EmitTarget {
 };
 
 const EmitTarget* find_emit_target(const std::string& name);
-std::string emit_target_names();  // "steps, ..." for errors
+std::vector<std::string> emit_target_names();  // "steps", ...
 // One line per target, "name  help", each starting with a newline and `indent` spaces: the
 // --emit option's help lists them under its own line.
 std::string emit_target_help(int indent);

@@ -267,6 +267,35 @@ TEST(Instantiate, ParamDefaultAndDefine) {
       << errors;
 }
 
+// Parameter values appear where N does: in a failed requirement and in the program's header; a
+// misspelt define gets the parameter it most likely meant.
+TEST(Instantiate, ParametersAreShownWhereTheyMatter) {
+  SourceFile file{"t.sched", "allreduce t {\n  param chunks_per_rank = 1\n  param C = 2\n  requires N % C == 0\n"
+                             "  chunks N * chunks_per_rank\n  phase p { step { reduce chunk 0 from (r + 1) % N } }\n}\n"};
+  auto run = [&](std::map<std::string, int64_t> defines, std::string& errors) {
+    Diagnostics diags;
+    InstantiateOptions options{4, 0};
+    options.defines = std::move(defines);
+    std::optional<StepProgram> p = run_front_end(file, options, diags);
+    errors = diags.render(&file);
+    return p;
+  };
+  std::string errors;
+  EXPECT_FALSE(run({{"C", 3}}, errors));
+  EXPECT_NE(errors.find("t.sched:4:3: error: requirement 'N % C == 0' does not hold for N = 4, chunks_per_rank = 1, C = 3"),
+            std::string::npos) << errors;
+  std::optional<StepProgram> p = run({{"chunks_per_rank", 2}}, errors);
+  ASSERT_TRUE(p) << errors;
+  EXPECT_EQ(p->params, (std::vector<std::pair<std::string, int64_t>>{{"chunks_per_rank", 2}, {"C", 2}}));
+  EXPECT_EQ(print_steps(*p).rfind("# allreduce t (t.sched): N = 4, chunks_per_rank = 2, C = 2, chunks = 8,", 0), 0u)
+      << print_steps(*p);
+  EXPECT_FALSE(run({{"chunk_per_rank", 2}}, errors));
+  EXPECT_NE(errors.find("has no such parameter (did you mean 'chunks_per_rank'?) (it has: chunks_per_rank, C)"),
+            std::string::npos) << errors;
+  EXPECT_FALSE(run({{"c", 2}}, errors));
+  EXPECT_NE(errors.find("(did you mean 'C'?)"), std::string::npos) << errors;
+}
+
 TEST(Instantiate, ParamDependingOnRIsRejected) {
   auto r = compile_text("allreduce t {\n  param C = r\n  chunks N\n}\n", 4);
   EXPECT_FALSE(r.program);
