@@ -79,13 +79,16 @@ class Checker {
     return nullptr;
   }
 
-  // Every name an expression here may use (for suggestions).
-  std::vector<std::string> names_in_scope() const {
+  // " (did you mean 'X'?)" for an unknown name, X a variable in scope; for the first few unknown
+  // names only, so that a hostile schedule of many costs bounded time.
+  std::string suggestion(const std::string& unknown) {
+    if (suggestions_left_ == 0) return "";
+    --suggestions_left_;
     std::vector<std::string> names;
     for (const auto& scope : scopes_)
       for (const auto& [name, sym] : scope)
         if (!sym.is_function) names.push_back(name);
-    return names;
+    return did_you_mean(unknown, names);
   }
 
   // Leaves the innermost scope, remembering each `let` of it that no expression named.
@@ -144,7 +147,7 @@ class Checker {
           else if (find_builtin(e.name))
             diags_.error(e.loc, fmt::format("'{}' is a function; call it as {}(...)", e.name, e.name));
           else
-            diags_.error(e.loc, fmt::format("unknown name '{}'{}", e.name, did_you_mean(e.name, names_in_scope())));
+            diags_.error(e.loc, fmt::format("unknown name '{}'{}", e.name, suggestion(e.name)));
           return false;
         }
         sym->used = true;
@@ -329,6 +332,7 @@ class Checker {
   ast::Schedule& s_;
   Diagnostics& diags_;
   std::vector<std::map<std::string, Symbol>> scopes_;
+  int suggestions_left_ = 16;
   std::vector<bool> rank_dependent_;           // per slot
   std::vector<bool> function_rank_dependent_;  // per function: its body reads r
   bool seen_chunks_ = false;
