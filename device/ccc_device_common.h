@@ -565,7 +565,7 @@ class Channel {
     // Programmatic dependent launch (ccc_device_cuda.h). Up to here the block has read only what
     // no grid writes: the launch arguments and, through them, the ranks' fixed state (copied to
     // shared memory by the constructor; written once before the first launch, ccc_abi.h) and a
-    // virtual-rank launch's buffer table (immutable, CudaRanks::launch_virtual). From here on it
+    // virtual-rank launch's buffer table (immutable, CudaRanks::launch_all). From here on it
     // reads and writes what the stream's previous grid may still be writing (progress, inbox,
     // mailbox, error words, ll slots, scratch, the user's buffers), so every thread waits first.
     // Every block waits, even one that runs no (rank, channel): then this grid completes only

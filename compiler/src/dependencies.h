@@ -1,12 +1,14 @@
 // Memory dependencies of a step program: which access must wait for which.
 //
 // One pass over the program in lock-step order classifies every pair of accesses to the same
-// (rank, buffer, chunk) memory: RAW (a read of the latest earlier write), WAR (a read before the
-// next write, which may be in the same step: reads see the state at the start of their step),
-// WAW (consecutive writes, always on the writer's own rank), Entry (a read of a location nothing
-// has written yet: it needs its owner to have started) and Exit (the last read of a location: its
-// owner must not hand the buffer back before it). Consecutive chunks with the same partner are
-// reported as one dependency on a chunk range.
+// (rank, buffer, chunk) memory:
+//   RAW    a read of the latest earlier write;
+//   WAR    a read before the next write, which may be in the same step (reads see the state at
+//          the start of their step);
+//   WAW    consecutive writes, always on the writer's own rank;
+//   Entry  a read of a location nothing has written yet: it needs its owner to have started;
+//   Exit   the last read of a location: its owner must not hand the buffer back before it.
+// Consecutive chunks with the same partner are one dependency on a chunk range.
 #pragma once
 
 #include <cstdint>

@@ -14,11 +14,13 @@
 #include <random>
 #include <set>
 #include <thread>
+#include <utility>  // before Asio, whose awaitable.hpp uses std::exchange without it
 #include <vector>
 
 #include <boost/asio.hpp>
 #include <fmt/format.h>
 
+#include "ccc/errors.h"
 #include "instantiate.h"  // kMaxRanks
 
 namespace ccc {

@@ -11,9 +11,9 @@
 //     the root hands every rank all of them, in rank order (an all-gather).
 // Then the root proposes an address, aligned as the ranks ask, that every rank maps the whole
 // arena at (ArenaMapper). If any rank cannot, the root proposes another (one a refusing rank
-// suggested first), a bounded number of times. Every wait has a deadline: the root waits the ranks' timeout from the first rank's
-// arrival, a rank a half more (so that the root's message why, such as the ranks that never
-// joined, reaches it first).
+// suggested first), a bounded number of times. Every wait has a deadline: the root waits the
+// ranks' timeout from the first rank's arrival, a rank half as long again, so that the root's
+// message why (the ranks that never joined) reaches it first.
 #pragma once
 
 #include <cstddef>
@@ -23,7 +23,7 @@
 #include <string>
 #include <vector>
 
-#include "ccc/communicator.h"
+#include "ccc/unique_id.h"
 
 namespace ccc {
 

@@ -3,14 +3,15 @@
 //
 // Per window (below) and channel, the cost of rank r's step k is
 //   tau(r,k) = alpha + transfer + reduced bytes * gamma
-// where alpha is the slowest latency among the routes r reads over in that step plus, given a
-// sync plan, the slowest route latency among its waits (one thread per peer polls them together;
-// entry waits only in the first window),
-// transfer is the longest drain time among the fabric resources r's reads use (a resource's
-// bandwidth is shared by every read crossing it in that step, from any rank, and by every
-// channel), and at least the bytes r's channel moves / channel bandwidth. Channels split every chunk evenly, a channel's
-// slice is cut into tiles, and `pipeline` tiles make a window: the unit between two progress
-// updates (the kernel's sync granularity). Windows pipeline through the steps:
+//   alpha    the slowest latency among the routes r reads over in that step, plus, given a sync
+//            plan, the slowest route latency among its waits (one thread per peer polls them
+//            together; entry waits only in the first window);
+//   transfer the longest drain time among the fabric resources r's reads use (a resource's
+//            bandwidth is shared by every read crossing it in that step, from any rank, and by
+//            every channel), at least the bytes r's channel moves / channel bandwidth.
+// Channels split every chunk evenly, a channel's slice is cut into tiles, and `pipeline` tiles
+// make a window: the unit between two progress updates (the kernel's sync granularity). Windows
+// pipeline through the steps:
 //   time = launch + fill + (windows - 1) * period
 //   fill   = one window through the program: lock-step sum over steps of max over ranks of tau, or,
 //            given a sync plan, the longest path through its waits;

@@ -15,7 +15,7 @@
 #include <memory>
 
 #include "arena_heap.h"
-#include "ccc/communicator.h"
+#include "ccc/unique_id.h"
 #include "cuda_driver.h"
 
 namespace ccc {

@@ -21,6 +21,7 @@
 #include <fmt/format.h>
 
 #include "bootstrap.h"
+#include "ccc/communicator.h"
 #include "ccc/errors.h"
 #include "cuda_arena.h"
 #include "ccc_abi.h"
