@@ -139,8 +139,8 @@ std::vector<OptionSpec> run_options() {
 
 const Command& run_command() {
   static const Command cmd{"run", "run a schedule on the host backend and check every element",
-                           "ccc run FILE --ranks N [--define NAME=V,...] --count C [--dtype D] [--op O] [--in-place] [--protocol P]\n"
-                           "       [--backend host] [--trace F]",
+                           "ccc run FILE --ranks N --count C [--root R] [--define NAME=V,...] [--in-place] [--Werror] [--dtype D]\n"
+                           "       [--op O] [--channels C] [--tile-bytes B] [--protocol P] [--backend host] [--trace F]",
                            run_options(), &run_run};
   return cmd;
 }

@@ -123,6 +123,14 @@ TEST(Cli, HelpAndVersion) {
   EXPECT_NE(r.out.find("--dump-after PASS"), std::string::npos);
 }
 
+// A command's usage line names every option it takes (`ccc compile`'s once lacked --protocol).
+TEST(Cli, UsageLinesNameEveryOption) {
+  for (const cli::Command* cmd : {&cli::check_command(), &cli::compile_command(), &cli::run_command(),
+                                  &cli::topo_command(), &cli::tune_command(), &cli::trace_summary_command()})
+    for (const cli::OptionSpec& o : cmd->options)
+      EXPECT_NE(std::string(cmd->usage).find(o.name), std::string::npos) << "ccc " << cmd->name << ": " << o.name;
+}
+
 // A command's help lists each option once (`ccc run --help` once listed --in-place twice).
 TEST(Cli, HelpListsEachOptionOnce) {
   for (const cli::Command* cmd : {&cli::check_command(), &cli::compile_command(), &cli::run_command(),
