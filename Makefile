@@ -58,7 +58,7 @@ test-asan: deps
 # Host emulation (generated kernels on threads) under ThreadSanitizer: the tests whose ranks run
 # as threads (every sync pattern: ring, two-shot, butterfly; a dead peer; the communicator;
 # a blocked layout with staging).
-TSAN_TESTS ?= HostRun.*/(ring5|twoshot4|butterfly8)|HostRunFailure|HostRunVirtualRanks|Communicator\.|CApi\.|HostBackend|CommunicatorCollective\.RankCounts.*/reduce_scatter
+TSAN_TESTS ?= HostRun.*/(ring5|twoshot4|butterfly8)|HostRunFailure|HostRunVirtualRanks|HostBlock|Communicator\.|CApi\.|HostBackend|CommunicatorCollective\.RankCounts.*/reduce_scatter
 test-tsan: deps
 	cmake -S . -B build-tsan $(SANITIZER_OPT) -DCCC_SANITIZE=thread $(CMAKE_FLAGS)
 	cmake --build build-tsan -j$(JOBS) --target ccc_tests

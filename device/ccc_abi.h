@@ -10,7 +10,7 @@
 #ifndef CCC_ABI_H
 #define CCC_ABI_H
 
-#define CCC_ABI_VERSION 6
+#define CCC_ABI_VERSION 7
 
 /* The most channels (thread blocks per rank) a kernel may have: the size of the per-rank
  * progress and mailbox arrays, and of each peer's row of the inbox. */
@@ -120,6 +120,23 @@ typedef struct ccc_launch_args {
                                     which also accept null (nothing recorded) */
 } ccc_launch_args;
 
+/* Host emulation only (ccc_device_host.h): one emulated GPU thread of a thread block. The host
+ * backend runs a block's `count` threads as fibers on one host thread (runtime/src/host_block.h)
+ * and hands each its own record; the prelude's thread_index(), barrier() and relax() read it. A
+ * host kernel is exported as
+ *     extern "C" void NAME(ccc_launch_args args, int block, const ccc_host_thread* self); */
+typedef struct ccc_host_thread {
+  unsigned int index;        /* threadIdx.x */
+  unsigned int count;        /* blockDim.x */
+  unsigned long long launch; /* unique per block run: block-shared arrays are poisoned on the
+                                first use in each run, as shared memory starts undefined */
+  void* block;               /* the runtime's scheduler of the block */
+  /* __syncthreads_and: waits for every thread of the block, returns whether `p` held in all */
+  int (*barrier_and)(const struct ccc_host_thread* self, int p);
+  /* a poll that found nothing: lets the block's other threads, then other host threads, run */
+  void (*relax)(const struct ccc_host_thread* self);
+} ccc_host_thread;
+
 enum {
   CCC_OK = 0,
   CCC_ERR_TIMEOUT = 1,     /* a peer did not make progress in time (dead or not launched) */
@@ -127,8 +144,11 @@ enum {
   CCC_ERR_BAD_PROGRAM = 3, /* a step program names a data pass its kernel was not built with */
   CCC_ERR_MISMATCH = 4,    /* a peer called with another collective, count, type, op or root */
   CCC_ERR_ABORTED = 5,     /* the runtime aborted the rank (cccCommAbort); kernels never record it */
-  CCC_ERR_UNREGISTERED = 6 /* a peer's input or output lies neither in the shared arena nor in a
-                              buffer registered with this rank (cccCommRegister) */
+  CCC_ERR_UNREGISTERED = 6, /* a peer's input or output lies neither in the shared arena nor in a
+                               buffer registered with this rank (cccCommRegister) */
+  CCC_ERR_BARRIER_DIVERGED = 7 /* host emulation: some threads of a block left the kernel while
+                                  others waited at a block barrier (a ccc bug; on a GPU a hang
+                                  or undefined behaviour) */
 };
 
 #endif /* CCC_ABI_H */

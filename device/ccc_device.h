@@ -6,12 +6,13 @@
  *   CUDA (NVRTC or nvcc): ccc_device_cuda.h. One thread block per (rank, channel), CCC block
  *     threads each. Launch: grid = channels (args.rank >= 0) or N * channels (args.rank == -1,
  *     virtual ranks), one ccc_launch_args by value as the only parameter.
- *   Host (any C++20 compiler): ccc_device_host.h. Every thread block is one host thread with a
- *     single "thread". The kernel is exported as
- *         extern "C" void NAME(ccc_launch_args args, int block);
- *     and the host backend calls it from one std::thread per block, `block` taking the values the
- *     CUDA grid would give blockIdx.x (channel index, or rank * channels + channel when
- *     args.rank == -1). All blocks of a launch must run concurrently: they wait on each other.
+ *   Host (any C++20 compiler): ccc_device_host.h. Every thread block is one host thread, whose
+ *     threads are fibers. The kernel is exported as
+ *         extern "C" void NAME(ccc_launch_args args, int block, const ccc_host_thread* self);
+ *     and the host backend runs it once per thread of a block (runtime/src/host_block.h), one
+ *     std::thread per block, `block` taking the values the CUDA grid would give blockIdx.x
+ *     (channel index, or rank * channels + channel when args.rank == -1). All blocks of a launch
+ *     must run concurrently: they wait on each other.
  *
  * Both: every (rank, channel) word in ccc_rank_state::progress, every inbox slot and every
  * error word must be zero before the first launch and then never reset (values carry the launch

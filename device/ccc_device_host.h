@@ -1,5 +1,7 @@
 /* Host primitives of the device prelude (see ccc_device.h): the same generated kernel compiled by
- * a host C++20 compiler. A thread block is one host thread with a single "thread"; counters use
+ * a host C++20 compiler. A thread block is one host thread running the block's threads as fibers
+ * (the runtime's host_block.h): each thread has its own thread_index(), barrier() is a real block
+ * barrier, and block_shared() memory is shared by the block's threads. Counters use
  * std::atomic_ref with the acquire/release pairing the CUDA side gets from ld.acquire/st.release. */
 #ifndef CCC_DEVICE_HOST_H
 #define CCC_DEVICE_HOST_H
@@ -14,9 +16,15 @@
 #define CCC_CONSTEXPR constexpr
 #define CCC_ROLLED
 #define CCC_PROGRAM constexpr
-/* The kernel entry the host backend looks up with dlsym: void NAME(ccc_launch_args, int block). */
-#define CCC_KERNEL(name, threads) \
-  extern "C" void name(ccc_launch_args args, int ccc_block_index_)
+/* The kernel entry the host backend looks up with dlsym (ccc_abi.h, ccc_host_thread): it makes
+ * `self` the calling fiber's thread record, then runs the body. */
+#define CCC_KERNEL(name, threads)                                                                  \
+  static void name##_body(ccc_launch_args args, int ccc_block_index_);                            \
+  extern "C" void name(ccc_launch_args args, int block, const ccc_host_thread* self) {            \
+    ccc::host_self_ = self;                                                                        \
+    name##_body(args, block);                                                                      \
+  }                                                                                                \
+  static void name##_body(ccc_launch_args args, int ccc_block_index_)
 #define CCC_BLOCK_INDEX ccc_block_index_
 
 namespace ccc {
@@ -28,10 +36,19 @@ struct __attribute__((may_alias, aligned(16))) Vec16 {
   unsigned char bytes[16];
 };
 
-CCC_FN unsigned thread_index() { return 0; }
-CCC_FN unsigned block_threads() { return 1; }
-CCC_FN void barrier() {}
-CCC_FN bool barrier_and(bool p) { return p; }
+/* The running thread's record. The fibers of a block share their host thread's thread_local, so
+ * every call that may switch fibers (barrier, relax) sets it back when it returns. */
+inline thread_local const ccc_host_thread* host_self_ = nullptr;
+
+CCC_FN unsigned thread_index() { return host_self_->index; }
+CCC_FN unsigned block_threads() { return host_self_->count; }
+CCC_FN bool barrier_and(bool p) {
+  const ccc_host_thread* self = host_self_;
+  const bool all = self->barrier_and(self, p) != 0;
+  host_self_ = self;
+  return all;
+}
+CCC_FN void barrier() { barrier_and(true); }
 
 CCC_FN unsigned long long load_acquire(const unsigned long long* p) {
   return std::atomic_ref<unsigned long long>(*const_cast<unsigned long long*>(p))
@@ -75,14 +92,26 @@ CCC_FN unsigned long long now_ns() {
   return static_cast<unsigned long long>(std::chrono::duration_cast<std::chrono::nanoseconds>(
       std::chrono::steady_clock::now().time_since_epoch()).count());
 }
-/* Ranks usually outnumber cores here: give the core to the thread being waited for. */
-CCC_FN void relax() { std::this_thread::yield(); }
+/* A poll found nothing yet: the block's other threads run, then (ranks usually outnumber cores
+ * here) the host thread gives its core to the one being waited for. */
+CCC_FN void relax() {
+  const ccc_host_thread* self = host_self_;
+  self->relax(self);
+  host_self_ = self;
+}
 
-/* Block-shared state: a block is one host thread, so a thread-local array serves (a worker
- * thread runs one block at a time). */
+/* Block-shared state: a block's threads are fibers of one host thread, so a thread-local array
+ * serves (a worker thread runs one block at a time). Shared memory starts undefined on the GPU;
+ * here the first use in each block run fills it with 0xA5 bytes, so a thread that reads before
+ * the barrier that should order it after the writer reads garbage in host runs too. */
 template <class T, int N>
 CCC_FN T* block_shared() {
   thread_local T array[N];
+  thread_local unsigned long long launch = 0;
+  if (launch != host_self_->launch) {
+    launch = host_self_->launch;
+    std::memset(static_cast<void*>(array), 0xA5, sizeof array);
+  }
   return array;
 }
 

@@ -3,7 +3,7 @@
 # itself (update first); otherwise it prints the exact command and fails.
 set -euo pipefail
 
-packages=(cmake make g++ clang libfmt-dev libboost-graph-dev libgtest-dev libbenchmark-dev llvm-14-tools nlohmann-json3-dev
+packages=(cmake make g++ clang libfmt-dev libboost-graph-dev libboost-context-dev libgtest-dev libbenchmark-dev llvm-14-tools nlohmann-json3-dev
           python3-dev python3-venv)
 missing=()
 for p in "${packages[@]}"; do

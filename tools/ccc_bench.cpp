@@ -184,6 +184,8 @@ const std::vector<Option>& options() {
       {"", "--collective", "C", "allreduce, reduce_scatter, allgather, broadcast, reduce, alltoall",
        [](Config& c, const std::string& v) { c.collective = parse_collective(v); }},
       {"", "--channels", "C", "channels per rank", [](Config& c, const std::string& v) { c.comm.channels = parse_int_arg(v, "channel count"); }},
+      {"", "--block-threads", "T", "host backend: threads per block, as fibers (default $CCC_HOST_BLOCK_THREADS, else 1)",
+       [](Config& c, const std::string& v) { c.comm.host_block_threads = parse_int_arg(v, "thread count"); }},
       {"", "--tile-bytes", "B", "tile size", [](Config& c, const std::string& v) { c.comm.tile_bytes = static_cast<int64_t>(parse_size(v)); }},
       {"", "--protocol", "P", "simple or ll (default: the cost model's choice per size; ll takes at most 256 KiB)",
        [](Config& c, const std::string& v) {

@@ -69,6 +69,10 @@ struct CommOptions {
   // by an evaluation or a checkpoint must not fail the job). Infinite or longer than a year: wait
   // for ever. Zero, negative or NaN: refused when the communicator is created.
   std::optional<double> timeout_seconds;
+  // Host backend: the threads of each thread block (1..1024), run as fibers with their own
+  // thread index, real block barriers and parallel waits, as on a GPU. 0: $CCC_HOST_BLOCK_THREADS,
+  // else 1, the fastest; the tests run more.
+  int host_block_threads = 0;
   JitCache* cache = nullptr;    // null: JitCache::process_cache()
   // Records a timeline of every collective into this Chrome trace-event JSON file (empty:
   // $CCC_TRACE, else no tracing). Calls run the traced variant of their kernel; the file holds

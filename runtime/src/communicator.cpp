@@ -105,6 +105,23 @@ struct Communicator::Impl {
     return impl;
   }
 
+  // CommOptions::host_block_threads, resolved.
+  unsigned host_block_threads() const {
+    int threads = options.host_block_threads;
+    if (const char* env = std::getenv("CCC_HOST_BLOCK_THREADS"); threads == 0 && env != nullptr && *env != '\0') {
+      char* end = nullptr;
+      const long v = std::strtol(env, &end, 10);
+      if (*end != '\0' || v < 1 || v > static_cast<long>(kMaxHostBlockThreads))
+        invalid(fmt::format("CCC_HOST_BLOCK_THREADS={} is not a number of threads from 1 to {}", env,
+                            kMaxHostBlockThreads));
+      threads = static_cast<int>(v);
+    }
+    if (threads == 0) return 1;
+    if (threads < 0 || threads > static_cast<int>(kMaxHostBlockThreads))
+      invalid(fmt::format("host_block_threads {}: a thread block has 1 to {} threads", threads, kMaxHostBlockThreads));
+    return static_cast<unsigned>(threads);
+  }
+
   // Once the constructor has made the backend and found the topology. A multi-process rank has
   // no ledger: its peers' buffers live in other address spaces, and no collective of this
   // process's would ever be issued by every rank (its entries would pile up).
@@ -282,7 +299,7 @@ Communicator::~Communicator() { forget_if_forked(); }
 Communicator Communicator::host(int nranks, CommOptions options) {
   check_rank_count(nranks, BackendKind::Host);
   std::unique_ptr<Impl> impl = Impl::make(std::move(options));
-  impl->backend = std::make_unique<HostRanks>(nranks);
+  impl->backend = std::make_unique<HostRanks>(nranks, impl->host_block_threads());
   impl->load_topology_file();
   return Communicator(std::move(impl));
 }
@@ -323,7 +340,7 @@ Communicator Communicator::host_rank(const UniqueId& id, int nranks, int rank, C
   FdMmapMapper mapper(request.total_bytes, request.total_bytes);
   bootstrap_join(id, request, mapper);
   auto arena = std::make_shared<HostArena>(mapper.keep(), nranks, rank, heap);
-  impl->backend = std::make_unique<HostRanks>(*arena);
+  impl->backend = std::make_unique<HostRanks>(*arena, impl->host_block_threads());
   impl->arena = std::move(arena);
   return Communicator(std::move(impl));
 }

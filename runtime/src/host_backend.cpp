@@ -57,7 +57,7 @@ HostKernel load_host_kernel(JitCache& cache, const std::string& source, const st
   HostKernel kernel;
   host_compile_cached(cache, host_kernel_request(source, name), [&](const std::string& image) {
     auto object = std::make_shared<const SharedObject>(image);
-    kernel.entry = reinterpret_cast<HostKernel::Entry>(object->symbol(name.c_str()));
+    kernel.entry = reinterpret_cast<HostEntry>(object->symbol(name.c_str()));
     kernel.object = std::move(object);
   });
   return kernel;
@@ -90,14 +90,14 @@ void HostStream::push(Launch launch) {
   if (queue_.size() == 1) start_front();
 }
 
-void HostStream::enqueue(const HostKernel& kernel, const ccc_launch_args& args, int channels) {
+void HostStream::enqueue(const HostKernel& kernel, const ccc_launch_args& args, int channels, unsigned threads) {
   std::lock_guard lock(mutex_);
-  push({kernel, args, channels, {}});
+  push({kernel, args, channels, threads, {}});
 }
 
 void HostStream::enqueue(std::function<void()> task) {
   std::lock_guard lock(mutex_);
-  push({{}, {}, 1, std::move(task)});
+  push({{}, {}, 1, 1, std::move(task)});
 }
 
 void HostStream::start_front() {
@@ -122,8 +122,10 @@ void HostStream::work(int block) {
     seen = started_;
     const Launch& launch = queue_.front();
     if (block >= launch.channels) continue;
-    const HostKernel::Entry entry = launch.kernel.entry;
+    const HostEntry entry = launch.kernel.entry;
     const ccc_launch_args args = launch.args;
+    const int channels = launch.channels;
+    const unsigned threads = launch.threads;
     // The front launch stays queued until its last block is done, and a deque keeps references
     // to its elements across push_back: the task outlives this call.
     const std::function<void()>* task = launch.task ? &launch.task : nullptr;
@@ -131,7 +133,7 @@ void HostStream::work(int block) {
     if (task != nullptr)
       (*task)();
     else
-      entry(args, block);
+      run_host_block(entry, args, block, channels, threads);
     lock.lock();
     if (--running_ > 0) continue;
     queue_.pop_front();
@@ -185,7 +187,8 @@ bool HostArena::contains(const void* p, uint64_t bytes) const {
   return at >= base && at - base <= bytes_ && bytes <= bytes_ - (at - base);
 }
 
-HostRanks::HostRanks(int nranks) : owned_sync_(std::make_unique<HostRankSync[]>(nranks)) {
+HostRanks::HostRanks(int nranks, unsigned block_threads)
+    : block_threads_(block_threads), owned_sync_(std::make_unique<HostRankSync[]>(nranks)) {
   for (int r = 0; r < nranks; ++r) {
     ranks_.push_back(std::make_unique<Rank>());
     Rank& rank = *ranks_.back();
@@ -198,7 +201,7 @@ HostRanks::HostRanks(int nranks) : owned_sync_(std::make_unique<HostRankSync[]>(
 
 // Every process builds the same table (the arena lies at one address in all of them), so it
 // needs no place in the arena itself.
-HostRanks::HostRanks(HostArena& arena) : arena_(&arena) {
+HostRanks::HostRanks(HostArena& arena, unsigned block_threads) : arena_(&arena), block_threads_(block_threads) {
   for (int r = 0; r < arena.nranks(); ++r) {
     ranks_.push_back(std::make_unique<Rank>());
     ranks_.back()->sync = arena.sync(r);
@@ -253,7 +256,7 @@ void HostRanks::launch(int rank, const HostKernel& kernel, int channels, const c
   Rank& r = *ranks_.at(rank);
   r.reported_early = false;  // if the error word is still set, this launch fails too: report it
   if (before) r.stream.enqueue(std::move(before));
-  r.stream.enqueue(kernel, args, channels);
+  r.stream.enqueue(kernel, args, channels, block_threads_);
   if (after) r.stream.enqueue(std::move(after));
 }
 

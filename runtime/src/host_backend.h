@@ -1,10 +1,11 @@
 // The host backend: generated kernels compiled by the system C++ compiler and run against the
 // host prelude (device/) by persistent worker threads.
 //
-// The host prelude exports a kernel as `extern "C" void NAME(ccc_launch_args args, int block)`.
+// The host prelude exports a kernel as
+// `extern "C" void NAME(ccc_launch_args args, int block, const ccc_host_thread* self)`.
 // Each rank has a stream: a FIFO of launches that the rank's workers (one thread per channel,
 // started when a launch first needs it) run in order, every block of a launch at once, as a CUDA
-// stream runs kernels. A launch returns as soon as it is queued; ranks meet inside the kernel.
+// stream runs kernels; a block's threads are fibers of its worker (host_block.h). A launch returns as soon as it is queued; ranks meet inside the kernel.
 // Idle workers and waiters spin briefly before they sleep: a futex wake costs a context switch
 // (most of a small collective's time here), and back-to-back calls find them still awake.
 #pragma once
@@ -23,6 +24,7 @@
 
 #include "arena_heap.h"
 #include "backend.h"
+#include "host_block.h"
 #include "host_compile.h"
 #include "ccc/jit_cache.h"
 #include "ccc_abi.h"
@@ -30,9 +32,8 @@
 namespace ccc {
 
 struct HostKernel {
-  using Entry = void (*)(ccc_launch_args args, int block);
   std::shared_ptr<const SharedObject> object;  // keeps `entry` loaded
-  Entry entry = nullptr;
+  HostEntry entry = nullptr;
 };
 
 // What load_host_kernel compiles for generated `source` whose kernel is named `name` (a warm-up
@@ -43,7 +44,8 @@ HostCompileRequest host_kernel_request(const std::string& source, const std::str
 HostKernel load_host_kernel(JitCache& cache, const std::string& source, const std::string& name);
 
 // One rank's stream: launches run in the order they were queued, each with all its blocks on
-// their own threads at once (blocks wait on each other's progress).
+// their own threads at once (blocks wait on each other's progress), each block's threads as
+// fibers (host_block.h).
 class HostStream {
  public:
   HostStream() = default;
@@ -51,9 +53,9 @@ class HostStream {
   HostStream(const HostStream&) = delete;
   HostStream& operator=(const HostStream&) = delete;
 
-  // Queues `channels` blocks of `kernel` with `args`. Throws Error(System) when a worker thread
-  // cannot be started (nothing is queued then).
-  void enqueue(const HostKernel& kernel, const ccc_launch_args& args, int channels);
+  // Queues `channels` blocks of `threads` threads of `kernel` with `args`. Throws Error(System)
+  // when a worker thread cannot be started (nothing is queued then).
+  void enqueue(const HostKernel& kernel, const ccc_launch_args& args, int channels, unsigned threads);
   // Queues `task`, run on one worker in queue order like a launch (a staging copy before or
   // after a kernel). Throws Error(System) as enqueue does.
   void enqueue(std::function<void()> task);
@@ -66,6 +68,7 @@ class HostStream {
     HostKernel kernel;
     ccc_launch_args args;
     int channels;
+    unsigned threads;            // per block
     std::function<void()> task;  // set: a host task (one block) instead of the kernel
   };
   void start_workers(int count);  // with mutex_ held
@@ -138,9 +141,10 @@ class HostArena {
 // aborts or destroys it).
 class HostRanks : public Backend {
  public:
-  explicit HostRanks(int nranks);
+  // Each kernel's blocks run `block_threads` threads (1..kMaxHostBlockThreads).
+  HostRanks(int nranks, unsigned block_threads);
   // Rank arena.rank() of arena.nranks(); `arena` outlives this.
-  explicit HostRanks(HostArena& arena);
+  HostRanks(HostArena& arena, unsigned block_threads);
   ~HostRanks() override;  // waits for every stream
 
   BackendKind kind() const override { return BackendKind::Host; }
@@ -215,6 +219,7 @@ class HostRanks : public Backend {
   void synchronize_all();
 
   HostArena* arena_ = nullptr;
+  unsigned block_threads_;
   std::vector<HostKernel> kernels_;  // load()'s, by handle
   std::unique_ptr<HostRankSync[]> owned_sync_;  // in-process: every rank's
   std::mutex mutex_;  // the table's sync state across streams (reset), scratch

@@ -18,6 +18,8 @@ const char* launch_error_text(unsigned code) {
     case CCC_ERR_ABORTED: return "aborted (cccCommAbort)";
     case CCC_ERR_UNREGISTERED:
       return "a peer's input or output is neither arena memory nor a buffer registered with this rank";
+    case CCC_ERR_BARRIER_DIVERGED:
+      return "some threads of a block left the kernel while others waited at a block barrier (a ccc bug)";
   }
   return nullptr;
 }

@@ -12,7 +12,7 @@
 
 namespace ccc::testing {
 
-HostLibrary::HostLibrary(const std::vector<EmittedKernel>& kernels, const std::string& tag) {
+HostLibrary::HostLibrary(const std::vector<EmittedKernel>& kernels, const std::string& tag, const std::string& prelude_dir) {
   const std::filesystem::path dir = std::filesystem::path(CCC_BINARY_DIR) / "host_kernels";
   std::filesystem::create_directories(dir);
   const std::filesystem::path src = dir / (tag + ".cpp"), lib = dir / (tag + ".so"), log = dir / (tag + ".log");
@@ -22,7 +22,7 @@ HostLibrary::HostLibrary(const std::vector<EmittedKernel>& kernels, const std::s
     for (size_t i = 0; i < kernels.size(); ++i) out << "namespace k" << i << " {\n" << kernels[i].source << "}\n";
   }
   const std::string cmd = std::string(CCC_HOST_CXX) + " -std=c++20 -O2 -fPIC -shared -Wall -Wextra -Werror " CCC_HOST_KERNEL_FLAGS +
-                          " -I" CCC_SOURCE_DIR "/device " + src.string() + " -o " + lib.string() + " > " + log.string() +
+                          " -I" + prelude_dir + " " + src.string() + " -o " + lib.string() + " > " + log.string() +
                           " 2>&1";
   if (std::system(cmd.c_str()) != 0) {
     std::ifstream in(log);
@@ -61,16 +61,17 @@ HostBuffers::HostBuffers(int nranks, uint64_t bytes, uint64_t scratch_bytes, uin
   }
 }
 
-double launch_host(HostEntry entry, HostBuffers& b, int channels, uint64_t count, uint64_t timeout_ns, const std::vector<int>& skip) {
+double launch_host(HostEntry entry, HostBuffers& b, int channels, uint64_t count, uint64_t timeout_ns,
+                   const std::vector<int>& skip, unsigned threads) {
   const int nranks = static_cast<int>(b.own.size());
-  std::vector<std::thread> threads;
+  std::vector<std::thread> blocks;
   const auto start = std::chrono::steady_clock::now();
   for (int r = 0; r < nranks; ++r) {
     if (std::find(skip.begin(), skip.end(), r) != skip.end()) continue;
     const ccc_launch_args args{b.state.data(), b.own[r], nullptr, count, r, timeout_ns, nullptr};
-    for (int c = 0; c < channels; ++c) threads.emplace_back(entry, args, c);
+    for (int c = 0; c < channels; ++c) blocks.emplace_back(run_host_block, entry, args, c, channels, threads);
   }
-  for (std::thread& t : threads) t.join();
+  for (std::thread& t : blocks) t.join();
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 

@@ -10,16 +10,22 @@
 
 #include "../../device/ccc_abi.h"
 #include "emit_cuda.h"
+#include "host_block.h"
 
 namespace ccc::testing {
 
-using HostEntry = void (*)(ccc_launch_args, int);
+using HostEntry = ccc::HostEntry;
+
+// Threads per block where a test does not choose: enough for several waits to be polled by
+// threads of their own, few enough to keep the tests quick.
+constexpr unsigned kTestBlockThreads = 32;
 
 class HostLibrary {
  public:
-  // Compiles every kernel into one library (each in its own namespace), with the sanitizer the
-  // tests are built with; empty error() on success.
-  HostLibrary(const std::vector<EmittedKernel>& kernels, const std::string& tag);
+  // Compiles every kernel into one library (each in its own namespace) against the prelude in
+  // `prelude_dir`, with the sanitizer the tests are built with; empty error() on success.
+  HostLibrary(const std::vector<EmittedKernel>& kernels, const std::string& tag,
+              const std::string& prelude_dir = CCC_SOURCE_DIR "/device");
   ~HostLibrary();
   HostLibrary(const HostLibrary&) = delete;
   HostLibrary& operator=(const HostLibrary&) = delete;
@@ -54,9 +60,9 @@ struct HostBuffers {
   unsigned char* output(int r) const { return static_cast<unsigned char*>(own[r].output); }
 };
 
-// One launch: every (rank, channel) on its own thread, ranks in `skip` never started. Returns
-// wall seconds.
+// One launch: every (rank, channel) on its own thread, running `threads` threads (fibers), ranks
+// in `skip` never started. Returns wall seconds.
 double launch_host(HostEntry entry, HostBuffers& b, int channels, uint64_t count, uint64_t timeout_ns,
-                   const std::vector<int>& skip = {});
+                   const std::vector<int>& skip = {}, unsigned threads = kTestBlockThreads);
 
 }  // namespace ccc::testing

@@ -318,6 +318,39 @@ TEST(Communicator, TimeoutsAreCheckedAndInfiniteMeansForEver) {
   EXPECT_EQ(Communicator::timeout_ns(std::nullopt), 600'000'000'000u) << "10 minutes, PyTorch's default";
 }
 
+// Threads per host block (fibers): checked, from the option or the environment, and every count
+// computes what one thread does (the ctest environment runs this file with 32; docs/runtime.md).
+TEST(Communicator, HostBlockThreadsAreCheckedAndEveryCountComputesTheSame) {
+  for (int bad : {-1, 1025}) {
+    CommOptions o = options();
+    o.host_block_threads = bad;
+    try {
+      Communicator::host(2, o);
+      FAIL() << bad << " threads";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::InvalidArgument);
+      EXPECT_EQ(std::string(e.what()), fmt::format("host_block_threads {}: a thread block has 1 to 1024 threads", bad));
+    }
+  }
+  const char* before = std::getenv("CCC_HOST_BLOCK_THREADS");
+  const std::string kept = before != nullptr ? before : "";
+  for (const char* bad : {"0", "lots", "2048"}) {
+    setenv("CCC_HOST_BLOCK_THREADS", bad, 1);
+    EXPECT_THROW(Communicator::host(2, options()), Error) << bad;
+  }
+  setenv("CCC_HOST_BLOCK_THREADS", "3", 1);
+  for (int threads : {0, 1, 512}) {  // 0: the environment's 3
+    CommOptions o = options("twoshot");
+    o.host_block_threads = threads;
+    Communicator comm = Communicator::host(3, o);
+    EXPECT_EQ(check_all_reduce(comm, 100003, DataType::F32, ReduceOp::Sum, false), 0u) << threads << " threads";
+  }
+  if (before != nullptr)
+    setenv("CCC_HOST_BLOCK_THREADS", kept.c_str(), 1);
+  else
+    unsetenv("CCC_HOST_BLOCK_THREADS");
+}
+
 TEST(Communicator, DefaultsToTheRingWithoutATopology) {
   Communicator comm = Communicator::host(4, options());
   CollectiveCall call;

@@ -20,7 +20,7 @@ namespace {
 const char* kCounterKernel = R"(#include "ccc_abi.h"
 #include <chrono>
 #include <thread>
-extern "C" void counters(ccc_launch_args args, int block) {
+extern "C" void counters(ccc_launch_args args, int block, const ccc_host_thread*) {
   unsigned long long* progress = args.ranks[args.rank].progress;
   if (block == 0) std::this_thread::sleep_for(std::chrono::milliseconds(2));
   static_cast<unsigned long long*>(args.own.output)[block] = progress[block]++;
@@ -45,7 +45,7 @@ constexpr size_t kOutWords = 2 * CCC_MAX_CHANNELS;
 TEST(HostBackend, StreamsRunTheirLaunchesInOrderWithEveryChannel) {
   const int n = 2, channels = 3;
   std::vector<std::vector<unsigned long long>> out(n, std::vector<unsigned long long>(kOutWords, 77));
-  HostRanks ranks(n);
+  HostRanks ranks(n, 1);
   const HostKernel k = load_host_kernel(memory_cache(), kCounterKernel, "counters");
   for (int launch = 0; launch < 3; ++launch)
     for (int r = 0; r < n; ++r) ranks.launch(r, k, channels, buffers_of(out[r].data()), 1, 0);
@@ -62,7 +62,7 @@ TEST(HostBackend, StreamsRunTheirLaunchesInOrderWithEveryChannel) {
 TEST(HostBackend, ReportsPeerErrorsToEveryFailedRankAndResetsCounters) {
   const int n = 2, channels = 3;
   std::vector<std::vector<unsigned long long>> out(n, std::vector<unsigned long long>(kOutWords));
-  HostRanks ranks(n);
+  HostRanks ranks(n, 1);
   const HostKernel k = load_host_kernel(memory_cache(), kCounterKernel, "counters");
   for (int r = 0; r < n; ++r) ranks.launch(r, k, channels, buffers_of(out[r].data()), 99, 0);
   ranks.synchronize(0);  // rank 0 did not fail
@@ -90,7 +90,7 @@ TEST(HostBackend, ReportsPeerErrorsToEveryFailedRankAndResetsCounters) {
 TEST(HostBackend, AFailureZeroesEveryLlReceiveBlock) {
   const int n = 2, channels = 1;
   std::vector<std::vector<unsigned long long>> out(n, std::vector<unsigned long long>(kOutWords));
-  HostRanks ranks(n);
+  HostRanks ranks(n, 1);
   const HostKernel k = load_host_kernel(memory_cache(), kCounterKernel, "counters");
   auto* older = static_cast<unsigned char*>(ranks.ll_slots(0, 256));
   auto* newer = static_cast<unsigned char*>(ranks.ll_slots(0, 4096));

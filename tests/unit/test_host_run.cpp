@@ -11,6 +11,9 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <map>
 #include <ostream>
 #include <random>
@@ -19,6 +22,7 @@
 #include "lower.h"
 #include "codegen_pipeline.h"
 #include "host_harness.h"
+#include "runtime_test_support.h"
 
 namespace ccc {
 namespace {
@@ -110,8 +114,10 @@ Check same_bits_on_every_rank(const testing::HostBuffers& b, int n, uint64_t cou
   return {};
 }
 
-// Fills every rank's input, poisons every output, runs the kernel twice and checks both runs.
-Check run_and_check(testing::HostEntry entry, const EmittedKernel& k, const KernelOptions& o, int n, uint64_t count, uint64_t offset) {
+// Fills every rank's input, poisons every output, runs the kernel twice (blocks of `threads`
+// threads) and checks both runs.
+Check run_and_check(testing::HostEntry entry, const EmittedKernel& k, const KernelOptions& o, int n, uint64_t count,
+                    uint64_t offset, unsigned threads = testing::kTestBlockThreads) {
   const int size = static_cast<int>(data_type_size(o.dtype));
   testing::HostBuffers b(n, count * size, k.scratch_bytes(count), offset, o.in_place, k.ll_bytes(count));
   std::mt19937_64 rng(count * 131 + n * 7 + static_cast<int>(o.dtype) * 3 + static_cast<int>(o.op));
@@ -128,7 +134,7 @@ Check run_and_check(testing::HostEntry entry, const EmittedKernel& k, const Kern
       }
       if (!o.in_place) std::memset(b.output(r), kPoison, count * size);
     }
-    testing::launch_host(entry, b, k.channels, count, kTimeoutNs);
+    testing::launch_host(entry, b, k.channels, count, kTimeoutNs, {}, threads);
     for (int r = 0; r < n; ++r)
       if (b.error(r) != 0) return {false, "rank " + std::to_string(r) + " error " + std::to_string(b.error(r))};
     const uint64_t mask = size == 8 ? ~0ull : (1ull << (8 * size)) - 1;
@@ -210,10 +216,11 @@ struct Shape {
   const char* schedule;
   int ranks;
   Protocol protocol = Protocol::Simple;
+  unsigned threads = testing::kTestBlockThreads;  // per block
 };
-// Readable in test listings (ctest shows the parameter): "ring N=5", "oneshot N=3 ll".
+// Readable in test listings (ctest shows the parameter): "ring N=5 T=32", "oneshot N=3 ll T=7".
 void PrintTo(const Shape& s, std::ostream* os) {
-  *os << s.schedule << " N=" << s.ranks << (s.protocol == Protocol::Ll ? " ll" : "");
+  *os << s.schedule << " N=" << s.ranks << (s.protocol == Protocol::Ll ? " ll" : "") << " T=" << s.threads;
 }
 
 class HostRun : public ::testing::TestWithParam<Shape> {};
@@ -254,17 +261,21 @@ TEST_P(HostRun, MatchesTheReference) {
     ASSERT_NE(entry, nullptr) << kernels[v].kernel_name;
     for (uint64_t count : counts)
       for (uint64_t offset : {uint64_t{0}, size}) {  // 16-byte aligned, and not
-        Check c = run_and_check(entry, kernels[v], o, s.ranks, count, offset);
+        Check c = run_and_check(entry, kernels[v], o, s.ranks, count, offset, s.threads);
         EXPECT_TRUE(c.ok) << kernels[v].kernel_name << " count " << count << " offset " << offset << ": " << c.first_failure;
       }
   }
 }
 
+// Threads per block vary over the shapes: one (no fibers), 7 (fewer than some schedules have
+// waits, and odd), 32, 512 (what the CUDA kernels launch with) and 1024 (CUDA's most).
 INSTANTIATE_TEST_SUITE_P(Shipped, HostRun,
-                         ::testing::Values(Shape{"ring", 1}, Shape{"ring", 2}, Shape{"ring", 3}, Shape{"ring", 5},
-                                           Shape{"ring", 8}, Shape{"oneshot", 3}, Shape{"oneshot", 9}, Shape{"twoshot", 4},
-                                           Shape{"twoshot", 7}, Shape{"butterfly", 2}, Shape{"butterfly", 8},
-                                           Shape{"tree", 5}, Shape{"dbtree", 6}),
+                         ::testing::Values(Shape{"ring", 1, Protocol::Simple, 1}, Shape{"ring", 2, Protocol::Simple, 512},
+                                           Shape{"ring", 3, Protocol::Simple, 7}, Shape{"ring", 5}, Shape{"ring", 8},
+                                           Shape{"oneshot", 3, Protocol::Simple, 512}, Shape{"oneshot", 9, Protocol::Simple, 7},
+                                           Shape{"twoshot", 4, Protocol::Simple, 1}, Shape{"twoshot", 7},
+                                           Shape{"butterfly", 2, Protocol::Simple, 1024}, Shape{"butterfly", 8},
+                                           Shape{"tree", 5, Protocol::Simple, 7}, Shape{"dbtree", 6}),
                          [](const ::testing::TestParamInfo<Shape>& info) {
                            return std::string(info.param.schedule) + std::to_string(info.param.ranks);
                          });
@@ -272,14 +283,47 @@ INSTANTIATE_TEST_SUITE_P(Shipped, HostRun,
 // Protocol ll (pushed lines of data and flag) on every shipped allreduce: the same checks,
 // including the second launch over the same receive slots, in place and out of place.
 INSTANTIATE_TEST_SUITE_P(ShippedLl, HostRun,
-                         ::testing::Values(Shape{"ring", 1, Protocol::Ll}, Shape{"ring", 5, Protocol::Ll},
-                                           Shape{"oneshot", 3, Protocol::Ll}, Shape{"oneshot", 9, Protocol::Ll},
-                                           Shape{"twoshot", 4, Protocol::Ll}, Shape{"twoshot", 7, Protocol::Ll},
-                                           Shape{"butterfly", 8, Protocol::Ll}, Shape{"tree", 5, Protocol::Ll},
+                         ::testing::Values(Shape{"ring", 1, Protocol::Ll}, Shape{"ring", 5, Protocol::Ll, 512},
+                                           Shape{"oneshot", 3, Protocol::Ll, 7}, Shape{"oneshot", 9, Protocol::Ll},
+                                           Shape{"twoshot", 4, Protocol::Ll, 512}, Shape{"twoshot", 7, Protocol::Ll, 1},
+                                           Shape{"butterfly", 8, Protocol::Ll}, Shape{"tree", 5, Protocol::Ll, 7},
                                            Shape{"dbtree", 6, Protocol::Ll}),
                          [](const ::testing::TestParamInfo<Shape>& info) {
                            return std::string(info.param.schedule) + std::to_string(info.param.ranks) + "ll";
                          });
+
+// A block barrier left out of the prelude is caught by a host run with more than one thread per
+// block, and only then: the mutant drops the barrier after thread 0 has read the peers' mailboxes
+// into the block's table (Channel::load_peers), so the other threads, which run first, read the
+// table before it holds the peers' buffers and reduce the wrong data.
+TEST(HostRunMutation, AMissingBlockBarrierIsCaught) {
+  test::ScratchDir dir;
+  for (const auto& f : std::filesystem::directory_iterator(CCC_SOURCE_DIR "/device"))
+    std::filesystem::copy_file(f.path(), dir.path() / f.path().filename());
+  const std::filesystem::path common = dir.path() / "ccc_device_common.h";
+  std::string text;
+  {
+    std::ifstream in(common);
+    text.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  const std::string barrier = "    return barrier_and(ok);\n  }\n\n  /* Makes peer p's input and output usable here";
+  const size_t at = text.find(barrier);
+  ASSERT_NE(at, std::string::npos) << "the mutated barrier moved: update this test";
+  text.replace(at, std::string("    return barrier_and(ok);").size(), "    return ok;");
+  std::ofstream(common) << text;
+
+  testing::Planned p = testing::plan_shipped("ring", 4);
+  ASSERT_TRUE(p.planned) << p.errors;
+  const KernelOptions o = options(DataType::I32, ReduceOp::Sum, false);
+  const EmittedKernel k = emit_cuda(lower(*p.planned, o));
+  testing::HostLibrary lib({k}, "mutant_missing_barrier", dir.path().string());
+  ASSERT_EQ(lib.error(), "");
+  const uint64_t count = 4097;
+  EXPECT_TRUE(run_and_check(lib.entry(k.kernel_name), k, o, 4, count, 0, 1).ok) << "one thread needs no barrier";
+  const Check many = run_and_check(lib.entry(k.kernel_name), k, o, 4, count, 0, 32);
+  EXPECT_FALSE(many.ok) << "32 threads per block: the missing barrier went unseen";
+  std::printf("[host] the mutant with 32 threads per block: %s\n", many.first_failure.c_str());
+}
 
 // One rank never starts: every other rank must give up with an error, within the timeout plus
 // scheduling slack, instead of hanging.
@@ -537,7 +581,8 @@ TEST(HostRunVirtualRanks, OneGridRunsEveryRank) {
       for (uint64_t i = 0; i < count; ++i) reinterpret_cast<int*>(b.input(r))[i] = static_cast<int>(i) * (r + 1);
     std::vector<std::thread> blocks;
     const ccc_launch_args args{b.state.data(), {}, b.own.data(), count, -1, kTimeoutNs, nullptr};
-    for (int block = 0; block < n * k.channels; ++block) blocks.emplace_back(lib.entry(k.kernel_name), args, block);
+    for (int block = 0; block < n * k.channels; ++block)
+      blocks.emplace_back(run_host_block, lib.entry(k.kernel_name), args, block, k.channels, testing::kTestBlockThreads);
     for (std::thread& t : blocks) t.join();
     for (int r = 0; r < n; ++r) {
       EXPECT_EQ(b.error(r), unsigned{CCC_OK}) << k.kernel_name;
