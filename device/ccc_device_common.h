@@ -46,7 +46,8 @@
  * Buffers of peers. A launch knows only its own buffers (ccc_abi.h). On entering, thread 0 of
  * each (rank, channel) writes them into the channel's mailbox slot for this launch, then the
  * channel pushes "entered"; a peer reads the slot the first time a pass of its program reads that
- * rank, which the sync plan orders after the rank's "entered" (every read of a peer's buffer
+ * rank (the slots of a pass's ranks by threads of their own, in parallel), which the sync plan
+ * orders after the rank's "entered" (every read of a peer's buffer
  * waits, directly or through other ranks' waits, for the peer to have entered or written it).
  * The slot's call signature must equal the reader's: a rank whose peer called with another
  * kernel or count records CCC_ERR_MISMATCH before it touches any of the peer's data. Where the
@@ -764,6 +765,29 @@ class Channel {
     }
   }
 
+  /* Polls group g's lines of every region among the K sources (bit k of `regions`; source k's
+   * lines start at at[k]) until all carry `flag`: each sweep loads every line before it looks at
+   * any, so the loads are in flight together. poll()'s checks, on the first source still
+   * missing, as ll_wait makes them. */
+  template <int K, int S, class Map>
+  CCC_FN bool ll_wait_all(const void* const* at, const unsigned* regions, int g, unsigned flag, const Instr<S>& i,
+                          const Map& map) {
+    const int L = ll_group / 4;
+    unsigned long long start = 0;
+    for (unsigned polls = 0;; ++polls) {
+      int missing = K;
+      for (int k = K - 1; k >= 0; --k)
+        if (regions[k / 32] >> (k % 32) & 1u)
+          for (int l = 0; l < L; ++l)
+            if (static_cast<unsigned>(ll_load(static_cast<const unsigned long long*>(at[k]) + g * L + l) >> 32) != flag)
+              missing = k;
+      if (missing == K) return true;
+      if (polls % 64 == 63 && !keep_waiting(map.peer(fold_source(i, map.lowest(i, K), missing, K).rank), polls, start))
+        return false;
+      relax();
+    }
+  }
+
   /* A group: the bytes one thread moves at a time, whole lines and whole elements (4 bytes,
    * or one element of 8: two lines). */
   static const int ll_group = sizeof(T) > 4 ? static_cast<int>(sizeof(T)) : 4;
@@ -827,9 +851,21 @@ class Channel {
           at[k] = ll_data(ref, map, first);
         }
       }
+      bool several = false;  // two or more regions among the sources
+      if constexpr (K > 2)
+        for (int w32 = 0, seen = 0; w32 < (K + 31) / 32; ++w32) {
+          several = several || (regions[w32] & (regions[w32] - 1u)) != 0 || (seen != 0 && regions[w32] != 0);
+          seen = seen || regions[w32] != 0;
+        }
       CCC_ROLLED
       for (int g = static_cast<int>(thread_index()); g < groups && ok; g += static_cast<int>(block_threads())) {
         const int n = end - g * E < E ? end - g * E : E;  // the group's elements in the chunk
+        // With several regions (one-shot, two-shot, tree), every region's lines of the group
+        // carry the flag before any is read as data: one sweep loads them all, in flight
+        // together, rather than each source's poll after the one before it matched. Not for two
+        // sources (butterfly, ring: a buffer and a region), where it would cost a spill.
+        if constexpr (K > 2)
+          if (several) ok = ll_wait_all<K>(at, regions, g, flag, i, map);
         A acc[E] = {};
         for (int k = 0; k < K && ok; ++k) {
           LlGroup in = {};
@@ -964,29 +1000,33 @@ class Channel {
     CCC_ROLLED
     for (int k = 0; k <= i.sources; ++k) missing = missing || peers_[touched(k)].call == 0;
     if (!missing) return true;
-    barrier();  // every thread has read the flags before thread 0 fills them in
+    barrier();  // every thread has read the flags before any is filled in
+    // Operand k's rank is read by thread k % block_threads(), unless an earlier operand names it:
+    // the mailboxes (and registry lookups) of several peers are in flight together instead of one
+    // round trip after another, and each entry of peers_ has one writer.
     bool ok = true;
-    if (thread_index() == 0) {
+    CCC_ROLLED
+    for (int k = static_cast<int>(thread_index()); k <= i.sources && ok; k += static_cast<int>(block_threads())) {
+      const int p = touched(k);
+      bool first = true;
       CCC_ROLLED
-      for (int k = 0; k <= i.sources && ok; ++k) {
-        const int p = touched(k);
-        if (peers_[p].call != 0) continue;
-        const ccc_buffers* slot = mailbox(p);
-        ccc_buffers b;
-        b.input = slot->input;
-        b.output = slot->output;
-        b.scratch = slot->scratch;
-        b.ll = slot->ll;
-        b.call = load_relaxed(&slot->call);  // as same_call reads it (publish)
-        if (b.call != stamp()) {
-          record_error(state_[rank_].error, CCC_ERR_MISMATCH);
-          ok = false;
-        } else if (!reach(p, b)) {
-          record_error(state_[rank_].error, CCC_ERR_UNREGISTERED);
-          ok = false;
-        } else {
-          peers_[p] = b;
-        }
+      for (int j = 0; j < k; ++j) first = first && touched(j) != p;
+      if (!first || peers_[p].call != 0) continue;
+      const ccc_buffers* slot = mailbox(p);
+      ccc_buffers b;
+      b.input = slot->input;
+      b.output = slot->output;
+      b.scratch = slot->scratch;
+      b.ll = slot->ll;
+      b.call = load_relaxed(&slot->call);  // as same_call reads it (publish)
+      if (b.call != stamp()) {
+        record_error(state_[rank_].error, CCC_ERR_MISMATCH);
+        ok = false;
+      } else if (!reach(p, b)) {
+        record_error(state_[rank_].error, CCC_ERR_UNREGISTERED);
+        ok = false;
+      } else {
+        peers_[p] = b;
       }
     }
     return barrier_and(ok);

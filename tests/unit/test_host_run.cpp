@@ -293,9 +293,9 @@ INSTANTIATE_TEST_SUITE_P(ShippedLl, HostRun,
                          });
 
 // A block barrier left out of the prelude is caught by a host run with more than one thread per
-// block, and only then: the mutant drops the barrier after thread 0 has read the peers' mailboxes
-// into the block's table (Channel::load_peers), so the other threads, which run first, read the
-// table before it holds the peers' buffers and reduce the wrong data.
+// block, and only then: the mutant drops the barrier after the threads that read the peers'
+// mailboxes have filled in the block's table (Channel::load_peers), so the other threads, which
+// run first, read the table before it holds the peers' buffers and reduce the wrong data.
 TEST(HostRunMutation, AMissingBlockBarrierIsCaught) {
   test::ScratchDir dir;
   for (const auto& f : std::filesystem::directory_iterator(CCC_SOURCE_DIR "/device"))
@@ -582,7 +582,8 @@ TEST(HostRunVirtualRanks, OneGridRunsEveryRank) {
     std::vector<std::thread> blocks;
     const ccc_launch_args args{b.state.data(), {}, b.own.data(), count, -1, kTimeoutNs, nullptr};
     for (int block = 0; block < n * k.channels; ++block)
-      blocks.emplace_back(run_host_block, lib.entry(k.kernel_name), args, block, k.channels, testing::kTestBlockThreads);
+      blocks.emplace_back(run_host_block, lib.entry(k.kernel_name), args, block, k.channels,
+                          testing::tsan_block_threads(testing::kTestBlockThreads));
     for (std::thread& t : blocks) t.join();
     for (int r = 0; r < n; ++r) {
       EXPECT_EQ(b.error(r), unsigned{CCC_OK}) << k.kernel_name;
