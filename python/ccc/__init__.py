@@ -257,6 +257,9 @@ class Communicator(_CommunicatorHandle):
         topology_file: the topology selection uses (host backend); default $CCC_TOPO.
         timeout: seconds a rank waits for a peer before the collective fails (default
             $CCC_TIMEOUT, else 600: ten minutes, PyTorch's default for NCCL).
+        block_threads: "host": the threads of each thread block (1 to 1024), run as fibers with
+            their own thread index and real block barriers, as on a GPU; 0: $CCC_HOST_BLOCK_THREADS,
+            else 1 (the fastest).
         rank, nranks, uid: one rank per process (docs/runtime.md, "Multi-process
             communicators"): this process is rank ``rank`` of ``nranks``, joined through ``uid``
             from ``get_unique_id()``. The constructor returns once every rank has joined. Each
@@ -282,14 +285,14 @@ class Communicator(_CommunicatorHandle):
     def __init__(self, ranks: Optional[int] = None, *, backend: Literal["host", "cuda"] = "host",
                  devices: Optional[Sequence[int]] = None, algo: str = "", schedule: Optional[Source] = None,
                  channels: int = 0, tile_bytes: int = 0, protocol: Union[Protocol, str, None] = None,
-                 topology_file: str = "",
-                 timeout: Optional[float] = None, rank: Optional[int] = None, nranks: Optional[int] = None,
+                 topology_file: str = "", timeout: Optional[float] = None, block_threads: int = 0,
+                 rank: Optional[int] = None, nranks: Optional[int] = None,
                  uid: Optional[bytes] = None, device: Optional[int] = None) -> None:
         sched_name, sched_text = _source(schedule, None) if schedule is not None else (None, None)
         options = _ccc.comm_options(algo=algo, schedule_name=sched_name, schedule_text=sched_text, channels=channels,
                                     tile_bytes=tile_bytes,
                                     protocol=None if protocol is None else _enum(Protocol, protocol, "protocol"),
-                                    topology_file=topology_file, timeout=timeout)
+                                    topology_file=topology_file, timeout=timeout, block_threads=block_threads)
         self._rank = rank
         if backend not in ("host", "cuda"):
             raise InvalidArgumentError(f"backend: expected 'host' or 'cuda', not {backend!r}")

@@ -162,10 +162,22 @@ def test_read_only_recv_is_refused(comm):
     ({"ranks": 2, "devices": [0, 1]}, "only the cuda backend takes devices"),
     ({}, "the host backend needs the number of ranks"),
     ({"ranks": 2, "protocol": "LL"}, r"unknown protocol 'LL' \(one of: simple, ll\)"),
+    ({"ranks": 2, "block_threads": 1025}, "host_block_threads 1025: a thread block has 1 to 1024 threads"),
 ])
 def test_bad_communicator_options(kwargs, match):
     with pytest.raises(ccc.InvalidArgumentError, match=match):
         ccc.Communicator(**kwargs)
+
+
+@pytest.mark.parametrize("block_threads", [1, 7, 512])
+def test_blocks_of_any_thread_count_compute_the_same(block_threads):
+    """block_threads: host emulation's blocks run that many threads (fibers), same results."""
+    with ccc.Communicator(RANKS, block_threads=block_threads, timeout=60) as c:
+        xs = inputs(np.int32)
+        out = [np.zeros_like(x) for x in xs]
+        c.all_reduce(xs, out)
+        for o in out:
+            np.testing.assert_array_equal(o, np.stack(xs).sum(0))
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.int64, np.uint8])

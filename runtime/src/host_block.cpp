@@ -51,8 +51,10 @@ constexpr size_t kStackBytes = size_t{1} << 20;
 constexpr size_t kStackBytes = size_t{256} << 10;
 #endif
 
-// Every block run's id (ccc_host_thread::launch), from 1: block_shared() poisons on a new one.
-std::atomic<unsigned long long> next_launch{1};
+// The block runs of the calling host thread, counted: each run's id (ccc_host_thread::launch),
+// from 1. block_shared() keeps its arrays and the id it last saw per host thread too, so ids need
+// only differ within one (and no counter is shared between the workers of a launch).
+thread_local unsigned long long block_runs = 0;
 
 // Fiber stacks, kept from one block run to the next (the test harness starts a host thread per
 // block and launch; the host backend's workers live long). Each is mapped with a guard page below
@@ -129,7 +131,7 @@ class Block {
   Block(HostEntry entry, const ccc_launch_args& args, int block, std::vector<bc::stack_context> stacks)
       : entry_(entry), args_(args), block_(block), threads_(static_cast<unsigned>(stacks.size())),
         stacks_(std::move(stacks)), state_(threads_, State::Runnable), fibers_(threads_) {
-    const unsigned long long launch = next_launch.fetch_add(1, std::memory_order_relaxed);
+    const unsigned long long launch = ++block_runs;
     for (unsigned i = 0; i < threads_; ++i) self_.push_back({i, threads_, launch, this, &Block::barrier_and, &Block::relax});
   }
 
@@ -290,9 +292,8 @@ BlockRun run_host_block(HostEntry entry, const ccc_launch_args& args, int block,
   std::vector<bc::stack_context> stacks;
   if (threads > 1) stacks = stack_pool().take(threads);
   if (stacks.size() <= 1) {
-    stack_pool().give_back(stacks);
-    const ccc_host_thread self{0, 1, next_launch.fetch_add(1, std::memory_order_relaxed), nullptr,
-                               &single_barrier_and, &single_relax};
+    if (!stacks.empty()) stack_pool().give_back(stacks);
+    const ccc_host_thread self{0, 1, ++block_runs, nullptr, &single_barrier_and, &single_relax};
     entry(args, block, &self);
     return BlockRun::Ok;
   }

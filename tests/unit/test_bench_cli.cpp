@@ -169,6 +169,15 @@ TEST(BenchCli, TraceWritesEveryCall) {
   EXPECT_NE(text.find(R"("call":1,)"), std::string::npos) << "a second call";
 }
 
+TEST(BenchCli, BlockThreadsRunTheHostBlocksAsFibersAndAreChecked) {
+  const BenchResult fibers = run_bench("--ranks 3 -b 1K -e 4K -f 4 -n 1 -w 0 -c 1 --algo twoshot --block-threads 7");
+  EXPECT_EQ(fibers.code, 0) << fibers.output;
+  EXPECT_TRUE(has(fibers.output, "\n# Out of bounds values : 0 OK\n")) << fibers.output;
+  const BenchResult bad = run_bench("--block-threads 2000");
+  EXPECT_NE(bad.code, 0);
+  EXPECT_TRUE(has(bad.output, "host_block_threads 2000: a thread block has 1 to 1024 threads")) << bad.output;
+}
+
 TEST(BenchCli, ProtocolLlRunsAndChecksAndRefusesTooLarge) {
   const BenchResult ll = run_bench("--ranks 3 -b 1K -e 4K -f 4 -n 1 -w 0 -c 1 --algo twoshot --protocol ll");
   EXPECT_EQ(ll.code, 0) << ll.output;
