@@ -247,6 +247,9 @@ EmittedKernel emit_cuda(const KernelPlan& plan, const SourceFile* source) {
   k.ll_blocks = plan.ll_blocks;
   k.blocks = plan.blocks;
   k.dtype_bytes = data_type_size(o.dtype);
+  auto labels = std::make_shared<std::vector<std::string>>();
+  for (const StepInfo& step : plan.steps) labels->push_back(step.label);
+  k.step_labels = std::move(labels);
 
   std::string& s = k.source;
   s = header(plan, k.kernel_name);

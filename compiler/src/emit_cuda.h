@@ -2,7 +2,9 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
+#include <vector>
 
 #include "ccc/diagnostics.h"
 #include "kernel_plan.h"
@@ -16,13 +18,15 @@ struct EmittedKernel {
   std::string schedule;     // the schedule's name, as its source declares it
   int64_t tile_bytes = 0;   // KernelOptions::tile_bytes
   int pipeline = 0;         // KernelOptions::pipeline
-  int block_threads = 0;    // CUDA threads per block (host: one thread per block)
+  int block_threads = 0;    // CUDA threads per block (host: CommOptions::host_block_threads)
   int64_t scratch_blocks = 0;  // blocks of count elements of scratch: the schedule's, then staging
   int blocks = 1;              // KernelPlan::blocks
   int dtype_bytes = 0;
   Protocol protocol = Protocol::Simple;
   int ll_slots = 0;            // protocol ll: receive regions per rank (ccc_buffers::ll)
   int64_t ll_blocks = 0;       // protocol ll: blocks of count elements each region spans
+  // Each step's label (KernelPlan::steps: "reduce_scatter s=2"), shared: traces name steps by it.
+  std::shared_ptr<const std::vector<std::string>> step_labels;
 
   // Scratch each rank must provide for a collective of `count` elements (the kernel's `count`).
   uint64_t scratch_bytes(uint64_t count) const {

@@ -20,7 +20,7 @@ ccc_trace_channel* CallTracer::records(const EmittedKernel& kernel, const Collec
             std::make_unique<ccc_trace_channel[]>(static_cast<size_t>(channels) * (rank < 0 ? n : 1))};
   t.call = {collective_name(call.collective), kernel.schedule, data_type_name(call.dtype), reduce_op_name(call.op),
             call.count, std::max(send_bytes(call, n), recv_bytes(call, n)), n, channels, kernel.tile_bytes,
-            kernel.pipeline};
+            kernel.pipeline, kernel.step_labels};
   ccc_trace_channel* records = t.records.get();
   t.device = backend_.trace_alloc(std::max(rank, 0), t.bytes(), stream);
   if (t.device != nullptr) records = static_cast<ccc_trace_channel*>(t.device);

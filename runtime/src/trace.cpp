@@ -76,8 +76,10 @@ std::string TraceLog::json() const {
         k.channels, k.tile_bytes, k.pipeline, r.exit != 0 ? "true" : "false"));
     for (unsigned i = 0; i < r.count && i < CCC_TRACE_CAPACITY; ++i) {
       const ccc_trace_step& s = r.steps[i];
+      const bool labelled = k.step_labels != nullptr && s.step >= 0 && static_cast<size_t>(s.step) < k.step_labels->size();
       const std::string args =
-          fmt::format(R"("args":{{"call":{},"step":{},"window":{}}})", c.call_index, s.step, s.window);
+          fmt::format(R"("args":{{"call":{},"step":{},"window":{}{}}})", c.call_index, s.step, s.window,
+                      labelled ? R"(,"label":)" + quoted((*k.step_labels)[static_cast<size_t>(s.step)]) : std::string());
       events.push_back(fmt::format(R"({{"ph":"X","name":"wait","cat":"step",{},"ts":{},"dur":{:.3f},{}}})", where,
                                    us(s.begin), static_cast<double>(s.pass - s.begin) / 1e3, args));
       events.push_back(fmt::format(R"({{"ph":"X","name":"pass","cat":"step",{},"ts":{},"dur":{:.3f},{}}})", where,

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -28,6 +29,7 @@ struct TraceCall {
   int channels = 0;
   int64_t tile_bytes = 0;
   int pipeline = 0;  // tiles per window
+  std::shared_ptr<const std::vector<std::string>> step_labels;  // EmittedKernel::step_labels, or null
 };
 
 class TraceLog {

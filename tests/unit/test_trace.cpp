@@ -97,7 +97,10 @@ TEST(Trace, EveryRankChannelAndStepWaitsThenPassesOnceInOrder) {
       t.end = end;
     } else {
       EXPECT_EQ(e.at("args").at("window"), 0);
-      t.steps.emplace_back(e.at("name"), e.at("args").at("step").get<int>(), ts, end);
+      const int step = e.at("args").at("step").get<int>();
+      EXPECT_EQ(e.at("args").at("label"), step < n - 1 ? fmt::format("reduce_scatter s={}", step)
+                                                       : fmt::format("all_gather s={}", step - (n - 1)));
+      t.steps.emplace_back(e.at("name"), step, ts, end);
     }
   }
   ASSERT_EQ(tracks.size(), static_cast<size_t>(calls * n * 2));
@@ -150,7 +153,7 @@ TEST(Trace, RecordsPastTheCapacityAreCountedNotKept) {
   record.dropped = 3;
   record.steps[0] = {110, 120, 130, 0, 0};
   TraceLog log;
-  log.add(0, TraceCall{"allreduce", "ring", "f32", "sum", 10, 40, 2, 1, 64, 2}, 0, &record, 1);
+  log.add(0, TraceCall{"allreduce", "ring", "f32", "sum", 10, 40, 2, 1, 64, 2, nullptr}, 0, &record, 1);
   EXPECT_EQ(log.dropped(), 3u);
   const nlohmann::json trace = nlohmann::json::parse(log.json());
   int steps = 0;
