@@ -1,15 +1,19 @@
 // `ccc tune --topo F`: every candidate schedule's predicted time per message size, and the choice.
 #include <fmt/format.h>
 
+#include <fmt/ranges.h>
+
 #include <algorithm>
 #include <array>
 #include <filesystem>
+#include <map>
 
 #include "data_type.h"
 #include "schedule_menu.h"
 #include "shipped_schedules.h"
 #include "cli.h"
 #include "commands.h"
+#include "suggest.h"
 
 namespace ccc::cli {
 namespace {
@@ -79,7 +83,21 @@ int run_tune(const ParsedArgs& args, std::ostream& out, std::ostream& err) {
   } else {
     for (const ShippedSchedule& s : shipped_schedules()) sources.push_back(s.file);
   }
-  ScheduleMenu menu(*collective, nranks, sources);
+  std::map<std::string, int64_t> defines;
+  if (std::optional<std::string> text = args.get("--define"))
+    if (std::string msg = parse_defines(*text, defines); !msg.empty()) return usage_error(cmd, msg, err);
+  ScheduleMenu menu(*collective, nranks, sources, 0, defines);
+  for (const auto& [name, value] : defines) {
+    if (menu.parameters().count(name) != 0) continue;
+    const std::vector<std::string> known(menu.parameters().begin(), menu.parameters().end());
+    return usage_error(cmd,
+                       known.empty() ? fmt::format("--define {}: no {} schedule here has parameters", name,
+                                                   collective_name(*collective))
+                                     : fmt::format("--define {}: no {} schedule here has such a parameter{} (they have: {})",
+                                                   name, collective_name(*collective), did_you_mean(name, known),
+                                                   fmt::join(known, ", ")),
+                       err);
+  }
   SelectOptions options;
   options.algo = args.get("--algo").value_or("");
   try {
@@ -87,6 +105,7 @@ int run_tune(const ParsedArgs& args, std::ostream& out, std::ostream& err) {
     std::string title = fmt::format("{}: {} ranks of {}, {} {}, {} schedules", topo->name, nranks,
                                     topo->gpus[0].model, collective_name(*collective), data_type_name(*dtype),
                                     dir ? "the " + *dir : std::string("the shipped"));
+    for (const auto& [name, value] : defines) title += fmt::format(", {} = {}", name, value);
     for (const std::string& s : menu.skipped()) title += "\n# skipped " + s;
     out << (format == "tsv" ? format_tune_tsv(rows) : format_tune_table(rows, title));
   } catch (const std::invalid_argument& e) {
@@ -102,8 +121,8 @@ const Command& tune_command() {
   static const Command cmd{
       "tune",
       "predict every schedule's time per message size on a topology, and the choice",
-      "ccc tune --topo F [--calibration F] [--graph] [--collective C] [--ranks N] [--dtype D] [--schedules DIR] [--algo NAME] "
-      "[--format tsv]",
+      "ccc tune --topo F [--calibration F] [--graph] [--collective C] [--ranks N] [--dtype D] [--schedules DIR] "
+      "[--define NAME=V,...] [--algo NAME] [--format tsv]",
       {{"--topo", "F", "topology file (see docs/topology.md; topologies/ has examples)"},
        {"--calibration", "F", "measured constants replacing the topology's (the GPU check writes one)"},
        {"--graph", "", "price each call replayed from a CUDA graph (the GPUs' graph_launch=, else launch=)"},
@@ -111,6 +130,7 @@ const Command& tune_command() {
        {"--ranks", "N", "ranks, at most the topology's GPUs (default: all of them)"},
        {"--dtype", "D", "element type: f64 f32 (default) f16 bf16 i64 u64 i32 u32 i8 u8"},
        {"--schedules", "DIR", "take the candidates from DIR/*.sched (default: the shipped schedules)"},
+       {"--define", "NAME=V,...", "set 'param NAME' to the integer V in every schedule that declares it"},
        {"--algo", "NAME", "force this schedule, as CCC_ALGO does"},
        {"--format", "F", "table (default: every schedule's time per size) or tsv (the choice per size: bytes, "
                          "schedule, protocol, time_us, busbw_gbps, serial_latencies, channels, tile_bytes, launch_us)"}},

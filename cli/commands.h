@@ -31,6 +31,9 @@ const Command& trace_summary_command();
 // The options every front-end command takes.
 std::vector<OptionSpec> front_end_options();
 
+// `--define C=4,D=2` into name -> value. Returns an error message, empty if none.
+std::string parse_defines(const std::string& text, std::map<std::string, int64_t>& defines);
+
 // Prints `ccc CMD: error: MESSAGE` and the usage line; returns kExitUsage.
 int usage_error(const Command& cmd, const std::string& message, std::ostream& err);
 

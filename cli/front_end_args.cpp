@@ -19,10 +19,8 @@ std::vector<OptionSpec> front_end_options() {
   };
 }
 
-namespace {
-
-// `--define C=4,D=2` into name -> value. The option parser keeps one value per option, so several
-// parameters are set with one comma-separated list. Returns an error message, empty if none.
+// The option parser keeps one value per option, so several parameters are set with one
+// comma-separated list.
 std::string parse_defines(const std::string& text, std::map<std::string, int64_t>& defines) {
   size_t start = 0;
   while (true) {
@@ -41,8 +39,6 @@ std::string parse_defines(const std::string& text, std::map<std::string, int64_t
     start = comma + 1;
   }
 }
-
-}  // namespace
 
 int usage_error(const Command& cmd, const std::string& message, std::ostream& err) {
   err << fmt::format("ccc {}: error: {}\nusage: {}\n(see 'ccc {} --help')\n", cmd.name, message, cmd.usage, cmd.name);

@@ -103,10 +103,8 @@ class Instantiator {
   // A define that names no parameter is most likely a typo: silently ignoring it would run the
   // schedule with its default. Parameters sit at the top level only (check_schedule).
   bool check_defines() {
-    std::vector<std::string> params;
+    const std::vector<std::string> params = schedule_params(s_);
     bool ok = true;
-    for (const ast::Stmt& st : s_.body)
-      if (const auto* let = std::get_if<ast::LetStmt>(&st.node); let && let->is_param) params.push_back(let->name);
     for (const auto& [name, value] : opts_.defines) {
       if (std::find(params.begin(), params.end(), name) != params.end()) continue;
       ok = false;
@@ -552,6 +550,14 @@ class Instantiator {
 };
 
 }  // namespace
+
+// Parameters sit at the top level only (check_schedule).
+std::vector<std::string> schedule_params(const ast::Schedule& schedule) {
+  std::vector<std::string> params;
+  for (const ast::Stmt& st : schedule.body)
+    if (const auto* let = std::get_if<ast::LetStmt>(&st.node); let && let->is_param) params.push_back(let->name);
+  return params;
+}
 
 std::optional<StepProgram> instantiate(const ast::Schedule& schedule, const InstantiateOptions& options,
                                        const SourceFile& file, Diagnostics& diags) {

@@ -10,6 +10,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "ast.h"
 #include "ccc/diagnostics.h"
@@ -41,6 +42,9 @@ struct InstantiateOptions {
   // Values for the schedule's `param NAME = E`, replacing E; naming no parameter is an error.
   std::map<std::string, int64_t> defines = {};
 };
+
+// The names of `schedule`'s `param`s, in order (what InstantiateOptions::defines may set).
+std::vector<std::string> schedule_params(const ast::Schedule& schedule);
 
 // `schedule` must come from parse_schedule (names resolved). Returns nullopt with errors in diags.
 std::optional<StepProgram> instantiate(const ast::Schedule& schedule, const InstantiateOptions& options,

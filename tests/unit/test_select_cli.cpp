@@ -5,6 +5,7 @@
 
 #include "kernel_plan.h"
 #include "cli_util.h"
+#include "runtime_test_support.h"
 
 using namespace ccc;
 using test::run_cli;
@@ -42,6 +43,35 @@ TEST(TuneCommand, TakesTheShippedSchedulesByDefault) {
   EXPECT_EQ(lines(r.out)[0], "# nvlink-ring-4: 4 ranks of A100-SXM4-80GB, allreduce bf16, the shipped schedules");
   EXPECT_EQ(lines(r.out)[2].substr(12),
             "  butterfly     dbtree    oneshot       ring       tree    twoshot  choice");
+}
+
+// --define gives a parameter's value to every schedule that declares it (the grid's column count
+// here; ring has no parameters and runs as it is); a name no schedule declares is a usage error.
+TEST(TuneCommand, DefineSetsTheParametersOfTheSchedulesThatDeclareThem) {
+  test::ScratchDir dir;
+  std::filesystem::copy_file(std::string(CCC_SOURCE_DIR) + "/tests/lit/instantiate/param_grid.sched",
+                             dir.path() / "grid.sched");
+  std::filesystem::copy_file(kSchedules + "/ring.sched", dir.path() / "ring.sched");
+  const std::string topo = kTopologies + "dgx-h100.topo", schedules = dir.path().string();
+  auto r = run_cli({"tune", "--topo", topo, "--schedules", schedules, "--define", "C=4"});
+  ASSERT_EQ(r.code, cli::kExitOk) << r.err;
+  EXPECT_NE(lines(r.out)[0].find("allreduce f32, the " + schedules + " schedules, C = 4"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("grid"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("# skipped"), std::string::npos) << r.out;
+  r = run_cli({"tune", "--topo", topo, "--schedules", schedules, "--define", "C=3"});
+  ASSERT_EQ(r.code, cli::kExitOk) << r.err;
+  EXPECT_NE(r.out.find("grid.sched: requirement 'C >= 1 && N % C == 0' does not hold for N = 8, C = 3"),
+            std::string::npos) << r.out;
+  r = run_cli({"tune", "--topo", topo, "--schedules", schedules, "--define", "D=3"});
+  EXPECT_EQ(r.code, cli::kExitUsage);
+  EXPECT_NE(r.err.find("ccc tune: error: --define D: no allreduce schedule here has such a parameter (they have: C)"),
+            std::string::npos) << r.err;
+  r = run_cli({"tune", "--topo", topo, "--define", "C=4"});
+  EXPECT_EQ(r.code, cli::kExitUsage);
+  EXPECT_NE(r.err.find("--define C: no allreduce schedule here has parameters"), std::string::npos) << r.err;
+  r = run_cli({"tune", "--topo", topo, "--define", "C=four"});
+  EXPECT_EQ(r.code, cli::kExitUsage);
+  EXPECT_NE(r.err.find("--define C: 'four' is not a 64-bit integer"), std::string::npos) << r.err;
 }
 
 TEST(TuneCommand, AlgoForcesTheChoice) {
