@@ -30,6 +30,35 @@ enum class BlockRun {
   Diverged,
 };
 
+// A thread block's barrier (__syncthreads_and) for a scheduler of its threads, which may leave
+// the kernel before a barrier the others wait at (a ccc bug: on a GPU a hang or undefined
+// behaviour; here the others go on, and the block is marked diverged).
+class BlockBarrier {
+ public:
+  explicit BlockBarrier(unsigned threads) : threads_(threads), live_(threads) {}
+  // A thread arrives with predicate p. True when it completes the barrier: every thread waiting
+  // at it goes on (the caller releases them), and result() is its outcome.
+  bool arrive(bool p);
+  // A thread has left the kernel. True when that completes the barrier (as arrive).
+  bool leave();
+  // The last completed barrier's predicate over every thread that arrived: valid for a released
+  // thread until it arrives at the next (which cannot complete without it).
+  bool result() const { return result_; }
+  bool diverged() const { return diverged_; }
+
+ private:
+  void complete();
+  unsigned threads_;
+  unsigned live_;         // threads still in the kernel
+  unsigned waiting_ = 0;  // of them, at the barrier
+  bool all_ = true;       // the predicate over those arrived so far
+  bool result_ = true;
+  bool diverged_ = false;
+};
+
+// Records CCC_ERR_BARRIER_DIVERGED for block `block`'s rank (unless it recorded an error before).
+void record_diverged(const ccc_launch_args& args, int block, int channels);
+
 // Runs block `block` of `entry`, a kernel of `channels` blocks per rank, with `threads` threads
 // (1..kMaxHostBlockThreads) on the calling thread, and returns once every thread has left the
 // kernel. Where the memory for that many fiber stacks cannot be had, the block runs with as many
