@@ -10,7 +10,7 @@
 #ifndef CCC_ABI_H
 #define CCC_ABI_H
 
-#define CCC_ABI_VERSION 7
+#define CCC_ABI_VERSION 8
 
 /* The most channels (thread blocks per rank) a kernel may have: the size of the per-rank
  * progress and mailbox arrays, and of each peer's row of the inbox. */
@@ -125,6 +125,28 @@ typedef struct ccc_launch_args {
  * and hands each its own record; the prelude's thread_index(), barrier() and relax() read it. A
  * host kernel is exported as
  *     extern "C" void NAME(ccc_launch_args args, int block, const ccc_host_thread* self); */
+struct ccc_host_thread;
+
+/* Host emulation with virtual time only (the simulator: runtime/src/sim_engine.h). The prelude's
+ * primitives report to it, and it answers loads of synchronisation words as the calling thread's
+ * virtual clock sees memory, so a wait ends when the awaited value became visible in virtual
+ * time. Any call may switch fibers. */
+typedef struct ccc_sim_hooks {
+  /* a strong load (acquire or relaxed) of the word of `bytes` (4 or 8) at p */
+  unsigned long long (*load)(const struct ccc_host_thread* self, const void* p, int bytes);
+  /* a strong store; `release`: visible only once the thread's earlier stores are */
+  void (*store)(const struct ccc_host_thread* self, void* p, unsigned long long v, int bytes, int release);
+  /* keeps the first error: stores `code` into the word at p where it holds CCC_OK */
+  void (*record_error)(const struct ccc_host_thread* self, unsigned* p, unsigned code);
+  /* a data pass over `bytes` of each operand (the block's, of which this thread moves its
+   * share): read from ranks src[0, nsrc), written to rank dst */
+  void (*move)(const struct ccc_host_thread* self, const int* src, int nsrc, int dst, long long bytes);
+  /* the thread's virtual clock, in ns */
+  unsigned long long (*now)(const struct ccc_host_thread* self);
+  /* the block's shared array `key` of `bytes`, filled with 0xA5 at its first use in the block run */
+  void* (*shared)(const struct ccc_host_thread* self, const void* key, unsigned long long bytes);
+} ccc_sim_hooks;
+
 typedef struct ccc_host_thread {
   unsigned int index;        /* threadIdx.x */
   unsigned int count;        /* blockDim.x */
@@ -135,6 +157,7 @@ typedef struct ccc_host_thread {
   int (*barrier_and)(const struct ccc_host_thread* self, int p);
   /* a poll that found nothing: lets the block's other threads, then other host threads, run */
   void (*relax)(const struct ccc_host_thread* self);
+  const ccc_sim_hooks* sim;  /* the simulator's hooks, or null (plain host emulation) */
 } ccc_host_thread;
 
 enum {

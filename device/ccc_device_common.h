@@ -678,13 +678,16 @@ class Channel {
   template <class PassList, int S, class Map>
   CCC_FN bool pull_pass(long long w, const Instr<S>& i, const Map& map) {
     const int sources = i.sources;
-    const View dst = view(i.dst, map.peer(i.dst.rank));
+    const int to = map.peer(i.dst.rank);
+    const View dst = view(i.dst, to);
     View src[S];
+    int from[S];  // the ranks whose buffers the sources are
     const int lowest = map.lowest(i, sources);  // the fold begins at this source
     CCC_ROLLED
     for (int k = 0; k < sources; ++k) {
       const Ref& ref = fold_source(i, lowest, k, sources);
-      src[k] = view(ref, map.peer(ref.rank));
+      from[k] = map.peer(ref.rank);
+      src[k] = view(ref, from[k]);
     }
     const int first = map.first(i);
     CCC_ROLLED
@@ -694,6 +697,7 @@ class Channel {
       const T* at[S];
       CCC_ROLLED
       for (int k = 0; k < sources; ++k) at[k] = src[k].base + (r.begin - src[k].shift);
+      account_move(from, sources, to, (r.end - r.begin) * static_cast<long long>(sizeof(T)));
       PassList::template visit<typename Cfg::Op>(i, Fold{dst.base + (r.begin - dst.shift), at, r.end - r.begin});
     }
     return true;

@@ -2,7 +2,8 @@
  * a host C++20 compiler. A thread block is one host thread running the block's threads as fibers
  * (the runtime's host_block.h): each thread has its own thread_index(), barrier() is a real block
  * barrier, and block_shared() memory is shared by the block's threads. Counters use
- * std::atomic_ref with the acquire/release pairing the CUDA side gets from ld.acquire/st.release. */
+ * std::atomic_ref with the acquire/release pairing the CUDA side gets from ld.acquire/st.release.
+ * Under the simulator (ccc_abi.h, ccc_sim_hooks) the same primitives go to its hooks instead. */
 #ifndef CCC_DEVICE_HOST_H
 #define CCC_DEVICE_HOST_H
 
@@ -50,36 +51,71 @@ CCC_FN bool barrier_and(bool p) {
 }
 CCC_FN void barrier() { barrier_and(true); }
 
+/* The simulator's hooks (ccc_abi.h, ccc_sim_hooks), or null: plain host emulation. A hook may
+ * switch fibers, so the callers below set host_self_ back after one. */
+CCC_FN const ccc_sim_hooks* sim() { return host_self_->sim; }
+CCC_FN unsigned long long sim_load(const void* p, int bytes) {
+  const ccc_host_thread* self = host_self_;
+  const unsigned long long v = self->sim->load(self, p, bytes);
+  host_self_ = self;
+  return v;
+}
+CCC_FN void sim_store(void* p, unsigned long long v, int bytes, bool release) {
+  const ccc_host_thread* self = host_self_;
+  self->sim->store(self, p, v, bytes, release ? 1 : 0);
+  host_self_ = self;
+}
+
 CCC_FN unsigned long long load_acquire(const unsigned long long* p) {
+  if (sim() != nullptr) return sim_load(p, 8);
   return std::atomic_ref<unsigned long long>(*const_cast<unsigned long long*>(p))
       .load(std::memory_order_acquire);
 }
 CCC_FN void store_release(unsigned long long* p, unsigned long long v) {
+  if (sim() != nullptr) return sim_store(p, v, 8, true);
   std::atomic_ref<unsigned long long>(*p).store(v, std::memory_order_release);
 }
 CCC_FN void store_relaxed(unsigned long long* p, unsigned long long v) {
+  if (sim() != nullptr) return sim_store(p, v, 8, false);
   std::atomic_ref<unsigned long long>(*p).store(v, std::memory_order_relaxed);
 }
 CCC_FN unsigned long long load_relaxed(const unsigned long long* p) {
+  if (sim() != nullptr) return sim_load(p, 8);
   return std::atomic_ref<unsigned long long>(*const_cast<unsigned long long*>(p)).load(std::memory_order_relaxed);
 }
 CCC_FN unsigned load_relaxed(const unsigned* p) {
+  if (sim() != nullptr) return static_cast<unsigned>(sim_load(p, 4));
   return std::atomic_ref<unsigned>(*const_cast<unsigned*>(p)).load(std::memory_order_relaxed);
 }
 /* LL lines (protocol ll, ccc_device_common.h): data and flag in one 8-byte atomic, so a reader
  * that sees the flag sees the data of the same store. Relaxed suffices: the line is one atomic
  * object, read whole, and a reader needs nothing else the producer wrote. */
 CCC_FN void ll_store(unsigned long long* line, unsigned data, unsigned flag) {
-  std::atomic_ref<unsigned long long>(*line).store(static_cast<unsigned long long>(flag) << 32 | data,
-                                                   std::memory_order_relaxed);
+  const unsigned long long v = static_cast<unsigned long long>(flag) << 32 | data;
+  if (sim() != nullptr) return sim_store(line, v, 8, false);
+  std::atomic_ref<unsigned long long>(*line).store(v, std::memory_order_relaxed);
 }
 CCC_FN unsigned long long ll_load(const unsigned long long* line) {
+  if (sim() != nullptr) return sim_load(line, 8);
   return std::atomic_ref<unsigned long long>(*const_cast<unsigned long long*>(line)).load(std::memory_order_relaxed);
 }
 /* Keeps the first error a rank records. */
 CCC_FN void record_error(unsigned* word, unsigned code) {
+  if (const ccc_host_thread* self = host_self_; self->sim != nullptr) {
+    self->sim->record_error(self, word, code);
+    host_self_ = self;
+    return;
+  }
   unsigned expected = 0;
   std::atomic_ref<unsigned>(*word).compare_exchange_strong(expected, code);
+}
+/* A data pass of the block over `bytes` of each operand, priced by the simulator (where the
+ * operands live, the links and memories they cross); nothing to do otherwise. */
+CCC_FN void account_move(const int* src, int nsrc, int dst, long long bytes) {
+  if (const ccc_host_thread* self = host_self_; self->sim != nullptr) {
+    self->sim->move(self, src, nsrc, dst, bytes);
+    host_self_ = self;
+  }
 }
 
 /* Programmatic dependent launch (ccc_device_cuda.h) is a CUDA launch feature: the host backend
@@ -89,6 +125,7 @@ CCC_FN void wait_for_prior_grids() {}
 CCC_FN void allow_dependent_launch() {}
 
 CCC_FN unsigned long long now_ns() {
+  if (const ccc_host_thread* self = host_self_; self->sim != nullptr) return self->sim->now(self);
   return static_cast<unsigned long long>(std::chrono::duration_cast<std::chrono::nanoseconds>(
       std::chrono::steady_clock::now().time_since_epoch()).count());
 }
@@ -106,6 +143,10 @@ CCC_FN void relax() {
  * the barrier that should order it after the writer reads garbage in host runs too. */
 template <class T, int N>
 CCC_FN T* block_shared() {
+  // The simulator runs every block on one host thread: it keeps each block's arrays itself.
+  static const char key = 0;
+  if (const ccc_host_thread* self = host_self_; self->sim != nullptr)
+    return static_cast<T*>(self->sim->shared(self, &key, sizeof(T) * N));
   thread_local T array[N];
   thread_local unsigned long long launch = 0;
   if (launch != host_self_->launch) {

@@ -1,5 +1,5 @@
 // ccc-bench: collective bandwidth shaped like nccl-tests' all_reduce_perf, on the host or CUDA
-// backend, and (--jit) the JIT cache: cold compile against disk and memory hits. `ccc-bench -h`
+// backend or the simulator (--backend sim --topo F: virtual times on the topology's GPUs), and (--jit) the JIT cache: cold compile against disk and memory hits. `ccc-bench -h`
 // lists the options (the table in parse() below); nccl-tests' spellings work (-b/--minbytes,
 // -d float|half|bfloat16|...|all, -o sum|...|all, -G/--cudagraph, -c/--check, --opt=value).
 //
@@ -59,6 +59,7 @@ struct Config {
   int root = 0;
   CommOptions comm;
   bool baseline = false;
+  bool critical_path = false;  // sim: print each size's
   bool jit = false;
   bool probe = false;
   std::string calibrate;  // --calibrate FILE: measure this GPU's constants and write them there
@@ -170,12 +171,16 @@ const std::vector<Option>& options() {
        [](Config& c, const std::string& v) { c.graph_replays = parse_int_arg(v, "graph launch count"); }},
       {"-T", "--timeout", "S", "seconds a rank waits for its peers (default $CCC_TIMEOUT, else 30)",
        [](Config& c, const std::string& v) { c.comm.timeout_seconds = std::strtod(v.c_str(), nullptr); }},
-      {"", "--backend", "host|cuda", "where the ranks run (default host)",
+      {"", "--backend", "host|cuda|sim", "where the ranks run (default host; sim: virtual time on --topo's GPUs)",
        [](Config& c, const std::string& v) {
-         if (v != "host" && v != "cuda") usage("--backend is host or cuda");
+         if (v != "host" && v != "cuda" && v != "sim") usage("--backend is host, cuda or sim");
          c.backend = v;
        }},
-      {"", "--ranks", "N", "ranks (default 4 on the host, 8 virtual ranks on one device)",
+      {"", "--critical-path", "", "sim: after each size, the critical path of its last timed call (docs/simulator.md)",
+       [](Config& c, const std::string&) { c.critical_path = true; }},
+      {"", "--topo", "F", "topology file: the cost model's machine, and the simulator's (default $CCC_TOPO)",
+       [](Config& c, const std::string& v) { c.comm.topology_file = v; }},
+      {"", "--ranks", "N", "ranks (default 4 on the host, 8 simulated, 8 virtual ranks on one device)",
        [](Config& c, const std::string& v) { c.ranks = parse_int_arg(v, "rank count"); }},
       {"", "--devices", "0,1,..", "CUDA devices, one rank each (one: virtual ranks on it)",
        [](Config& c, const std::string& v) { c.devices = parse_devices(v); }},
@@ -184,7 +189,7 @@ const std::vector<Option>& options() {
       {"", "--collective", "C", "allreduce, reduce_scatter, allgather, broadcast, reduce, alltoall",
        [](Config& c, const std::string& v) { c.collective = parse_collective(v); }},
       {"", "--channels", "C", "channels per rank", [](Config& c, const std::string& v) { c.comm.channels = parse_int_arg(v, "channel count"); }},
-      {"", "--block-threads", "T", "host backend: threads per block, as fibers (default $CCC_HOST_BLOCK_THREADS, else 1)",
+      {"", "--block-threads", "T", "host and sim: threads per block, as fibers (default $CCC_HOST_BLOCK_THREADS, else 1; sim: N, 8 to 32)",
        [](Config& c, const std::string& v) { c.comm.host_block_threads = parse_int_arg(v, "thread count"); }},
       {"", "--tile-bytes", "B", "tile size", [](Config& c, const std::string& v) { c.comm.tile_bytes = static_cast<int64_t>(parse_size(v)); }},
       {"", "--protocol", "P", "simple or ll (default: the cost model's choice per size; ll takes at most 256 KiB)",
@@ -255,6 +260,8 @@ Config parse(int argc, char** argv) {
   if (c.step_bytes == 0 && c.min_bytes == 0) usage("-b 0 with -f: the sizes would never grow; start at 1 byte or more");
   if (c.min_bytes > c.max_bytes) usage("-b is larger than -e");
   if (c.graph_replays > 0 && c.backend != "cuda") usage("-G (CUDA graphs) needs --backend cuda");
+  if (c.critical_path && c.backend != "sim") usage("--critical-path needs --backend sim");
+  if (c.baseline && c.backend == "sim") usage("--baseline times a copy on this machine, which says nothing of the simulated GPUs");
   return c;
 }
 
@@ -322,6 +329,12 @@ struct Bench {
   void issue(const CollectiveCall& call) { comm->run(call, streams); }
   void wait() { comm->synchronize(); }
   double time_eager(const CollectiveCall& call) {
+    if (cfg.backend == "sim") {  // the calls' virtual time, queued back to back as on a stream
+      const double start = comm->virtual_seconds();
+      for (int i = 0; i < cfg.iters; ++i) issue(call);
+      wait();
+      return (comm->virtual_seconds() - start) / cfg.iters;
+    }
     return mem->time_calls([&] { issue(call); }, [&] { wait(); }, cfg.iters);
   }
   double time_graph(const CollectiveCall& call) {
@@ -371,10 +384,10 @@ uint64_t checked_run(Bench& b, const CollectiveCall& call, uint64_t salt) {
 void open_ranks(Bench& b) {
   const Config& cfg = b.cfg;
   b.n = cfg.ranks;
-  if (cfg.backend == "host") {
-    if (b.n == 0) b.n = 4;
+  if (cfg.backend == "host" || cfg.backend == "sim") {
+    if (b.n == 0) b.n = cfg.backend == "sim" ? 8 : 4;
     b.mem = host_memory();
-    b.comm.emplace(Communicator::host(b.n, cfg.comm));
+    b.comm.emplace(cfg.backend == "sim" ? Communicator::sim(b.n, cfg.comm) : Communicator::host(b.n, cfg.comm));
     return;
   }
   if (cfg.devices.size() > 1) {
@@ -405,8 +418,11 @@ std::string placement_columns(const char* time_unit) {
 
 void print_header(const Bench& b) {
   const Config& cfg = b.cfg;
-  fmt::print("# ccc-bench: {} on {} {} ranks, schedule {}, {} calls{}\n#\n", collective_name(cfg.collective), b.n,
-             cfg.backend, cfg.comm.algo.empty() ? "chosen per size" : cfg.comm.algo, cfg.iters,
+  fmt::print("# ccc-bench: {} on {} {} ranks{}, schedule {}, {} calls{}\n#\n", collective_name(cfg.collective), b.n,
+             cfg.backend,
+             cfg.backend == "sim" ? fmt::format(" ({}, virtual time: a prediction, docs/simulator.md)",
+                                                 std::filesystem::path(cfg.comm.topology_file).filename().string())
+                                  : "", cfg.comm.algo.empty() ? "chosen per size" : cfg.comm.algo, cfg.iters,
              cfg.graph_replays > 0 ? fmt::format(" captured in a CUDA graph launched {} times", cfg.graph_replays) : "");
   const std::string names = fmt::format("{:>9} {:>7} {:>7} {:>6}", "time", "algbw", "busbw", "#wrong");
   const std::string extra = std::string(cfg.graph_replays > 0 ? "     eager" : "") + (cfg.baseline ? "      copy  ratio" : "");
@@ -426,6 +442,7 @@ void run_size(Bench& b, CollectiveCall call, Totals& totals) {
   std::string row = fmt::format("  {:>10} {:>12} {:>8} {:>6} {:>5}", bytes, call.count, nccl_type_name(call.dtype),
                                 reduce_op_name(call.op), call.root);
   double out_of_place = 0, eager_out_of_place = 0;
+  std::string path;  // --critical-path: the last out-of-place call's
   for (bool in_place : {false, true}) {
     if (in_place && call.collective == Collective::AllToAll) {  // refused: alltoall runs out of place only
       row += fmt::format("   {:>9} {:>7} {:>7} {:>6}", "N/A", "N/A", "N/A", "N/A");
@@ -445,6 +462,7 @@ void run_size(Bench& b, CollectiveCall call, Totals& totals) {
     if (!in_place) {
       out_of_place = t;
       eager_out_of_place = eager;
+      if (cfg.critical_path) path = b.comm->critical_path();
     }
     const double algbw = static_cast<double>(bytes) / t / 1e9, busbw = algbw * bus_factor(call.collective, b.n);
     totals.busbw_sum += busbw;
@@ -465,6 +483,14 @@ void run_size(Bench& b, CollectiveCall call, Totals& totals) {
   if (totals.smallest.empty()) totals.smallest = latency;
   totals.largest = bandwidth;
   fmt::print("{}\n", row);
+  if (!path.empty()) {
+    fmt::print("#   critical path of the last out-of-place call ({} B):\n", bytes);
+    for (size_t at = 0; at < path.size();) {
+      const size_t end = path.find('\n', at);
+      fmt::print("#   {}\n", path.substr(at, end - at));
+      at = end == std::string::npos ? path.size() : end + 1;
+    }
+  }
   std::fflush(stdout);
 }
 

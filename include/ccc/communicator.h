@@ -81,7 +81,9 @@ struct CommOptions {
   std::string trace_file;
 };
 
-enum class BackendKind { Host, Cuda };
+// Host: kernels on host threads. Cuda: on GPUs. Sim: host emulation in virtual time on the GPUs
+// of a topology file (docs/simulator.md).
+enum class BackendKind { Host, Cuda, Sim };
 
 // The multi-process options beyond CommOptions.
 struct RankOptions {
@@ -104,6 +106,10 @@ class Communicator {
 
   // N ranks on host threads.
   static Communicator host(int nranks, CommOptions options = {});
+  // N ranks in virtual time: host emulation, bit for bit, of rank r on GPU r of the topology
+  // file (options.topology_file, else $CCC_TOPO; required), whose clock virtual_seconds() reads
+  // (docs/simulator.md). Blocks run options.host_block_threads threads (unset: N, 8 to 32).
+  static Communicator sim(int nranks, CommOptions options = {});
   // One rank per CUDA device ordinal in `devices`. Throws Error(NoDevice) without a driver.
   static Communicator cuda(std::vector<int> devices, CommOptions options = {});
   // `nranks` virtual ranks on one CUDA device, launched together as one grid (for testing).
@@ -169,6 +175,16 @@ class Communicator {
   void synchronize();
   // Waits for rank `rank`'s outstanding work; throws Error(Remote) if its collective failed.
   void synchronize_rank(int rank);
+
+  // Sim: the virtual seconds, since the communicator was made, at which the last work queued so
+  // far ends on its GPUs (after synchronize(): every call's). Differences between two readings
+  // time what was queued in between, as CUDA events would. Error(InvalidUsage) on other backends.
+  double virtual_seconds();
+  // Sim: why the launch that ended last (after synchronize(): the last call's) took its time:
+  // the chain of moments that set its end, from its launch (waits that ended on a peer's store,
+  // barriers that waited for their last thread, the stores), one line each, in µs since the
+  // launch (docs/simulator.md). Error(InvalidUsage) on other backends.
+  std::string critical_path();
 
   // The schedule `call` would run (its buffers are not looked at).
   std::string algorithm_for(const CollectiveCall& call) const;

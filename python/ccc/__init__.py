@@ -246,7 +246,9 @@ class Communicator(_CommunicatorHandle):
     Args:
         ranks: the number of ranks on the host backend (threads); on "cuda", defaults to
             ``len(devices)``.
-        backend: "host" (the generated kernels run on threads) or "cuda".
+        backend: "host" (the generated kernels run on threads), "cuda", or "sim": host emulation
+            in virtual time on the GPUs of ``topology_file`` (docs/simulator.md), whose clock
+            ``virtual_seconds()`` reads.
         devices: "cuda": one CUDA device ordinal per rank (default ``range(ranks)``).
         algo: the shipped schedule every call runs ("ring", ...); default: $CCC_ALGO, else the
             cost model's choice.
@@ -254,12 +256,13 @@ class Communicator(_CommunicatorHandle):
         channels, tile_bytes: kernel shape; 0 takes the selection's choice.
         protocol: ``Protocol.SIMPLE`` or ``Protocol.LL`` (or "simple", "ll") for every call (a call over ll's 256 KiB then fails with
             InvalidArgumentError); None: the selection's choice per call.
-        topology_file: the topology selection uses (host backend); default $CCC_TOPO.
+        topology_file: the topology selection uses (host backend) and the simulator runs on
+            ("sim", required); default $CCC_TOPO.
         timeout: seconds a rank waits for a peer before the collective fails (default
             $CCC_TIMEOUT, else 600: ten minutes, PyTorch's default for NCCL).
-        block_threads: "host": the threads of each thread block (1 to 1024), run as fibers with
-            their own thread index and real block barriers, as on a GPU; 0: $CCC_HOST_BLOCK_THREADS,
-            else 1 (the fastest).
+        block_threads: "host" and "sim": the threads of each thread block (1 to 1024), run as
+            fibers with their own thread index and real block barriers, as on a GPU; 0:
+            $CCC_HOST_BLOCK_THREADS, else 1 on "host" (the fastest), N (8 to 32) on "sim".
         rank, nranks, uid: one rank per process (docs/runtime.md, "Multi-process
             communicators"): this process is rank ``rank`` of ``nranks``, joined through ``uid``
             from ``get_unique_id()``. The constructor returns once every rank has joined. Each
@@ -282,7 +285,7 @@ class Communicator(_CommunicatorHandle):
         InvalidUsageError: (uid) the ranks disagree.
     """
 
-    def __init__(self, ranks: Optional[int] = None, *, backend: Literal["host", "cuda"] = "host",
+    def __init__(self, ranks: Optional[int] = None, *, backend: Literal["host", "cuda", "sim"] = "host",
                  devices: Optional[Sequence[int]] = None, algo: str = "", schedule: Optional[Source] = None,
                  channels: int = 0, tile_bytes: int = 0, protocol: Union[Protocol, str, None] = None,
                  topology_file: str = "", timeout: Optional[float] = None, block_threads: int = 0,
@@ -294,14 +297,16 @@ class Communicator(_CommunicatorHandle):
                                     protocol=None if protocol is None else _enum(Protocol, protocol, "protocol"),
                                     topology_file=topology_file, timeout=timeout, block_threads=block_threads)
         self._rank = rank
-        if backend not in ("host", "cuda"):
-            raise InvalidArgumentError(f"backend: expected 'host' or 'cuda', not {backend!r}")
+        if backend not in ("host", "cuda", "sim"):
+            raise InvalidArgumentError(f"backend: expected 'host', 'cuda' or 'sim', not {backend!r}")
         if uid is not None or rank is not None or nranks is not None:
             if uid is None or rank is None or nranks is None:
                 raise InvalidArgumentError("rank, nranks and uid: one rank per process needs all three")
             if ranks is not None or devices is not None:
                 raise InvalidArgumentError("ranks, devices: not with rank, nranks and uid (device= is this rank's "
                                            "CUDA device)")
+            if backend == "sim":
+                raise InvalidArgumentError("rank, nranks, uid: the simulator runs every rank in one process")
             if backend == "host":
                 if device is not None:
                     raise InvalidArgumentError("device: only the cuda backend takes a device")
@@ -312,12 +317,12 @@ class Communicator(_CommunicatorHandle):
         elif device is not None:
             raise InvalidArgumentError("device: one rank per process (rank, nranks, uid) takes a device; "
                                        "a communicator of every rank takes devices")
-        elif backend == "host":
+        elif backend in ("host", "sim"):
             if ranks is None:
-                raise InvalidArgumentError("ranks: the host backend needs the number of ranks")
+                raise InvalidArgumentError(f"ranks: the {backend} backend needs the number of ranks")
             if devices is not None:
                 raise InvalidArgumentError("devices: only the cuda backend takes devices")
-            self._comm = _ccc.Communicator.host(ranks, options)
+            self._comm = (_ccc.Communicator.host if backend == "host" else _ccc.Communicator.sim)(ranks, options)
         elif backend == "cuda":
             if devices is None:
                 if ranks is None:
@@ -331,6 +336,24 @@ class Communicator(_CommunicatorHandle):
     def size(self) -> int:
         """The number of ranks."""
         return self._comm.size
+
+    def virtual_seconds(self) -> float:
+        """"sim": the virtual seconds since the communicator was made at which its last call
+        ended on the simulated GPUs; the difference of two readings times the calls between.
+
+        Raises:
+            InvalidUsageError: another backend (it has no virtual time).
+        """
+        return self._comm.virtual_seconds()
+
+    def critical_path(self) -> str:
+        """"sim": why the last call took its time: the chain of waits, barriers and stores that
+        set its end, one line each, in microseconds since its launch (docs/simulator.md).
+
+        Raises:
+            InvalidUsageError: another backend.
+        """
+        return self._comm.critical_path()
 
     @staticmethod
     def _recv(send: Sequence[Any], recv: Optional[Sequence[Any]]) -> list[Any]:
@@ -349,7 +372,7 @@ class Communicator(_CommunicatorHandle):
     def _streams(self, send: Sequence[Any], streams: Optional[Sequence[int]]) -> list[int]:
         if streams is not None:
             return list(self._ranks(streams))
-        if self.backend == "host":
+        if self.backend != "cuda":
             return []
         return [_current_stream(a) for a in send]
 

@@ -264,7 +264,24 @@ class PyCommunicator {
   explicit PyCommunicator(ccc::Communicator comm, int rank = -1) : comm_(std::move(comm)), rank_(rank) {}
 
   int size() const { return comm_.size(); }
-  std::string backend() const { return comm_.backend() == ccc::BackendKind::Host ? "host" : "cuda"; }
+  double virtual_seconds() {
+    double t = 0;
+    run([&] { t = comm_.virtual_seconds(); }, /*exclusive=*/false);
+    return t;
+  }
+  std::string critical_path() {
+    std::string path;
+    run([&] { path = comm_.critical_path(); }, /*exclusive=*/false);
+    return path;
+  }
+  std::string backend() const {
+    switch (comm_.backend()) {
+      case ccc::BackendKind::Host: return "host";
+      case ccc::BackendKind::Sim: return "sim";
+      case ccc::BackendKind::Cuda: break;
+    }
+    return "cuda";
+  }
 
   // Per-rank send and recv arrays: one per rank here (one of a multi-process rank), one device type (CPU for host, CUDA for cuda),
   // one element type, each C-contiguous with the same size on every rank. (In place, the Python
@@ -274,7 +291,7 @@ class PyCommunicator {
     auto invalid = [](const std::string& m) { throw ccc::Error(ccc::ErrorKind::InvalidArgument, m); };
     if (send.size() != n) invalid(fmt::format("send: expected one array per rank ({}), got {}", n, send.size()));
     if (recv.size() != n) invalid(fmt::format("recv: expected one array per rank ({}), got {}", n, recv.size()));
-    const int device = comm_.backend() == ccc::BackendKind::Host ? nb::device::cpu::value : nb::device::cuda::value;
+    const int device = comm_.backend() == ccc::BackendKind::Cuda ? nb::device::cuda::value : nb::device::cpu::value;
     Buffers b;
     b.dtype = array_dtype(send[0], "send", 0);
     auto check = [&](const auto& a, const char* what, size_t r, uint64_t& count) {
@@ -344,7 +361,7 @@ class PyCommunicator {
         return;
       }
       comm_.run_rank(call, rank_, b.send[0], b.recv[0], stream.empty() ? nullptr : stream[0]);
-      if (comm_.backend() == ccc::BackendKind::Host) comm_.synchronize();
+      if (comm_.backend() != ccc::BackendKind::Cuda) comm_.synchronize();
     });
   }
 
@@ -586,6 +603,12 @@ NB_MODULE(_ccc, m) {
           },
           nb::arg("ranks"), nb::arg("options"))
       .def_static(
+          "sim",
+          [](int nranks, const ccc::CommOptions& options) {
+            return PyCommunicator(ccc::Communicator::sim(nranks, options));
+          },
+          nb::arg("ranks"), nb::arg("options"))
+      .def_static(
           "cuda",
           [](std::vector<int> devices, const ccc::CommOptions& options) {
             return PyCommunicator(ccc::Communicator::cuda(std::move(devices), options));
@@ -609,6 +632,8 @@ NB_MODULE(_ccc, m) {
           nb::arg("uid"), nb::arg("nranks"), nb::arg("rank"), nb::arg("device"), nb::arg("options"))
       .def_prop_ro("size", &PyCommunicator::size)
       .def_prop_ro("backend", &PyCommunicator::backend)
+      .def("virtual_seconds", &PyCommunicator::virtual_seconds)
+      .def("critical_path", &PyCommunicator::critical_path)
       .def("all_reduce", &PyCommunicator::all_reduce, nb::arg("send"), nb::arg("recv"), nb::arg("op"),
            nb::arg("streams"))
       .def("reduce", &PyCommunicator::reduce, nb::arg("send"), nb::arg("recv"), nb::arg("root"), nb::arg("op"),

@@ -1,5 +1,7 @@
 """ccc.Communicator on the host backend with NumPy arrays: every collective, every element type
 NumPy has that ccc supports (bfloat16 is not in NumPy), in place and not, and the errors."""
+import pathlib
+
 import numpy as np
 import pytest
 
@@ -342,3 +344,26 @@ def test_registration_in_one_process_has_nothing_to_do(comm):
         with comm.graph_capture() as failed:
             raise ZeroDivisionError
     comm.deregister(failed)
+
+
+def test_sim_runs_in_virtual_time():
+    """backend="sim": the same results, a virtual clock that repeats, and a critical path."""
+    topo = str(pathlib.Path(__file__).resolve().parents[2] / "topologies" / "dgx-h100.topo")
+    times = []
+    for _ in range(2):
+        with ccc.Communicator(RANKS, backend="sim", topology_file=topo, timeout=60) as c:
+            assert c.backend == "sim"
+            xs = inputs(np.float32)
+            out = [np.zeros_like(x) for x in xs]
+            before = c.virtual_seconds()
+            c.all_reduce(xs, out)
+            times.append(c.virtual_seconds() - before)
+            for o in out:
+                np.testing.assert_array_equal(o, sum(xs))
+            path = c.critical_path()
+            assert "launch" in path.splitlines()[0] and "end" in path.splitlines()[-1], path
+    assert times[0] == times[1] and 2.5e-6 < times[0] < 100e-6, times
+    with pytest.raises(ccc.InvalidArgumentError, match="the simulator needs a topology"):
+        ccc.Communicator(2, backend="sim")
+    with ccc.Communicator(2) as host, pytest.raises(ccc.InvalidUsageError, match="only a simulator"):
+        host.virtual_seconds()

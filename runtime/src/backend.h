@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <span>
 #include <string>
 
@@ -118,6 +119,11 @@ class Backend {
   virtual std::string async_error(int rank) = 0;
   // Marks rank `rank` failed, so its peers stop waiting for it.
   virtual void abort(int rank) = 0;
+
+  // The simulator's clock (Communicator::virtual_seconds), or nullopt: no virtual time here.
+  virtual std::optional<double> virtual_seconds() { return std::nullopt; }
+  // The simulator's critical path of the launch that ended last (Communicator::critical_path).
+  virtual std::optional<std::string> critical_path() { return std::nullopt; }
 
   // ---- tracing
   // Where a traced launch of rank `rank` writes `bytes` of records; null: host memory serves.

@@ -30,6 +30,7 @@
 #include "kernel_catalogue.h"
 #include "nvrtc_jit.h"  // JitError
 #include "rank_call_ledger.h"
+#include "sim_engine.h"
 
 namespace ccc {
 
@@ -106,7 +107,7 @@ struct Communicator::Impl {
   }
 
   // CommOptions::host_block_threads, resolved.
-  unsigned host_block_threads() const {
+  unsigned host_block_threads(unsigned fallback = 1) const {
     int threads = options.host_block_threads;
     if (const char* env = std::getenv("CCC_HOST_BLOCK_THREADS"); threads == 0 && env != nullptr && *env != '\0') {
       char* end = nullptr;
@@ -116,7 +117,7 @@ struct Communicator::Impl {
                             kMaxHostBlockThreads));
       threads = static_cast<int>(v);
     }
-    if (threads == 0) return 1;
+    if (threads == 0) return fallback;
     if (threads < 0 || threads > static_cast<int>(kMaxHostBlockThreads))
       invalid(fmt::format("host_block_threads {}: a thread block has 1 to {} threads", threads, kMaxHostBlockThreads));
     return static_cast<unsigned>(threads);
@@ -302,6 +303,33 @@ Communicator Communicator::host(int nranks, CommOptions options) {
   impl->backend = std::make_unique<HostRanks>(nranks, impl->host_block_threads());
   impl->load_topology_file();
   return Communicator(std::move(impl));
+}
+
+Communicator Communicator::sim(int nranks, CommOptions options) {
+  check_rank_count(nranks, BackendKind::Sim);
+  std::unique_ptr<Impl> impl = Impl::make(std::move(options));
+  impl->load_topology_file();
+  if (!impl->topology)
+    invalid("the simulator needs a topology: set CommOptions::topology_file or $CCC_TOPO (topologies/ has examples)");
+  // Unless set, as many threads a block as ranks (8 to 32): a step's waits and mailbox reads then
+  // run in parallel, as on the GPU, and the time of a data pass does not depend on how many
+  // threads share it; more threads would only cost host time.
+  const unsigned threads = impl->host_block_threads(static_cast<unsigned>(std::clamp(nranks, 8, 32)));
+  auto engine = std::make_shared<SimEngine>(*impl->topology, nranks, threads);
+  impl->backend = std::make_unique<HostRanks>(nranks, std::move(engine));
+  return Communicator(std::move(impl));
+}
+
+double Communicator::virtual_seconds() {
+  std::optional<double> t = live().backend->virtual_seconds();
+  if (!t) throw Error(ErrorKind::InvalidUsage, "virtual_seconds: only a simulator communicator (Communicator::sim) has virtual time");
+  return *t;
+}
+
+std::string Communicator::critical_path() {
+  std::optional<std::string> path = live().backend->critical_path();
+  if (!path) throw Error(ErrorKind::InvalidUsage, "critical_path: only a simulator communicator (Communicator::sim) has one");
+  return *path;
 }
 
 UniqueId Communicator::unique_id() {

@@ -12,6 +12,7 @@
 
 #include "ccc/errors.h"
 #include "launch_errors.h"
+#include "sim_engine.h"
 
 namespace ccc {
 namespace {
@@ -187,14 +188,27 @@ bool HostArena::contains(const void* p, uint64_t bytes) const {
   return at >= base && at - base <= bytes_ && bytes <= bytes_ - (at - base);
 }
 
-HostRanks::HostRanks(int nranks, unsigned block_threads)
-    : block_threads_(block_threads), owned_sync_(std::make_unique<HostRankSync[]>(nranks)) {
+HostRanks::HostRanks(int nranks, unsigned block_threads) : HostRanks(nranks, block_threads, nullptr) {}
+
+HostRanks::HostRanks(int nranks, std::shared_ptr<SimEngine> sim) : HostRanks(nranks, 1, std::move(sim)) {
+  block_threads_ = sim_->block_threads();
+}
+
+HostRanks::HostRanks(int nranks, unsigned block_threads, std::shared_ptr<SimEngine> sim)
+    : sim_(std::move(sim)), block_threads_(block_threads), owned_sync_(std::make_unique<HostRankSync[]>(nranks)) {
   for (int r = 0; r < nranks; ++r) {
     ranks_.push_back(std::make_unique<Rank>());
     Rank& rank = *ranks_.back();
     rank.sync = &owned_sync_[r];
     rank.owned_inbox.assign(inbox_slots(nranks), 0);
     rank.inbox = rank.owned_inbox.data();
+    if (sim_ != nullptr) {
+      sim_->place(r, rank.sync, sizeof(HostRankSync), SimMemory::Sync);
+      sim_->place(r, rank.inbox, inbox_slots(nranks) * sizeof(unsigned long long), SimMemory::Inbox);
+      rank.stream = sim_->stream(r);
+    } else {
+      rank.stream = std::make_unique<HostStream>();
+    }
   }
   for (auto& r : ranks_) table_.push_back({r->sync->progress, r->sync->mailbox, &r->sync->error, r->inbox, nullptr});
 }
@@ -206,12 +220,13 @@ HostRanks::HostRanks(HostArena& arena, unsigned block_threads) : arena_(&arena),
     ranks_.push_back(std::make_unique<Rank>());
     ranks_.back()->sync = arena.sync(r);
     ranks_.back()->inbox = arena.inbox(r);
+    ranks_.back()->stream = std::make_unique<HostStream>();
   }
   for (auto& r : ranks_) table_.push_back({r->sync->progress, r->sync->mailbox, &r->sync->error, r->inbox, nullptr});
 }
 
 HostRanks::~HostRanks() {
-  for (auto& r : ranks_) r->stream.wait_idle();
+  for (auto& r : ranks_) r->stream->wait_idle();
 }
 
 void* HostRanks::scratch(int rank, uint64_t bytes) { return grow(rank, &Rank::scratch, bytes, "scratch and staging"); }
@@ -228,7 +243,7 @@ void* HostRanks::grow(int rank, Pool Rank::*pool, uint64_t bytes, const char* wh
     uint64_t size = std::max(bytes, 2 * p.bytes);
     if (arena_ != nullptr) {
       // Blocks no queued launch uses any more go back to the heap.
-      if (r.stream.idle()) {
+      if (r.stream->idle()) {
         for (void* block : p.arena_blocks) arena_->heap().free(block);
         p.arena_blocks.clear();
       }
@@ -238,6 +253,8 @@ void* HostRanks::grow(int rank, Pool Rank::*pool, uint64_t bytes, const char* wh
     } else {
       p.blocks.push_back(std::make_unique<std::byte[]>(size));  // value-initialised: zero
       p.sizes.push_back(size);
+      if (sim_ != nullptr)
+        sim_->place(rank, p.blocks.back().get(), size, pool == &Rank::ll ? SimMemory::LlLines : SimMemory::Other);
     }
     p.bytes = size;
   }
@@ -255,9 +272,19 @@ void HostRanks::launch(int rank, const HostKernel& kernel, int channels, const c
   std::lock_guard lock(mutex_);  // not while a reset zeroes the counters
   Rank& r = *ranks_.at(rank);
   r.reported_early = false;  // if the error word is still set, this launch fails too: report it
-  if (before) r.stream.enqueue(std::move(before));
-  r.stream.enqueue(kernel, args, channels, block_threads_);
-  if (after) r.stream.enqueue(std::move(after));
+  if (before) r.stream->enqueue(std::move(before));
+  r.stream->enqueue(kernel, args, channels, block_threads_);
+  if (after) r.stream->enqueue(std::move(after));
+}
+
+std::optional<double> HostRanks::virtual_seconds() {
+  if (sim_ == nullptr) return std::nullopt;
+  return sim_->now();
+}
+
+std::optional<std::string> HostRanks::critical_path() {
+  if (sim_ == nullptr) return std::nullopt;
+  return sim_->critical_path();
 }
 
 std::vector<unsigned> HostRanks::error_words() const {
@@ -287,7 +314,7 @@ void HostRanks::abort(int rank) {
 void HostRanks::reset_if_idle() {
   if (arena_ != nullptr) return;  // across processes a failure is final (host_backend.h)
   for (auto& r : ranks_)
-    if (!r->stream.idle()) return;
+    if (!r->stream->idle()) return;
   const std::vector<unsigned> words = error_words();
   bool any = false;
   for (unsigned w : words) any = any || w != CCC_OK;
@@ -333,7 +360,7 @@ void HostRanks::launch(int rank, const RankLaunch& l) {
 
 void HostRanks::synchronize(int rank) {
   if (rank < 0) return synchronize_all();
-  ranks_.at(rank)->stream.wait_idle();
+  ranks_.at(rank)->stream->wait_idle();
   if (arena_ != nullptr) {
     if (std::string failure = async_error(rank); !failure.empty())
       throw Error(ErrorKind::Remote, "collective failed: " + failure +
@@ -359,7 +386,7 @@ void HostRanks::synchronize(int rank) {
 }
 
 void HostRanks::synchronize_all() {
-  for (auto& r : ranks_) r->stream.wait_idle();
+  for (auto& r : ranks_) r->stream->wait_idle();
   std::lock_guard lock(mutex_);
   reset_if_idle();
   std::string failure;

@@ -31,6 +31,8 @@
 
 namespace ccc {
 
+class SimEngine;
+
 struct HostKernel {
   std::shared_ptr<const SharedObject> object;  // keeps `entry` loaded
   HostEntry entry = nullptr;
@@ -43,25 +45,36 @@ HostCompileRequest host_kernel_request(const std::string& source, const std::str
 // Compiles (through `cache`) and loads generated `source`, whose kernel is named `name`.
 HostKernel load_host_kernel(JitCache& cache, const std::string& source, const std::string& name);
 
-// One rank's stream: launches run in the order they were queued, each with all its blocks on
-// their own threads at once (blocks wait on each other's progress), each block's threads as
-// fibers (host_block.h).
-class HostStream {
+// A rank's stream: what runs its launches, in the order they were queued. HostStream runs them
+// on worker threads; the simulator (sim_engine.h) on fibers in virtual time.
+class HostQueue {
+ public:
+  virtual ~HostQueue() = default;
+  // Queues `channels` blocks of `threads` threads of `kernel` with `args`. Throws Error(System)
+  // when it cannot (nothing is queued then).
+  virtual void enqueue(const HostKernel& kernel, const ccc_launch_args& args, int channels, unsigned threads) = 0;
+  // Queues `task`, run in queue order like a launch (a staging copy before or after a kernel).
+  virtual void enqueue(std::function<void()> task) = 0;
+  // Blocks until every launch queued before the call has finished.
+  virtual void wait_idle() = 0;
+  virtual bool idle() = 0;
+};
+
+// One rank's stream on worker threads: launches run in the order they were queued, each with all
+// its blocks on their own threads at once (blocks wait on each other's progress), each block's
+// threads as fibers (host_block.h).
+class HostStream : public HostQueue {
  public:
   HostStream() = default;
-  ~HostStream();  // waits for the queued launches, then stops the workers
+  ~HostStream() override;  // waits for the queued launches, then stops the workers
   HostStream(const HostStream&) = delete;
   HostStream& operator=(const HostStream&) = delete;
 
-  // Queues `channels` blocks of `threads` threads of `kernel` with `args`. Throws Error(System)
-  // when a worker thread cannot be started (nothing is queued then).
-  void enqueue(const HostKernel& kernel, const ccc_launch_args& args, int channels, unsigned threads);
-  // Queues `task`, run on one worker in queue order like a launch (a staging copy before or
-  // after a kernel). Throws Error(System) as enqueue does.
-  void enqueue(std::function<void()> task);
-  // Blocks until every launch queued before the call has finished.
-  void wait_idle();
-  bool idle();
+  // Throws Error(System) when a worker thread cannot be started.
+  void enqueue(const HostKernel& kernel, const ccc_launch_args& args, int channels, unsigned threads) override;
+  void enqueue(std::function<void()> task) override;
+  void wait_idle() override;
+  bool idle() override;
 
  private:
   struct Launch {
@@ -143,16 +156,22 @@ class HostRanks : public Backend {
  public:
   // Each kernel's blocks run `block_threads` threads (1..kMaxHostBlockThreads).
   HostRanks(int nranks, unsigned block_threads);
+  // The same in virtual time: `sim` runs the launches (kind() is Sim), and its clock says how
+  // long they took on the GPUs of its topology.
+  HostRanks(int nranks, std::shared_ptr<SimEngine> sim);
   // Rank arena.rank() of arena.nranks(); `arena` outlives this.
   HostRanks(HostArena& arena, unsigned block_threads);
   ~HostRanks() override;  // waits for every stream
 
-  BackendKind kind() const override { return BackendKind::Host; }
+  BackendKind kind() const override { return sim_ != nullptr ? BackendKind::Sim : BackendKind::Host; }
+  SimEngine* sim() const { return sim_.get(); }
   int nranks() const override { return static_cast<int>(ranks_.size()); }
   int local_rank() const override { return arena_ != nullptr ? arena_->rank() : -1; }
   HostArena* arena() const { return arena_; }
 
-  int default_channels() const override { return 1; }
+  // Host threads run a channel each, on few cores: one per rank. The simulator: what the cost
+  // model picks for its GPUs.
+  int default_channels() const override { return sim_ != nullptr ? 0 : 1; }
   bool one_device() const override { return false; }
   int load(JitCache& cache, const std::string& source, const EmittedKernel& kernel) override;
   std::function<void()> compile_task(JitCache& cache, const std::string& source,
@@ -169,6 +188,8 @@ class HostRanks : public Backend {
   bool calls_complete() const override { return true; }
   std::string async_error(int rank) override;
   void abort(int rank) override;
+  std::optional<double> virtual_seconds() override;
+  std::optional<std::string> critical_path() override;
 
   // Rank `rank`'s scratch of at least `bytes` for a launch queued next. A larger size gets a new
   // allocation; the old one stays alive for launches still queued (until the communicator goes).
@@ -206,7 +227,7 @@ class HostRanks : public Backend {
     // A synchronize reported this rank's failure while peers still ran, and the rank has launched
     // nothing since: the reset that follows must not report the same failure a second time.
     bool reported_early = false;
-    HostStream stream;
+    std::unique_ptr<HostQueue> stream;
   };
   // `pool` of rank `rank`, grown to at least `bytes` (zeroed: every byte of a new allocation).
   void* grow(int rank, Pool Rank::*pool, uint64_t bytes, const char* what);
@@ -217,8 +238,10 @@ class HostRanks : public Backend {
   std::vector<unsigned> error_words() const;
 
   void synchronize_all();
+  HostRanks(int nranks, unsigned block_threads, std::shared_ptr<SimEngine> sim);
 
   HostArena* arena_ = nullptr;
+  std::shared_ptr<SimEngine> sim_;  // the simulator, or null; outlives the ranks' streams
   unsigned block_threads_;
   std::vector<HostKernel> kernels_;  // load()'s, by handle
   std::unique_ptr<HostRankSync[]> owned_sync_;  // in-process: every rank's

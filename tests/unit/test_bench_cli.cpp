@@ -178,6 +178,18 @@ TEST(BenchCli, BlockThreadsRunTheHostBlocksAsFibersAndAreChecked) {
   EXPECT_TRUE(has(bad.output, "host_block_threads 2000: a thread block has 1 to 1024 threads")) << bad.output;
 }
 
+// --backend sim: checked results, and times that are the simulator's, the same in every run.
+TEST(BenchCli, SimPrintsVirtualTimesThatRepeat) {
+  const std::string args = "--backend sim --topo " CCC_SOURCE_DIR "/topologies/dgx-h100.topo --ranks 4 -b 8 -e 4K -f 8 -n 2 -w 0 -c 1";
+  const BenchResult first = run_bench(args), second = run_bench(args);
+  ASSERT_EQ(first.code, 0) << first.output;
+  EXPECT_TRUE(has(first.output, "on 4 sim ranks (dgx-h100.topo, virtual time: a prediction")) << first.output;
+  EXPECT_TRUE(has(first.output, "\n# Out of bounds values : 0 OK\n")) << first.output;
+  EXPECT_EQ(first.output, second.output);
+  EXPECT_TRUE(has(run_bench("--backend sim --ranks 2").output, "the simulator needs a topology"));
+  EXPECT_TRUE(has(run_bench("--backend gpu").output, "--backend is host, cuda or sim"));
+}
+
 TEST(BenchCli, ProtocolLlRunsAndChecksAndRefusesTooLarge) {
   const BenchResult ll = run_bench("--ranks 3 -b 1K -e 4K -f 4 -n 1 -w 0 -c 1 --algo twoshot --protocol ll");
   EXPECT_EQ(ll.code, 0) << ll.output;

@@ -17,7 +17,7 @@ namespace {
 // one thread of a block. gtest runs every test on the thread that initialises this file.
 int alone_barrier_and(const ccc_host_thread*, int p) { return p; }
 void alone_relax(const ccc_host_thread*) {}
-const ccc_host_thread kAlone{0, 1, 1, nullptr, alone_barrier_and, alone_relax};
+const ccc_host_thread kAlone{0, 1, 1, nullptr, alone_barrier_and, alone_relax, nullptr};
 [[maybe_unused]] const bool alone = (ccc::host_self_ = &kAlone, true);
 
 // Source values whose sums are exact in every element type (f16 included: below 2048).

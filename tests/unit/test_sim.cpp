@@ -1,0 +1,156 @@
+// The simulator (Communicator::sim, sim_engine.h): the same results as host emulation, bit for
+// bit, and virtual times that depend on the kernels and the topology, never on the host.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "ccc/communicator.h"
+#include "ccc/errors.h"
+#include "collective_reference.h"
+
+using namespace ccc;
+
+namespace {
+
+JitCache& test_cache() {
+  static JitCache cache(std::filesystem::path(CCC_BINARY_DIR) / "jit-cache");
+  return cache;
+}
+
+std::string topology(const char* name) { return std::string(CCC_SOURCE_DIR) + "/topologies/" + name; }
+
+CommOptions options(const std::string& algo, std::optional<Protocol> protocol = std::nullopt,
+                    const char* topo = "dgx-h100.topo") {
+  CommOptions o;
+  o.algo = algo;
+  o.protocol = protocol;
+  o.cache = &test_cache();
+  o.timeout_seconds = 60;
+  o.topology_file = topology(topo);
+  return o;
+}
+
+CollectiveCall all_reduce(uint64_t count, DataType dtype = DataType::F32) {
+  CollectiveCall call;
+  call.collective = Collective::AllReduce;
+  call.count = count;
+  call.dtype = dtype;
+  call.op = ReduceOp::Sum;
+  return call;
+}
+
+// Runs `shape` once, checked against the reference; returns the wrong elements and, in `seconds`,
+// the call's virtual time.
+uint64_t run_checked(Communicator& comm, const CollectiveCall& shape, bool in_place, double& seconds) {
+  HostCollectiveBuffers buffers(shape, comm.size(), in_place, /*offset*/ 8);
+  buffers.prepare(shape.count);
+  const double before = comm.virtual_seconds();
+  comm.run(buffers.call());
+  comm.synchronize();
+  seconds = comm.virtual_seconds() - before;
+  return buffers.wrong_elements();
+}
+
+// `iters` back-to-back calls, queued before any wait (as ccc-bench times them): virtual seconds per call.
+double time_calls(Communicator& comm, const CollectiveCall& shape, int iters) {
+  HostCollectiveBuffers buffers(shape, comm.size(), /*in_place*/ false);
+  buffers.prepare(1);
+  const double before = comm.virtual_seconds();
+  for (int i = 0; i < iters; ++i)
+    for (int r = 0; r < comm.size(); ++r)
+      comm.run_rank(buffers.call(), r, buffers.call().send[static_cast<size_t>(r)],
+                    buffers.call().recv[static_cast<size_t>(r)]);
+  comm.synchronize();
+  return (comm.virtual_seconds() - before) / iters;
+}
+
+}  // namespace
+
+TEST(Sim, ResultsAreHostEmulationsBitForBit) {
+  struct Case {
+    const char* algo;
+    std::optional<Protocol> protocol;
+    int nranks;
+    uint64_t count;
+  };
+  for (const Case& c : {Case{"ring", Protocol::Simple, 4, 100003}, Case{"twoshot", Protocol::Simple, 8, 77777},
+                        Case{"oneshot", Protocol::Ll, 8, 1001}, Case{"butterfly", Protocol::Simple, 4, 4097},
+                        Case{"twoshot", Protocol::Ll, 3, 333}}) {
+    Communicator comm = Communicator::sim(c.nranks, options(c.algo, c.protocol));
+    EXPECT_EQ(comm.backend(), BackendKind::Sim);
+    for (DataType t : {DataType::F32, DataType::BF16, DataType::I8}) {
+      for (bool in_place : {false, true}) {
+        double seconds = 0;
+        EXPECT_EQ(run_checked(comm, all_reduce(c.count, t), in_place, seconds), 0u)
+            << c.algo << " N " << c.nranks << " " << data_type_name(t) << (in_place ? " in place" : "");
+        EXPECT_GT(seconds, 0) << c.algo;
+      }
+    }
+  }
+}
+
+// Virtual time is the kernels' and the topology's: the same calls take the same time, to the
+// picosecond, however the host scheduled its threads (a second communicator, other sizes between).
+TEST(Sim, VirtualTimeDoesNotDependOnTheHost) {
+  for (const char* algo : {"oneshot", "twoshot", "ring"}) {
+    std::vector<double> times;
+    for (int run = 0; run < 3; ++run) {
+      Communicator comm = Communicator::sim(8, options(algo));
+      if (run == 2) time_calls(comm, all_reduce(1234), 1);
+      times.push_back(time_calls(comm, all_reduce(16384), 2));
+    }
+    EXPECT_NEAR(times[0], times[1], 1e-12) << algo;  // a picosecond: the rounding of the readings
+    EXPECT_NEAR(times[0], times[2], 1e-12) << algo;
+  }
+}
+
+// Orders of magnitude the topology fixes: a call costs at least its launch, a large one is bound
+// by the links (busbw below NVLink's 450 GB/s per direction), and more bytes take longer.
+TEST(Sim, TimesFollowTheTopology) {
+  Communicator comm = Communicator::sim(8, options("twoshot"));
+  const double small = time_calls(comm, all_reduce(2), 4);
+  const double large = time_calls(comm, all_reduce(uint64_t{1} << 20), 1);  // 4 MiB of f32
+  EXPECT_GT(small, 2.5e-6);  // dgx-h100.topo: launch=2.5us
+  EXPECT_LT(small, 50e-6);
+  const double busbw = 2.0 * 7 / 8 * (uint64_t{4} << 20) / large;
+  EXPECT_LT(busbw, 450e9);
+  EXPECT_GT(busbw, 50e9);
+  EXPECT_GT(large, small);
+}
+
+TEST(Sim, NeedsATopologyAndOnlyItHasVirtualTime) {
+  CommOptions o = options("ring");
+  o.topology_file.clear();
+  EXPECT_THROW(Communicator::sim(2, o), Error);
+  EXPECT_THROW(Communicator::sim(5, options("ring", std::nullopt, "nvlink-ring-4.topo")), Error);
+  Communicator host = Communicator::host(2, options("ring"));
+  EXPECT_THROW(host.virtual_seconds(), Error);
+}
+
+// The critical path of a call runs from its launch to its end through the waits that set it,
+// each naming the word it waited on, and its times add up to the call's.
+TEST(Sim, CriticalPathNamesTheWaitsThatSetTheEnd) {
+  for (std::optional<Protocol> protocol : {std::optional<Protocol>(Protocol::Simple), std::optional<Protocol>(Protocol::Ll)}) {
+    Communicator comm = Communicator::sim(4, options("oneshot", protocol));
+    const double seconds = time_calls(comm, all_reduce(2), 1);
+    const std::string path = comm.critical_path();
+    std::vector<std::string> lines;
+    for (size_t at = 0; at < path.size();) {
+      const size_t end = path.find('\n', at);
+      lines.push_back(path.substr(at, end - at));
+      at = end + 1;
+    }
+    ASSERT_GE(lines.size(), 3u) << path;
+    EXPECT_NE(lines.front().find("0.000 us  rank"), std::string::npos) << path;
+    EXPECT_NE(lines.front().find("launch"), std::string::npos) << path;
+    EXPECT_NE(lines.back().find(" end"), std::string::npos) << path;
+    EXPECT_NE(path.find("wait rank"), std::string::npos) << path;
+    const std::string words = protocol == Protocol::Ll ? "ll lines" : "inbox, from rank";
+    EXPECT_NE(path.find(words), std::string::npos) << path;
+    // The end's time since the launch, plus the launch overhead, is the call's.
+    const double end_us = std::stod(lines.back());
+    EXPECT_NEAR(end_us * 1e-6 + 2.5e-6, seconds, 1e-9) << path;
+  }
+}
