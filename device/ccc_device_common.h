@@ -636,7 +636,7 @@ class Channel {
 #ifdef CCC_TRACE_ENABLED
           if (trace_ != nullptr && pass_begin_ == 0) pass_begin_ = now_ns();
 #endif
-          if (!load_peers(*i, map)) return false;
+          if (!load_peers(i, map)) return false;
           if (!PassList::template has<typename Cfg::Op>(*i)) {
             if (thread_index() == 0) record_error(state_[rank_].error, CCC_ERR_BAD_PROGRAM);
             return false;
@@ -984,17 +984,21 @@ class Channel {
     return state_[p].mailbox + 2 * channel_ + static_cast<int>((base_ >> 40) & 1);
   }
 
-  /* Makes the buffers of every rank pass i reads known to the block, reading each peer's
-   * mailbox the first time this launch touches that peer. Every peer read is ordered after the
+  /* Makes the buffers of every rank that pass *first reads known to the block, reading the
+   * mailbox of each peer this launch has not touched yet: the mailboxes of every pass from
+   * *first up to the next wait or publish at once, one round trip for all of them instead of one
+   * per pass (a one-shot ll send is a pass per peer). Every peer read is ordered after the
    * peer's "entered" by the sync plan's waits (directly or through a chain of waits), and the
-   * mailbox was written before it, so the slot holds this launch's buffers. Uniform across the
-   * block: peers_ is shared and only changes between barriers. False if a peer's call differs. */
+   * mailbox was written before it, so the slot holds this launch's buffers; the passes up to the
+   * next wait are ordered by the same waits as *first, so reading their peers' slots now is as
+   * safe as when they run. Uniform across the block: peers_ is shared and only changes between
+   * barriers. False if a peer's call differs. */
   template <int S, class Map>
-  CCC_FN bool load_peers(const Instr<S>& i, const Map& map) {
+  CCC_FN bool load_peers(const Instr<S>* first, const Map& map) {
     // The ranks whose buffers pass i touches: its sources', except receive regions (this rank's
     // own, named by their producer), and a send's destination (protocol ll: the producer waited
     // for that rank's entry before its first send).
-    auto touched = [&](int k) {
+    auto touched = [&](const Instr<S>& i, int k) {
       const Ref& ref = k < i.sources ? i.src[k] : i.dst;
       const bool own_region = k < i.sources && ref.buffer == buffer_ll;
       const bool own_dst = k == i.sources && ref.buffer != buffer_ll;
@@ -1002,20 +1006,22 @@ class Channel {
     };
     bool missing = false;
     CCC_ROLLED
-    for (int k = 0; k <= i.sources; ++k) missing = missing || peers_[touched(k)].call == 0;
+    for (int k = 0; k <= first->sources; ++k) missing = missing || peers_[touched(*first, k)].call == 0;
     if (!missing) return true;
     barrier();  // every thread has read the flags before any is filled in
-    // Operand k's rank is read by thread k % block_threads(), unless an earlier operand names it:
-    // the mailboxes (and registry lookups) of several peers are in flight together instead of one
-    // round trip after another, and each entry of peers_ has one writer.
+    // Rank p's mailbox (and registry lookup) is read by thread p % block_threads(): the peers'
+    // round trips are in flight together, and each entry of peers_ has one writer.
     bool ok = true;
     CCC_ROLLED
-    for (int k = static_cast<int>(thread_index()); k <= i.sources && ok; k += static_cast<int>(block_threads())) {
-      const int p = touched(k);
-      bool first = true;
+    for (int p = static_cast<int>(thread_index()); p < Cfg::ranks && ok; p += static_cast<int>(block_threads())) {
+      if (peers_[p].call != 0) continue;
+      bool needed = false;
       CCC_ROLLED
-      for (int j = 0; j < k; ++j) first = first && touched(j) != p;
-      if (!first || peers_[p].call != 0) continue;
+      for (const Instr<S>* i = first; i->code == instr_pass && !needed; ++i) {
+        CCC_ROLLED
+        for (int k = 0; k <= i->sources && !needed; ++k) needed = touched(*i, k) == p;
+      }
+      if (!needed) continue;
       const ccc_buffers* slot = mailbox(p);
       ccc_buffers b;
       b.input = slot->input;
