@@ -86,7 +86,13 @@ struct SimEngine::Impl {
     Ps stores_done = 0;   // its stores so far are visible by then
     enum class State : unsigned char { Ready, Running, Parked, AtBarrier, Finished } state = State::Ready;
     uint64_t parked = 0;  // which parking this is (a wake from an older one is stale)
-    std::vector<std::pair<const void*, Ps>> polled;  // the words it loaded since it last parked, and when
+    struct Polled {
+      const void* word;
+      Ps at;          // when the load was issued
+      uint64_t seen;  // what it read
+      int bytes;
+    };
+    std::vector<Polled> polled;  // the words it loaded since it last parked
     MarkPtr mark;  // the last moment something outside set its clock
   };
   struct Block {
@@ -125,6 +131,7 @@ struct SimEngine::Impl {
     Ps stream = 0;               // its last work ended then
     MarkPtr end_mark;            // how its last launch ended
     uint64_t queued = 0, done = 0;
+    uint64_t launches = 0;       // kernels started
     bool absent = false;         // the engine stopped waiting for its next launch (kLaunchGrace)
   };
   // A word the kernels synchronise through: its values by when they became visible, oldest first
@@ -149,6 +156,7 @@ struct SimEngine::Impl {
   int nranks;
   unsigned block_threads;
   SimConstants constants;
+  std::vector<Route> routes;  // [a * nranks + b]: from GPU a to GPU b
   ccc_sim_hooks hooks{};
 
   std::mutex mutex;               // the queues, stream clocks and placements, with the host threads
@@ -178,6 +186,8 @@ struct SimEngine::Impl {
   Impl(Topology t, int n, unsigned threads, SimConstants c)
       : topology(std::move(t)), nranks(n), block_threads(std::clamp(threads, 1u, kMaxHostBlockThreads)),
         constants(c), ranks(static_cast<size_t>(n)) {
+    for (int a = 0; a < n; ++a)
+      for (int b = 0; b < n; ++b) routes.push_back(route(topology, a, b).value_or(Route{}));
     hooks.load = &Impl::hook_load;
     hooks.store = &Impl::hook_store;
     hooks.record_error = &Impl::hook_record_error;
@@ -214,15 +224,17 @@ struct SimEngine::Impl {
     return it->second;
   }
   int owner(const Word& w, const Thread& t) const { return w.owner >= 0 ? w.owner : rank_of(t); }
+  // The route from GPU a to GPU b (every pair has one: the constructor validated the topology).
+  const Route& route_of(int a, int b) const { return routes[static_cast<size_t>(a * nranks + b)]; }
   // A load by a thread on GPU a of a word in GPU b's memory: request there, value back.
   Ps round_trip(int a, int b) const {
     if (a == b) return to_ps(constants.local_load);
-    return 2 * to_ps(route(topology, a, b)->spec.latency);
+    return 2 * to_ps(route_of(a, b).spec.latency);
   }
   // A store by a thread on GPU a into GPU b's memory, until a load there sees it.
   Ps one_way(int a, int b) const {
     if (a == b) return to_ps(constants.local_store);
-    return to_ps(route(topology, a, b)->spec.latency);
+    return to_ps(route_of(a, b).spec.latency);
   }
   // `bytes` through resource `key` of `bandwidth` bytes/s, from `t`: when they are through.
   Ps through(const std::tuple<int, int, int>& key, Ps t, double bytes, double bandwidth) {
@@ -236,7 +248,7 @@ struct SimEngine::Impl {
   // The fabric resources data from GPU a to GPU b occupies, through `f(key, bandwidth)`.
   template <class F>
   void fabric(int a, int b, F&& f) const {
-    const Route r = *route(topology, a, b);
+    const Route& r = route_of(a, b);
     if (r.via == Route::Via::Link) {
       f(std::tuple<int, int, int>{1, r.index, a < b ? 0 : 1}, r.spec.bandwidth);
     } else if (r.via == Route::Via::Switch) {
@@ -292,7 +304,7 @@ struct SimEngine::Impl {
     e.catch_up(t);
     const Word& w = e.word(p);
     const uint64_t v = value_at(w, p, bytes, t.clock);
-    t.polled.push_back({p, t.clock});
+    t.polled.push_back({p, t.clock, v, bytes});
     t.loads_done = std::max(t.loads_done, t.clock + e.round_trip(e.gpu(e.rank_of(t)), e.gpu(e.owner(w, t))));
     t.clock += to_ps(e.constants.issue);
     return v;
@@ -332,6 +344,7 @@ struct SimEngine::Impl {
   static void hook_record_error(const ccc_host_thread* self, unsigned* p, unsigned code) {
     Thread& t = of(self);
     Impl& e = *t.engine;
+    e.catch_up(t);  // the first error in virtual time wins
     unsigned expected = CCC_OK;
     std::atomic_ref<unsigned>(*p).compare_exchange_strong(expected, code);
     e.word(p).values.clear();
@@ -437,22 +450,27 @@ struct SimEngine::Impl {
     use_loads(t);
     const Word::Value* next = nullptr;
     const void* next_word = nullptr;
-    for (auto [p, at] : t.polled)
-      if (auto it = e.words.find(p); it != e.words.end())
-        for (const Word::Value& v : it->second.values)
-          if (v.visible > at) {
-            if (next == nullptr || v.visible < next->visible) {
-              next = &v;
-              next_word = p;
-            }
-            break;
+    bool changed = false;  // a word's value changed without a store (an error recorded, an abort)
+    for (const Thread::Polled& polled : t.polled) {
+      const Word& w = e.word(polled.word);
+      changed = changed || value_at(w, polled.word, polled.bytes, t.clock) != polled.seen;
+      for (const Word::Value& v : w.values)
+        if (v.visible > polled.at) {
+          if (next == nullptr || v.visible < next->visible) {
+            next = &v;
+            next_word = polled.word;
           }
-    if (next != nullptr) {
+          break;
+        }
+    }
+    if (changed) {
+      e.make_ready(t);
+    } else if (next != nullptr) {
       e.waited(t, next->visible, next_word, next->store);
       e.make_ready(t);
     } else {
       t.state = Thread::State::Parked;
-      for (auto [p, at] : t.polled) e.watchers[p].push_back({&t, t.parked});
+      for (const Thread::Polled& polled : t.polled) e.watchers[polled.word].push_back({&t, t.parked});
     }
     t.polled.clear();
     e.suspend(t);
@@ -509,8 +527,8 @@ struct SimEngine::Impl {
     for (;;) {
       admit(lock);
       if (ready.empty()) {
-        if (live_threads > 0) {
-          if (wait_for_launches(lock, kNever)) continue;
+        if (live_threads > 0) {  // every thread waits
+          if (wait_for_late_launch(lock)) continue;
           time_out_parked();
           continue;
         }
@@ -539,6 +557,7 @@ struct SimEngine::Impl {
       Rank& rank = ranks[static_cast<size_t>(r)];
       while (rank.running == nullptr && !rank.queue.empty()) {
         Work& w = rank.queue.front();
+        const bool late = rank.absent;
         rank.absent = false;
         if (w.task) {
           std::function<void()> task = std::move(w.task);
@@ -550,7 +569,8 @@ struct SimEngine::Impl {
         }
         const Gpu& g = topology.gpus[static_cast<size_t>(gpu(r))];
         Ps start = rank.stream + to_ps(g.launch);
-        if (live_threads > 0) start = std::max(start, frontier);  // a launch that came late
+        // A launch that came after virtual time went on without it starts where time is now.
+        if (late) start = std::max({start, frontier, latest.load()});
         start_launch(r, w, start);
       }
     }
@@ -563,33 +583,49 @@ struct SimEngine::Impl {
     launch->args = w.args;
     launch->channels = w.channels;
     launch->end = start;
-    const uint64_t seq = ++launches;
+    Rank& rank = ranks[static_cast<size_t>(r)];
+    const uint64_t seq = ++launches, nth = ++rank.launches;
     auto first = std::make_shared<Mark>();
     first->at = start;
     first->what = "launch";
     first->rank = r;
     // The previous launch's end, without its own path: each launch's path stops at its start.
-    if (const MarkPtr& before = ranks[static_cast<size_t>(r)].end_mark) {
+    if (const MarkPtr& before = rank.end_mark) {
       auto end = std::make_shared<Mark>(*before);
       end->cause = nullptr;
       first->cause = std::move(end);
     }
     const MarkPtr start_mark = first;
+    // Every block's fibers first: where no stack at all can be had for one, the launch fails before
+    // any thread runs (its rank is aborted: its peers fail instead of waiting). A block that gets
+    // fewer stacks than threads runs with as many threads: kernels are correct for any block size.
     for (int c = 0; c < w.channels; ++c) {
-      auto block = std::make_unique<Block>(block_threads);
+      auto fibers = std::make_unique<Fibers>(block_threads);
+      if (fibers->size() == 0) {
+        unsigned expected = CCC_OK;
+        std::atomic_ref<unsigned>(*w.args.ranks[r].error).compare_exchange_strong(expected, CCC_ERR_ABORTED);
+        complete(rank, start);
+        return;
+      }
+      const auto threads = static_cast<unsigned>(fibers->size());
+      auto block = std::make_unique<Block>(threads);
       block->launch = launch.get();
       block->index = c;
-      block->fibers = std::make_unique<Fibers>(block_threads);
-      if (block->fibers->size() < block_threads)
-        throw Error(ErrorKind::System, fmt::format("the simulator found memory for {} of the {} fiber stacks a block needs",
-                                                   block->fibers->size(), block_threads));
-      block->threads.resize(block_threads);
-      for (unsigned i = 0; i < block_threads; ++i) {
+      block->fibers = std::move(fibers);
+      block->threads.resize(threads);
+      launch->blocks.push_back(std::move(block));
+    }
+    for (auto& block : launch->blocks) {
+      const int c = block->index;
+      const auto threads = static_cast<unsigned>(block->threads.size());
+      for (unsigned i = 0; i < threads; ++i) {
         Thread& t = block->threads[i];
         t.engine = this;
         t.block = block.get();
-        t.self = {i, block_threads, seq, &t, &Impl::hook_barrier, &Impl::hook_relax, &hooks};
-        t.order = (seq << 32) | (static_cast<uint64_t>(c) << 12) | (block_threads - 1 - i);  // thread 0 last, as host_block
+        t.self = {i, threads, seq, &t, &Impl::hook_barrier, &Impl::hook_relax, &hooks};
+        // Ties go by the rank's launch, the rank, the block, then the thread (0 last, as host
+        // blocks order their turns): nothing the host's timing decides.
+        t.order = (nth << 28) | (static_cast<uint64_t>(r) << 16) | (static_cast<uint64_t>(c) << 10) | (threads - 1 - i);
         t.clock = start;
         t.mark = start_mark;
         Block* bp = block.get();
@@ -600,10 +636,9 @@ struct SimEngine::Impl {
         make_ready(t);
         ++live_threads;
       }
-      launch->blocks.push_back(std::move(block));
     }
     launch->blocks_left = w.channels;
-    ranks[static_cast<size_t>(r)].running = std::move(launch);
+    rank.running = std::move(launch);
   }
 
   void finished(Thread& t) {
@@ -652,7 +687,7 @@ struct SimEngine::Impl {
     auto blocking = [&] {
       for (Rank& r : ranks)
         if (r.running == nullptr && r.queue.empty() && !r.absent &&
-            (until == kNever || r.stream + to_ps(topology.gpus[0].launch) <= until))
+            (until == kNever || r.stream + to_ps(topology.gpus[static_cast<size_t>(gpu(static_cast<int>(&r - ranks.data())))].launch) <= until))
           return true;
       return false;
     };
@@ -664,19 +699,37 @@ struct SimEngine::Impl {
       if (r.running == nullptr && r.queue.empty()) r.absent = true;
     return false;
   }
+  // Every thread waits, and a rank with nothing queued may still launch what they wait for: waits
+  // (host time) for it as long as the next step of time_out_parked. True when something was queued.
+  bool wait_for_late_launch(std::unique_lock<std::mutex>& lock) {
+    if (std::none_of(ranks.begin(), ranks.end(), [](const Rank& r) { return r.running == nullptr && r.queue.empty(); }))
+      return false;
+    // As long as time_out_parked then advances the waits: host and virtual time keep pace.
+    const std::chrono::nanoseconds timeout(std::min<uint64_t>(shortest_timeout_ns(), 1'000'000'000) / 64 + 1);
+    const uint64_t before = queued_total();
+    wake.wait_for(lock, timeout, [&] { return queued_total() != before || stop; });
+    return queued_total() != before;
+  }
+  uint64_t shortest_timeout_ns() const {
+    uint64_t ns = ~uint64_t{0};
+    for (const Rank& r : ranks)
+      if (r.running != nullptr) ns = std::min<uint64_t>(ns, r.running->args.timeout_ns);
+    return ns;
+  }
   uint64_t queued_total() const {
     uint64_t n = 0;
     for (const Rank& r : ranks) n += r.queued;
     return n;
   }
 
-  // Every thread waits and nothing more can come: their waits run out. Each poll that finds
-  // nothing then costs 1/64 of the launch's timeout, so a wait fails after one to two timeouts
-  // of virtual time (the prelude checks the clock every 64 polls).
+  // Every thread waits and nothing more came: their waits run on. Each poll that finds nothing
+  // then costs 1/64 of the launch's timeout (of a second, where the timeout is longer or
+  // infinite), so a wait fails after one to two timeouts of virtual time (the prelude checks the
+  // clock, its peers' error words and its own every 64 polls: an abort is seen too).
   void time_out_parked() {
     for (Rank& r : ranks) {
       if (r.running == nullptr) continue;
-      const Ps step = static_cast<Ps>(std::min<uint64_t>(r.running->args.timeout_ns, uint64_t{1} << 50) / 64 * 1000 + 1000);
+      const Ps step = static_cast<Ps>(std::min<uint64_t>(r.running->args.timeout_ns, 1'000'000'000) / 64 * 1000 + 1000);
       for (auto& b : r.running->blocks)
         for (Thread& t : b->threads)
           if (t.state == Thread::State::Parked) {

@@ -2,6 +2,7 @@
 // bit, and virtual times that depend on the kernels and the topology, never on the host.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -153,4 +154,26 @@ TEST(Sim, CriticalPathNamesTheWaitsThatSetTheEnd) {
     const double end_us = std::stod(lines.back());
     EXPECT_NEAR(end_us * 1e-6 + 2.5e-6, seconds, 1e-9) << path;
   }
+}
+
+// A rank that never launches fails the others within the timeout (virtual and host time), and
+// the communicator runs the next call.
+TEST(Sim, ARankThatNeverLaunchesFailsTheOthersWithinTheTimeout) {
+  CommOptions o = options("oneshot");
+  o.timeout_seconds = 0.05;
+  Communicator comm = Communicator::sim(3, o);
+  HostCollectiveBuffers buffers(all_reduce(64), 3, /*in_place*/ false);
+  buffers.prepare(1);
+  const auto start = std::chrono::steady_clock::now();
+  for (int r = 0; r < 2; ++r)
+    comm.run_rank(buffers.call(), r, buffers.call().send[static_cast<size_t>(r)], buffers.call().recv[static_cast<size_t>(r)]);
+  try {
+    comm.synchronize();
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("timed out waiting for a peer"), std::string::npos) << e.what();
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
+  double seconds = 0;
+  EXPECT_EQ(run_checked(comm, all_reduce(64), false, seconds), 0u);
 }
