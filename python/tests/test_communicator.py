@@ -160,7 +160,7 @@ def test_read_only_recv_is_refused(comm):
 @pytest.mark.parametrize("kwargs, match", [
     ({"ranks": 0}, "rank"),
     ({"ranks": 2, "timeout": 0}, "timeout"),
-    ({"ranks": 2, "backend": "tpu"}, "backend: expected 'host' or 'cuda'"),
+    ({"ranks": 2, "backend": "tpu"}, "backend: expected 'host', 'cuda' or 'sim'"),
     ({"ranks": 2, "devices": [0, 1]}, "only the cuda backend takes devices"),
     ({}, "the host backend needs the number of ranks"),
     ({"ranks": 2, "protocol": "LL"}, r"unknown protocol 'LL' \(one of: simple, ll\)"),

@@ -211,7 +211,7 @@ def test_the_arguments_go_together():
         ccc.Communicator(rank=0, nranks=2, uid=b"x" * 128, device=0)
     with pytest.raises(ccc.InvalidArgumentError, match="a communicator of every rank takes devices"):
         ccc.Communicator(backend="cuda", device=0)
-    with pytest.raises(ccc.InvalidArgumentError, match="backend: expected 'host' or 'cuda', not 'tpu'"):
+    with pytest.raises(ccc.InvalidArgumentError, match="backend: expected 'host', 'cuda' or 'sim', not 'tpu'"):
         ccc.Communicator(rank=0, nranks=2, uid=b"x" * 128, backend="tpu")
 
 
