@@ -41,7 +41,6 @@ namespace {
 
 // Virtual time, in picoseconds: integers, so that every run orders and adds them alike.
 using Ps = int64_t;
-constexpr Ps kNever = INT64_MAX;
 Ps to_ps(double seconds) { return static_cast<Ps>(std::llround(seconds * 1e12)); }
 
 // How long the engine waits (host time) for a rank with nothing queued to queue its next launch
@@ -685,10 +684,12 @@ struct SimEngine::Impl {
   // it: waits (host time, kLaunchGrace at most) for its launch. True when something was queued.
   bool wait_for_launches(std::unique_lock<std::mutex>& lock, Ps until) {
     auto blocking = [&] {
-      for (Rank& r : ranks)
+      for (int i = 0; i < nranks; ++i) {
+        const Rank& r = ranks[static_cast<size_t>(i)];
         if (r.running == nullptr && r.queue.empty() && !r.absent &&
-            (until == kNever || r.stream + to_ps(topology.gpus[static_cast<size_t>(gpu(static_cast<int>(&r - ranks.data())))].launch) <= until))
+            r.stream + to_ps(topology.gpus[static_cast<size_t>(gpu(i))].launch) <= until)
           return true;
+      }
       return false;
     };
     if (!blocking()) return false;
