@@ -177,3 +177,25 @@ TEST(Sim, ARankThatNeverLaunchesFailsTheOthersWithinTheTimeout) {
   double seconds = 0;
   EXPECT_EQ(run_checked(comm, all_reduce(64), false, seconds), 0u);
 }
+
+// A rank that calls with another count: every rank gets the error, none succeeds without the work.
+TEST(Sim, APeerWithAnotherCountFailsEveryRank) {
+  Communicator comm = Communicator::sim(3, options("oneshot"));
+  HostCollectiveBuffers small(all_reduce(64), 3, false), large(all_reduce(128), 3, false);
+  small.prepare(1);
+  large.prepare(1);
+  for (int r = 0; r < 3; ++r) {
+    const HostCollectiveBuffers& b = r == 0 ? small : large;
+    comm.run_rank(b.call(), r, b.call().send[static_cast<size_t>(r)], b.call().recv[static_cast<size_t>(r)]);
+  }
+  for (int r = 0; r < 3; ++r) {
+    try {
+      comm.synchronize_rank(r);
+      ADD_FAILURE() << "rank " << r << " succeeded";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("collective failed"), std::string::npos) << e.what();
+    }
+  }
+  double seconds = 0;
+  EXPECT_EQ(run_checked(comm, all_reduce(64), false, seconds), 0u);  // the next call runs
+}
