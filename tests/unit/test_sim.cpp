@@ -76,7 +76,7 @@ TEST(Sim, ResultsAreHostEmulationsBitForBit) {
     int nranks;
     uint64_t count;
   };
-  for (const Case& c : {Case{"ring", Protocol::Simple, 4, 100003}, Case{"twoshot", Protocol::Simple, 8, 77777},
+  for (const Case& c : {Case{"ring", Protocol::Simple, 4, 30011}, Case{"twoshot", Protocol::Simple, 8, 12345},
                         Case{"oneshot", Protocol::Ll, 8, 1001}, Case{"butterfly", Protocol::Simple, 4, 4097},
                         Case{"twoshot", Protocol::Ll, 3, 333}}) {
     Communicator comm = Communicator::sim(c.nranks, options(c.algo, c.protocol));
@@ -93,17 +93,16 @@ TEST(Sim, ResultsAreHostEmulationsBitForBit) {
 }
 
 // Virtual time is the kernels' and the topology's: the same calls take the same time, to the
-// picosecond, however the host scheduled its threads (a second communicator, other sizes between).
+// picosecond, however the host scheduled its threads (a second communicator, another size before).
 TEST(Sim, VirtualTimeDoesNotDependOnTheHost) {
   for (const char* algo : {"oneshot", "twoshot", "ring"}) {
     std::vector<double> times;
-    for (int run = 0; run < 3; ++run) {
+    for (int run = 0; run < 2; ++run) {
       Communicator comm = Communicator::sim(8, options(algo));
-      if (run == 2) time_calls(comm, all_reduce(1234), 1);
-      times.push_back(time_calls(comm, all_reduce(16384), 2));
+      if (run == 1) time_calls(comm, all_reduce(1234), 1);
+      times.push_back(time_calls(comm, all_reduce(5000), 2));
     }
     EXPECT_NEAR(times[0], times[1], 1e-12) << algo;  // a picosecond: the rounding of the readings
-    EXPECT_NEAR(times[0], times[2], 1e-12) << algo;
   }
 }
 
