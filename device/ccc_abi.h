@@ -10,11 +10,16 @@
 #ifndef CCC_ABI_H
 #define CCC_ABI_H
 
-#define CCC_ABI_VERSION 8
+#define CCC_ABI_VERSION 9
 
 /* The most channels (thread blocks per rank) a kernel may have: the size of the per-rank
  * progress and mailbox arrays, and of each peer's row of the inbox. */
 #define CCC_MAX_CHANNELS 64
+
+/* The threads of a block of every generated kernel on the GPU (its launch bounds). Host
+ * emulation may run fewer; a choice that depends on the block's size takes this one, so every
+ * backend runs the path the GPU runs. */
+#define CCC_BLOCK_THREADS 512
 
 /* The most ranks a kernel compiled for the GPU may have: every block keeps a table of its peers'
  * buffers (a ccc_buffers per rank) in statically declared shared memory, of which a block may
@@ -139,8 +144,9 @@ typedef struct ccc_sim_hooks {
   /* keeps the first error: stores `code` into the word at p where it holds CCC_OK */
   void (*record_error)(const struct ccc_host_thread* self, unsigned* p, unsigned code);
   /* a data pass over `bytes` of each operand (the block's, of which this thread moves its
-   * share): read from ranks src[0, nsrc), written to rank dst */
-  void (*move)(const struct ccc_host_thread* self, const int* src, int nsrc, int dst, long long bytes);
+   * share): read from ranks src[0, nsrc), written to rank dst; folded into `bytes`, or with
+   * `gather`, copies of `bytes` from each source at once (nsrc * bytes written) */
+  void (*move)(const struct ccc_host_thread* self, const int* src, int nsrc, int dst, long long bytes, int gather);
   /* the thread's virtual clock, in ns */
   unsigned long long (*now)(const struct ccc_host_thread* self);
   /* the block's shared array `key` of `bytes`, filled with 0xA5 at its first use in the block run */

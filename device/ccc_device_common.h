@@ -266,6 +266,51 @@ CCC_NOINLINE void combine(T* dst, Sources<T, K> s, long long n) {
   combine_elements<T, Op, K, Finish, Ranks>(dst, s, head, head + nvec * E, n);
 }
 
+/* A step's chunk copies, done together: dst[k][0, n[k]) = src[k][0, n[k]) for the kn <= G copies,
+ * the block's threads sharing the work. A thread loads its vector (or element) of every copy
+ * before it stores any, so each copy's peer round trip overlaps the others' rather than
+ * following them (two-shot's all-gather: N-1 copies from N-1 peers, one round trip where a copy
+ * at a time paid N-1). Vectors where a copy's two pointers sit at the same offset past a
+ * 16-byte boundary, as in combine; element by element otherwise, and for heads and tails. */
+template <class T, int G>
+CCC_NOINLINE void copy_together(T* const* dst, const T* const* src, const long long* n, int kn) {
+  const int E = 16 / sizeof(T);
+  const long long stride = block_threads();
+  long long head[G], nvec[G], most = 0;
+  for (int k = 0; k < G; ++k) {
+    head[k] = nvec[k] = 0;
+    if (k >= kn) continue;
+    const unsigned offset = misalignment16(dst[k]);
+    head[k] = misalignment16(src[k]) == offset ? static_cast<long long>((16u - offset) & 15u) / static_cast<long long>(sizeof(T)) : n[k];
+    if (head[k] > n[k]) head[k] = n[k];
+    nvec[k] = (n[k] - head[k]) / E;
+    if (nvec[k] > most) most = nvec[k];
+  }
+  CCC_ROLLED
+  for (long long v = thread_index(); v < most; v += stride) {
+    Vec16 in[G];
+    for (int k = 0; k < G; ++k)
+      if (v < nvec[k]) in[k] = load16(src[k] + head[k] + v * E);
+    for (int k = 0; k < G; ++k)
+      if (v < nvec[k]) store16(dst[k] + head[k] + v * E, in[k]);
+  }
+  // Heads and tails: copy k's scalars are [0, head) and [head + nvec * E, n), `rest` of them.
+  long long rest[G];
+  most = 0;
+  for (int k = 0; k < G; ++k) {
+    rest[k] = k < kn ? n[k] - nvec[k] * E : 0;
+    if (rest[k] > most) most = rest[k];
+  }
+  CCC_ROLLED
+  for (long long j = thread_index(); j < most; j += stride) {
+    T x[G];
+    for (int k = 0; k < G; ++k)
+      if (j < rest[k]) x[k] = src[k][j < head[k] ? j : j + nvec[k] * E];
+    for (int k = 0; k < G; ++k)
+      if (j < rest[k]) dst[k][j < head[k] ? j : j + nvec[k] * E] = x[k];
+  }
+}
+
 /* How the user's buffers lay out the vector (see Geometry). */
 enum Layout {
   layout_full = 0,            /* input and output hold the whole vector of `count` elements */
@@ -641,6 +686,12 @@ class Channel {
             if (thread_index() == 0) record_error(state_[rank_].error, CCC_ERR_BAD_PROGRAM);
             return false;
           }
+          if constexpr (!Cfg::ll) {
+            if (is_copy(*i)) {  // with the copies after it (copy_passes)
+              i = copy_passes<PassList>(w, i, map) - 1;
+              continue;
+            }
+          }
           if (!pass<PassList>(w, *i, map)) return false;
         }
       }
@@ -697,10 +748,78 @@ class Channel {
       const T* at[S];
       CCC_ROLLED
       for (int k = 0; k < sources; ++k) at[k] = src[k].base + (r.begin - src[k].shift);
-      account_move(from, sources, to, (r.end - r.begin) * static_cast<long long>(sizeof(T)));
+      account_move(from, sources, to, (r.end - r.begin) * static_cast<long long>(sizeof(T)), 0);
       PassList::template visit<typename Cfg::Op>(i, Fold{dst.base + (r.begin - dst.shift), at, r.end - r.begin});
     }
     return true;
+  }
+  /* A pass that copies one source, the op's finish aside. */
+  template <int S>
+  static CCC_FN bool is_copy(const Instr<S>& i) {
+    return i.sources == 1 && !(i.finish != 0 && Cfg::Op::finishes);
+  }
+  /* Protocol simple: the copies of a step from `first` up to its next other instruction, their
+   * chunks in batches of up to 4 copied together (copy_together); returns the instruction after
+   * the last. A step's passes never read what another of them writes (the compiler checks it:
+   * lower.cpp, check_no_self_hazard), so they may run in any order and at once. */
+  template <class PassList, int S, class Map>
+  CCC_NOINLINE const Instr<S>* copy_passes(long long w, const Instr<S>* first, const Map& map) {
+    const int G = 4;  // 8 made ptxas spill in combine and ll_pass too (Nvrtc tests)
+    T* dst[G];
+    const T* src[G];
+    long long n[G];
+    int from[G];
+    int kn = 0;
+    const Instr<S>* i = first;
+    CCC_ROLLED
+    for (; i->code == instr_pass && is_copy(*i) && PassList::template has<typename Cfg::Op>(*i); ++i) {
+      const View d = view(i->dst, map.peer(i->dst.rank));
+      const int f = map.peer(i->src[0].rank);
+      const View s = view(i->src[0], f);
+      const int c0 = map.first(*i);
+      CCC_ROLLED
+      for (int c = c0; c < c0 + (i->b - i->a); ++c) {
+        const Range r = window_of(w, c);
+        if (r.begin >= r.end) continue;
+        dst[kn] = d.base + (r.begin - d.shift);
+        src[kn] = s.base + (r.begin - s.shift);
+        n[kn] = r.end - r.begin;
+        from[kn] = f;
+        if (++kn == G) {
+          copy_batch<G>(dst, src, n, from, kn);
+          kn = 0;
+        }
+      }
+    }
+    if (kn > 0) copy_batch<G>(dst, src, n, from, kn);
+    return i;
+  }
+  /* kn chunk copies into this rank: together when that takes a thread no more round trips
+   * than copying them one at a time (combine keeps 8 vectors of one copy in flight, so a large
+   * copy goes faster alone). The decision depends on sizes only, so it is uniform over the
+   * block, and counts the GPU's block (CCC_BLOCK_THREADS), so host emulation and the simulator,
+   * which may run fewer threads, take the GPU's path. */
+  template <int G>
+  CCC_FN void copy_batch(T* const* dst, const T* const* src, const long long* n, const int* from, int kn) {
+    const long long round = CCC_BLOCK_THREADS * (16 / static_cast<long long>(sizeof(T)));  // elements per GPU round
+    long long together = 0, apart = 0, most = 0;
+    CCC_ROLLED
+    for (int k = 0; k < kn; ++k) {
+      const long long rounds = (n[k] + round - 1) / round;
+      if (rounds > together) together = rounds;
+      apart += (rounds + 7) / 8;
+      if (n[k] > most) most = n[k];
+    }
+    if (kn > 1 && together <= apart) {
+      account_move(from, kn, rank_, most * static_cast<long long>(sizeof(T)), 1);
+      copy_together<T, G>(dst, src, n, kn);
+      return;
+    }
+    CCC_ROLLED
+    for (int k = 0; k < kn; ++k) {
+      account_move(from + k, 1, rank_, n[k] * static_cast<long long>(sizeof(T)), 0);
+      combine<T, typename Cfg::Op, 1, false, Cfg::ranks>(dst[k], sources_of<1>(src + k), n[k]);
+    }
   }
   /* The fold of one chunk with the data loop of the kind visited (Passes::visit). */
   struct Fold {
@@ -984,8 +1103,9 @@ class Channel {
     return state_[p].mailbox + 2 * channel_ + static_cast<int>((base_ >> 40) & 1);
   }
 
-  /* Makes the buffers of every rank that pass *first reads known to the block, reading the
-   * mailbox of each peer this launch has not touched yet: the mailboxes of every pass from
+  /* Makes the buffers of every rank that the passes from *first up to the next wait read known
+   * to the block (copy_passes runs them at once), reading the mailbox of each peer this launch
+   * has not touched yet: the mailboxes of every pass from
    * *first up to the next wait or publish at once, one round trip for all of them instead of one
    * per pass (a one-shot ll send is a pass per peer). Every peer read is ordered after the
    * peer's "entered" by the sync plan's waits (directly or through a chain of waits), and the
@@ -1006,7 +1126,10 @@ class Channel {
     };
     bool missing = false;
     CCC_ROLLED
-    for (int k = 0; k <= first->sources; ++k) missing = missing || peers_[touched(*first, k)].call == 0;
+    for (const Instr<S>* i = first; i->code == instr_pass && !missing; ++i) {
+      CCC_ROLLED
+      for (int k = 0; k <= i->sources; ++k) missing = missing || peers_[touched(*i, k)].call == 0;
+    }
     if (!missing) return true;
     barrier();  // every thread has read the flags before any is filled in
     // Rank p's mailbox (and registry lookup) is read by thread p % block_threads(): the peers'

@@ -126,7 +126,7 @@ CCC_FN unsigned long long now_ns() {
 }
 /* Host emulation's simulator prices data passes here (ccc_device_host.h); on a GPU the pass
  * itself takes its time. */
-CCC_FN void account_move(const int*, int, int, long long) {}
+CCC_FN void account_move(const int*, int, int, long long, int) {}
 /* Back off between polls so a spinning thread leaves the memory system to the others. */
 CCC_FN void relax() { __nanosleep(100); }
 

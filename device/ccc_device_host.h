@@ -109,11 +109,12 @@ CCC_FN void record_error(unsigned* word, unsigned code) {
   unsigned expected = 0;
   std::atomic_ref<unsigned>(*word).compare_exchange_strong(expected, code);
 }
-/* A data pass of the block over `bytes` of each operand, priced by the simulator (where the
- * operands live, the links and memories they cross); nothing to do otherwise. */
-CCC_FN void account_move(const int* src, int nsrc, int dst, long long bytes) {
+/* A data pass of the block over `bytes` of each operand (`gather`: copies of `bytes` from each
+ * source at once), priced by the simulator (where the operands live, the links and memories they
+ * cross); nothing to do otherwise. */
+CCC_FN void account_move(const int* src, int nsrc, int dst, long long bytes, int gather) {
   if (const ccc_host_thread* self = host_self_; self->sim != nullptr) {
-    self->sim->move(self, src, nsrc, dst, bytes);
+    self->sim->move(self, src, nsrc, dst, bytes, gather);
     host_self_ = self;
   }
 }

@@ -5,13 +5,14 @@
 
 #include <fmt/format.h>
 
+#include "ccc_abi.h"
 #include "rank_symmetry.h"
 
 namespace ccc {
 
 namespace {
 
-constexpr int kBlockThreads = 512;
+constexpr int kBlockThreads = CCC_BLOCK_THREADS;
 
 const char* op_struct(ReduceOp op) {
   switch (op) {

@@ -350,13 +350,14 @@ struct SimEngine::Impl {
     e.wake_watchers(p, t.clock, e.mark_of(t, t.clock, "error", p, t.mark));
   }
 
-  static void hook_move(const ccc_host_thread* self, const int* src, int nsrc, int dst, long long bytes) {
+  static void hook_move(const ccc_host_thread* self, const int* src, int nsrc, int dst, long long bytes, int gather) {
     Thread& t = of(self);
     Impl& e = *t.engine;
     use_loads(t);
     e.catch_up(t);
-    const double share = std::ceil(static_cast<double>(bytes) / t.self.count);  // this thread's part
+    const double share = std::ceil(static_cast<double>(bytes) / t.self.count);  // this thread's part, per source
     if (share <= 0) return;
+    const double written = gather != 0 ? share * nsrc : share;  // a gather writes every source's bytes
     const Ps start = t.clock + to_ps(e.constants.issue);
     const int to = e.gpu(dst), me = e.gpu(e.rank_of(t));
     const Gpu& mine = e.topology.gpus[static_cast<size_t>(me)];
@@ -364,7 +365,7 @@ struct SimEngine::Impl {
     Block& b = *t.block;
     {
       const Ps s = std::max(start, b.free);
-      b.free = s + to_ps(share / mine.channel_bandwidth);
+      b.free = s + to_ps(written / mine.channel_bandwidth);
       end = std::max(end, b.free);
     }
     for (int k = 0; k < nsrc; ++k) {
@@ -376,9 +377,9 @@ struct SimEngine::Impl {
         first = std::max(first, e.round_trip(me, from));
       }
     }
-    end = std::max(end, e.through(memory(to), start, share, e.topology.gpus[static_cast<size_t>(to)].memory_bandwidth));
+    end = std::max(end, e.through(memory(to), start, written, e.topology.gpus[static_cast<size_t>(to)].memory_bandwidth));
     if (to != me) {
-      e.fabric(me, to, [&](const auto& key, double bw) { end = std::max(end, e.through(key, start, share, bw)); });
+      e.fabric(me, to, [&](const auto& key, double bw) { end = std::max(end, e.through(key, start, written, bw)); });
       t.stores_done = std::max(t.stores_done, end + e.one_way(me, to));
     }
     t.clock = end + first;

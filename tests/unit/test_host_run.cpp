@@ -325,6 +325,29 @@ TEST(HostRunMutation, AMissingBlockBarrierIsCaught) {
   std::printf("[host] the mutant with 32 threads per block: %s\n", many.first_failure.c_str());
 }
 
+// A step's chunk copies run together while that costs the GPU's block no more round trips than
+// copying them one at a time (Channel::copy_batch), else one at a time: two-shot's all-gather both
+// ways, with 64 KiB tiles (HostRun's 1 KiB tiles always copy together). With 2 channels, f32 and
+// 512 GPU threads (2048 elements a round), a channel's slice of a chunk is count / (2 N): 100 N
+// elements is one round, and copies together; 32768 * 2 N + 5 is 16 rounds together or 2 per copy
+// apart, so apart (batches of at most 4: N = 10 copies its 9 as 4, 4 and 1).
+TEST(HostRunCopies, TogetherAndApartMatchTheReference) {
+  for (int n : {4, 10}) {
+    testing::Planned p = testing::plan_shipped("twoshot", n);
+    ASSERT_TRUE(p.planned) << p.errors;
+    KernelOptions o;
+    o.channels = 2;
+    const EmittedKernel k = emit_cuda(lower(*p.planned, o));
+    testing::HostLibrary lib({k}, "twoshot_copies_n" + std::to_string(n));
+    ASSERT_EQ(lib.error(), "");
+    for (uint64_t count : {uint64_t(100) * n, uint64_t(32768) * 2 * n + 5})
+      for (unsigned threads : {1u, 32u}) {
+        const Check c = run_and_check(lib.entry(k.kernel_name), k, o, n, count, 0, threads);
+        EXPECT_TRUE(c.ok) << "N " << n << " count " << count << " T " << threads << ": " << c.first_failure;
+      }
+  }
+}
+
 // One rank never starts: every other rank must give up with an error, within the timeout plus
 // scheduling slack, instead of hanging.
 TEST(HostRunFailure, DeadPeerTimesOut) {

@@ -36,15 +36,16 @@ PlannedProgram planned(const Case& c) {
   return *p.planned;
 }
 
-// The data-moving loops (ccc::combine, and Channel::ll_pass for protocol ll) must not spill; the
-// small spills ptxas reports elsewhere are registers saved around the out-of-line calls. Returns
-// the offending report lines.
+// The data-moving loops (ccc::combine and ccc::copy_together, and Channel::ll_pass for protocol
+// ll) must not spill; the small spills ptxas reports elsewhere are registers saved around the
+// out-of-line calls. Returns the offending report lines.
 std::string data_loop_spills(const std::string& log) {
   std::istringstream in(log);
   std::string line, function, out;
   while (std::getline(in, line)) {
     if (line.find("Function properties for ") != std::string::npos) function = line;
-    else if ((function.find("combine") != std::string::npos || function.find("ll_pass") != std::string::npos) &&
+    else if ((function.find("combine") != std::string::npos || function.find("copy_together") != std::string::npos ||
+              function.find("ll_pass") != std::string::npos) &&
              line.find(" 0 bytes spill stores") == std::string::npos &&
              line.find("spill stores") != std::string::npos)
       out += function + "\n" + line + "\n";
