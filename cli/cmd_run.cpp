@@ -1,12 +1,15 @@
-// `ccc run FILE --ranks N --count C [--dtype D] [--op O] [--in-place] [--backend host] [--trace F]`: generate
-// the kernel, compile it against the host prelude, run N ranks as threads, check every element
-// against a reference, print the time and bandwidth. Exit 0 only if every element matched.
+// `ccc run FILE --ranks N --count C [--dtype D] [--op O] [--in-place] [--backend host|sim] [--topo F]
+// [--trace F]`: generate the kernel, compile it against the host prelude, run N ranks as threads
+// (in virtual time on the topology's GPUs with --backend sim), check every element against a
+// reference, print the time and bandwidth. Exit 0 only if every element matched.
 #include <fmt/format.h>
 
 #include <cctype>
 #include <cerrno>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <limits>
 #include <new>
 #include <stdexcept>
@@ -19,6 +22,12 @@
 
 namespace ccc::cli {
 namespace {
+
+// The simulated machine's file name: --topo's, else $CCC_TOPO's (the communicator's own fallback).
+std::string topology_name(const std::string& topo) {
+  const char* env = std::getenv("CCC_TOPO");
+  return std::filesystem::path(!topo.empty() || env == nullptr ? topo : env).filename().string();
+}
 
 int run_run(const ParsedArgs& args, std::ostream& out, std::ostream& err) {
   const Command& cmd = run_command();
@@ -46,9 +55,12 @@ int run_run(const ParsedArgs& args, std::ostream& out, std::ostream& err) {
   if (!op) return usage_error(cmd, error, err);
   shape.op = *op;
   const std::string backend = args.get("--backend").value_or("host");
-  if (backend != "host")
-    return usage_error(cmd, fmt::format("--backend {}: ccc run uses the host backend (ccc-bench runs CUDA)", backend), err);
+  if (backend != "host" && backend != "sim")
+    return usage_error(cmd, fmt::format("--backend {}: ccc run runs 'host' or 'sim' (ccc-bench runs CUDA)", backend), err);
+  const bool sim = backend == "sim";
+  if (args.has("--critical-path") && !sim) return usage_error(cmd, "--critical-path needs --backend sim", err);
   CommOptions options;
+  options.topology_file = args.get("--topo").value_or("");
   if (auto c = args.get("--channels")) {
     const std::optional<int> v = parse_int(*c, 1, Communicator::kMaxChannels);
     if (!v) return usage_error(cmd, fmt::format("--channels expects 1 .. {}, not '{}'", Communicator::kMaxChannels, *c), err);
@@ -78,35 +90,46 @@ int run_run(const ParsedArgs& args, std::ostream& out, std::ostream& err) {
   const bool in_place = args.has("--in-place");
 
   try {
-    Communicator comm = Communicator::host(n, options);
+    Communicator comm = sim ? Communicator::sim(n, options) : Communicator::host(n, options);
     HostCollectiveBuffers buffers(shape, n, in_place);
     using Clock = std::chrono::steady_clock;
+    double virtual_seconds = 0;  // sim: the second call's
     auto timed = [&](uint64_t salt) {
       buffers.prepare(salt);
+      const double virtual_start = sim ? comm.virtual_seconds() : 0;
       const auto start = Clock::now();
       comm.run(buffers.call());
-      return std::chrono::duration<double>(Clock::now() - start).count();
+      const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+      if (sim) virtual_seconds = comm.virtual_seconds() - virtual_start;
+      return seconds;
     };
     const double first = timed(1);
     uint64_t wrong = buffers.wrong_elements();
-    const double second = timed(2);
+    double second = timed(2);
     wrong += buffers.wrong_elements();
+    if (sim) second = virtual_seconds;
     const double bytes = static_cast<double>(std::max(send_bytes(shape, n), recv_bytes(shape, n)));
     const double algbw = bytes / second / 1e9;
     const uint64_t elements = 2 * n * (recv_bytes(shape, n) / data_type_size(shape.dtype));
     // The op only where the collective reduces, the root only where it has one.
     const bool reduces = shape.collective == Collective::AllReduce ||
                          shape.collective == Collective::ReduceScatter || shape.collective == Collective::Reduce;
-    out << fmt::format("{} ({}{}) on {} host ranks: count {} {}{}{}, {}\n", program->schedule,
-                       collective_name(shape.collective), params_text(program->params), n, shape.count,
+    out << fmt::format("{} ({}{}) on {} {} ranks: count {} {}{}{}, {}\n", program->schedule,
+                       collective_name(shape.collective), params_text(program->params), n,
+                       sim ? "simulated" : "host", shape.count,
                        data_type_name(shape.dtype), reduces ? std::string(" ") + reduce_op_name(shape.op) : "",
                        shape.root >= 0 ? fmt::format(", root {}", shape.root) : "",
                        in_place ? "in place" : "out of place");
     out << fmt::format("  first call (generate + compile + run): {:.1f} ms\n", first * 1e3);
-    out << fmt::format("  run: {:.3f} ms, algbw {:.2f} GB/s, busbw {:.2f} GB/s\n", second * 1e3, algbw,
-                       algbw * bus_factor(shape.collective, n));
+    if (sim)
+      out << fmt::format("  run: {:.2f} us of virtual time on {} (a prediction), algbw {:.2f} GB/s, busbw {:.2f} GB/s\n",
+                         second * 1e6, topology_name(options.topology_file), algbw, algbw * bus_factor(shape.collective, n));
+    else
+      out << fmt::format("  run: {:.3f} ms, algbw {:.2f} GB/s, busbw {:.2f} GB/s\n", second * 1e3, algbw,
+                         algbw * bus_factor(shape.collective, n));
     out << fmt::format("  check: {} wrong of {} elements (two runs)\n", wrong, elements);
     if (!options.trace_file.empty()) out << fmt::format("  trace: {} (both runs)\n", options.trace_file);
+    if (args.has("--critical-path")) out << "  critical path of the second run:\n" << comm.critical_path();
     return wrong == 0 ? kExitOk : kExitScheduleError;
   } catch (const Error& e) {
     err << "ccc run: error: " << e.what() << "\n";
@@ -127,7 +150,9 @@ std::vector<OptionSpec> run_options() {
   opts.push_back({"--count", "C", "elements per rank buffer (per block for reduce_scatter/allgather)"});
   opts.push_back({"--dtype", "D", "f64 f32 f16 bf16 i64 u64 i32 u32 i8 u8 (default f32)"});
   opts.push_back({"--op", "O", "sum prod min max avg (default sum)"});
-  opts.push_back({"--backend", "B", "host (the only one ccc run uses)"});
+  opts.push_back({"--backend", "B", "host, or sim: virtual time on --topo's GPUs (docs/simulator.md)"});
+  opts.push_back({"--topo", "F", "topology file of the simulated GPUs (default $CCC_TOPO)"});
+  opts.push_back({"--critical-path", "", "sim: print the second run's critical path"});
   opts.push_back({"--channels", "C", "thread blocks per rank (default: the code generator's)"});
   opts.push_back({"--tile-bytes", "B", "tile size, a multiple of 64 (default: the code generator's)"});
   opts.push_back({"--protocol", "P", "simple or ll (default: simple; ll moves at most 256 KiB per call)"});
@@ -138,9 +163,10 @@ std::vector<OptionSpec> run_options() {
 }  // namespace
 
 const Command& run_command() {
-  static const Command cmd{"run", "run a schedule on the host backend and check every element",
+  static const Command cmd{"run", "run a schedule on the host backend, or simulated, and check every element",
                            "ccc run FILE --ranks N --count C [--root R] [--define NAME=V,...] [--in-place] [--Werror] [--dtype D]\n"
-                           "       [--op O] [--channels C] [--tile-bytes B] [--protocol P] [--backend host] [--trace F]",
+                           "       [--op O] [--channels C] [--tile-bytes B] [--protocol P] [--backend host|sim] [--topo F]\n"
+                           "       [--critical-path] [--trace F]",
                            run_options(), &run_run};
   return cmd;
 }

@@ -72,10 +72,12 @@ typedef struct cccConfig_t {
   /* Write a Chrome trace-event timeline of every collective to this file when the communicators
    * are destroyed (docs/tracing.md); NULL: $CCC_TRACE, else no tracing. */
   const char* traceFile;
-  /* cccCommInitRank's backend, "host" or "cuda"; NULL: $CCC_BACKEND, else "host". On "cuda" the
-   * rank's device is the one current in the calling thread (as NCCL's cudaGetDevice: the current
-   * context's device, else device 0). The cccCommInitAll* calls choose theirs by name and ignore
-   * it. */
+  /* The backend, "host", "cuda" or "sim"; NULL: $CCC_BACKEND, else "host". cccCommInitRank takes
+   * "host" or "cuda": on "cuda" the rank's device is the one current in the calling thread (as
+   * NCCL's cudaGetDevice: the current context's device, else device 0). cccCommInitAllHost* takes
+   * "sim" (the simulator: host emulation in virtual time on the GPUs of $CCC_TOPO, read with
+   * cccCommVirtualTime; docs/simulator.md), and host ranks for "host" and "cuda";
+   * cccCommInitAll* ignores it. */
   const char* backend;
   /* cccCommInitRank: bytes of each rank's heap in the shared arena, which holds its scratch, the
    * staging copies of buffers outside the arena and cccCommMemAlloc's buffers. 0:
@@ -94,7 +96,7 @@ typedef struct cccConfig_t {
 /* ndev ranks, rank i on CUDA device devlist[i] (devlist NULL: devices 0..ndev-1). */
 cccResult_t cccCommInitAll(cccComm_t* comms, int ndev, const int* devlist);
 cccResult_t cccCommInitAllConfig(cccComm_t* comms, int ndev, const int* devlist, const cccConfig_t* config);
-/* nranks ranks on host threads. */
+/* nranks ranks on host threads; simulated when the backend is "sim" (cccConfig_t.backend). */
 cccResult_t cccCommInitAllHost(cccComm_t* comms, int nranks);
 cccResult_t cccCommInitAllHostConfig(cccComm_t* comms, int nranks, const cccConfig_t* config);
 /* One process per rank. cccGetUniqueId starts the bootstrap root on a thread of the calling
@@ -176,6 +178,10 @@ cccResult_t cccCommAbort(cccComm_t comm);
  * stream of its own, not behind the rank's kernels); cccInvalidUsage for cuda in one process. */
 cccResult_t cccCommGetAsyncError(cccComm_t comm, cccResult_t* asyncError);
 cccResult_t cccCommCount(const cccComm_t comm, int* count);
+/* Backend "sim": *seconds, the virtual time since the clique was made at which the work queued
+ * so far ends on its GPUs (after cccCommSynchronize: every call's); the difference of two
+ * readings times what was queued between them. cccInvalidUsage on other backends. */
+cccResult_t cccCommVirtualTime(const cccComm_t comm, double* seconds);
 cccResult_t cccCommUserRank(const cccComm_t comm, int* rank);
 /* Waits for this rank's outstanding collectives; cccRemoteError if one of them failed (a peer
  * timed out, failed, or called with other arguments). */

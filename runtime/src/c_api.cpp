@@ -99,13 +99,14 @@ ccc::CommOptions options_from(const cccConfig_t* config) {
   return options;
 }
 
-// cccCommInitRank's backend: the config's, else $CCC_BACKEND, else host. True for cuda.
-bool rank_backend_is_cuda(const cccConfig_t* config) {
+// The backend a config names: its own, else $CCC_BACKEND, else host.
+ccc::BackendKind config_backend(const cccConfig_t* config) {
   std::string backend = config != nullptr && config->backend != nullptr ? config->backend : "";
   if (const char* env = std::getenv("CCC_BACKEND"); backend.empty() && env != nullptr) backend = env;
-  if (backend.empty() || backend == "host") return false;
-  if (backend == "cuda") return true;
-  throw Error(ErrorKind::InvalidArgument, fmt::format("backend \"{}\": expected \"host\" or \"cuda\"", backend));
+  if (backend.empty() || backend == "host") return ccc::BackendKind::Host;
+  if (backend == "cuda") return ccc::BackendKind::Cuda;
+  if (backend == "sim") return ccc::BackendKind::Sim;
+  throw Error(ErrorKind::InvalidArgument, fmt::format("backend \"{}\": expected \"host\", \"cuda\" or \"sim\"", backend));
 }
 
 ccc::UniqueId unique_id_of(const cccUniqueId& id) {
@@ -209,7 +210,11 @@ cccResult_t cccCommInitAll(cccComm_t* comms, int ndev, const int* devlist) {
 }
 
 cccResult_t cccCommInitAllHostConfig(cccComm_t* comms, int nranks, const cccConfig_t* config) {
-  return init_all(comms, nranks, [&] { return ccc::Communicator::host(nranks, options_from(config)); });
+  return init_all(comms, nranks, [&] {
+    ccc::CommOptions options = options_from(config);  // checks the config first
+    return config_backend(config) == ccc::BackendKind::Sim ? ccc::Communicator::sim(nranks, std::move(options))
+                                                           : ccc::Communicator::host(nranks, std::move(options));
+  });
 }
 
 cccResult_t cccCommInitAllHost(cccComm_t* comms, int nranks) {
@@ -230,7 +235,10 @@ cccResult_t cccCommInitRankConfig(cccComm_t* comm, int nranks, cccUniqueId commI
   return guarded([&] {
     if (comm == nullptr) throw Error(ErrorKind::InvalidArgument, "comm is null");
     ccc::CommOptions options = options_from(config);  // checks the config first
-    const bool cuda = rank_backend_is_cuda(config);
+    const ccc::BackendKind backend = config_backend(config);
+    if (backend == ccc::BackendKind::Sim)
+      throw Error(ErrorKind::InvalidUsage, "backend \"sim\" simulates every rank in one process: make them with one cccCommInitAllHost call");
+    const bool cuda = backend == ccc::BackendKind::Cuda;
     ccc::RankOptions rank_options;
     if (config != nullptr) rank_options.arena_bytes = config->arenaBytes;
     auto clique = std::make_shared<Clique>(
@@ -320,6 +328,14 @@ cccResult_t cccCommDestroy(cccComm_t comm) {
       delete comm;
     }
     clique.reset();  // the clique goes with its last handle (waiting for its ranks' work)
+    return cccSuccess;
+  });
+}
+
+cccResult_t cccCommVirtualTime(const cccComm_t comm, double* seconds) {
+  return guarded([&] {
+    if (seconds == nullptr) throw Error(ErrorKind::InvalidArgument, "seconds is null");
+    *seconds = clique_of(comm)->comm.virtual_seconds();
     return cccSuccess;
   });
 }

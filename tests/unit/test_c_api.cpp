@@ -12,6 +12,7 @@
 #include <unistd.h>
 #include <chrono>
 #include <cstdint>
+#include <cstdlib>
 #include <string>
 #include <thread>
 #include <vector>
@@ -204,6 +205,48 @@ TEST(CApi, EachRankIsQueuedWhenItCalls) {
   for (int r = 0; r < n; ++r)
     for (size_t i = 0; i < count; ++i) ASSERT_EQ(buf[r][i], static_cast<int32_t>(3 * i)) << r << " " << i;
   for (cccComm_t c : comms) EXPECT_EQ(cccCommDestroy(c), cccSuccess);
+}
+
+// Backend "sim" (the config's, or $CCC_BACKEND) makes cccCommInitAllHost* simulate the clique on
+// $CCC_TOPO's GPUs: the results are host emulation's, and cccCommVirtualTime reads the virtual
+// time the calls took. Other backends have none; cccCommInitRank refuses "sim" (one process).
+TEST(CApi, BackendSimRunsTheCliqueInVirtualTime) {
+  ASSERT_EQ(setenv("CCC_TOPO", CCC_SOURCE_DIR "/topologies/dgx-h100.topo", 1), 0);
+  cccConfig_t config = CCC_CONFIG_INITIALIZER;
+  config.backend = "sim";
+  const int n = 2;
+  const size_t count = 1000;
+  cccComm_t comms[n];
+  ASSERT_EQ(cccCommInitAllHostConfig(comms, n, &config), cccSuccess) << last_error();
+  auto buf = ramp_inputs(n, count);
+  double before = -1, after = -1;
+  EXPECT_EQ(cccCommVirtualTime(comms[0], &before), cccSuccess) << last_error();
+  ASSERT_EQ(cccGroupStart(), cccSuccess);
+  for (int r = 0; r < n; ++r)
+    EXPECT_EQ(cccAllReduce(buf[r].data(), buf[r].data(), count, cccInt32, cccSum, comms[r], nullptr), cccSuccess) << last_error();
+  ASSERT_EQ(cccGroupEnd(), cccSuccess) << last_error();
+  for (cccComm_t c : comms) EXPECT_EQ(cccCommSynchronize(c), cccSuccess) << last_error();
+  EXPECT_EQ(cccCommVirtualTime(comms[1], &after), cccSuccess) << last_error();
+  EXPECT_GE(after - before, 2.5e-6);  // at least dgx-h100.topo's launch
+  EXPECT_LT(after - before, 100e-6);
+  for (int r = 0; r < n; ++r)
+    for (size_t i = 0; i < count; ++i) ASSERT_EQ(buf[r][i], static_cast<int32_t>(3 * i)) << r << " " << i;
+  EXPECT_EQ(cccCommVirtualTime(comms[0], nullptr), cccInvalidArgument);
+  for (cccComm_t c : comms) EXPECT_EQ(cccCommDestroy(c), cccSuccess);
+
+  config.backend = "host";
+  ASSERT_EQ(cccCommInitAllHostConfig(comms, n, &config), cccSuccess) << last_error();
+  EXPECT_EQ(cccCommVirtualTime(comms[0], &after), cccInvalidUsage);
+  for (cccComm_t c : comms) EXPECT_EQ(cccCommDestroy(c), cccSuccess);
+  ASSERT_EQ(unsetenv("CCC_TOPO"), 0);
+  config.backend = "sim";
+  EXPECT_EQ(cccCommInitAllHostConfig(comms, n, &config), cccInvalidArgument) << "no topology";
+  EXPECT_NE(last_error().find("topology"), std::string::npos) << last_error();
+  cccUniqueId id{};
+  ASSERT_EQ(cccGetUniqueId(&id), cccSuccess);
+  cccComm_t comm = nullptr;
+  EXPECT_EQ(cccCommInitRankConfig(&comm, 2, id, 0, &config), cccInvalidUsage);
+  EXPECT_NE(last_error().find("cccCommInitAllHost"), std::string::npos) << last_error();
 }
 
 // cccCommWarmUp puts the kernels the declared calls will run into the process's JIT cache (built,
