@@ -147,12 +147,14 @@ CostModel::CostModel(const StepProgram& p, const SyncPlan* sync, const Topology&
     m->launch = std::max(m->launch, t.gpus[r].launch);
     m->channel_bandwidth.push_back(t.gpus[r].channel_bandwidth);
     m->reduce_bandwidth.push_back(t.gpus[r].reduce_bandwidth);
+    std::set<int> met = {r};  // the ranks whose mailboxes the launch has read (Channel::load_peers)
     for (int k = 0; k < p.nsteps(); ++k) {
       RankStep& rs = simple.steps[k][r];
-      double read_latency = 0;
+      double read_latency = 0, mailbox_latency = 0;
       for (const Op& op : p.ops[r][k]) {
         const Route& in = path(op.peer, r);
         read_latency = std::max(read_latency, in.spec.latency);
+        if (!met.count(op.peer)) mailbox_latency = std::max(mailbox_latency, in.spec.latency);
         for (int id : resources_used(t, in, op.peer, r)) {
           rs.resources.push_back(id);
           m->load[k][id] += op.chunks.count;
@@ -162,10 +164,15 @@ CostModel::CostModel(const StepProgram& p, const SyncPlan* sync, const Topology&
       }
       // A peer load is a round trip: the request crosses to the peer and the data comes back
       // (the loads of one step are issued together, so the slowest route's round trip).
+      for (const Op& op : p.ops[r][k]) met.insert(op.peer);
       rs.read_latency = read_latency;
       rs.alpha = rs.period_alpha = kReadTrips * read_latency;
       rs.latencies = rs.period_latencies = read_latency > 0 ? kReadTrips : 0;
-      if (!sync) continue;  // lock-step: alpha is the round trip of the step's reads only
+      if (!sync) continue;  // lock-step (the schedule's closed form): the round trip of the step's reads only
+      // The kernel: in the first window, before the reads, the mailboxes of the peers the launch
+      // meets at this step are read, all at once (Channel::load_peers): one round trip more.
+      rs.alpha += kReadTrips * mailbox_latency;
+      rs.latencies += mailbox_latency > 0 ? kReadTrips : 0;
       rs.waits = sync->waits[r][k];
       const double waits = slowest_wait(rs.waits, r, true), period_waits = slowest_wait(rs.waits, r, false);
       rs.alpha += waits;
@@ -191,7 +198,8 @@ CostModel::CostModel(const StepProgram& p, const SyncPlan* sync, const Topology&
   // Protocol ll (docs/codegen.md): a remote read is the flight of the producer's lines into this
   // rank's memory, one latency, with no wait of its own; the producer's sends wait once for the
   // consumer to have entered, one more latency before the rank's first remote read (the pushed
-  // "entered" of the rank, which the model prices like the read's route). Reads still follow the
+  // "entered" of the rank, which the model prices like the read's route), then read the
+  // consumer's mailbox for its receive slots, a round trip more. Reads still follow the
   // steps that produce them (the RAW waits, at no latency of their own); nothing waits at exit.
   // Remote bytes count twice: half of each 8-byte line is flag.
   Prepared::Form& ll = m->forms[static_cast<int>(Protocol::Ll)];
@@ -214,8 +222,8 @@ CostModel::CostModel(const StepProgram& p, const SyncPlan* sync, const Topology&
       rs.alpha = rs.period_alpha = rs.read_latency;
       rs.latencies = rs.period_latencies = reads;
       if (reads > 0 && !entered) {
-        rs.alpha += rs.read_latency;
-        rs.latencies += 1;
+        rs.alpha += (1 + kReadTrips) * rs.read_latency;
+        rs.latencies += 1 + kReadTrips;
         entered = true;
       }
     }

@@ -158,25 +158,27 @@ TEST(CostModel, SyncPlanLongestPathIsLockStepPlusEachWait) {
   PlannedProgram ring = shipped_planned("ring", 8);
   const Estimate lock = estimate_cost(ring.program, nullptr, sw, kBytes, {});
   const Estimate flow = estimate_cost(ring.program, &ring.sync, sw, kBytes, {});
-  // 15 waits, and the exit's check of the next rank's call, which no ring rank reads (a round
-  // trip: Channel::same_call).
-  EXPECT_NEAR(flow.time, lock.time + 17 * kAlpha, 1e-12);
+  // 15 waits, the first step's read of the previous rank's mailbox (a round trip:
+  // Channel::load_peers), and the exit's check of the next rank's call, which no ring rank reads
+  // (a round trip: Channel::same_call).
+  EXPECT_NEAR(flow.time, lock.time + 19 * kAlpha, 1e-12);
   EXPECT_EQ(lock.serial_latencies, 2 * 14);
-  EXPECT_EQ(flow.serial_latencies, 2 * 14 + 15 + 2);
+  EXPECT_EQ(flow.serial_latencies, 2 * 14 + 15 + 2 + 2);
 }
 
 // Waits on several peers are polled together, one thread per peer: one-shot at N = 8 pays one
-// latency for its 7 entry waits, a round trip (two) for its reads and one for its 7 exit waits;
-// the launch comes on top. Later windows poll no entry waits: each adds only its reads' round trip.
+// latency for its 7 entry waits, a round trip (two) for the 7 mailboxes, read at once, a round
+// trip for its reads and one for its 7 exit waits; the launch comes on top. Later windows poll
+// no entry waits and read no mailbox: each adds only its reads' round trip.
 TEST(CostModel, WaitsOverlapAndTheLaunchIsCharged) {
   Topology sw = uniform_switch(8, kBand, kAlpha, kReduce);
   PlannedProgram oneshot = shipped_planned("oneshot", 8);
   const Estimate e = estimate_cost(oneshot.program, &oneshot.sync, sw, 8, {});
-  EXPECT_EQ(e.serial_latencies, 4);
-  EXPECT_NEAR(e.time, 4 * kAlpha, 1e-3 * kAlpha);
+  EXPECT_EQ(e.serial_latencies, 6);
+  EXPECT_NEAR(e.time, 6 * kAlpha, 1e-3 * kAlpha);
   const Estimate windowed = estimate_cost(oneshot.program, &oneshot.sync, sw, 4 << 20, {1, 64 << 10, 1});
   ASSERT_EQ(windowed.windows, 64);
-  EXPECT_EQ(windowed.serial_latencies, 4 + 2 * 63);
+  EXPECT_EQ(windowed.serial_latencies, 6 + 2 * 63);
   for (Gpu& g : sw.gpus) g.launch = 3e-6;
   const Estimate launched = estimate_cost(oneshot.program, &oneshot.sync, sw, 8, {});
   EXPECT_NEAR(launched.time - e.time, 3e-6, 1e-12);
