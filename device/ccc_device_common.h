@@ -248,6 +248,7 @@ CCC_FN void combine_elements(T* dst, const Sources<T, K>& s, long long head, lon
  * (docs/codegen.md, "Data loops"). */
 template <class T, class Op, int K, bool Finish, int Ranks>
 CCC_NOINLINE void combine(T* dst, Sources<T, K> s, long long n) {
+  if (!moves_data()) return;  // the simulator's timing-only mode (the pass is priced already)
   const int E = 16 / sizeof(T), U = K == 1 ? 8 : K > 4 ? 2 : 4;
   const unsigned offset = misalignment16(dst);
   bool vectors = true;
@@ -274,6 +275,7 @@ CCC_NOINLINE void combine(T* dst, Sources<T, K> s, long long n) {
  * 16-byte boundary, as in combine; element by element otherwise, and for heads and tails. */
 template <class T, int G>
 CCC_NOINLINE void copy_together(T* const* dst, const T* const* src, const long long* n, int kn) {
+  if (!moves_data()) return;  // the simulator's timing-only mode (the batch is priced already)
   const int E = 16 / sizeof(T);
   const long long stride = block_threads();
   long long head[G], nvec[G], most = 0;

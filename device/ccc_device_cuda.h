@@ -127,6 +127,8 @@ CCC_FN unsigned long long now_ns() {
 /* Host emulation's simulator prices data passes here (ccc_device_host.h); on a GPU the pass
  * itself takes its time. */
 CCC_FN void account_move(const int*, int, int, long long, int) {}
+/* The simulator's timing-only mode is host emulation's: a GPU always moves the data. */
+CCC_FN bool moves_data() { return true; }
 /* Back off between polls so a spinning thread leaves the memory system to the others. */
 CCC_FN void relax() { __nanosleep(100); }
 

@@ -119,6 +119,13 @@ CCC_FN void account_move(const int* src, int nsrc, int dst, long long bytes, int
   }
 }
 
+/* False in the simulator's timing-only mode (ccc_sim_hooks::move_data): data loops skip their
+ * loads and stores. */
+CCC_FN bool moves_data() {
+  const ccc_host_thread* self = host_self_;
+  return self->sim == nullptr || self->sim->move_data != 0;
+}
+
 /* Programmatic dependent launch (ccc_device_cuda.h) is a CUDA launch feature: the host backend
  * runs a launch only after the one before it on its stream has returned, so there is nothing to
  * wait for and no one to release. */

@@ -21,8 +21,10 @@ double wall_clock_per_call(const std::function<void()>& issue, const std::functi
 
 class HostMemory : public RankMemory {
  public:
+  explicit HostMemory(bool zeroed) : zeroed_(zeroed) {}
   void* alloc(int, uint64_t bytes) override {
-    blocks_.push_back(std::make_unique<uint64_t[]>(bytes / 8 + 1));
+    blocks_.push_back(zeroed_ ? std::make_unique<uint64_t[]>(bytes / 8 + 1)
+                              : std::make_unique_for_overwrite<uint64_t[]>(bytes / 8 + 1));
     return blocks_.back().get();
   }
   void upload(int, void* dst, const void* src, uint64_t bytes) override { std::memcpy(dst, src, bytes); }
@@ -38,6 +40,7 @@ class HostMemory : public RankMemory {
   }
 
  private:
+  bool zeroed_;
   std::vector<std::unique_ptr<uint64_t[]>> blocks_;
 };
 
@@ -175,7 +178,7 @@ class CudaMemory : public RankMemory {
 
 }  // namespace
 
-std::unique_ptr<RankMemory> host_memory() { return std::make_unique<HostMemory>(); }
+std::unique_ptr<RankMemory> host_memory(bool zeroed) { return std::make_unique<HostMemory>(zeroed); }
 std::unique_ptr<RankMemory> cuda_memory(const std::vector<int>& devices) {
   return std::make_unique<CudaMemory>(devices);
 }

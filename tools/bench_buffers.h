@@ -32,7 +32,9 @@ class RankMemory {
   virtual double time_graph(const std::function<void()>& issue, int calls, int replays) = 0;
 };
 
-std::unique_ptr<RankMemory> host_memory();
+// Host memory, zeroed unless `zeroed` is false: then a page nothing writes costs no memory (the
+// simulator's timing-only mode, which moves no data).
+std::unique_ptr<RankMemory> host_memory(bool zeroed = true);
 // Rank r on CUDA device devices[r] (all ranks on devices[0] when devices has one entry).
 std::unique_ptr<RankMemory> cuda_memory(const std::vector<int>& devices);
 

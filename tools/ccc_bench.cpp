@@ -178,6 +178,8 @@ const std::vector<Option>& options() {
        }},
       {"", "--critical-path", "", "sim: after each size, the critical path of its last timed call (docs/simulator.md)",
        [](Config& c, const std::string&) { c.critical_path = true; }},
+      {"", "--timing-only", "", "sim: move no data (the same virtual times; sizes beyond this machine's memory; implies -c 0)",
+       [](Config& c, const std::string&) { c.comm.sim_timing_only = true; }},
       {"", "--topo", "F", "topology file: the cost model's machine, and the simulator's (default $CCC_TOPO)",
        [](Config& c, const std::string& v) { c.comm.topology_file = v; }},
       {"", "--ranks", "N", "ranks (default 4 on the host, 8 simulated, 8 virtual ranks on one device)",
@@ -261,6 +263,8 @@ Config parse(int argc, char** argv) {
   if (c.min_bytes > c.max_bytes) usage("-b is larger than -e");
   if (c.graph_replays > 0 && c.backend != "cuda") usage("-G (CUDA graphs) needs --backend cuda");
   if (c.critical_path && c.backend != "sim") usage("--critical-path needs --backend sim");
+  if (c.comm.sim_timing_only && c.backend != "sim") usage("--timing-only needs --backend sim");
+  if (c.comm.sim_timing_only) c.check = 0;  // the outputs are never written
   if (c.baseline && c.backend == "sim") usage("--baseline times a copy on this machine, which says nothing of the simulated GPUs");
   return c;
 }
@@ -386,7 +390,7 @@ void open_ranks(Bench& b) {
   b.n = cfg.ranks;
   if (cfg.backend == "host" || cfg.backend == "sim") {
     if (b.n == 0) b.n = cfg.backend == "sim" ? 8 : 4;
-    b.mem = host_memory();
+    b.mem = host_memory(!cfg.comm.sim_timing_only);
     b.comm.emplace(cfg.backend == "sim" ? Communicator::sim(b.n, cfg.comm) : Communicator::host(b.n, cfg.comm));
     return;
   }

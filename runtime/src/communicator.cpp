@@ -315,7 +315,7 @@ Communicator Communicator::sim(int nranks, CommOptions options) {
   // run in parallel, as on the GPU, and the time of a data pass does not depend on how many
   // threads share it; more threads would only cost host time.
   const unsigned threads = impl->host_block_threads(static_cast<unsigned>(std::clamp(nranks, 8, 32)));
-  auto engine = std::make_shared<SimEngine>(*impl->topology, nranks, threads);
+  auto engine = std::make_shared<SimEngine>(*impl->topology, nranks, threads, !impl->options.sim_timing_only);
   impl->backend = std::make_unique<HostRanks>(nranks, std::move(engine));
   return Communicator(std::move(impl));
 }

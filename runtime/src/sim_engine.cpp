@@ -182,7 +182,7 @@ struct SimEngine::Impl {
   uint64_t live_threads = 0;
   uint64_t launches = 0;
 
-  Impl(Topology t, int n, unsigned threads, SimConstants c)
+  Impl(Topology t, int n, unsigned threads, bool move_data, SimConstants c)
       : topology(std::move(t)), nranks(n), block_threads(std::clamp(threads, 1u, kMaxHostBlockThreads)),
         constants(c), ranks(static_cast<size_t>(n)) {
     for (int a = 0; a < n; ++a)
@@ -193,6 +193,7 @@ struct SimEngine::Impl {
     hooks.move = &Impl::hook_move;
     hooks.now = &Impl::hook_now;
     hooks.shared = &Impl::hook_shared;
+    hooks.move_data = move_data ? 1 : 0;
     thread = std::thread([this] { run(); });
   }
 
@@ -781,13 +782,13 @@ class SimStream : public HostQueue {
 
 }  // namespace
 
-SimEngine::SimEngine(Topology topology, int nranks, unsigned block_threads, SimConstants constants) {
+SimEngine::SimEngine(Topology topology, int nranks, unsigned block_threads, bool move_data, SimConstants constants) {
   if (nranks > topology.ngpus())
     throw Error(ErrorKind::InvalidArgument, fmt::format("the simulator runs rank r on GPU r: {} ranks need {} GPUs, and "
                                                         "topology {} has {}", nranks, nranks, topology.name, topology.ngpus()));
   if (std::string problem = validate_topology(topology); !problem.empty())
     throw Error(ErrorKind::InvalidArgument, fmt::format("topology {}: {}", topology.name, problem));
-  impl_ = std::make_unique<Impl>(std::move(topology), nranks, block_threads, constants);
+  impl_ = std::make_unique<Impl>(std::move(topology), nranks, block_threads, move_data, constants);
 }
 
 SimEngine::~SimEngine() = default;

@@ -40,8 +40,10 @@ enum class SimMemory { Sync, Inbox, LlLines, Other };
 class SimEngine {
  public:
   // Rank r runs on GPU r of `topology` (which has at least `nranks` GPUs, every pair reachable).
-  // Each block runs `block_threads` threads. Starts the simulation thread.
-  SimEngine(Topology topology, int nranks, unsigned block_threads, SimConstants constants = default_sim_constants());
+  // Each block runs `block_threads` threads; without `move_data` the kernels' data loops skip
+  // their loads and stores (timing only: ccc_sim_hooks::move_data). Starts the simulation thread.
+  SimEngine(Topology topology, int nranks, unsigned block_threads, bool move_data = true,
+            SimConstants constants = default_sim_constants());
   ~SimEngine();  // waits for every queued launch, then stops the thread
   SimEngine(const SimEngine&) = delete;
   SimEngine& operator=(const SimEngine&) = delete;

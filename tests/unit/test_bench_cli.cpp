@@ -10,6 +10,7 @@
 #include <fstream>
 #include <iterator>
 #include <optional>
+#include <sstream>
 #include <string>
 
 #include "topology.h"
@@ -188,6 +189,25 @@ TEST(BenchCli, SimPrintsVirtualTimesThatRepeat) {
   EXPECT_EQ(first.output, second.output);
   EXPECT_TRUE(has(run_bench("--backend sim --ranks 2").output, "the simulator needs a topology"));
   EXPECT_TRUE(has(run_bench("--backend gpu").output, "--backend is host, cuda or sim"));
+  // --timing-only: the same times with no data moved, so nothing is checked (#wrong N/A).
+  const BenchResult timing = run_bench(args + " --timing-only");
+  ASSERT_EQ(timing.code, 0) << timing.output;
+  const auto times = [](const std::string& out) {  // each row's out-of-place time
+    std::vector<std::string> t;
+    std::istringstream in(out);
+    for (std::string line; std::getline(in, line);)
+      if (!line.empty() && line[0] != '#') {
+        std::istringstream row(line);
+        std::string field;
+        for (int i = 0; i < 6 && row >> field; ++i) {}
+        t.push_back(field);
+      }
+    return t;
+  };
+  EXPECT_EQ(times(timing.output), times(first.output));
+  EXPECT_FALSE(times(first.output).empty()) << first.output;
+  EXPECT_TRUE(has(timing.output, "N/A")) << timing.output;
+  EXPECT_TRUE(has(run_bench("--timing-only").output, "--timing-only needs --backend sim"));
 }
 
 TEST(BenchCli, ProtocolLlRunsAndChecksAndRefusesTooLarge) {

@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -104,6 +105,43 @@ TEST(Sim, VirtualTimeDoesNotDependOnTheHost) {
     }
     EXPECT_NEAR(times[0], times[1], 1e-12) << algo;  // a picosecond: the rounding of the readings
   }
+}
+
+// Timing only (CommOptions::sim_timing_only): the same virtual times, to the picosecond, with no
+// data moved by protocol simple (every output keeps its poison; ll's lines carry their data, at
+// most 256 KiB); and a size whose buffers the test never writes (64 MiB a rank: pages nothing
+// touches cost no memory) runs all the same.
+TEST(Sim, TimingOnlyTakesTheSameVirtualTimeAndMovesNoData) {
+  CommOptions o = options("twoshot", Protocol::Simple);
+  Communicator full = Communicator::sim(8, o);
+  o.sim_timing_only = true;
+  Communicator timing = Communicator::sim(8, o);
+  const CollectiveCall shape = all_reduce(30011);
+  EXPECT_NEAR(time_calls(full, shape, 2), time_calls(timing, shape, 2), 1e-12);
+  HostCollectiveBuffers buffers(shape, 8, /*in_place*/ false);
+  buffers.prepare(1);
+  timing.run(buffers.call());
+  timing.synchronize();
+  EXPECT_EQ(buffers.wrong_elements(), 8u * shape.count);
+
+  CollectiveCall large = all_reduce(uint64_t{16} << 20);
+  std::vector<std::unique_ptr<float[]>> memory;
+  std::vector<const void*> send;
+  std::vector<void*> recv;
+  for (int r = 0; r < 8; ++r) {
+    memory.push_back(std::make_unique_for_overwrite<float[]>(large.count));
+    send.push_back(memory.back().get());
+    memory.push_back(std::make_unique_for_overwrite<float[]>(large.count));
+    recv.push_back(memory.back().get());
+  }
+  large.send = send;
+  large.recv = recv;
+  const double before = timing.virtual_seconds();
+  timing.run(large);
+  timing.synchronize();
+  const double seconds = timing.virtual_seconds() - before, busbw = 2.0 * 7 / 8 * (uint64_t{64} << 20) / seconds;
+  EXPECT_GT(busbw, 100e9);
+  EXPECT_LT(busbw, 450e9);  // dgx-h100.topo: NVLink 4's 450 GB/s per direction
 }
 
 // Orders of magnitude the topology fixes: a call costs at least its launch, a large one is bound
