@@ -263,6 +263,9 @@ class Communicator(_CommunicatorHandle):
         block_threads: "host" and "sim": the threads of each thread block (1 to 1024), run as
             fibers with their own thread index and real block barriers, as on a GPU; 0:
             $CCC_HOST_BLOCK_THREADS, else 1 on "host" (the fastest), N (8 to 32) on "sim".
+        timing_only: "sim": move no data (the same virtual times; the outputs are left as they
+            were, protocol ll's small calls aside), so sizes beyond this machine's memory
+            simulate in seconds (docs/simulator.md, "Timing only").
         rank, nranks, uid: one rank per process (docs/runtime.md, "Multi-process
             communicators"): this process is rank ``rank`` of ``nranks``, joined through ``uid``
             from ``get_unique_id()``. The constructor returns once every rank has joined. Each
@@ -289,16 +292,19 @@ class Communicator(_CommunicatorHandle):
                  devices: Optional[Sequence[int]] = None, algo: str = "", schedule: Optional[Source] = None,
                  channels: int = 0, tile_bytes: int = 0, protocol: Union[Protocol, str, None] = None,
                  topology_file: str = "", timeout: Optional[float] = None, block_threads: int = 0,
-                 rank: Optional[int] = None, nranks: Optional[int] = None,
+                 timing_only: bool = False, rank: Optional[int] = None, nranks: Optional[int] = None,
                  uid: Optional[bytes] = None, device: Optional[int] = None) -> None:
         sched_name, sched_text = _source(schedule, None) if schedule is not None else (None, None)
         options = _ccc.comm_options(algo=algo, schedule_name=sched_name, schedule_text=sched_text, channels=channels,
                                     tile_bytes=tile_bytes,
                                     protocol=None if protocol is None else _enum(Protocol, protocol, "protocol"),
-                                    topology_file=topology_file, timeout=timeout, block_threads=block_threads)
+                                    topology_file=topology_file, timeout=timeout, block_threads=block_threads,
+                                    timing_only=timing_only)
         self._rank = rank
         if backend not in ("host", "cuda", "sim"):
             raise InvalidArgumentError(f"backend: expected 'host', 'cuda' or 'sim', not {backend!r}")
+        if timing_only and backend != "sim":
+            raise InvalidArgumentError("timing_only: only the sim backend moves no data")
         if uid is not None or rank is not None or nranks is not None:
             if uid is None or rank is None or nranks is None:
                 raise InvalidArgumentError("rank, nranks and uid: one rank per process needs all three")

@@ -475,7 +475,7 @@ class PyCommunicator {
 ccc::CommOptions comm_options(const std::string& algo, const std::optional<std::string>& schedule_name,
                               const std::optional<std::string>& schedule_text, int channels, int64_t tile_bytes,
                               std::optional<ccc::Protocol> protocol, const std::string& topology_file,
-                              std::optional<double> timeout, int block_threads) {
+                              std::optional<double> timeout, int block_threads, bool timing_only) {
   ccc::CommOptions o;
   o.algo = algo;
   if (schedule_name) o.schedule = load_source(*schedule_name, schedule_text);
@@ -485,6 +485,7 @@ ccc::CommOptions comm_options(const std::string& algo, const std::optional<std::
   o.topology_file = topology_file;
   o.timeout_seconds = timeout;
   o.host_block_threads = block_threads;
+  o.sim_timing_only = timing_only;
   return o;
 }
 
@@ -593,7 +594,7 @@ NB_MODULE(_ccc, m) {
   nb::class_<ccc::CommOptions>(m, "CommOptions");
   m.def("comm_options", &comm_options, nb::kw_only(), nb::arg("algo"), nb::arg("schedule_name").none(),
         nb::arg("schedule_text").none(), nb::arg("channels"), nb::arg("tile_bytes"), nb::arg("protocol").none(),
-        nb::arg("topology_file"), nb::arg("timeout").none(), nb::arg("block_threads"));
+        nb::arg("topology_file"), nb::arg("timeout").none(), nb::arg("block_threads"), nb::arg("timing_only"));
 
   nb::class_<PyCommunicator>(m, "Communicator")
       .def_static(

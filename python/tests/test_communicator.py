@@ -367,3 +367,19 @@ def test_sim_runs_in_virtual_time():
         ccc.Communicator(2, backend="sim")
     with ccc.Communicator(2) as host, pytest.raises(ccc.InvalidUsageError, match="only a simulator"):
         host.virtual_seconds()
+    # timing_only: the same virtual time, and protocol simple moves no data (the outputs stay).
+    with ccc.Communicator(RANKS, backend="sim", topology_file=topo, timeout=60, protocol="simple") as full, \
+            ccc.Communicator(RANKS, backend="sim", topology_file=topo, timeout=60, protocol="simple",
+                             timing_only=True) as timing:
+        took = []
+        for c in (full, timing):
+            xs = inputs(np.float32)
+            out = [np.full_like(x, -7) for x in xs]
+            before = c.virtual_seconds()
+            c.all_reduce(xs, out)
+            took.append(c.virtual_seconds() - before)
+        assert took[0] == took[1], took
+        for o in out:
+            assert (o == -7).all()
+    with pytest.raises(ccc.InvalidArgumentError, match="timing_only: only the sim backend"):
+        ccc.Communicator(2, timing_only=True)
