@@ -151,8 +151,9 @@ typedef struct ccc_sim_hooks {
   unsigned long long (*now)(const struct ccc_host_thread* self);
   /* the block's shared array `key` of `bytes`, filled with 0xA5 at its first use in the block run */
   void* (*shared)(const struct ccc_host_thread* self, const void* key, unsigned long long bytes);
-  /* 0: timing only, the data loops skip their loads and stores (every wait, poll, barrier and
-   * loop trip still runs, and each data pass is still priced) */
+  /* 0: timing only: the data loops (combine, copy_together) return at once; the interpreter's
+   * windows, steps and chunks, every wait, poll and barrier, and protocol ll's lines still run,
+   * and each data pass is still priced */
   int move_data;
 } ccc_sim_hooks;
 

@@ -73,9 +73,9 @@ struct CommOptions {
   // thread index, real block barriers and parallel waits, as on a GPU. 0: $CCC_HOST_BLOCK_THREADS,
   // else 1, the fastest; the tests run more.
   int host_block_threads = 0;
-  // Simulator: run every wait, barrier, poll and loop trip but move no data (the data loops skip
-  // their loads and stores), so sizes beyond this machine's memory simulate in seconds with the
-  // same virtual times; outputs are left as they were, so nothing may check them. Buffers are
+  // Simulator: run every window, step, wait, barrier and poll but move no data (the data loops
+  // return at once; protocol ll's lines still carry theirs), so sizes beyond this machine's
+  // memory simulate in seconds with the same virtual times; outputs are left as they were, so nothing may check them. Buffers are
   // still needed, but pages the kernels never touch cost no memory. docs/simulator.md.
   bool sim_timing_only = false;
   JitCache* cache = nullptr;    // null: JitCache::process_cache()
