@@ -473,7 +473,7 @@ void run_size(Bench& b, CollectiveCall call, Totals& totals) {
     ++totals.busbw_count;
     row += fmt::format("   {:>9.2f} {:>7.2f} {:>7.2f} {:>6}", t * 1e6, algbw, busbw, cfg.check > 0 ? std::to_string(wrong) : "N/A");
   }
-  row += fmt::format("   {:<10}", b.comm->algorithm_for(call));
+  row += fmt::format("   {:<10}", b.comm->choice_for(call).algorithm);
   if (cfg.graph_replays > 0) row += fmt::format(" {:>9.2f}", eager_out_of_place * 1e6);
   const std::string latency = fmt::format("{} B: {:.2f} us{}", bytes, out_of_place * 1e6,
                                           cfg.graph_replays > 0 ? fmt::format(" replayed, {:.2f} us eager", eager_out_of_place * 1e6) : "");

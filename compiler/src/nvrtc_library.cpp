@@ -11,6 +11,8 @@
 
 #include <fmt/format.h>
 
+#include "debug_log.h"
+
 namespace ccc {
 
 namespace {
@@ -108,9 +110,7 @@ const NvrtcLibrary* nvrtc_library(std::string* why) {
     } catch (const std::runtime_error& e) {
       failure = e.what();
     }
-    if (const char* debug = std::getenv("CCC_DEBUG"); debug != nullptr && std::strcmp(debug, "INFO") == 0)
-      std::fprintf(stderr, "ccc INFO: %s\n",
-                   loaded ? fmt::format("NVRTC {}.{} from {}", lib.major, lib.minor, lib.path).c_str() : failure.c_str());
+    debug_info(loaded ? fmt::format("NVRTC {}.{} from {}", lib.major, lib.minor, lib.path) : failure);
   });
   if (!loaded && why != nullptr) *why = failure;
   return loaded ? &lib : nullptr;

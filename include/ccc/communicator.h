@@ -14,8 +14,8 @@
 //          buffers are device memory of the rank's device; calls are asynchronous on the given
 //          streams (none: the default stream) and synchronize() reports a failed collective.
 // Each call picks a schedule and its channels and tile size (CommOptions::algo, else $CCC_ALGO,
-// else the cost model over the topology: detected for real CUDA devices, else read from
-// CommOptions::topology_file or $CCC_TOPO; with no topology, ring), generates and JIT-compiles
+// else the cost model over the topology: CommOptions::topology_file or $CCC_TOPO, else detected
+// on CUDA (docs/runtime.md, "Topology"); with no topology, ring), generates and JIT-compiles
 // the kernel once per shape (cached in memory and on disk), and launches it.
 //
 // Every rank must issue the same collectives in the same order with the same count, type, op
@@ -60,7 +60,7 @@ struct CommOptions {
   // simple or ll (docs/codegen.md, "Protocols"); unset: the selection's choice. A call larger
   // than kLlMaxBytes with ll fails with InvalidArgument.
   std::optional<Protocol> protocol;
-  std::string topology_file;    // for selection on the host backend and virtual ranks
+  std::string topology_file;    // for selection; empty: $CCC_TOPO, else detected (CUDA) or none
   // Measured constants (topology.h, Calibration) replacing those of the topology file or the
   // detected topology; empty: $CCC_CALIBRATION, else none.
   std::string calibration_file;
@@ -84,6 +84,18 @@ struct CommOptions {
   // every call's events and is written when the communicator is destroyed (a write that fails
   // is a warning on stderr). docs/tracing.md.
   std::string trace_file;
+};
+
+// What a collective call runs: its schedule, channels (thread blocks per rank), tile and
+// protocol, as the selection chose them over the communicator's topology (docs/runtime.md,
+// "Topology"), or as CommOptions forced them. The host backend without a simulator runs 1
+// channel; with no topology the schedule is the collective's ring.
+struct KernelChoice {
+  std::string algorithm;
+  int channels = 0;
+  int64_t tile_bytes = 0;
+  Protocol protocol = Protocol::Simple;
+  friend bool operator==(const KernelChoice&, const KernelChoice&) = default;
 };
 
 // Host: kernels on host threads. Cuda: on GPUs. Sim: host emulation in virtual time on the GPUs
@@ -191,8 +203,8 @@ class Communicator {
   // launch (docs/simulator.md). Error(InvalidUsage) on other backends.
   std::string critical_path();
 
-  // The schedule `call` would run (its buffers are not looked at).
-  std::string algorithm_for(const CollectiveCall& call) const;
+  // The kernel `call` would run (its buffers are not looked at).
+  KernelChoice choice_for(const CollectiveCall& call) const;
 
   // Compiles ahead the kernels that calls of these shapes will run (collective, count, dtype,
   // op, root; the buffers are not looked at; `in_place`: calls whose send and recv are one

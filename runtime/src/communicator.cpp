@@ -25,6 +25,7 @@
 #include "cuda_arena.h"
 #include "cuda_backend.h"
 #include "cuda_topology.h"
+#include "debug_log.h"
 #include "host_backend.h"
 #include "instantiate.h"  // kMaxRanks
 #include "kernel_catalogue.h"
@@ -85,6 +86,7 @@ struct Communicator::Impl {
   std::shared_ptr<void> arena;
   std::unique_ptr<Backend> backend;
   std::optional<Topology> topology;  // none: no cost model, ring unless forced
+  std::string topology_origin = "none";  // "file F", "detected"
   // Made with the communicator (start()), after the backend they use; the tracer writes its file
   // once the backend is idle, and the catalogue's warm-up threads are joined first.
   std::optional<CallTracer> tracer;
@@ -131,6 +133,12 @@ struct Communicator::Impl {
     if (const char* env = std::getenv("CCC_TRACE"); trace_file.empty() && env != nullptr) trace_file = env;
     tracer.emplace(std::move(trace_file), *backend);
     catalogue.emplace(options, *backend, topology ? &*topology : nullptr, tracer->on());
+    if (debug_info_on()) {
+      std::string described = topology ? describe_topology(*topology) : "";
+      if (!described.empty()) described.pop_back();  // its last newline
+      debug_info(fmt::format("a communicator of {} ranks, topology from {}{}", nranks(), topology_origin,
+                             topology ? ":\n" + described : " (each collective's ring, unless forced)"));
+    }
     if (!multi_process()) ledger.emplace(nranks());
   }
 
@@ -165,6 +173,15 @@ struct Communicator::Impl {
 
   int nranks() const { return backend->nranks(); }
 
+  // Where no topology file gave one: the topology `detect` finds, then the calibration.
+  template <typename Detect>
+  void detect_topology(Detect&& detect) {
+    if (topology) return;
+    topology = detect();
+    topology_origin = "detected";
+    calibrate();
+  }
+
   // The topology file ($CCC_TOPO), then the calibration.
   void load_topology_file() {
     std::string path = options.topology_file;
@@ -173,6 +190,7 @@ struct Communicator::Impl {
       std::string errors;
       topology = load_topology(path, errors);
       if (!topology) invalid(fmt::format("cannot use topology file {}:\n{}", path, errors));
+      topology_origin = "file " + path;
     }
     calibrate();
   }
@@ -383,6 +401,8 @@ Communicator Communicator::cuda_rank(const UniqueId& id, int nranks, int rank, C
     const CudaDriver& driver = CudaDriver::get();
     const int device = rank_options.device >= 0 ? rank_options.device : current_cuda_device(driver);
     auto arena = std::make_shared<CudaArena>(id, nranks, rank, device, heap, impl->timeout_ns);
+    // Every rank detects from the same exchanged devices, so every rank chooses alike.
+    impl->detect_topology([&] { return topology_of_ranks(arena->devices()); });
     impl->backend = std::make_unique<CudaRanks>(*arena);
     impl->arena = std::move(arena);
   } catch (const NoCudaDevice& e) {
@@ -410,8 +430,8 @@ std::unique_ptr<CudaRanks> open_cuda(std::vector<int> devices, int virtual_ranks
 Communicator Communicator::cuda(std::vector<int> devices, CommOptions options) {
   std::unique_ptr<Impl> impl = Impl::make(std::move(options));
   impl->backend = open_cuda(devices, 0);
-  impl->topology = detect_cuda_topology(CudaDriver::get(), devices);
-  impl->calibrate();
+  impl->load_topology_file();
+  impl->detect_topology([&] { return detect_cuda_topology(CudaDriver::get(), devices); });
   return Communicator(std::move(impl));
 }
 
@@ -420,6 +440,7 @@ Communicator Communicator::cuda_virtual(int device, int nranks, CommOptions opti
   std::unique_ptr<Impl> impl = Impl::make(std::move(options));
   impl->backend = open_cuda({device}, nranks);
   impl->load_topology_file();
+  impl->detect_topology([&] { return detect_virtual_topology(CudaDriver::get(), device, nranks); });
   return Communicator(std::move(impl));
 }
 
@@ -541,10 +562,10 @@ void Communicator::warm_up(const std::vector<CollectiveCall>& shapes, bool in_pl
   translating([&] { impl.catalogue->warm_up(shapes, in_place, mode); });
 }
 
-std::string Communicator::algorithm_for(const CollectiveCall& call) const {
+KernelChoice Communicator::choice_for(const CollectiveCall& call) const {
   Impl& impl = live();
   std::lock_guard lock(impl.mutex);
-  return impl.catalogue->choose(call).algo;
+  return impl.catalogue->choose(call);
 }
 
 void* Communicator::mem_alloc(uint64_t bytes) {

@@ -225,14 +225,15 @@ CudaArena::CudaArena(const UniqueId& id, int nranks, int rank, int ordinal, uint
     throw Error(ErrorKind::Cuda, e.what());
   }
   heap_ = std::make_unique<ArenaHeap>(static_cast<uintptr_t>(sync(rank)) + layout_.heap_offset, layout_.heap_bytes);
-  // Which ranks share this rank's device: their kernels must then all be resident on it at once
-  // (docs/runtime.md, "Programmatic dependent launch").
-  std::array<char, 64> bus{};
-  driver_.check(driver_.cuDeviceGetPCIBusId(bus.data(), static_cast<int>(bus.size()), device_), "cuDeviceGetPCIBusId");
-  const std::vector<std::byte> all = control_->all_gather(std::as_bytes(std::span<const char>(bus)), "the ranks' devices");
+  // The ranks' devices, for the topology, and which ranks share this rank's device: their kernels
+  // must then all be resident on it at once (docs/runtime.md, "Programmatic dependent launch").
+  const std::vector<std::byte> all =
+      control_->all_gather(encode_rank_device(probe_rank_device(driver_, ordinal)), "the ranks' devices");
   for (int r = 0; r < nranks; ++r)
-    device_shared_ = device_shared_ ||
-                     (r != rank && std::memcmp(all.data() + static_cast<size_t>(r) * bus.size(), bus.data(), bus.size()) == 0);
+    devices_.push_back(decode_rank_device(
+        std::span<const std::byte, kRankDeviceBytes>(all.data() + static_cast<size_t>(r) * kRankDeviceBytes, kRankDeviceBytes)));
+  for (int r = 0; r < nranks; ++r)
+    device_shared_ = device_shared_ || (r != rank && devices_[r].device.pci_bus_id == devices_[rank].device.pci_bus_id);
   release.keep = true;
 }
 

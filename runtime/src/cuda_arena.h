@@ -17,6 +17,7 @@
 #include "arena_heap.h"
 #include "ccc/unique_id.h"
 #include "cuda_driver.h"
+#include "cuda_topology.h"
 
 namespace ccc {
 
@@ -68,8 +69,10 @@ class CudaArena {
   CUdeviceptr base() const { return base_; }
   // The communicator's control channel, kept from the join (bootstrap.h).
   ControlChannel& control() { return *control_; }
+  // Every rank's device, as the ranks exchanged them at the join (rank order).
+  const std::vector<RankDevice>& devices() const { return devices_; }
   // Another rank's part lives on this rank's device (ranks in processes sharing one GPU, e.g.
-  // under MPS), from the PCI bus ids the ranks exchanged at the join.
+  // under MPS), from the PCI bus ids in devices().
   bool device_shared() const { return device_shared_; }
 
   class Mapper;  // the ArenaMapper of bootstrap.h (cuda_arena.cpp)
@@ -86,6 +89,7 @@ class CudaArena {
   std::unique_ptr<Mapper> mapper_;  // owns the handles and the mapping
   std::unique_ptr<ArenaHeap> heap_;
   std::unique_ptr<ControlChannel> control_;
+  std::vector<RankDevice> devices_;
   bool device_shared_ = false;
 };
 

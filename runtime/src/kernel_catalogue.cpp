@@ -11,6 +11,7 @@
 
 #include "ccc/errors.h"
 #include "content_hash.h"
+#include "debug_log.h"
 #include "select.h"
 #include "shipped_schedules.h"
 #include "trace.h"
@@ -39,7 +40,7 @@ std::string choice_key(const CollectiveCall& call) {
 }
 
 std::string kernel_key(const KernelCatalogue::Choice& choice, const KernelShape& shape) {
-  return fmt::format("{}/{}/{}/{}/{}/{}/{}/{}/{}/{}/{}", choice.algo, collective_name(shape.collective), shape.nranks,
+  return fmt::format("{}/{}/{}/{}/{}/{}/{}/{}/{}/{}/{}", choice.algorithm, collective_name(shape.collective), shape.nranks,
                      shape.root, data_type_name(shape.dtype), reduce_op_name(shape.op), shape.channels,
                      shape.tile_bytes, shape.in_place, protocol_name(shape.protocol), shape.one_device);
 }
@@ -58,22 +59,13 @@ const ScheduleMenu& KernelCatalogue::menu_for(Collective collective, int root) {
   return *menu;
 }
 
-const KernelCatalogue::Choice& KernelCatalogue::choose(const CollectiveCall& call) {
-  const std::string key = choice_key(call);
-  if (auto it = choices_.find(key); it != choices_.end()) return it->second;
-  const int channels = options_.channels > 0 ? options_.channels : backend_.default_channels();
-  Choice choice{options_.algo, channels, options_.tile_bytes, options_.protocol.value_or(Protocol::Simple)};
-  const int n = backend_.nranks();
-  const auto bytes = static_cast<int64_t>(std::max(send_bytes(call, n), recv_bytes(call, n)));
-  if (choice.protocol == Protocol::Ll && bytes > kLlMaxBytes)
-    invalid(fmt::format("{} of {} bytes: protocol ll moves at most {} bytes per call (its receive slots are sized "
-                        "for that); use protocol simple",
-                        collective_name(call.collective), bytes, kLlMaxBytes));
-  if (options_.schedule) return choices_.emplace(key, choice).first->second;  // the given one
+// The schedule and parameters of `choice` that the options leave open: CCC_ALGO, then the model
+// over the topology, else the collective's default.
+void KernelCatalogue::select_for(const CollectiveCall& call, int64_t bytes, int channels, Choice& choice) {
   const char* env = std::getenv("CCC_ALGO");
-  if (choice.algo.empty() && env != nullptr) choice.algo = env;
+  if (choice.algorithm.empty() && env != nullptr) choice.algorithm = env;
   if (topology_ == nullptr) {
-    if (choice.algo.empty()) choice.algo = default_schedule(call.collective);
+    if (choice.algorithm.empty()) choice.algorithm = default_schedule(call.collective);
   } else {
     SelectOptions select;
     select.algo = options_.algo;  // select_schedule reads CCC_ALGO itself
@@ -87,6 +79,29 @@ const KernelCatalogue::Choice& KernelCatalogue::choose(const CollectiveCall& cal
     } catch (const std::invalid_argument& e) {
       invalid(fmt::format("{}: no schedule fits: {}", collective_name(call.collective), e.what()));
     }
+  }
+}
+
+const KernelCatalogue::Choice& KernelCatalogue::choose(const CollectiveCall& call) {
+  const std::string key = choice_key(call);
+  if (auto it = choices_.find(key); it != choices_.end()) return it->second;
+  const int channels = options_.channels > 0 ? options_.channels : backend_.default_channels();
+  Choice choice{options_.algo, channels, options_.tile_bytes, options_.protocol.value_or(Protocol::Simple)};
+  const int n = backend_.nranks();
+  const auto bytes = static_cast<int64_t>(std::max(send_bytes(call, n), recv_bytes(call, n)));
+  if (choice.protocol == Protocol::Ll && bytes > kLlMaxBytes)
+    invalid(fmt::format("{} of {} bytes: protocol ll moves at most {} bytes per call (its receive slots are sized "
+                        "for that); use protocol simple",
+                        collective_name(call.collective), bytes, kLlMaxBytes));
+  if (!options_.schedule) select_for(call, bytes, channels, choice);  // else the given one
+  if (debug_info_on()) {
+    auto or_default = [](int64_t v, const char* unit, const char* what) {
+      return v > 0 ? fmt::format("{}{} {}", v, unit, what) : fmt::format("default {}", what);
+    };
+    debug_info(fmt::format("{} of {} B {}, root {}: {}, protocol {}, {}, {}", collective_name(call.collective), bytes,
+                           data_type_name(call.dtype), call.root, options_.schedule ? "the given schedule" : choice.algorithm,
+                           protocol_name(choice.protocol), or_default(choice.channels, "", "channels"),
+                           or_default(choice.tile_bytes, " B", "tiles")));
   }
   return choices_.emplace(key, choice).first->second;
 }
@@ -110,7 +125,7 @@ KernelShape KernelCatalogue::kernel_shape(const CollectiveCall& call, bool in_pl
 EmittedKernel KernelCatalogue::generate(const CollectiveCall& call, const Choice& choice,
                                         const KernelShape& shape) const {
   EmittedKernel kernel = generate_kernel(
-      options_.schedule ? *options_.schedule : find_shipped_schedule(call.collective, choice.algo).file, shape,
+      options_.schedule ? *options_.schedule : find_shipped_schedule(call.collective, choice.algorithm).file, shape,
       options_.defines);
   if (kernel.channels > Communicator::kMaxChannels)
     invalid(fmt::format("{} channels requested; at most {}", kernel.channels, Communicator::kMaxChannels));

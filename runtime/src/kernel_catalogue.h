@@ -25,12 +25,7 @@ namespace ccc {
 class KernelCatalogue {
  public:
   // What selection picked for one call shape.
-  struct Choice {
-    std::string algo;
-    int channels = 0;
-    int64_t tile_bytes = 0;
-    Protocol protocol = Protocol::Simple;
-  };
+  using Choice = KernelChoice;
   struct Loaded {
     EmittedKernel kernel;
     int handle = -1;  // Backend::load's
@@ -59,6 +54,7 @@ class KernelCatalogue {
   void warm_up(const std::vector<CollectiveCall>& shapes, bool in_place, Communicator::WarmUp mode);
 
  private:
+  void select_for(const CollectiveCall& call, int64_t bytes, int channels, Choice& choice);
   JitCache& cache() const;
   const ScheduleMenu& menu_for(Collective collective, int root);
   KernelShape kernel_shape(const CollectiveCall& call, bool in_place);

@@ -13,6 +13,7 @@ const char* fabric_kind_name(FabricKind k) {
     case FabricKind::NVLink: return "nvlink";
     case FabricKind::NVSwitch: return "nvswitch";
     case FabricKind::PCIe: return "pcie";
+    case FabricKind::Memory: return "memory";
   }
   return "?";
 }

@@ -44,8 +44,10 @@ struct Gpu {
   friend bool operator==(const Gpu&, const Gpu&) = default;
 };
 
-enum class FabricKind { NVLink, NVSwitch, PCIe };
-const char* fabric_kind_name(FabricKind k);  // "nvlink", "nvswitch", "pcie"
+// Memory: one device's memory, shared by ranks that run on that device (virtual ranks, or
+// processes sharing a GPU): a switch whose port is each rank's share of the device's bandwidth.
+enum class FabricKind { NVLink, NVSwitch, PCIe, Memory };
+const char* fabric_kind_name(FabricKind k);  // "nvlink", "nvswitch", "pcie", "memory"
 
 // A point-to-point bundle of links between GPUs a and b.
 struct DirectLink {

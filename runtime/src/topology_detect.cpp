@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cstdlib>
 #include <map>
 #include <numeric>
 
@@ -13,26 +14,41 @@ namespace ccc {
 namespace {
 
 // Rates no API reports (docs/topology.md, "Detected topologies").
-constexpr double kNvlinkLatency = 1e-6;
 constexpr double kPcieLatency = 2.5e-6;
 constexpr double kPcieBandwidth = 24e9;   // x16 Gen4 peer traffic after protocol overhead
 constexpr double kFallbackMemory = 1e12;  // when the driver reports no memory clock
 constexpr int kMaxChannels = 32;
 
+// A flag in the device's own memory, seen by a rank on the same device: a far-L2 hit, the
+// simulator's local_load (docs/cost_model.md).
+constexpr double kMemoryLatency = 250e-9;
+// A replay from a CUDA graph on sm_90 (H100, H200): the figure dgx-h100.topo uses.
+constexpr double kGraphLaunchSm90 = 1.3e-6;
+
 double nvlink_rate(int version) { return version >= 5 ? 50e9 : version == 1 ? 20e9 : 25e9; }
+// One way, through NVLink or NVSwitch: H100's as dgx-h100.topo has it, A100's as dgx-a100.topo.
+double nvlink_latency(int arch) { return arch >= 90 ? 0.8e-6 : 1e-6; }
 double channel_rate(int arch) { return arch >= 90 ? 25e9 : 20e9; }
 
-Gpu gpu_from(const DriverDevice& d) {
+// The GPU as one of `sharers` ranks on the device sees it: its share of the memory and the SMs.
+Gpu gpu_from(const DriverDevice& d, int sharers) {
   Gpu g;
   g.model = d.name;
   g.arch = d.cc_major * 10 + d.cc_minor;
   double memory = 2.0 * d.memory_clock_khz * 1e3 * d.memory_bus_bits / 8;  // double data rate
-  g.memory_bandwidth = memory > 0 ? memory : kFallbackMemory;
+  g.memory_bandwidth = (memory > 0 ? memory : kFallbackMemory) / sharers;
   g.reduce_bandwidth = g.memory_bandwidth / 2;  // a reduce reads and writes its destination
   g.channel_bandwidth = channel_rate(g.arch);
-  g.max_channels = std::clamp(d.sm_count, 1, kMaxChannels);
+  g.max_channels = std::clamp(d.sm_count / sharers, 1, kMaxChannels);
   g.launch = kDefaultKernelLaunch;
+  if (g.arch == 90) g.graph_launch = kGraphLaunchSm90;
   return g;
+}
+
+// The device a rank runs on, by PCI bus id (as given, where it does not parse).
+std::string device_key(const DriverDevice& d) {
+  std::string key = normalize_bus_id(d.pci_bus_id);
+  return key.empty() ? d.pci_bus_id : key;
 }
 
 // Minimal NVML declarations (the toolkit here ships no nvml.h); layouts as in NVML's API.
@@ -43,7 +59,6 @@ struct nvmlPciInfo_t {
   char busId[32];
 };
 constexpr int kNvmlSuccess = 0;
-constexpr unsigned kNvmlMaxLinks = 18;
 constexpr int kNvmlDeviceTypeSwitch = 2;
 
 class Nvml {
@@ -54,7 +69,8 @@ class Nvml {
   }
 
   bool open(std::string* why) {
-    lib_ = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
+    const char* path = std::getenv("CCC_LIBNVML");  // a stand-in, for tests
+    lib_ = dlopen(path != nullptr && *path != '\0' ? path : "libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
     if (!lib_) return fail(why, fmt::format("NVML not available ({})", dlerror()));
     bool ok = sym("nvmlInit_v2", init_) && sym("nvmlShutdown", shutdown_) &&
               sym("nvmlDeviceGetHandleByPciBusId_v2", by_bus_id_) && sym("nvmlDeviceGetNvLinkState", state_) &&
@@ -74,7 +90,7 @@ class Nvml {
       return std::nullopt;
     }
     std::vector<NvlinkEnd> out;
-    for (unsigned link = 0; link < kNvmlMaxLinks; ++link) {
+    for (unsigned link = 0; link < kMaxNvlinks; ++link) {
       unsigned active = 0, version = 0;
       nvmlPciInfo_t pci{};
       if (state_(dev, link, &active) != kNvmlSuccess || !active) continue;  // absent or down
@@ -142,29 +158,42 @@ Topology topology_from_probe(const DriverProbe& probe, const std::optional<Nvlin
   Topology t;
   t.name = "detected";
   const int n = static_cast<int>(probe.devices.size());
-  for (const DriverDevice& d : probe.devices) t.gpus.push_back(gpu_from(d));
+  // Ranks on one device share its memory, its SMs and its links.
+  std::map<std::string, std::vector<int>> on_device;
+  for (int i = 0; i < n; ++i) on_device[device_key(probe.devices[i])].push_back(i);
+  auto sharers = [&](int i) { return static_cast<int>(on_device.at(device_key(probe.devices[i])).size()); };
+  for (int i = 0; i < n; ++i) t.gpus.push_back(gpu_from(probe.devices[i], sharers(i)));
+  for (const auto& [device, ranks] : on_device) {
+    if (ranks.size() < 2) continue;
+    const std::string name = t.switches.empty() ? "memory" : fmt::format("memory{}", t.switches.size());
+    t.switches.push_back(Switch{name, FabricKind::Memory, {t.gpus[ranks[0]].memory_bandwidth, kMemoryLatency}, ranks});
+  }
 
   if (nvlinks && static_cast<int>(nvlinks->size()) == n) {
-    std::map<std::string, int> by_bus;
-    for (int i = 0; i < n; ++i) by_bus[normalize_bus_id(probe.devices[i].pci_bus_id)] = i;
-    Switch nvswitch{"nvswitch", FabricKind::NVSwitch, {0, kNvlinkLatency}, {}};
+    Switch nvswitch{"nvswitch", FabricKind::NVSwitch, {0, 0}, {}};
     for (int i = 0; i < n; ++i) {
+      const int arch = t.gpus[i].arch;
       double to_switch = 0;
-      std::map<int, double> to_gpu;
+      std::map<int, double> to_gpu;  // by rank
       for (const NvlinkEnd& e : (*nvlinks)[i]) {
         if (e.remote_is_switch) {
           to_switch += nvlink_rate(e.version);
-        } else if (auto it = by_bus.find(normalize_bus_id(e.remote_bus_id)); it != by_bus.end() && it->second != i) {
-          to_gpu[it->second] += nvlink_rate(e.version);
+        } else if (auto it = on_device.find(normalize_bus_id(e.remote_bus_id)); it != on_device.end()) {
+          for (int j : it->second)
+            if (device_key(probe.devices[j]) != device_key(probe.devices[i])) to_gpu[j] += nvlink_rate(e.version);
         }
       }
       if (to_switch > 0) {
+        to_switch /= sharers(i);
         nvswitch.gpus.push_back(i);
         double port = nvswitch.port.bandwidth;
         nvswitch.port.bandwidth = port > 0 ? std::min(port, to_switch) : to_switch;
+        nvswitch.port.latency = std::max(nvswitch.port.latency, nvlink_latency(arch));
       }
       for (auto [j, rate] : to_gpu)
-        if (j > i) t.links.push_back(DirectLink{i, j, FabricKind::NVLink, {rate, kNvlinkLatency}});
+        if (j > i)
+          t.links.push_back(DirectLink{i, j, FabricKind::NVLink,
+                                       {rate / std::max(sharers(i), sharers(j)), nvlink_latency(arch)}});
     }
     if (nvswitch.gpus.size() >= 2) t.switches.push_back(nvswitch);
   }

@@ -34,18 +34,22 @@ struct NvlinkEnd {
   bool remote_is_switch = false;  // nvmlDeviceGetNvLinkRemoteDeviceType == NVSwitch
 };
 using NvlinkReport = std::vector<std::vector<NvlinkEnd>>;  // [device], in DriverProbe order
+inline constexpr unsigned kMaxNvlinks = 18;  // NVML's NVML_NVLINK_MAX_LINKS
 
 // Asks NVML about the active NVLinks of the probed devices. nullopt, with the reason in `why`,
-// when libnvidia-ml.so.1 is absent or NVML fails (then detection falls back to PCIe only).
+// when libnvidia-ml.so.1 ($CCC_LIBNVML, for tests: a stand-in) is absent or NVML fails (then
+// detection falls back to PCIe only).
 std::optional<NvlinkReport> query_nvlinks(const DriverProbe& probe, std::string* why);
 
 // "0000:18:00.0" and NVML's "00000000:18:00.0" both become "0000:18:00.0"; "" if malformed.
 std::string normalize_bus_id(const std::string& id);
 
-// The topology of the probed devices. NVLinks to an NVSwitch make one switch whose port is the
-// slowest member's link count times the per-link rate of its NVLink version; NVLinks between two
-// GPUs make a direct link; devices with peer access make a PCIe switch. Rates neither API
-// reports come from constants documented in docs/topology.md.
+// The topology of the probed devices, one GPU per entry of probe.devices (a rank). Entries with
+// one PCI bus id are ranks on one device: each gets its share of the device's memory bandwidth,
+// SMs and links, and they make a switch of kind memory. NVLinks to an NVSwitch make one switch
+// whose port is the slowest member's link count times the per-link rate of its NVLink version;
+// NVLinks between two GPUs make a direct link; devices with peer access make a PCIe switch.
+// Rates neither API reports come from constants documented in docs/topology.md.
 Topology topology_from_probe(const DriverProbe& probe, const std::optional<NvlinkReport>& nvlinks);
 
 }  // namespace ccc

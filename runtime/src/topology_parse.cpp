@@ -369,12 +369,12 @@ class Parser {
   }
 
   void switch_directive(const std::vector<Token>& w) {
-    if (w.size() < 2) return error(w[0].col, "expected 'switch NAME kind=nvswitch|pcie gpus=LIST bandwidth=BW latency=T'");
+    if (w.size() < 2) return error(w[0].col, "expected 'switch NAME kind=nvswitch|pcie|memory gpus=LIST bandwidth=BW latency=T'");
     std::map<std::string, Token> kv;
     if (!keys(w, 2, {"kind", "gpus", "bandwidth", "latency"}, kv) ||
         !require(w, kv, {"kind", "gpus", "bandwidth", "latency"}))
       return;
-    auto kind = fabric(kv.at("kind"), {FabricKind::NVSwitch, FabricKind::PCIe});
+    auto kind = fabric(kv.at("kind"), {FabricKind::NVSwitch, FabricKind::PCIe, FabricKind::Memory});
     auto list = gpu_list(kv.at("gpus"));
     auto spec = link_spec(kv);
     if (!kind || !list || !spec) return;

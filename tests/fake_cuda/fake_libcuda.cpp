@@ -168,13 +168,15 @@ CUresult cuDeviceGetAttribute(int* value, CUdevice_attribute attribute, CUdevice
     case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR: *value = state().compute_capability / 10; break;
     case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR: *value = state().compute_capability % 10; break;
     case CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT: *value = kSms; break;
+    case CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE: *value = 2619000; break;  // kHz: H100 SXM's HBM3
+    case CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH: *value = 5120; break;
     default: *value = 1; break;
   }
   return CUDA_SUCCESS;
 }
 
 CUresult cuDeviceGetName(char* name, int len, CUdevice) {
-  std::snprintf(name, static_cast<size_t>(len), "Fake H200");
+  std::snprintf(name, static_cast<size_t>(len), "Fake H100");
   return CUDA_SUCCESS;
 }
 

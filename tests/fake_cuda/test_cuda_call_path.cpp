@@ -20,6 +20,7 @@
 #include <fstream>
 #include <iterator>
 #include <map>
+#include <set>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -32,6 +33,10 @@
 #include "ccc/communicator.h"
 #include "content_hash.h"
 #include "cuda_driver.h"
+#include "cuda_topology.h"
+#include "schedule_menu.h"
+#include "select.h"
+#include "shipped_schedules.h"
 #include "ccc_abi.h"
 
 #include <fmt/format.h>
@@ -39,6 +44,13 @@
 extern char** environ;
 
 using namespace ccc;
+
+namespace ccc {
+void PrintTo(const KernelChoice& c, std::ostream* os) {
+  *os << fmt::format("{}, protocol {}, {} channels, {} B tiles", c.algorithm, protocol_name(c.protocol), c.channels,
+                     c.tile_bytes);
+}
+}  // namespace ccc
 
 namespace {
 
@@ -1113,6 +1125,85 @@ TEST(CudaRegister, Rank) {
   EXPECT_EQ(cccCommDestroy(comm), cccSuccess);
   d.cuMemFree(plain);
   d.cuMemFree(mine);
+}
+
+// Topology everywhere (docs/runtime.md, "Topology"): the kernel ccc tune's table chooses for an
+// allreduce of bf16 at each of its sizes, 8 B to 1 GiB, over `topology` at `n` ranks.
+std::vector<std::pair<int64_t, KernelChoice>> tune_choices(const Topology& topology, int n) {
+  std::vector<SourceFile> files;
+  for (const ShippedSchedule& s : shipped_schedules()) files.push_back(s.file);
+  ScheduleMenu menu(Collective::AllReduce, n, files);
+  std::vector<std::pair<int64_t, KernelChoice>> out;
+  for (const TuneRow& row : tune_table(Collective::AllReduce, 2, topology, menu.candidates())) {
+    const CostParams& p = row.choice.params;
+    out.emplace_back(row.bytes, KernelChoice{row.choice.name(), p.channels, p.tile_bytes, p.protocol});
+  }
+  return out;
+}
+
+// What `comm` runs for an allreduce of `bytes` of bf16.
+KernelChoice allreduce_choice(const Communicator& comm, int64_t bytes) {
+  CollectiveCall call;
+  call.dtype = DataType::BF16;
+  call.count = static_cast<uint64_t>(bytes / 2);
+  return comm.choice_for(call);
+}
+
+// 8 rank processes on a fake NVSwitch machine (8 fake H100s; NVML's stand-in reports 18 NVLink 4
+// links from each into NVSwitches) detect it from the devices they exchange, and choose, at
+// every size `ccc tune --topo topologies/dgx-h100.topo` prints, what it chooses.
+TEST(CudaTopology, EightRankProcessesOnAnNvswitchMachineChooseAsCccTuneDoesForDgxH100) {
+  if (std::getenv("CCC_TEST_TOPO_ID") != nullptr) GTEST_SKIP() << "inside a rank";
+  const UniqueId id = Communicator::unique_id();
+  test::run_rank_processes(
+      8, "CudaTopology.Rank",
+      [&](int r) {
+        return std::vector<std::string>{"CCC_TEST_TOPO_ID=" + hex(id), "CCC_TEST_TOPO_RANK=" + std::to_string(r),
+                                        "FAKE_CUDA_DEVICES=8", std::string("CCC_LIBNVML=") + CCC_FAKE_NVML,
+                                        "CCC_TOPO=", "CCC_CALIBRATION=", "CCC_ALGO="};
+      },
+      std::chrono::seconds(240), "8 rank processes on a fake NVSwitch machine");
+}
+
+// One rank of the test above, in a process of its own.
+TEST(CudaTopology, Rank) {
+  const char* id_text = std::getenv("CCC_TEST_TOPO_ID");
+  if (id_text == nullptr) GTEST_SKIP() << "a rank of CudaTopology's test, which starts it";
+  ASSERT_NE(fake().take_log, nullptr);
+  constexpr int n = 8;
+  const int rank = std::atoi(std::getenv("CCC_TEST_TOPO_RANK"));
+  CommOptions options;
+  options.timeout_seconds = 60;
+  RankOptions where;
+  where.device = rank;
+  where.arena_bytes = 1 << 20;
+  Communicator comm = Communicator::cuda_rank(unhex(id_text), n, rank, options, where);
+  std::string errors;
+  const std::optional<Topology> dgx = load_topology(CCC_SOURCE_DIR "/topologies/dgx-h100.topo", errors);
+  ASSERT_TRUE(dgx) << errors;
+  std::set<std::string> schedules;
+  for (const auto& [bytes, tuned] : tune_choices(*dgx, n)) {
+    EXPECT_EQ(allreduce_choice(comm, bytes), tuned) << bytes << " B: rank " << rank;
+    schedules.insert(tuned.algorithm);
+  }
+  EXPECT_GE(schedules.size(), 2u) << "the sizes span more than one schedule";
+}
+
+// Virtual ranks choose over their device's topology: the ranks joined by its memory, each with
+// its share of it and of the SMs.
+TEST_F(CudaCallPath, VirtualRanksChooseOverTheirDevicesTopology) {
+  constexpr int n = 8;
+  const Topology topology = detect_virtual_topology(CudaDriver::get(), 0, n);
+  ASSERT_EQ(topology.switches.size(), 1u);
+  EXPECT_EQ(topology.switches[0].kind, FabricKind::Memory);
+  EXPECT_EQ(topology.gpus[0].max_channels, 132 / n);
+  auto comm = Communicator::cuda_virtual(0, n);
+  std::set<std::string> schedules;
+  for (const auto& [bytes, tuned] : tune_choices(topology, n)) {
+    EXPECT_EQ(allreduce_choice(comm, bytes), tuned) << bytes << " B";
+    schedules.insert(tuned.algorithm);
+  }
+  EXPECT_GE(schedules.size(), 2u) << "not the ring of a communicator without a topology";
 }
 
 }  // namespace

@@ -41,7 +41,7 @@ tsv=$work/out/gpu-check.tsv
 [ "$(head -1 "$tsv")" = $'part\tresult\tseconds\tdetail' ] || fail "the TSV has no header"
 grep -q $'^test:CudaCommunicator.GraphCaptureReplayedAHundredTimes\tNOT RUN\t' "$tsv" || fail "no row for a GPU test"
 grep -q $'^time:allreduce ring f32, 8 B - 1 GiB\tNOT RUN\t' "$tsv" || fail "no row for the timing"
-grep -q $'^device\tPASS\t0\tFake H200, sm_90' "$tsv" || fail "no row for the device"
+grep -q $'^device\tPASS\t0\tFake H100, sm_90' "$tsv" || fail "no row for the device"
 grep -q $'^python:ccc.torch tests\tNOT RUN\t' "$tsv" || fail "no row for the Python tests"
 grep -q $'^calibrate:launch, graph, memory, channel\tNOT RUN\t' "$tsv" || fail "no row for the calibration"
 grep -q $'^calibrate:again with CCC_PDL=0\tNOT RUN\t' "$tsv" || fail "no row for the calibration without PDL"

@@ -143,7 +143,7 @@ TEST(BenchCli, CalibrateWritesTheConstantsOfOneGpu) {
   const std::optional<ccc::Calibration> c = ccc::load_calibration(file, errors);
   std::filesystem::remove(file);
   ASSERT_TRUE(c) << errors;
-  EXPECT_EQ(c->device.rfind("Fake H200, sm_90", 0), 0u) << c->device;
+  EXPECT_EQ(c->device.rfind("Fake H100, sm_90", 0), 0u) << c->device;
   ASSERT_TRUE(c->launch && c->graph_launch && c->memory_bandwidth && c->channel_bandwidth) << r.output;
   EXPECT_GT(*c->launch, 0);
   EXPECT_LT(*c->graph_launch, *c->launch) << "20 calls per replayed graph against 100 eager calls per event pair";

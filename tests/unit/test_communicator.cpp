@@ -355,9 +355,9 @@ TEST(Communicator, DefaultsToTheRingWithoutATopology) {
   Communicator comm = Communicator::host(4, options());
   CollectiveCall call;
   call.count = 1 << 20;
-  EXPECT_EQ(comm.algorithm_for(call), "ring");
+  EXPECT_EQ(comm.choice_for(call).algorithm, "ring");
   call.collective = Collective::AllToAll;  // no ring: the direct exchange, not Bruck
-  EXPECT_EQ(comm.algorithm_for(call), "alltoall_direct");
+  EXPECT_EQ(comm.choice_for(call).algorithm, "alltoall_direct");
 }
 
 TEST(CApi, AllReduceThroughTheCApi) {
@@ -406,7 +406,7 @@ TEST(Communicator, SelectsBySizeOnATopology) {
   CollectiveCall small, large;
   small.count = 2;
   large.count = uint64_t{1} << 28;
-  const std::string small_algo = comm.algorithm_for(small), large_algo = comm.algorithm_for(large);
+  const std::string small_algo = comm.choice_for(small).algorithm, large_algo = comm.choice_for(large).algorithm;
   EXPECT_NE(small_algo, large_algo);
   // Large messages: a bandwidth-optimal schedule (each moves 2(N-1)/N of the message per rank).
   EXPECT_TRUE(large_algo == "ring" || large_algo == "twoshot" || large_algo == "butterfly") << large_algo;
@@ -443,8 +443,8 @@ TEST(Communicator, CalibrationFileReplacesTheTopologysConstants) {
   for (uint64_t count = 1; count <= (uint64_t{1} << 26); count *= 4) {
     CollectiveCall call;
     call.count = count;
-    EXPECT_EQ(a.algorithm_for(call), b.algorithm_for(call)) << count;
-    differs_from_plain += a.algorithm_for(call) != c.algorithm_for(call);
+    EXPECT_EQ(a.choice_for(call).algorithm, b.choice_for(call).algorithm) << count;
+    differs_from_plain += a.choice_for(call).algorithm != c.choice_for(call).algorithm;
   }
   EXPECT_GT(differs_from_plain, 0) << "the calibration changed no choice: the test shows nothing";
 

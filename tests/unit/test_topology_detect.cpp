@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "cuda_topology.h"
 #include "topology_detect.h"
 
 using namespace ccc;
@@ -35,6 +36,8 @@ TEST(TopologyDetect, DgxH100FromNvmlLooksLikeTheShippedFile) {
   ASSERT_EQ(t.switches.size(), 2u);
   EXPECT_EQ(t.switches[0].kind, FabricKind::NVSwitch);
   EXPECT_DOUBLE_EQ(t.switches[0].port.bandwidth, 450e9);  // 18 NVLink4 links of 25 GB/s
+  EXPECT_DOUBLE_EQ(t.switches[0].port.latency, 0.8e-6);   // H100's, as dgx-h100.topo
+  EXPECT_EQ(t.gpus[0].graph_launch, 1.3e-6);
   EXPECT_EQ(t.switches[1].kind, FabricKind::PCIe);
   EXPECT_EQ(route(t, 0, 7)->via, Route::Via::Switch);
   EXPECT_EQ(t.switches[route(t, 0, 7)->index].kind, FabricKind::NVSwitch);
@@ -85,6 +88,70 @@ TEST(TopologyDetect, NvmlQueryFailsCleanlyForUnknownDevices) {
   std::string why;
   EXPECT_FALSE(query_nvlinks(p, &why));
   EXPECT_FALSE(why.empty());
+}
+
+// Ranks on one device (processes sharing a GPU): each gets its share of the device, and the
+// ranks of a device are joined by its memory, which is faster than any fabric between devices.
+TEST(TopologyDetect, RanksOnOneDeviceShareItAndAreJoinedByItsMemory) {
+  DriverProbe p = probe(4, "NVIDIA H100 80GB HBM3", 9, 0, true);
+  p.devices[1].pci_bus_id = p.devices[0].pci_bus_id;
+  p.devices[3].pci_bus_id = "00000000:12:00.0";  // rank 2's device, its id as NVML writes it
+  const Topology t = topology_from_probe(p, std::nullopt);
+  EXPECT_EQ(validate_topology(t), "");
+  EXPECT_NEAR(t.gpus[0].memory_bandwidth, 3.352e12 / 2, 1e9);
+  EXPECT_EQ(t.gpus[0].max_channels, 32);  // 66 SMs each, at most 32 channels
+  ASSERT_EQ(t.switches.size(), 3u);
+  EXPECT_EQ(t.switches[0], (Switch{"memory", FabricKind::Memory, {t.gpus[0].memory_bandwidth, 250e-9}, {0, 1}}));
+  EXPECT_EQ(t.switches[1].name, "memory1");
+  EXPECT_EQ(t.switches[1].gpus, (std::vector<int>{2, 3}));
+  EXPECT_EQ(t.switches[2].kind, FabricKind::PCIe);
+  EXPECT_EQ(t.switches[route(t, 0, 1)->index].kind, FabricKind::Memory);
+  EXPECT_EQ(t.switches[route(t, 1, 2)->index].kind, FabricKind::PCIe);
+}
+
+// Virtual ranks: N ranks on one device, joined by its memory alone.
+TEST(TopologyDetect, VirtualRanksSplitOneDevice) {
+  DriverProbe p = probe(8, "NVIDIA H100 80GB HBM3", 9, 0, false);
+  for (DriverDevice& d : p.devices) d.pci_bus_id = p.devices[0].pci_bus_id;
+  const Topology t = topology_from_probe(p, std::nullopt);
+  EXPECT_EQ(validate_topology(t), "");
+  EXPECT_EQ(t.gpus[7].max_channels, 132 / 8);
+  ASSERT_EQ(t.switches.size(), 1u);
+  EXPECT_EQ(t.switches[0].gpus.size(), 8u);
+  EXPECT_NEAR(t.switches[0].port.bandwidth, 3.352e12 / 8, 1e9);
+  SourceFile f{"virtual.topo", format_topology(t)};
+  Diagnostics d;
+  auto again = parse_topology(f, d);  // kind=memory reads back
+  ASSERT_TRUE(again) << d.render(&f) << f.text;
+  EXPECT_EQ(format_topology(*again), f.text);
+}
+
+// What a multi-process rank sends its peers about its device comes back as it was, names cut at
+// their field, and "NVML said nothing" apart from "no NVLinks".
+TEST(TopologyDetect, RankDevicesCrossTheWireIntact) {
+  RankDevice d{{"NVIDIA H100 80GB HBM3", 9, 0, 132, 2619000, 5120, "0000:18:00.0"},
+               std::vector<NvlinkEnd>{{4, "0000:c0:00.0", true}, {3, "0000:19:00.0", false}}};
+  const std::vector<std::byte> bytes = encode_rank_device(d);
+  ASSERT_EQ(bytes.size(), kRankDeviceBytes);
+  RankDevice back = decode_rank_device(std::span<const std::byte, kRankDeviceBytes>(bytes.data(), kRankDeviceBytes));
+  EXPECT_EQ(back.device.name, d.device.name);
+  EXPECT_EQ(back.device.pci_bus_id, d.device.pci_bus_id);
+  EXPECT_EQ(back.device.memory_clock_khz, 2619000);
+  ASSERT_TRUE(back.nvlinks);
+  ASSERT_EQ(back.nvlinks->size(), 2u);
+  EXPECT_EQ((*back.nvlinks)[1].remote_bus_id, "0000:19:00.0");
+  EXPECT_FALSE((*back.nvlinks)[1].remote_is_switch);
+  EXPECT_TRUE((*back.nvlinks)[0].remote_is_switch);
+
+  d.device.name = std::string(300, 'x');
+  d.nvlinks = std::nullopt;
+  back = decode_rank_device(std::span<const std::byte, kRankDeviceBytes>(encode_rank_device(d).data(), kRankDeviceBytes));
+  EXPECT_EQ(back.device.name, std::string(127, 'x'));
+  EXPECT_FALSE(back.nvlinks);
+  d.nvlinks.emplace();
+  back = decode_rank_device(std::span<const std::byte, kRankDeviceBytes>(encode_rank_device(d).data(), kRankDeviceBytes));
+  ASSERT_TRUE(back.nvlinks);
+  EXPECT_TRUE(back.nvlinks->empty());
 }
 
 }  // namespace
