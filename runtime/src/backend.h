@@ -76,10 +76,21 @@ class Backend {
   virtual int default_channels() const = 0;
   // Every rank is on one device in this process (KernelOptions::one_device: .gpu scope).
   virtual bool one_device() const = 0;
-  // Compiles `source` (the kernel's, perhaps traced) through `cache` and loads it; the handle
-  // RankLaunch::kernel takes.
-  virtual int load(JitCache& cache, const std::string& source, const EmittedKernel& kernel) = 0;
-  // The compile load() would do, as a task that needs nothing of the backend (a warm-up thread
+  // A kernel build() compiled and loaded, not yet in the backend's table; destroyed untaken, it
+  // unloads what it loaded.
+  struct BuiltKernel {
+    virtual ~BuiltKernel() = default;
+  };
+  // Compiles `source` (the kernel's, perhaps traced) through `cache` and loads it, touching
+  // nothing a launch on another thread reads: the communicator calls it with its lock released,
+  // since compiling takes seconds and loading a module may wait for the kernels running on a
+  // device, which may wait for a peer whose thread needs that lock to launch (docs/runtime.md,
+  // "Threads").
+  virtual std::unique_ptr<BuiltKernel> build(JitCache& cache, const std::string& source,
+                                             const EmittedKernel& kernel) const = 0;
+  // Takes a built kernel into the table: the handle RankLaunch::kernel takes.
+  virtual int install(std::unique_ptr<BuiltKernel> kernel) = 0;
+  // The compile build() would do, as a task that needs nothing of the backend (a warm-up thread
   // runs it): it fills the cache only.
   virtual std::function<void()> compile_task(JitCache& cache, const std::string& source,
                                              const EmittedKernel& kernel) const = 0;

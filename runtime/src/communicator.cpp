@@ -243,7 +243,20 @@ struct Communicator::Impl {
     if (recv != nullptr) backend->check_buffer(rank, recv, recv_bytes(call, n), "recv");
   }
 
-  void run(const CollectiveCall& call, Streams streams) {
+  // Builds the kernel `call` needs if it is not loaded yet, with `lock` (on `mutex`) released
+  // meanwhile: a build compiles for seconds, and loading its module may wait for the kernels
+  // running on a device, which may wait for a peer rank whose thread must take the lock to launch
+  // (Backend::build, docs/runtime.md "Threads").
+  void build_unlocked(std::unique_lock<std::mutex>& lock, const CollectiveCall& call, bool in_place) {
+    std::optional<KernelCatalogue::Missing> missing = catalogue->missing(call, in_place);
+    if (!missing) return;
+    lock.unlock();
+    std::unique_ptr<Backend::BuiltKernel> built = catalogue->build(*missing);
+    lock.lock();
+    catalogue->add(std::move(*missing), std::move(built));
+  }
+
+  void run(std::unique_lock<std::mutex>& lock, const CollectiveCall& call, Streams streams) {
     const int n = nranks();
     if (multi_process())
       throw Error(ErrorKind::InvalidUsage, fmt::format("{}: this process holds rank {} of {} only: issue its part "
@@ -256,6 +269,9 @@ struct Communicator::Impl {
     if (call.count == 0) return;
     for (int r = 0; r < n; ++r) check_buffers(r, call.send[r], call.recv[r], call);
     const bool in_place = call_is_in_place(call, n);
+    build_unlocked(lock, call, in_place);
+    // One grid: a kernel that fit_grid rebuilds with fewer channels is built under the lock, as
+    // every rank launches from this one call.
     Prepared p = catalogue->prepare(call, in_place);
     if (backend->one_grid()) {
       p = catalogue->fit_grid(call, in_place, p);
@@ -275,7 +291,8 @@ struct Communicator::Impl {
     if (backend->calls_complete()) synchronized(-1, [&] { backend->synchronize(-1); });
   }
 
-  void run_rank(const CollectiveCall& call, int rank, const void* send, void* recv, void* stream) {
+  void run_rank(std::unique_lock<std::mutex>& lock, const CollectiveCall& call, int rank, const void* send, void* recv,
+                void* stream) {
     const int n = nranks();
     if (rank < 0 || rank >= n)
       invalid(fmt::format("{}: rank {} is not a rank of this communicator (0..{})",
@@ -291,6 +308,7 @@ struct Communicator::Impl {
     check_buffers(rank, send, recv, call);
     std::vector<BufferExtent> extents;
     const bool in_place = is_in_place(call, rank, send, recv);
+    build_unlocked(lock, call, in_place);  // before the ledger: what it checks must hold until the launch
     const CallShape shape{call.collective, call.count, call.dtype, call.op, call.root, in_place};
     if (ledger) {
       extents = ledger->check(call, rank, send, recv);  // before any compile
@@ -500,14 +518,14 @@ uint64_t Communicator::timeout_ns(std::optional<double> seconds) {
 
 void Communicator::run(const CollectiveCall& call, Streams streams) {
   Impl& impl = live();
-  std::lock_guard lock(impl.mutex);
-  translating([&] { impl.run(call, streams); });
+  std::unique_lock lock(impl.mutex);
+  translating([&] { impl.run(lock, call, streams); });
 }
 
 void Communicator::run_rank(const CollectiveCall& call, int rank, const void* send, void* recv, void* stream) {
   Impl& impl = live();
-  std::lock_guard lock(impl.mutex);
-  translating([&] { impl.run_rank(call, rank, send, recv, stream); });
+  std::unique_lock lock(impl.mutex);
+  translating([&] { impl.run_rank(lock, call, rank, send, recv, stream); });
 }
 
 void Communicator::all_reduce(Sends send, Recvs recv, uint64_t count, DataType dtype, ReduceOp op,
@@ -558,8 +576,12 @@ void Communicator::synchronize_rank(int rank) {
 
 void Communicator::warm_up(const std::vector<CollectiveCall>& shapes, bool in_place, WarmUp mode) {
   Impl& impl = live();
-  std::lock_guard lock(impl.mutex);
-  translating([&] { impl.catalogue->warm_up(shapes, in_place, mode); });
+  std::unique_lock lock(impl.mutex);
+  translating([&] {
+    const std::vector<std::function<void()>> compiles = impl.catalogue->warm_up(shapes, in_place, mode);
+    lock.unlock();  // as a call's build (Impl::build_unlocked)
+    for (const auto& compile : compiles) compile();
+  });
 }
 
 KernelChoice Communicator::choice_for(const CollectiveCall& call) const {

@@ -216,11 +216,35 @@ NvrtcRequest CudaRanks::nvrtc_request(const std::string& source, const EmittedKe
   return req;
 }
 
-int CudaRanks::load(JitCache& cache, const std::string& source, const EmittedKernel& kernel) {
-  int index = -1;
+namespace {
+
+// A kernel's module and function on each device, in CudaRanks::devices_ order; unloaded at the
+// end unless install() took them.
+struct CudaBuiltKernel final : Backend::BuiltKernel {
+  explicit CudaBuiltKernel(const CudaDriver& d) : driver(d) {}
+  ~CudaBuiltKernel() override {
+    if (loaded.empty()) return;
+    CUcontext saved = nullptr;
+    driver.cuCtxGetCurrent(&saved);
+    for (size_t i = 0; i < loaded.size(); ++i) {
+      driver.cuCtxSetCurrent(contexts[i]);
+      driver.cuModuleUnload(loaded[i].first);
+    }
+    driver.cuCtxSetCurrent(saved);
+  }
+  const CudaDriver& driver;
+  std::vector<CUcontext> contexts;
+  std::vector<std::pair<CUmodule, CUfunction>> loaded;
+};
+
+}  // namespace
+
+std::unique_ptr<Backend::BuiltKernel> CudaRanks::build(JitCache& cache, const std::string& source,
+                                                       const EmittedKernel& kernel) const {
+  std::unique_ptr<BuiltKernel> built;
   nvrtc_build_cached(cache, nvrtc_request(source, kernel),
-                     [&](const std::string& cubin) { index = load_cubin(cubin, kernel.kernel_name); });
-  return index;
+                     [&](const std::string& cubin) { built = load_cubin(cubin, kernel.kernel_name); });
+  return built;
 }
 
 std::function<void()> CudaRanks::compile_task(JitCache& cache, const std::string& source,
@@ -228,36 +252,35 @@ std::function<void()> CudaRanks::compile_task(JitCache& cache, const std::string
   return [&cache, req = nvrtc_request(source, kernel)] { nvrtc_build_cached(cache, req); };
 }
 
-int CudaRanks::load_cubin(const std::string& cubin, const std::string& kernel_name) {
+std::unique_ptr<Backend::BuiltKernel> CudaRanks::load_cubin(const std::string& cubin,
+                                                            const std::string& kernel_name) const {
   CudaContextGuard guard(driver_);
-  // All devices or none: a cubin that fails on one is unloaded from the others, so the kernel
-  // indices stay aligned across devices and a rebuilt cubin can be loaded in its place.
-  std::vector<std::pair<CUmodule, CUfunction>> loaded;
-  try {
-    for (Device& d : devices_) {
-      use(d);
-      CUmodule module = nullptr;
-      driver_.check(driver_.cuModuleLoadData(&module, cubin.data()), "cuModuleLoadData");
-      loaded.push_back({module, nullptr});
-      driver_.check(driver_.cuModuleGetFunction(&loaded.back().second, module, kernel_name.c_str()),
-                    "cuModuleGetFunction");
-      // Loaded now, not at its first launch: with lazy loading (the default since CUDA 12.2) that
-      // launch may have to synchronise the context to load it, and so wait for kernels already
-      // running, such as a peer's rank that waits for this one (CUDA C++ Programming Guide,
-      // "Lazy Loading"). A driver older than 12.4 has no cuFuncLoad and loads lazily.
-      if (driver_.cuFuncLoad != nullptr) driver_.check(driver_.cuFuncLoad(loaded.back().second), "cuFuncLoad");
-    }
-  } catch (const CudaError&) {
-    for (size_t i = 0; i < loaded.size(); ++i) {
-      use(devices_[i]);
-      driver_.cuModuleUnload(loaded[i].first);
-    }
-    throw;
+  // All devices or none (a failure unloads what loaded): a cubin that fails on one is rebuilt.
+  auto built = std::make_unique<CudaBuiltKernel>(driver_);
+  for (const Device& d : devices_) {
+    use(d);
+    CUmodule module = nullptr;
+    driver_.check(driver_.cuModuleLoadData(&module, cubin.data()), "cuModuleLoadData");
+    built->contexts.push_back(d.context);
+    built->loaded.push_back({module, nullptr});
+    driver_.check(driver_.cuModuleGetFunction(&built->loaded.back().second, module, kernel_name.c_str()),
+                  "cuModuleGetFunction");
+    // Loaded now, not at its first launch: with lazy loading (the default since CUDA 12.2) that
+    // launch may have to synchronise the context to load it, and so wait for kernels already
+    // running, such as a peer's rank that waits for this one (CUDA C++ Programming Guide,
+    // "Lazy Loading"). A driver older than 12.4 has no cuFuncLoad and loads lazily.
+    if (driver_.cuFuncLoad != nullptr) driver_.check(driver_.cuFuncLoad(built->loaded.back().second), "cuFuncLoad");
   }
+  return built;
+}
+
+int CudaRanks::install(std::unique_ptr<BuiltKernel> kernel) {
+  auto& built = static_cast<CudaBuiltKernel&>(*kernel);
   for (size_t i = 0; i < devices_.size(); ++i) {
-    devices_[i].modules.push_back(loaded[i].first);
-    devices_[i].functions.push_back(loaded[i].second);
+    devices_[i].modules.push_back(built.loaded[i].first);
+    devices_[i].functions.push_back(built.loaded[i].second);
   }
+  built.loaded.clear();  // the devices' now
   return static_cast<int>(devices_[0].functions.size()) - 1;
 }
 

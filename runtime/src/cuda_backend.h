@@ -86,7 +86,9 @@ class CudaRanks : public Backend, public PeerRegistry {
   const std::string& arch() const { return arch_; }  // of devices[0]; all must match
 
   // Builds the kernel with NVRTC for arch() (through `cache`) and loads it on every device.
-  int load(JitCache& cache, const std::string& source, const EmittedKernel& kernel) override;
+  std::unique_ptr<BuiltKernel> build(JitCache& cache, const std::string& source,
+                                     const EmittedKernel& kernel) const override;
+  int install(std::unique_ptr<BuiltKernel> kernel) override;
   std::function<void()> compile_task(JitCache& cache, const std::string& source,
                                      const EmittedKernel& kernel) const override;
 
@@ -185,7 +187,8 @@ class CudaRanks : public Backend, public PeerRegistry {
   // `pool` of rank `rank`, grown to at least `bytes`; `zero`: a new allocation is zeroed.
   void* grow(int rank, Pool Rank::*pool, uint64_t bytes, void* stream, const char* what, bool zero);
 
-  int load_cubin(const std::string& cubin, const std::string& kernel_name);  // on every device
+  // On every device, or none.
+  std::unique_ptr<BuiltKernel> load_cubin(const std::string& cubin, const std::string& kernel_name) const;
   NvrtcRequest nvrtc_request(const std::string& source, const EmittedKernel& kernel) const;
   void synchronize_all();
   void add_device(int ordinal);

@@ -336,8 +336,22 @@ void HostRanks::reset_if_idle() {
   }
 }
 
-int HostRanks::load(JitCache& cache, const std::string& source, const EmittedKernel& kernel) {
-  kernels_.push_back(load_host_kernel(cache, source, kernel.kernel_name));
+namespace {
+
+struct HostBuiltKernel final : Backend::BuiltKernel {
+  explicit HostBuiltKernel(HostKernel k) : kernel(std::move(k)) {}
+  HostKernel kernel;
+};
+
+}  // namespace
+
+std::unique_ptr<Backend::BuiltKernel> HostRanks::build(JitCache& cache, const std::string& source,
+                                                       const EmittedKernel& kernel) const {
+  return std::make_unique<HostBuiltKernel>(load_host_kernel(cache, source, kernel.kernel_name));
+}
+
+int HostRanks::install(std::unique_ptr<BuiltKernel> kernel) {
+  kernels_.push_back(std::move(static_cast<HostBuiltKernel&>(*kernel).kernel));
   return static_cast<int>(kernels_.size()) - 1;
 }
 

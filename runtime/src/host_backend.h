@@ -173,7 +173,9 @@ class HostRanks : public Backend {
   // model picks for its GPUs.
   int default_channels() const override { return sim_ != nullptr ? 0 : 1; }
   bool one_device() const override { return false; }
-  int load(JitCache& cache, const std::string& source, const EmittedKernel& kernel) override;
+  std::unique_ptr<BuiltKernel> build(JitCache& cache, const std::string& source,
+                                     const EmittedKernel& kernel) const override;
+  int install(std::unique_ptr<BuiltKernel> kernel) override;
   std::function<void()> compile_task(JitCache& cache, const std::string& source,
                                      const EmittedKernel& kernel) const override;
   void check_buffer(int, const void*, uint64_t, const char*) const override {}  // any host memory serves
@@ -243,7 +245,7 @@ class HostRanks : public Backend {
   HostArena* arena_ = nullptr;
   std::shared_ptr<SimEngine> sim_;  // the simulator, or null; outlives the ranks' streams
   unsigned block_threads_;
-  std::vector<HostKernel> kernels_;  // load()'s, by handle
+  std::vector<HostKernel> kernels_;  // install()'s, by handle
   std::unique_ptr<HostRankSync[]> owned_sync_;  // in-process: every rank's
   std::mutex mutex_;  // the table's sync state across streams (reset), scratch
   std::vector<std::unique_ptr<Rank>> ranks_;

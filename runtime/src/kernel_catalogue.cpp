@@ -136,17 +136,35 @@ std::string KernelCatalogue::launch_source(const EmittedKernel& kernel) const {
   return traced_ ? traced_kernel_source(kernel.source) : kernel.source;
 }
 
-KernelCatalogue::Prepared KernelCatalogue::prepare(const CollectiveCall& call, bool in_place) {
+std::optional<KernelCatalogue::Missing> KernelCatalogue::missing(const CollectiveCall& call, bool in_place) {
   const Choice choice = choose(call);
   const KernelShape shape = kernel_shape(call, in_place);
-  const std::string key = kernel_key(choice, shape);
-  auto it = kernels_.find(key);
-  if (it == kernels_.end()) {
-    Loaded loaded;
-    loaded.kernel = generate(call, choice, shape);
-    loaded.handle = backend_.load(cache(), launch_source(loaded.kernel), loaded.kernel);
-    it = kernels_.emplace(key, std::move(loaded)).first;
+  std::string key = kernel_key(choice, shape);
+  if (kernels_.count(key)) return std::nullopt;
+  EmittedKernel kernel = generate(call, choice, shape);
+  std::string source = launch_source(kernel);
+  return Missing{std::move(key), std::move(kernel), std::move(source)};
+}
+
+std::unique_ptr<Backend::BuiltKernel> KernelCatalogue::build(const Missing& m) const {
+  return backend_.build(cache(), m.source, m.kernel);
+}
+
+void KernelCatalogue::add(Missing m, std::unique_ptr<Backend::BuiltKernel> built) {
+  if (kernels_.count(m.key)) return;  // built by another thread meanwhile: `built` unloads
+  Loaded loaded;
+  loaded.kernel = std::move(m.kernel);
+  loaded.handle = backend_.install(std::move(built));
+  kernels_.emplace(std::move(m.key), std::move(loaded));
+}
+
+KernelCatalogue::Prepared KernelCatalogue::prepare(const CollectiveCall& call, bool in_place) {
+  if (std::optional<Missing> m = missing(call, in_place)) {
+    std::unique_ptr<Backend::BuiltKernel> built = build(*m);
+    add(std::move(*m), std::move(built));
   }
+  const std::string key = kernel_key(choose(call), kernel_shape(call, in_place));
+  const auto it = kernels_.find(key);
   Prepared p;
   p.loaded = &it->second;
   p.needs.in_place = in_place;
@@ -167,7 +185,8 @@ KernelCatalogue::Prepared KernelCatalogue::fit_grid(const CollectiveCall& call, 
   return prepare(call, in_place);
 }
 
-void KernelCatalogue::warm_up(const std::vector<CollectiveCall>& shapes, bool in_place, Communicator::WarmUp mode) {
+std::vector<std::function<void()>> KernelCatalogue::warm_up(const std::vector<CollectiveCall>& shapes, bool in_place,
+                                                            Communicator::WarmUp mode) {
   std::vector<std::function<void()>> tasks;
   std::set<std::string> keys;
   const int n = backend_.nranks();
@@ -181,11 +200,7 @@ void KernelCatalogue::warm_up(const std::vector<CollectiveCall>& shapes, bool in
     const EmittedKernel kernel = generate(call, choice, shape);
     tasks.push_back(backend_.compile_task(cache(), launch_source(kernel), kernel));
   }
-  if (tasks.empty()) return;
-  if (mode == Communicator::WarmUp::Wait) {
-    for (const auto& task : tasks) task();
-    return;
-  }
+  if (tasks.empty() || mode == Communicator::WarmUp::Wait) return tasks;
   try {
     warmers_.emplace_back([tasks = std::move(tasks)] {
       for (const auto& task : tasks) {
@@ -199,6 +214,7 @@ void KernelCatalogue::warm_up(const std::vector<CollectiveCall>& shapes, bool in
   } catch (const std::system_error& e) {
     throw Error(ErrorKind::System, fmt::format("cannot start the warm-up thread: {}", e.what()));
   }
+  return {};
 }
 
 }  // namespace ccc

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -45,13 +46,27 @@ class KernelCatalogue {
   const Choice& choose(const CollectiveCall& call);
   // The loaded kernel for `call` (generated, compiled and loaded the first time).
   Prepared prepare(const CollectiveCall& call, bool in_place);
+  // A kernel to build before `call` can be prepared without building: generated here, built by
+  // build() with no lock held, taken by add().
+  struct Missing {
+    std::string key;
+    EmittedKernel kernel;
+    std::string source;
+  };
+  std::optional<Missing> missing(const CollectiveCall& call, bool in_place);
+  // Backend::build for `m`; touches nothing of the catalogue's (any thread, no lock).
+  std::unique_ptr<Backend::BuiltKernel> build(const Missing& m) const;
+  // Takes `built` in, unless another thread's build of the same kernel came first.
+  void add(Missing m, std::unique_ptr<Backend::BuiltKernel> built);
   // One grid (Backend::one_grid): where the kernel chosen has more blocks than the grid holds
   // (the driver's occupancy for that kernel: its registers and threads, not a constant), as many
   // channels as fit, unless the caller fixed them; launch_all refuses what cannot fit even with
   // one channel per rank.
   Prepared fit_grid(const CollectiveCall& call, bool in_place, const Prepared& p);
-  // Compiles the kernels of `shapes` into the cache, now or (WarmUp::Background) on a thread.
-  void warm_up(const std::vector<CollectiveCall>& shapes, bool in_place, Communicator::WarmUp mode);
+  // Compiles the kernels of `shapes` into the cache on a thread (WarmUp::Background), or returns
+  // the compiles for the caller to run (WarmUp::Wait; they touch nothing of the catalogue's).
+  std::vector<std::function<void()>> warm_up(const std::vector<CollectiveCall>& shapes, bool in_place,
+                                             Communicator::WarmUp mode);
 
  private:
   void select_for(const CollectiveCall& call, int64_t bytes, int channels, Choice& choice);

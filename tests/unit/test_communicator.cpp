@@ -2,8 +2,10 @@
 // element by element against the reference (outputs poisoned first, buffers offset from their
 // allocation, counts that divide nothing).
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <cmath>
@@ -459,6 +461,74 @@ TEST(Communicator, CalibrationFileReplacesTheTopologysConstants) {
   }
   std::filesystem::remove(cal_path);
   std::filesystem::remove(calibrated_path);
+}
+
+// A kernel's build runs with the communicator's lock released. Held, it kept the other ranks'
+// threads from launching while one thread compiled (seconds) and loaded a module, which on a GPU
+// may wait for kernels that wait for those very launches. Rank 0's thread issues a warm call and
+// then a cold one, whose compiler (a wrapper) waits until rank 1's thread, on this thread, has
+// issued its warm call: with the lock held across the build that call could never get through,
+// and the wrapper gives up after 30 s.
+TEST(Communicator, AKernelIsBuiltWithoutTheLockAPeersThreadNeedsToLaunch) {
+  const std::filesystem::path dir = std::filesystem::path(testing::TempDir()) / fmt::format("gated_cxx_{}", ::getpid());
+  std::filesystem::create_directories(dir);
+  const std::string gate = (dir / "gate").string(), started = (dir / "started").string(), go = (dir / "go").string();
+  const std::string wrapper = (dir / "cxx").string();
+  {
+    std::ofstream out(wrapper);
+    out << "#!/bin/sh\n"
+        << "[ -e " << gate << " ] || exec g++ \"$@\"\n"
+        << "touch " << started << "\n"
+        << "for i in $(seq 300); do [ -e " << go << " ] && exec g++ \"$@\"; sleep 0.1; done\n"
+        << "echo 'rank 1 never issued its call' >&2; exit 1\n";
+  }
+  std::filesystem::permissions(wrapper, std::filesystem::perms::owner_all);
+  const char* saved = std::getenv("CCC_HOST_CXX");
+  const std::string saved_cxx = saved != nullptr ? saved : "";
+  setenv("CCC_HOST_CXX", wrapper.c_str(), 1);
+
+  JitCache cache{std::filesystem::path()};
+  CommOptions o = options();
+  o.cache = &cache;
+  Communicator comm = Communicator::host(2, o);
+  const CollectiveCall warm = shape_of(Collective::AllReduce, 64, DataType::F32, ReduceOp::Sum, -1);
+  const CollectiveCall cold = shape_of(Collective::AllReduce, 64, DataType::F64, ReduceOp::Sum, -1);
+  std::vector<float> f[2];
+  std::vector<double> d[2];
+  for (int r = 0; r < 2; ++r) {
+    f[r].assign(64, static_cast<float>(r + 1));
+    d[r].assign(64, static_cast<double>(r + 1));
+  }
+  auto issue = [&](const CollectiveCall& call, int r) {
+    void* buf = call.dtype == DataType::F32 ? static_cast<void*>(f[r].data()) : static_cast<void*>(d[r].data());
+    comm.run_rank(call, r, buf, buf);
+  };
+  for (int r = 0; r < 2; ++r) issue(warm, r);
+  comm.synchronize();
+  std::ofstream{gate};
+
+  std::string rank0_error;
+  std::thread rank0([&] {
+    try {
+      issue(warm, 0);
+      issue(cold, 0);
+    } catch (const std::exception& e) {
+      rank0_error = e.what();
+    }
+  });
+  for (int i = 0; i < 600 && !std::filesystem::exists(started); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_TRUE(std::filesystem::exists(started)) << "rank 0's build never started";
+  issue(warm, 1);  // with the lock held by rank 0's build, this waited for it
+  std::ofstream{go};
+  rank0.join();
+  EXPECT_EQ(rank0_error, "");
+  issue(cold, 1);
+  comm.synchronize();
+  EXPECT_EQ(f[0][0], 6.0f);  // 1 + 2, then 3 + 3
+  EXPECT_EQ(d[1][63], 3.0);
+
+  if (saved != nullptr) setenv("CCC_HOST_CXX", saved_cxx.c_str(), 1); else unsetenv("CCC_HOST_CXX");
+  std::filesystem::remove_all(dir);
 }
 
 // warm_up compiles what calls of the declared shapes will run, so the calls compile nothing.
