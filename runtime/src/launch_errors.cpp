@@ -9,7 +9,11 @@ namespace {
 
 const char* launch_error_text(unsigned code) {
   switch (code) {
-    case CCC_ERR_TIMEOUT: return "timed out waiting for a peer";
+    case CCC_ERR_TIMEOUT:
+      // A peer compiling its first kernel of a shape cold (seconds, more at large N) looks the
+      // same from here as one that never came.
+      return "timed out waiting for a peer (one that has not issued this collective, or is still compiling its "
+             "kernel: warm_up / cccCommWarmUp compiles ahead)";
     case CCC_ERR_PEER_FAILED: return "stopped after a peer failed";
     case CCC_ERR_BAD_PROGRAM: return "its step program names a data pass the kernel lacks (a ccc bug)";
     case CCC_ERR_MISMATCH:

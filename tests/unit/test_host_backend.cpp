@@ -71,7 +71,8 @@ TEST(HostBackend, ReportsPeerErrorsToEveryFailedRankAndResetsCounters) {
     FAIL() << "expected an error";
   } catch (const Error& e) {
     EXPECT_EQ(e.kind(), ErrorKind::Remote);
-    EXPECT_STREQ(e.what(), "collective failed: rank 1: timed out waiting for a peer");
+    EXPECT_STREQ(e.what(), "collective failed: rank 1: timed out waiting for a peer (one that has not issued this "
+                           "collective, or is still compiling its kernel: warm_up / cccCommWarmUp compiles ahead)");
   }
   ranks.synchronize(1);  // reported once
   for (int r = 0; r < n; ++r) ranks.launch(r, k, channels, buffers_of(out[r].data()), 1, 0);
