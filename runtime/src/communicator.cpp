@@ -1,6 +1,7 @@
 #include "ccc/communicator.h"
 
 #include <cmath>
+#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -81,6 +82,8 @@ struct Communicator::Impl {
   // (live()), and its destroy leaves alone what is the parent's.
   const pid_t owner = ::getpid();
   std::mutex mutex;  // one call at a time (communicator.h)
+  std::set<std::string> building;          // kernel keys a thread builds with `mutex` released
+  std::condition_variable build_finished;  // one of them is done (build_unlocked)
   // Multi-process (host_rank, cuda_rank): the shared arena, before the backend, which uses it
   // until it goes.
   std::shared_ptr<void> arena;
@@ -246,14 +249,35 @@ struct Communicator::Impl {
   // Builds the kernel `call` needs if it is not loaded yet, with `lock` (on `mutex`) released
   // meanwhile: a build compiles for seconds, and loading its module may wait for the kernels
   // running on a device, which may wait for a peer rank whose thread must take the lock to launch
-  // (Backend::build, docs/runtime.md "Threads").
+  // (Backend::build, docs/runtime.md "Threads"). One thread builds a kernel; the others that need
+  // it wait for that build (with the lock released) instead of loading copies of their own, whose
+  // loads could wait for a kernel that waits for them.
   void build_unlocked(std::unique_lock<std::mutex>& lock, const CollectiveCall& call, bool in_place) {
-    std::optional<KernelCatalogue::Missing> missing = catalogue->missing(call, in_place);
-    if (!missing) return;
-    lock.unlock();
-    std::unique_ptr<Backend::BuiltKernel> built = catalogue->build(*missing);
-    lock.lock();
-    catalogue->add(std::move(*missing), std::move(built));
+    for (;;) {
+      std::optional<std::string> key = catalogue->missing(call, in_place);
+      if (!key) return;
+      if (building.contains(*key)) {
+        build_finished.wait(lock);  // then look again: built, or failed (this thread tries)
+        continue;
+      }
+      KernelCatalogue::Missing missing = catalogue->to_build(call, in_place, *key);
+      building.insert(*key);
+      lock.unlock();
+      std::unique_ptr<Backend::BuiltKernel> built;
+      try {
+        built = catalogue->build(missing);
+      } catch (...) {
+        lock.lock();
+        building.erase(*key);
+        build_finished.notify_all();
+        throw;
+      }
+      lock.lock();
+      building.erase(*key);
+      catalogue->add(std::move(missing), std::move(built));
+      build_finished.notify_all();
+      return;
+    }
   }
 
   void run(std::unique_lock<std::mutex>& lock, const CollectiveCall& call, Streams streams) {
@@ -308,10 +332,11 @@ struct Communicator::Impl {
     check_buffers(rank, send, recv, call);
     std::vector<BufferExtent> extents;
     const bool in_place = is_in_place(call, rank, send, recv);
-    build_unlocked(lock, call, in_place);  // before the ledger: what it checks must hold until the launch
+    if (ledger) ledger->check(call, rank, send, recv);  // an overlap is refused before any compile
+    build_unlocked(lock, call, in_place);
     const CallShape shape{call.collective, call.count, call.dtype, call.op, call.root, in_place};
     if (ledger) {
-      extents = ledger->check(call, rank, send, recv);  // before any compile
+      extents = ledger->check(call, rank, send, recv);  // again: other ranks may have issued meanwhile
       if (!ledger->agree(shape, rank).empty()) {
         // Nothing of this rank's runs, and the ranks that queued theirs stop waiting for it
         // (host; a CUDA communicator in one process cannot abort a queued kernel, whose ranks wait

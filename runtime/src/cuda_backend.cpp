@@ -276,6 +276,10 @@ std::unique_ptr<Backend::BuiltKernel> CudaRanks::load_cubin(const std::string& c
 
 int CudaRanks::install(std::unique_ptr<BuiltKernel> kernel) {
   auto& built = static_cast<CudaBuiltKernel&>(*kernel);
+  for (Device& d : devices_) {  // no push_back below may throw: `built` would unload them too
+    d.modules.reserve(d.modules.size() + 1);
+    d.functions.reserve(d.functions.size() + 1);
+  }
   for (size_t i = 0; i < devices_.size(); ++i) {
     devices_[i].modules.push_back(built.loaded[i].first);
     devices_[i].functions.push_back(built.loaded[i].second);

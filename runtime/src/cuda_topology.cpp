@@ -88,10 +88,21 @@ Topology detect_virtual_topology(const CudaDriver& driver, int ordinal, int nran
 }
 
 RankDevice probe_rank_device(const CudaDriver& driver, int ordinal) {
-  const DriverProbe probe = probe_cuda_devices(driver, {ordinal});
-  std::optional<NvlinkReport> report = query_nvlinks(probe, nullptr);
-  RankDevice d{probe.devices[0], std::nullopt};
-  if (report) d.nvlinks = std::move((*report)[0]);
+  RankDevice d;
+  try {
+    const DriverProbe probe = probe_cuda_devices(driver, {ordinal});
+    d.device = probe.devices[0];
+    if (std::optional<NvlinkReport> report = query_nvlinks(probe, nullptr)) d.nvlinks = std::move((*report)[0]);
+  } catch (const CudaError&) {
+    // Detection then falls back to its default rates rather than fail the join; the bus id,
+    // which says which ranks share a device, must be there.
+    CUdevice dev = 0;
+    driver.check(driver.cuDeviceGet(&dev, ordinal), "cuDeviceGet");
+    char id[64] = {};
+    driver.check(driver.cuDeviceGetPCIBusId(id, sizeof id - 1, dev), "cuDeviceGetPCIBusId");
+    d.device = DriverDevice{};
+    d.device.pci_bus_id = id;
+  }
   return d;
 }
 

@@ -136,12 +136,14 @@ std::string KernelCatalogue::launch_source(const EmittedKernel& kernel) const {
   return traced_ ? traced_kernel_source(kernel.source) : kernel.source;
 }
 
-std::optional<KernelCatalogue::Missing> KernelCatalogue::missing(const CollectiveCall& call, bool in_place) {
-  const Choice choice = choose(call);
-  const KernelShape shape = kernel_shape(call, in_place);
-  std::string key = kernel_key(choice, shape);
+std::optional<std::string> KernelCatalogue::missing(const CollectiveCall& call, bool in_place) {
+  std::string key = kernel_key(choose(call), kernel_shape(call, in_place));
   if (kernels_.count(key)) return std::nullopt;
-  EmittedKernel kernel = generate(call, choice, shape);
+  return key;
+}
+
+KernelCatalogue::Missing KernelCatalogue::to_build(const CollectiveCall& call, bool in_place, std::string key) {
+  EmittedKernel kernel = generate(call, choose(call), kernel_shape(call, in_place));
   std::string source = launch_source(kernel);
   return Missing{std::move(key), std::move(kernel), std::move(source)};
 }
@@ -151,7 +153,7 @@ std::unique_ptr<Backend::BuiltKernel> KernelCatalogue::build(const Missing& m) c
 }
 
 void KernelCatalogue::add(Missing m, std::unique_ptr<Backend::BuiltKernel> built) {
-  if (kernels_.count(m.key)) return;  // built by another thread meanwhile: `built` unloads
+  if (kernels_.count(m.key)) return;  // prepare() built it meanwhile (fit_grid): `built` unloads
   Loaded loaded;
   loaded.kernel = std::move(m.kernel);
   loaded.handle = backend_.install(std::move(built));
@@ -159,9 +161,10 @@ void KernelCatalogue::add(Missing m, std::unique_ptr<Backend::BuiltKernel> built
 }
 
 KernelCatalogue::Prepared KernelCatalogue::prepare(const CollectiveCall& call, bool in_place) {
-  if (std::optional<Missing> m = missing(call, in_place)) {
-    std::unique_ptr<Backend::BuiltKernel> built = build(*m);
-    add(std::move(*m), std::move(built));
+  if (std::optional<std::string> key = missing(call, in_place)) {
+    Missing m = to_build(call, in_place, std::move(*key));
+    std::unique_ptr<Backend::BuiltKernel> built = build(m);
+    add(std::move(m), std::move(built));
   }
   const std::string key = kernel_key(choose(call), kernel_shape(call, in_place));
   const auto it = kernels_.find(key);

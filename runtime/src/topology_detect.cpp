@@ -45,10 +45,12 @@ Gpu gpu_from(const DriverDevice& d, int sharers) {
   return g;
 }
 
-// The device a rank runs on, by PCI bus id (as given, where it does not parse).
-std::string device_key(const DriverDevice& d) {
-  std::string key = normalize_bus_id(d.pci_bus_id);
-  return key.empty() ? d.pci_bus_id : key;
+// The device rank `i` runs on, by PCI bus id (as given, where it does not parse; a rank without
+// one is a device of its own).
+std::string device_key(const DriverProbe& probe, int i) {
+  const std::string& id = probe.devices[static_cast<size_t>(i)].pci_bus_id;
+  if (std::string key = normalize_bus_id(id); !key.empty()) return key;
+  return id.empty() ? fmt::format("rank {}", i) : id;
 }
 
 // Minimal NVML declarations (the toolkit here ships no nvml.h); layouts as in NVML's API.
@@ -160,8 +162,8 @@ Topology topology_from_probe(const DriverProbe& probe, const std::optional<Nvlin
   const int n = static_cast<int>(probe.devices.size());
   // Ranks on one device share its memory, its SMs and its links.
   std::map<std::string, std::vector<int>> on_device;
-  for (int i = 0; i < n; ++i) on_device[device_key(probe.devices[i])].push_back(i);
-  auto sharers = [&](int i) { return static_cast<int>(on_device.at(device_key(probe.devices[i])).size()); };
+  for (int i = 0; i < n; ++i) on_device[device_key(probe, i)].push_back(i);
+  auto sharers = [&](int i) { return static_cast<int>(on_device.at(device_key(probe, i)).size()); };
   for (int i = 0; i < n; ++i) t.gpus.push_back(gpu_from(probe.devices[i], sharers(i)));
   for (const auto& [device, ranks] : on_device) {
     if (ranks.size() < 2) continue;
@@ -180,7 +182,7 @@ Topology topology_from_probe(const DriverProbe& probe, const std::optional<Nvlin
           to_switch += nvlink_rate(e.version);
         } else if (auto it = on_device.find(normalize_bus_id(e.remote_bus_id)); it != on_device.end()) {
           for (int j : it->second)
-            if (device_key(probe.devices[j]) != device_key(probe.devices[i])) to_gpu[j] += nvlink_rate(e.version);
+            if (device_key(probe, j) != device_key(probe, i)) to_gpu[j] += nvlink_rate(e.version);
         }
       }
       if (to_switch > 0) {

@@ -252,6 +252,7 @@ CUresult cuModuleLoadData(CUmodule* module, const void* image) {
 }
 
 CUresult cuModuleUnload(CUmodule module) {
+  record(call("cuModuleUnload"));
   delete reinterpret_cast<FakeModule*>(module);
   return CUDA_SUCCESS;
 }

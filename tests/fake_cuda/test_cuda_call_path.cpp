@@ -19,6 +19,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <latch>
 #include <map>
 #include <set>
 #include <sstream>
@@ -209,6 +210,40 @@ TEST_F(CudaCallPath, EachRankIsEnqueuedOnItsDeviceAndStreamWhenItCalls) {
     EXPECT_TRUE(synchronous_calls(log).empty()) << "on the call path: " << testing::PrintToString(log);
   }
   for (cccComm_t c : comms) EXPECT_EQ(cccCommDestroy(c), cccSuccess);
+}
+
+// Ranks' threads that need the same new kernel at once build it once: one thread compiles and
+// loads it (with the communicator's lock released), the others wait for that build instead of
+// loading copies of their own, whose loads could wait on a device for a kernel that waits for
+// them. A cache of the test's own, so the kernel is cold.
+TEST_F(CudaCallPath, ThreadsThatNeedTheSameNewKernelBuildItOnce) {
+  JitCache cache{std::filesystem::path()};
+  CommOptions options;
+  options.cache = &cache;
+  Communicator comm = Communicator::cuda({0, 1}, options);
+  void* buf[2] = {device_alloc(0, kCount * 4), device_alloc(1, kCount * 4)};
+  CollectiveCall call;
+  call.count = kCount;
+  take_log();
+  std::latch start(2);
+  std::vector<std::thread> ranks;
+  std::string errors[2];
+  for (int r = 0; r < 2; ++r)
+    ranks.emplace_back([&, r] {
+      start.arrive_and_wait();
+      try {
+        comm.run_rank(call, r, buf[r], buf[r], stream(r));
+      } catch (const std::exception& e) {
+        errors[r] = e.what();
+      }
+    });
+  for (std::thread& t : ranks) t.join();
+  EXPECT_EQ(errors[0] + errors[1], "");
+  const std::vector<std::string> log = take_log();
+  EXPECT_EQ(calls_named(log, "cuModuleLoadData").size(), 2u) << "once per device: " << testing::PrintToString(log);
+  EXPECT_TRUE(calls_named(log, "cuModuleUnload").empty()) << testing::PrintToString(log);
+  EXPECT_EQ(cache.builds(), 1u);
+  EXPECT_EQ(kernel_launches(log).size(), 2u);
 }
 
 TEST_F(CudaCallPath, TheCallersContextIsRestored) {

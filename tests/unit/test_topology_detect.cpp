@@ -109,6 +109,17 @@ TEST(TopologyDetect, RanksOnOneDeviceShareItAndAreJoinedByItsMemory) {
   EXPECT_EQ(t.switches[route(t, 1, 2)->index].kind, FabricKind::PCIe);
 }
 
+// A rank whose bus id is unknown is a device of its own: never one shared with another such rank.
+TEST(TopologyDetect, RanksWithoutABusIdShareNothing) {
+  DriverProbe p = probe(2, "NVIDIA H100 80GB HBM3", 9, 0, true);
+  for (DriverDevice& d : p.devices) d.pci_bus_id = "";
+  const Topology t = topology_from_probe(p, NvlinkReport(2, std::vector<NvlinkEnd>(1, NvlinkEnd{4, "", false})));
+  EXPECT_NEAR(t.gpus[0].memory_bandwidth, 3.352e12, 1e9);
+  ASSERT_EQ(t.switches.size(), 1u);
+  EXPECT_EQ(t.switches[0].kind, FabricKind::PCIe);
+  EXPECT_TRUE(t.links.empty()) << "an NVLink to an unknown far end joins nothing";
+}
+
 // Virtual ranks: N ranks on one device, joined by its memory alone.
 TEST(TopologyDetect, VirtualRanksSplitOneDevice) {
   DriverProbe p = probe(8, "NVIDIA H100 80GB HBM3", 9, 0, false);
