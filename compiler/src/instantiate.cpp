@@ -117,7 +117,7 @@ class Instantiator {
   }
 
   std::string context() const {
-    std::string c = fmt::format("N = {}, r = {}", opts_.nranks, rank_);
+    std::string c = fmt::format("N = {}{}, r = {}", opts_.nranks, params_text(params_), rank_);
     if (step_ >= 0 && step_ < prog_.nsteps())
       c += fmt::format(", step {} ({})", step_, prog_.steps[static_cast<size_t>(step_)].label);
     else if (step_ >= 0)
@@ -314,8 +314,7 @@ class Instantiator {
 
   void run(const ast::RequiresStmt& n, SourceLoc loc) {
     if (eval(n.cond) == 0) {
-      std::string where = rank_ == 0 ? fmt::format("N = {}", opts_.nranks) : context();
-      for (const auto& [name, value] : params_) where += fmt::format(", {} = {}", name, value);
+      const std::string where = rank_ == 0 ? fmt::format("N = {}{}", opts_.nranks, params_text(params_)) : context();
       throw EvalError{loc, fmt::format("requirement '{}' does not hold for {}", ast::print_expr(n.cond), where)};
     }
   }
@@ -398,12 +397,22 @@ class Instantiator {
     } else {
       check_chunk_range(to, to, n.as_first ? *n.as_first : n.first, std::nullopt, n.dst);
     }
-    if (chunk_position(prog_, first) != chunk_position(prog_, to))
+    if (chunk_position(prog_, first) != chunk_position(prog_, to)) {
+      const int64_t per_block = prog_.nchunks / blocks(prog_), position = chunk_position(prog_, first);
+      // Scratch is cut as the blocks are (step_program.h): slot k of a chunk is scratch chunk
+      // k * per_block + its position, which is what MSCCL-style per-peer slots need.
+      const std::string scratch_hint =
+          n.src == Buffer::Scratch || n.dst == Buffer::Scratch
+              ? fmt::format("; scratch is cut as the blocks are (scratch chunk k is at position k % {0}), so slot j "
+                            "for chunk {1} is scratch chunk j * {0} + {2}, with 'scratch SLOTS * {0}' declared",
+                            per_block, first, position)
+              : "";
       fail(n.as_first->loc,
            fmt::format("cannot remap chunk {} onto chunk {}: the buffers are {} block{} of {} chunks, and a chunk moves "
                        "only to the same position in a block, where chunks have the same size (chunk {} is at "
-                       "position {}, chunk {} at {})", first, to, blocks(prog_), blocks(prog_) == 1 ? "" : "s",
-                       prog_.nchunks / blocks(prog_), first, chunk_position(prog_, first), to, chunk_position(prog_, to)));
+                       "position {}, chunk {} at {}){}", first, to, blocks(prog_), blocks(prog_) == 1 ? "" : "s",
+                       per_block, first, position, to, chunk_position(prog_, to), scratch_hint));
+    }
     if (peer < 0 || peer >= opts_.nranks)
       fail(n.peer.loc, fmt::format("peer {} is out of range: ranks are 0 .. {}", peer, opts_.nranks - 1));
     if (peer == rank_ && n.src == n.dst && first == to)

@@ -85,6 +85,13 @@ std::optional<PlannedProgram> run_analysis(StepProgram program, const SyncOption
     const StepProgram resolved = resolve_first_reads(program);  // what verify and sync analyse
     return print_graph(resolved, build_graph(resolved, options.in_place));
   });
+  // The runtime refuses it (every rank would overwrite blocks of its send buffer a peer has yet
+  // to read, unless the schedule stages them all), so check and compile do too: one verdict.
+  if (options.in_place && program.collective == Collective::AllToAll) {
+    diags.error(program.loc, "in-place alltoall (send == recv) is not supported; use separate send and recv buffers "
+                             "(the runtime refuses it too)");
+    return std::nullopt;
+  }
   lint(program, diags);
   if (diags.has_errors()) return std::nullopt;  // --Werror
   if (!verify(program, diags)) return std::nullopt;

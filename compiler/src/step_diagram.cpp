@@ -174,7 +174,8 @@ text{{font-family:sans-serif;font-size:11px;fill:#222}}
   }
 
   std::string title() const {
-    std::string t = fmt::format("{} ({}), N = {}", p_.schedule, collective_name(p_.collective), p_.nranks);
+    std::string t = fmt::format("{} ({}), N = {}{}", p_.schedule, collective_name(p_.collective), p_.nranks,
+                                params_text(p_.params));
     if (p_.root >= 0) t += fmt::format(", root {}", p_.root);
     auto count = [](int64_t n, const char* what) { return fmt::format("{} {}{}", n, what, n == 1 ? "" : "s"); };
     return t + fmt::format(": {}, {}", count(p_.nsteps(), "step"), count(p_.nchunks, "chunk"));
