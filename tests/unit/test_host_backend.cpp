@@ -107,7 +107,8 @@ TEST(HostBackend, AFailureZeroesEveryLlReceiveBlock) {
 TEST(LaunchFailures, NamesEachFailedRankAndItsCause) {
   const unsigned words[] = {CCC_OK, CCC_ERR_TIMEOUT, CCC_ERR_PEER_FAILED, CCC_ERR_BAD_PROGRAM, CCC_ERR_MISMATCH, 77, CCC_ERR_UNREGISTERED};
   EXPECT_EQ(launch_failures(words, 7),
-            "rank 1: timed out waiting for a peer; rank 2: stopped after a peer failed; rank 3: its step program "
+            "rank 1: timed out waiting for a peer (one that has not issued this collective, or is still compiling its "
+            "kernel: warm_up / cccCommWarmUp compiles ahead); rank 2: stopped after a peer failed; rank 3: its step program "
             "names a data pass the kernel lacks (a ccc bug); rank 4: a peer called with another collective, count, "
             "type, op, root or placement (in place or out of place; every rank must pass the same); rank 5: error word 77; rank 6: a peer's input or "
             "output is neither arena memory nor a buffer registered with this rank");
