@@ -30,7 +30,9 @@ int run_check(const ParsedArgs& args, std::ostream& out, std::ostream& err) {
     fe->warnings = root == 0;  // the same schedule text: its warnings once
     program = run_front_end_on(*fe, *source, {}, err);
     if (program) planned = run_analysis_on(*fe, *source, *program, args.has("--in-place"), {}, err);
-    if (!program || !planned) {
+    // One verdict: what check proves, compile (default options) emits.
+    const bool lowers = planned && lowers_on(*fe, *source, *planned, args.has("--in-place"), err);
+    if (!program || !planned || !lowers) {
       if (program && roots > 1) err << "note: the errors above are for root " << root << " (roots before it verified; --root " << root
                                      << " checks it alone)\n";
       return kExitScheduleError;
@@ -56,7 +58,7 @@ int run_check(const ParsedArgs& args, std::ostream& out, std::ostream& err) {
 }  // namespace
 
 const Command& check_command() {
-  static const Command cmd{"check", "parse, instantiate, verify a schedule for N ranks and plan its syncs",
+  static const Command cmd{"check", "parse, instantiate, verify a schedule for N ranks, plan its syncs and lower it",
                            "ccc check FILE --ranks N [--root R|all] [--define NAME=V,...] [--in-place] [--Werror]", front_end_options(), &run_check};
   return cmd;
 }

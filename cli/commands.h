@@ -70,6 +70,12 @@ std::optional<PlannedProgram> run_analysis_on(const FrontEndArgs& fe, const Sour
                                               StepProgram program, bool in_place,
                                               const DumpHook& dump, std::ostream& err);
 
+// Lowers the planned program for the default kernel, as `ccc compile` would, and reports what
+// lowering refuses (among it: ranks of an allreduce that would end with different bits) to err:
+// check's verdict is then compile's. False if refused.
+bool lowers_on(const FrontEndArgs& fe, const SourceFile& source, const PlannedProgram& planned, bool in_place,
+               std::ostream& err);
+
 // --dtype, --op, --tile-bytes, --channels, --pipeline, --arch (codegen_args.cpp).
 std::vector<OptionSpec> codegen_options();
 struct CodegenArgs {

@@ -5,6 +5,7 @@
 
 #include "cli.h"
 #include "commands.h"
+#include "lower.h"
 
 namespace ccc::cli {
 
@@ -120,6 +121,20 @@ std::optional<PlannedProgram> run_analysis_on(const FrontEndArgs& fe, const Sour
   std::optional<PlannedProgram> planned = run_analysis(std::move(program), options, diags, dump);
   err << diags.render(&source, fe.warnings);
   return planned;
+}
+
+bool lowers_on(const FrontEndArgs& fe, const SourceFile& source, const PlannedProgram& planned, bool in_place,
+               std::ostream& err) {
+  Diagnostics diags;
+  KernelOptions kernel;
+  kernel.in_place = in_place;
+  try {
+    lower(planned, kernel);
+  } catch (const LowerError& e) {
+    diags.error(e.loc, e.what());
+  }
+  err << diags.render(&source, fe.warnings);
+  return !diags.has_errors();
 }
 
 }  // namespace ccc::cli
