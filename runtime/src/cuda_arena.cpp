@@ -2,9 +2,7 @@
 
 #include <unistd.h>
 
-#include <array>
 #include <bit>
-#include <cstring>
 #include <limits>
 #include <span>
 #include <string>
