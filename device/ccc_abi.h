@@ -24,7 +24,7 @@
 /* The most ranks a kernel compiled for the GPU may have: every block keeps a table of its peers'
  * buffers (a ccc_buffers per rank) in statically declared shared memory, of which a block may
  * declare 48 KiB (CUDA C++ Programming Guide, "Shared Memory"); 1024 x 40 bytes leaves 8 KiB for
- * the rest (ccc_device_common.h, SharedBudget). Host emulation has no such limit. */
+ * the rest (ccc_program.h, SharedBudget). Host emulation has no such limit. */
 #define CCC_MAX_DEVICE_RANKS 1024
 
 /* One rank's buffers for one launch, valid in every peer's address space (NVLink peer mappings

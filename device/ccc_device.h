@@ -16,13 +16,17 @@
  *
  * Both: every (rank, channel) word in ccc_rank_state::progress, every inbox slot and every
  * error word must be zero before the first launch and then never reset (values carry the launch
- * epoch; see ccc_device_common.h). After a launch reports an error the counters are
+ * epoch; see ccc_progress.h). After a launch reports an error the counters are
  * inconsistent: once no launch of any rank is running, zero the progress words, the inboxes and
  * the error words, on every rank, before launching again (a launch whose rank's error word is
  * set returns at once, so its peers fail too).
  *
- * Files: ccc_abi.h, ccc_device.h, ccc_device_cuda.h, ccc_device_host.h, ccc_device_common.h. The
- * CUDA side includes nothing else, so the set can be embedded as strings and handed to NVRTC. */
+ * Files, each on the ones before it: ccc_abi.h (the launch ABI), ccc_device_cuda.h or
+ * ccc_device_host.h (the target's primitives), ccc_data.h (dtypes, ops, data loops),
+ * ccc_program.h (step programs, Config), then a Channel's layers: ccc_geometry.h,
+ * ccc_progress.h, ccc_peer_table.h, one header per protocol (ccc_protocol_simple.h,
+ * ccc_protocol_ll.h), ccc_channel.h. The CUDA side includes nothing else, so the set can be
+ * embedded as strings and handed to NVRTC. */
 #ifndef CCC_DEVICE_H
 #define CCC_DEVICE_H
 
@@ -34,6 +38,6 @@
 #include "ccc_device_host.h"
 #endif
 
-#include "ccc_device_common.h"
+#include "ccc_channel.h"
 
 #endif /* CCC_DEVICE_H */

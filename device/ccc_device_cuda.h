@@ -68,7 +68,7 @@ CCC_FN unsigned load_relaxed(const unsigned* p) {
   asm volatile("ld.relaxed." CCC_SCOPE ".global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
   return v;
 }
-/* LL lines (protocol ll, ccc_device_common.h): 8 bytes, the data in the low half and the flag in
+/* LL lines (ccc_protocol_ll.h): 8 bytes, the data in the low half and the flag in
  * the high half, written and read as one 8-byte access. A reader that sees the flag sees the
  * data of the same store: both accesses are strong (.relaxed) with CCC_SCOPE, which covers the
  * writing and the reading thread (see above), so they are morally strong, and the PTX ISA memory

@@ -87,7 +87,7 @@ CCC_FN unsigned load_relaxed(const unsigned* p) {
   if (sim() != nullptr) return static_cast<unsigned>(sim_load(p, 4));
   return std::atomic_ref<unsigned>(*const_cast<unsigned*>(p)).load(std::memory_order_relaxed);
 }
-/* LL lines (protocol ll, ccc_device_common.h): data and flag in one 8-byte atomic, so a reader
+/* LL lines (ccc_protocol_ll.h): data and flag in one 8-byte atomic, so a reader
  * that sees the flag sees the data of the same store. Relaxed suffices: the line is one atomic
  * object, read whole, and a reader needs nothing else the producer wrote. */
 CCC_FN void ll_store(unsigned long long* line, unsigned data, unsigned flag) {

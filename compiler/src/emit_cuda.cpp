@@ -214,7 +214,7 @@ std::string passes_typedef(const std::vector<PassKind>& kinds) {
 }
 
 // Where each of the first `ranks` ranks pushes its step progress: the ranks whose programs wait
-// on it (a count, then the ranks), so a wait polls its own memory (ccc_device_common.h, "Push
+// on it (a count, then the ranks), so a wait polls its own memory (ccc_progress.h, "Push
 // the signal"). A shared program has rank 0's list alone, relabelled like the program.
 std::string consumer_tables(const KernelPlan& plan, int ranks) {
   std::string s =

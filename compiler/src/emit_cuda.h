@@ -33,7 +33,7 @@ struct EmittedKernel {
     return static_cast<uint64_t>(scratch_blocks) * count * static_cast<uint64_t>(dtype_bytes);
   }
   // Protocol ll: the receive slots (ccc_buffers::ll) each rank must provide: `ll_slots` regions,
-  // each one line of 8 bytes per 4 bytes of each of `ll_blocks` blocks (ccc_device_common.h,
+  // each one line of 8 bytes per 4 bytes of each of `ll_blocks` blocks (ccc_protocol_ll.h,
   // ll_lines).
   uint64_t ll_bytes(uint64_t count) const {
     const uint64_t lines = static_cast<uint64_t>(ll_blocks) * ((count * static_cast<uint64_t>(dtype_bytes) + 3) / 4);

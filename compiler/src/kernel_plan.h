@@ -9,12 +9,12 @@
 //
 // Collectives other than allreduce map the schedule's full-vector chunk space onto the user's
 // NCCL-shaped buffers: a reduce_scatter's output and an allgather's input hold only the rank's
-// own block (chunk geometry cuts every block alike, ccc_device_common.h), and output chunks that
+// own block (chunk geometry cuts every block alike, ccc_geometry.h), and output chunks that
 // are not part of a rank's result (other blocks of a reduce_scatter, a reduce's non-root ranks)
 // live in staging, scratch space the user never sees.
 //
 // Tiling is not spelled out here: every chunk splits into one slice per channel and every slice
-// into windows of `pipeline` tiles, all at run time from `count` (ccc_device_common.h); the plan's
+// into windows of `pipeline` tiles, all at run time from `count` (ccc_geometry.h); the plan's
 // passes and waits apply to every (channel, window) alike.
 #pragma once
 
@@ -104,7 +104,7 @@ struct RankPlan {
   std::vector<DataPass> passthrough;     // input -> output for chunks no step writes
   Waits exit_waits;
   std::vector<int> consumers;        // the ranks whose waits name this rank, ascending: where the
-                                     // kernel pushes its step progress (ccc_device_common.h)
+                                     // kernel pushes its step progress (ccc_progress.h)
 };
 
 // Chunks moved by one rank: bytes = chunks * count * dtype size / nchunks.

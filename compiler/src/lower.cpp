@@ -65,7 +65,7 @@ void check_options(const KernelOptions& o) {
     throw LowerError({}, fmt::format("{} channels: must be between 1 and 64", o.channels));
   if (o.pipeline < 1 || o.pipeline > 64)
     throw LowerError({}, fmt::format("pipeline depth {}: must be between 1 and 64", o.pipeline));
-  // Channel::ll_pass counts a chunk's part of a window in 32-bit registers (the 64-register
+  // ProtocolLl::ll_pass counts a chunk's part of a window in 32-bit registers (the 64-register
   // budget of its line loop), so the window must hold fewer than 2^30 elements of any type. The
   // runtime caps ll calls far below that (kLlMaxBytes), so only an absurd tile is refused.
   if (o.protocol == Protocol::Ll && o.tile_bytes * o.pipeline >= (int64_t{1} << 30))

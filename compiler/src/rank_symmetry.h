@@ -1,7 +1,7 @@
 // Rank symmetry of a kernel plan: most schedules give every rank the same program up to a
 // relabelling of ranks and chunks (ring and two-shot under rotation, butterfly under XOR). Then
 // the kernel ships rank 0's instruction table alone and each rank maps it as it reads it
-// (ccc_device_common.h: RankMap), so the generated source grows with the steps, not with
+// (ccc_program.h: RankMap), so the generated source grows with the steps, not with
 // N x steps. The maps, for rank r (N ranks, C chunks, `stride` chunks per rank):
 //   rotation: peer p -> (p + r) % N, chunk range [a, b) -> [(a + r * stride) % C, + (b - a))
 //   xor:      peer p -> p ^ r,       chunk range [a, b) -> [(a ^ (r * stride)) & ~(b - a - 1), + (b - a))

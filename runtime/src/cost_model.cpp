@@ -133,7 +133,7 @@ CostModel::CostModel(const StepProgram& p, const SyncPlan* sync, const Topology&
   };
   // Latency of waits polled together: the slowest route's one-way latency, because a producer
   // pushes its progress into the waiting rank's own memory and the wait polls that locally
-  // (ccc_device_common.h, "Push the signal, poll locally"): what is on the critical path is the
+  // (ccc_progress.h, "Push the signal, poll locally"): what is on the critical path is the
   // flight of one release store. (Polling the producer's memory would cost a round trip, two
   // latencies.) Nothing for peers on the same GPU. Entry waits count in the first window only
   // (with_entry).
@@ -147,7 +147,7 @@ CostModel::CostModel(const StepProgram& p, const SyncPlan* sync, const Topology&
     m->launch = std::max(m->launch, t.gpus[r].launch);
     m->channel_bandwidth.push_back(t.gpus[r].channel_bandwidth);
     m->reduce_bandwidth.push_back(t.gpus[r].reduce_bandwidth);
-    std::set<int> met = {r};  // the ranks whose mailboxes the launch has read (Channel::load_peers)
+    std::set<int> met = {r};  // the ranks whose mailboxes the launch has read (PeerTable::load_peers)
     for (int k = 0; k < p.nsteps(); ++k) {
       RankStep& rs = simple.steps[k][r];
       double read_latency = 0, mailbox_latency = 0;
@@ -170,7 +170,7 @@ CostModel::CostModel(const StepProgram& p, const SyncPlan* sync, const Topology&
       rs.latencies = rs.period_latencies = read_latency > 0 ? kReadTrips : 0;
       if (!sync) continue;  // lock-step (the schedule's closed form): the round trip of the step's reads only
       // The kernel: in the first window, before the reads, the mailboxes of the peers the launch
-      // meets at this step are read, all at once (Channel::load_peers): one round trip more.
+      // meets at this step are read, all at once (PeerTable::load_peers): one round trip more.
       rs.alpha += kReadTrips * mailbox_latency;
       rs.latencies += mailbox_latency > 0 ? kReadTrips : 0;
       rs.waits = sync->waits[r][k];
@@ -185,7 +185,7 @@ CostModel::CostModel(const StepProgram& p, const SyncPlan* sync, const Topology&
     simple.exit_alpha[r] = slowest_wait(simple.exit_waits[r], r, true);
     simple.exit_latencies[r] = simple.exit_alpha[r] > 0 ? 1 : 0;
     // Then each awaited peer whose buffers the rank never read has its call checked
-    // (Channel::same_call): one peer load, a round trip, after the wait.
+    // (PeerTable::same_call): one peer load, a round trip, after the wait.
     std::set<int> read;
     for (const auto& step : p.ops[r])
       for (const Op& op : step) read.insert(op.peer);

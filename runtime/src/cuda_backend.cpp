@@ -506,7 +506,7 @@ void CudaRanks::read_failures() {
     driver_.check(driver_.cuMemsetD8(r.sync + CudaSyncLayout::kError, 0, sizeof(unsigned)), "cuMemsetD8");
     driver_.check(driver_.cuMemsetD8(r.sync + CudaSyncLayout::kInbox, 0, CudaSyncLayout::inbox_bytes(nranks())), "cuMemsetD8");
     // The epochs start again from zero: so do the ll receive slots, every block (graphs may still
-    // use older ones; Channel::ll_flag).
+    // use older ones; ProtocolLl::ll_flag).
     for (size_t b = 0; b < r.ll.blocks.size(); ++b)
       driver_.check(driver_.cuMemsetD8(r.ll.blocks[b], 0, r.ll.sizes[b]), "cuMemsetD8");
     driver_.check(driver_.cuCtxSynchronize(), "cuCtxSynchronize");

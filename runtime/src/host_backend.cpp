@@ -327,7 +327,7 @@ void HostRanks::reset_if_idle() {
   // Every stream is idle: no kernel reads the state while it is zeroed. The epochs start again
   // from zero, so the ll receive slots are zeroed too, every block (graphs may still use older
   // ones): a line a failed launch left would otherwise carry a flag the restarted epochs reach
-  // again (Channel::ll_flag).
+  // again (ProtocolLl::ll_flag).
   for (auto& r : ranks_) {
     for (size_t b = 0; b < r->ll.blocks.size(); ++b) std::memset(r->ll.blocks[b].get(), 0, r->ll.sizes[b]);
     std::fill(std::begin(r->sync->progress), std::end(r->sync->progress), 0);

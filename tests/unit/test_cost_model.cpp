@@ -159,8 +159,8 @@ TEST(CostModel, SyncPlanLongestPathIsLockStepPlusEachWait) {
   const Estimate lock = estimate_cost(ring.program, nullptr, sw, kBytes, {});
   const Estimate flow = estimate_cost(ring.program, &ring.sync, sw, kBytes, {});
   // 15 waits, the first step's read of the previous rank's mailbox (a round trip:
-  // Channel::load_peers), and the exit's check of the next rank's call, which no ring rank reads
-  // (a round trip: Channel::same_call).
+  // PeerTable::load_peers), and the exit's check of the next rank's call, which no ring rank reads
+  // (a round trip: PeerTable::same_call).
   EXPECT_NEAR(flow.time, lock.time + 19 * kAlpha, 1e-12);
   EXPECT_EQ(lock.serial_latencies, 2 * 14);
   EXPECT_EQ(flow.serial_latencies, 2 * 14 + 15 + 2 + 2);

@@ -294,13 +294,13 @@ INSTANTIATE_TEST_SUITE_P(ShippedLl, HostRun,
 
 // A block barrier left out of the prelude is caught by a host run with more than one thread per
 // block, and only then: the mutant drops the barrier after the threads that read the peers'
-// mailboxes have filled in the block's table (Channel::load_peers), so the other threads, which
+// mailboxes have filled in the block's table (PeerTable::load_peers), so the other threads, which
 // run first, read the table before it holds the peers' buffers and reduce the wrong data.
 TEST(HostRunMutation, AMissingBlockBarrierIsCaught) {
   test::ScratchDir dir;
   for (const auto& f : std::filesystem::directory_iterator(CCC_SOURCE_DIR "/device"))
     std::filesystem::copy_file(f.path(), dir.path() / f.path().filename());
-  const std::filesystem::path common = dir.path() / "ccc_device_common.h";
+  const std::filesystem::path common = dir.path() / "ccc_peer_table.h";
   std::string text;
   {
     std::ifstream in(common);
@@ -326,7 +326,7 @@ TEST(HostRunMutation, AMissingBlockBarrierIsCaught) {
 }
 
 // A step's chunk copies run together while that costs the GPU's block no more round trips than
-// copying them one at a time (Channel::copy_batch), else one at a time: two-shot's all-gather both
+// copying them one at a time (ProtocolSimple::copy_batch), else one at a time: two-shot's all-gather both
 // ways, with 64 KiB tiles (HostRun's 1 KiB tiles always copy together). With 2 channels, f32 and
 // 512 GPU threads (2048 elements a round), a channel's slice of a chunk is count / (2 N): 100 N
 // elements is one round, and copies together; 32768 * 2 N + 5 is 16 rounds together or 2 per copy
@@ -406,7 +406,7 @@ TEST(HostRunPush, WaitsReadTheirOwnInboxNotThePeersProgress) {
   const unsigned long long first_epoch = 1ull << 40, finished = first_epoch + (1ull << 30);
   for (int c = 0; c < k.channels; ++c) {
     b.sync[2].mailbox[2 * c + 1] = b.own[2];  // the first launch's slot (epoch 1: parity 1),
-    b.sync[2].mailbox[2 * c + 1].call |= first_epoch;  // its call stamped as Channel::publish does
+    b.sync[2].mailbox[2 * c + 1].call |= first_epoch;  // its call stamped as PeerTable::publish does
     for (int r : {0, 1}) b.sync[r].inbox[c * n + 2] = finished;
   }
   testing::launch_host(lib.entry(k.kernel_name), b, k.channels, count, 2'000'000'000ull, {2});
@@ -513,7 +513,7 @@ TEST(HostRunRegistry, APeerPointerNoEntryCoversFailsEveryRank) {
 // Protocol ll: kernels of one communicator with different channel counts share each rank's
 // receive slots, while every channel counts its own launches. After a one-channel launch, channel
 // 0 has written every line with the flag of epoch 1, and channel 1 of a two-channel launch is at
-// epoch 1 as well: were the channel not part of the flag (Channel::ll_flag), it would take those
+// epoch 1 as well: were the channel not part of the flag (ProtocolLl::ll_flag), it would take those
 // stale lines for its peers' data. Each launch gets new inputs, so stale data cannot pass.
 TEST(HostRunLl, KernelsOfDifferentChannelCountsShareTheSlots) {
   const int n = 3;

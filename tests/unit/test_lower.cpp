@@ -221,7 +221,7 @@ TEST(Lower, RejectsBadOptions) {
   o = {};
   o.pipeline = 0;
   EXPECT_THROW(lower(pp, o), LowerError);
-  // Protocol ll counts a window's elements in 32 bits (Channel::ll_pass): a 1 GiB tile is fine
+  // Protocol ll counts a window's elements in 32 bits (ProtocolLl::ll_pass): a 1 GiB tile is fine
   // under simple only.
   o = {};
   o.tile_bytes = int64_t{1} << 30;

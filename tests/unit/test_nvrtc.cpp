@@ -36,7 +36,7 @@ PlannedProgram planned(const Case& c) {
   return *p.planned;
 }
 
-// The data-moving loops (ccc::combine and ccc::copy_together, and Channel::ll_pass for protocol
+// The data-moving loops (ccc::combine and ccc::copy_together, and ProtocolLl::ll_pass for protocol
 // ll) must not spill; the small spills ptxas reports elsewhere are registers saved around the
 // out-of-line calls. Returns the offending report lines.
 std::string data_loop_spills(const std::string& log) {
