@@ -25,16 +25,23 @@ PlannedProgram planned(const char* name, int nranks = 8) {
   return *pp;
 }
 
+KernelPlan lowered(const PlannedProgram& pp) {
+  Diagnostics diags;
+  std::optional<KernelPlan> plan = lower(pp, {}, diags);
+  if (!plan) throw std::runtime_error(diags.render(nullptr));
+  return std::move(*plan);
+}
+
 void BM_LowerAndEmit(benchmark::State& state) {
   const PlannedProgram pp = planned(kSchedules[state.range(0)]);
-  for (auto _ : state) benchmark::DoNotOptimize(emit_cuda(lower(pp, {})).source.size());
+  for (auto _ : state) benchmark::DoNotOptimize(emit_cuda(lowered(pp)).source.size());
   state.SetLabel(kSchedules[state.range(0)]);
 }
 BENCHMARK(BM_LowerAndEmit)->DenseRange(0, 5)->Unit(benchmark::kMicrosecond);
 
 void BM_NvrtcCubinSm90(benchmark::State& state) {
   NvrtcRequest req;
-  req.source = emit_cuda(lower(planned(kSchedules[state.range(0)]), {})).source;
+  req.source = emit_cuda(lowered(planned(kSchedules[state.range(0)]))).source;
   for (auto _ : state) {
     NvrtcOutput out = nvrtc_compile(req);
     if (!out.ok) state.SkipWithError(out.log.c_str());
@@ -46,7 +53,7 @@ BENCHMARK(BM_NvrtcCubinSm90)->DenseRange(0, 5)->Iterations(3)->Unit(benchmark::k
 // Ring against N: with its ranks sharing one table, the source and the compile stay flat.
 void BM_NvrtcCubinSm90RingRanks(benchmark::State& state) {
   NvrtcRequest req;
-  req.source = emit_cuda(lower(planned("ring", static_cast<int>(state.range(0))), {})).source;
+  req.source = emit_cuda(lowered(planned("ring", static_cast<int>(state.range(0))))).source;
   for (auto _ : state) {
     NvrtcOutput out = nvrtc_compile(req);
     if (!out.ok) state.SkipWithError(out.log.c_str());

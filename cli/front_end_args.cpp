@@ -128,11 +128,7 @@ bool lowers_on(const FrontEndArgs& fe, const SourceFile& source, const PlannedPr
   Diagnostics diags;
   KernelOptions kernel;
   kernel.in_place = in_place;
-  try {
-    lower(planned, kernel);
-  } catch (const LowerError& e) {
-    diags.error(e.loc, e.what());
-  }
+  lower(planned, kernel, diags);
   err << diags.render(&source, fe.warnings);
   return !diags.has_errors();
 }

@@ -144,13 +144,6 @@ struct KernelPlan {
   int nsteps() const { return static_cast<int>(steps.size()); }
 };
 
-// A schedule or option the kernel cannot implement; the message names rank, step and chunk.
-class LowerError : public std::runtime_error {
- public:
-  LowerError(SourceLoc loc, const std::string& message) : std::runtime_error(message), loc(loc) {}
-  SourceLoc loc;
-};
-
 // "count" or "4 * count": the elements of `blocks` blocks.
 std::string blocks_text(int64_t blocks);
 // "out[3] = sum(in[3], r2.out[3])": a pass of `rank`, operands named relative to it.

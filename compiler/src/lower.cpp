@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include "fold_order.h"
+#include "lower_error.h"
 #include "rank_symmetry.h"
 #include "small_sort.h"
 #include "verify_bits.h"
@@ -437,9 +438,8 @@ void to_ll(KernelPlan& plan, const RankSymmetry& pull) {
   plan.ll_slots = *std::max_element(slots.begin(), slots.end());
 }
 
-}  // namespace
-
-void check_ll_plan(const KernelPlan& plan) {
+// check_ll_plan, throwing.
+void require_safe_ll_plan(const KernelPlan& plan) {
   // (consumer, slot) -> chunks its pass reads, and the step of the read.
   struct Region {
     ChunkRange read;
@@ -495,8 +495,6 @@ void check_ll_plan(const KernelPlan& plan) {
                                          region.producer));
 }
 
-namespace {
-
 // Hands the pages of blocks freed so far back to the system. The ops lowering releases are small
 // blocks the plan's per-rank step arrays cannot reuse, and glibc keeps freed small blocks mapped:
 // without this the plan grows beside the freed program instead of into its pages (ring at N =
@@ -507,8 +505,9 @@ void return_freed_pages() {
 #endif
 }
 
-// `release`: pp itself, whose ops and waits of each (rank, step) are freed once lowered; or null.
-KernelPlan lower_planned(const PlannedProgram& pp, const KernelOptions& options, PlannedProgram* release) {
+// The plan's steps, in pull form (each read from the buffer that holds it). `release`: pp itself,
+// whose ops and waits of each (rank, step) are freed once lowered; or null.
+KernelPlan lower_steps(const PlannedProgram& pp, const KernelOptions& options, PlannedProgram* release) {
   check_options(options);
   check_program(pp);
   const StepProgram& p = pp.program;
@@ -556,14 +555,13 @@ KernelPlan lower_planned(const PlannedProgram& pp, const KernelOptions& options,
     if (!ll) rank.exit_waits = merge_waits(std::move(waits), r);
   }
   if (release) release->sync.waits.clear();
-  // The fold order is the program's, whatever the protocol: checked on the pull form, which
-  // to_ll changes only in where each operand is read from.
-  verify_same_bits(plan);
-  if (ll) {
-    to_ll(plan, find_rank_symmetry(plan));
-    check_ll_plan(plan);
-  }
-  for (int r = 0; r < p.nranks; ++r) {
+  return plan;
+}
+
+// The plan's totals, and each rank's consumers (the ranks that wait for it).
+void count_waits(KernelPlan& plan) {
+  const bool ll = plan.options.protocol == Protocol::Ll;
+  for (int r = 0; r < plan.nranks; ++r) {
     RankPlan& rank = plan.ranks[r];
     plan.waits += static_cast<int64_t>(rank.exit_waits.size());
     for (const StepPlan& step : rank.steps) {
@@ -574,7 +572,7 @@ KernelPlan lower_planned(const PlannedProgram& pp, const KernelOptions& options,
       }
     }
   }
-  for (int r = 0; r < p.nranks; ++r) {
+  for (int r = 0; r < plan.nranks; ++r) {
     auto add = [&](const Wait& w) {
       if (ll && w.step < 0) return;  // "entered" goes to every peer anyway; ll waits for nothing else
       std::vector<int>& to = plan.ranks[w.peer].consumers;
@@ -584,17 +582,35 @@ KernelPlan lower_planned(const PlannedProgram& pp, const KernelOptions& options,
       for (const Wait& w : step.waits) add(w);
     for (const Wait& w : plan.ranks[r].exit_waits) add(w);
   }
+}
+
+std::optional<KernelPlan> lower_planned(const PlannedProgram& pp, const KernelOptions& options, PlannedProgram* release,
+                                        Diagnostics& diags) {
+  std::optional<KernelPlan> plan;
+  if (!reporting_lower_errors(diags, [&] { plan = lower_steps(pp, options, release); })) return std::nullopt;
+  // The fold order is the program's, whatever the protocol: checked on the pull form, which
+  // to_ll changes only in where each operand is read from.
+  if (!verify_same_bits(*plan, diags)) return std::nullopt;
+  if (options.protocol == Protocol::Ll) {
+    if (!reporting_lower_errors(diags, [&] { to_ll(*plan, find_rank_symmetry(*plan)); })) return std::nullopt;
+    if (!check_ll_plan(*plan, diags)) return std::nullopt;
+  }
+  count_waits(*plan);
   return plan;
 }
 
 }  // namespace
 
-KernelPlan lower(const PlannedProgram& planned, const KernelOptions& options) {
-  return lower_planned(planned, options, nullptr);
+std::optional<KernelPlan> lower(const PlannedProgram& planned, const KernelOptions& options, Diagnostics& diags) {
+  return lower_planned(planned, options, nullptr, diags);
 }
 
-KernelPlan lower_releasing(PlannedProgram& planned, const KernelOptions& options) {
-  return lower_planned(planned, options, &planned);
+std::optional<KernelPlan> lower_releasing(PlannedProgram& planned, const KernelOptions& options, Diagnostics& diags) {
+  return lower_planned(planned, options, &planned, diags);
+}
+
+bool check_ll_plan(const KernelPlan& plan, Diagnostics& diags) {
+  return reporting_lower_errors(diags, [&] { require_safe_ll_plan(plan); });
 }
 
 }  // namespace ccc

@@ -127,11 +127,7 @@ std::optional<CodegenResult> run_codegen(const SourceFile& source, const Codegen
 
   // Lowering checks what the kernel can run and stops at the first thing it cannot: that one
   // error, with its location, is its report.
-  try {
-    result.plan = lower_releasing(*result.planned, options.kernel);
-  } catch (const LowerError& e) {
-    diags.error(e.loc, e.what());
-  }
+  result.plan = lower_releasing(*result.planned, options.kernel, diags);
   stage_done();
   if (!result.plan) return std::nullopt;
   dump(Pass::Lower, [&] { return print_kernel_plan(*result.plan); });

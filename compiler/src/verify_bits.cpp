@@ -8,6 +8,8 @@
 
 #include <fmt/format.h>
 
+#include "lower_error.h"
+
 namespace ccc {
 
 namespace {
@@ -180,11 +182,13 @@ class Evaluator {
 
 }  // namespace
 
-void verify_same_bits(const KernelPlan& plan) {
-  if (plan.collective != Collective::AllReduce) return;
-  Evaluator evaluator(plan);
-  evaluator.run();
-  evaluator.check_every_rank_agrees();
+bool verify_same_bits(const KernelPlan& plan, Diagnostics& diags) {
+  if (plan.collective != Collective::AllReduce) return true;
+  return reporting_lower_errors(diags, [&] {
+    Evaluator evaluator(plan);
+    evaluator.run();
+    evaluator.check_every_rank_agrees();
+  });
 }
 
 }  // namespace ccc

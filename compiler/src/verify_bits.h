@@ -1,6 +1,7 @@
 // The same bits on every rank: the last check of lowering, on the plan the kernel runs.
 #pragma once
 
+#include "ccc/diagnostics.h"
 #include "kernel_plan.h"
 
 namespace ccc {
@@ -12,10 +13,10 @@ namespace ccc {
 // channel and alignment (ccc::combine folds in one accumulator and rounds once), so equal
 // expressions are equal bits, on every run.
 //
-// Throws LowerError if two ranks of an allreduce end with different expressions for one output
+// Reports an error (false) if two ranks of an allreduce end with different expressions for one output
 // chunk, at the DSL op that computed the value of the first rank that differs from rank 0; the
 // message names the rank, the chunk and both expressions. Other collectives pass: none of them
 // gives two ranks the result of a reduction of one chunk.
-void verify_same_bits(const KernelPlan& plan);
+bool verify_same_bits(const KernelPlan& plan, Diagnostics& diags);
 
 }  // namespace ccc

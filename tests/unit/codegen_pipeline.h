@@ -7,6 +7,8 @@
 
 #include <stdexcept>
 
+#include <gtest/gtest.h>
+
 #include "lower.h"
 #include "sync.h"
 #include "verify.h"
@@ -44,11 +46,28 @@ inline Planned plan_shipped(const std::string& name, int nranks, bool in_place =
   return out;
 }
 
+// lower() where a test expects a plan: the plan, else a std::runtime_error with the errors.
+inline KernelPlan lowered(const PlannedProgram& pp, const KernelOptions& o = {}) {
+  Diagnostics diags;
+  std::optional<KernelPlan> plan = lower(pp, o, diags);
+  if (!plan) throw std::runtime_error(diags.render(nullptr));
+  return std::move(*plan);
+}
+
+// The one error lower() reports where a test expects a refusal; a test failure (and an empty
+// diagnostic) if it lowers.
+inline Diagnostic lower_error(const PlannedProgram& pp, const KernelOptions& o = {}) {
+  Diagnostics diags;
+  if (lower(pp, o, diags)) ADD_FAILURE() << "lowered; expected a refusal";
+  else if (diags.error_count() != 1) ADD_FAILURE() << "expected one error:\n" << diags.render(nullptr);
+  return diags.all().empty() ? Diagnostic{} : diags.all().front();
+}
+
 // A shipped schedule's kernel plan; throws when the schedule does not plan for `n` ranks.
 inline KernelPlan lower_shipped(const std::string& name, int n, KernelOptions o = {}) {
   Planned p = plan_shipped(name, n, o.in_place);
   if (!p.planned) throw std::runtime_error(p.errors);
-  return lower(*p.planned, o);
+  return lowered(*p.planned, o);
 }
 
 // A program with no waits at all: for tests of lowering errors, which never look at waits.

@@ -16,7 +16,7 @@ void expect_golden(const std::string& name, const std::string& text) {
 EmittedKernel emit_shipped(const std::string& name, int n, const KernelOptions& o, bool with_source) {
   testing::Planned p = testing::plan_shipped(name, n, o.in_place);
   if (!p.planned) throw std::runtime_error(p.errors);
-  return emit_cuda(lower(*p.planned, o), with_source ? &p.source : nullptr);
+  return emit_cuda(testing::lowered(*p.planned, o), with_source ? &p.source : nullptr);
 }
 
 TEST(EmitCuda, RingGolden) {
@@ -92,7 +92,7 @@ TEST(EmitCuda, GeneratedDirectoryIsCurrent) {
   for (const std::string& name : test::shipped_schedule_names()) {
     testing::Planned p = testing::plan_shipped(name, 8);
     ASSERT_TRUE(p.planned) << p.errors;
-    test::expect_matches_golden(emit_cuda(lower(*p.planned, {}), &p.source).source,
+    test::expect_matches_golden(emit_cuda(testing::lowered(*p.planned, {}), &p.source).source,
                                 "generated/" + name + "_n8_f32_sum.cu", "EmitCuda.GeneratedDirectoryIsCurrent");
     test::expect_matches_golden(step_diagram_svg(p.planned->program), "generated/" + name + "_n8.svg",
                                 "EmitCuda.GeneratedDirectoryIsCurrent");

@@ -240,7 +240,7 @@ TEST_P(HostRun, MatchesTheReference) {
       if (o.in_place == in_place) {
         o.protocol = s.protocol;
         opts.push_back(o);
-        kernels.push_back(emit_cuda(lower(*p.planned, o)));
+        kernels.push_back(emit_cuda(testing::lowered(*p.planned, o)));
       }
   }
   testing::HostLibrary lib(kernels, std::string(s.schedule) + "_n" + std::to_string(s.ranks) +
@@ -315,7 +315,7 @@ TEST(HostRunMutation, AMissingBlockBarrierIsCaught) {
   testing::Planned p = testing::plan_shipped("ring", 4);
   ASSERT_TRUE(p.planned) << p.errors;
   const KernelOptions o = options(DataType::I32, ReduceOp::Sum, false);
-  const EmittedKernel k = emit_cuda(lower(*p.planned, o));
+  const EmittedKernel k = emit_cuda(testing::lowered(*p.planned, o));
   testing::HostLibrary lib({k}, "mutant_missing_barrier", dir.path().string());
   ASSERT_EQ(lib.error(), "");
   const uint64_t count = 4097;
@@ -337,7 +337,7 @@ TEST(HostRunCopies, TogetherAndApartMatchTheReference) {
     ASSERT_TRUE(p.planned) << p.errors;
     KernelOptions o;
     o.channels = 2;
-    const EmittedKernel k = emit_cuda(lower(*p.planned, o));
+    const EmittedKernel k = emit_cuda(testing::lowered(*p.planned, o));
     testing::HostLibrary lib({k}, "twoshot_copies_n" + std::to_string(n));
     ASSERT_EQ(lib.error(), "");
     for (uint64_t count : {uint64_t(100) * n, uint64_t(32768) * 2 * n + 5})
@@ -354,7 +354,7 @@ TEST(HostRunFailure, DeadPeerTimesOut) {
   testing::Planned p = testing::plan_shipped("ring", 4);
   ASSERT_TRUE(p.planned) << p.errors;
   const KernelOptions o = options(DataType::F32, ReduceOp::Sum, false);
-  EmittedKernel k = emit_cuda(lower(*p.planned, o));
+  EmittedKernel k = emit_cuda(testing::lowered(*p.planned, o));
   testing::HostLibrary lib({k}, "dead_peer");
   ASSERT_EQ(lib.error(), "");
   const uint64_t count = 100000, timeout_ns = 200'000'000;
@@ -373,7 +373,7 @@ TEST(HostRunFailure, DeadPeerTimesOut) {
 TEST(HostRunFailure, PassMissingFromTheKernelIsAnError) {
   testing::Planned p = testing::plan_shipped("ring", 2);
   ASSERT_TRUE(p.planned) << p.errors;
-  EmittedKernel k = emit_cuda(lower(*p.planned, options(DataType::F32, ReduceOp::Sum, false)));
+  EmittedKernel k = emit_cuda(testing::lowered(*p.planned, options(DataType::F32, ReduceOp::Sum, false)));
   const std::string passes = "typedef ccc::Passes<ccc::Pass<1>, ccc::Pass<2>> Passes;";
   const size_t at = k.source.find(passes);
   ASSERT_NE(at, std::string::npos) << k.source;
@@ -396,7 +396,7 @@ TEST(HostRunPush, WaitsReadTheirOwnInboxNotThePeersProgress) {
   const int n = 3;
   testing::Planned p = testing::plan_shipped("oneshot", n);
   ASSERT_TRUE(p.planned) << p.errors;
-  EmittedKernel k = emit_cuda(lower(*p.planned, options(DataType::I32, ReduceOp::Sum, false)));
+  EmittedKernel k = emit_cuda(testing::lowered(*p.planned, options(DataType::I32, ReduceOp::Sum, false)));
   testing::HostLibrary lib({k}, "push");
   ASSERT_EQ(lib.error(), "");
   const uint64_t count = 5000;
@@ -436,7 +436,7 @@ struct RegisteredInputs {
   static constexpr int n = 3;
   static constexpr uint64_t count = 5000, offset = 4;
   testing::Planned p = testing::plan_shipped("oneshot", n);
-  EmittedKernel k = emit_cuda(lower(*p.planned, options(DataType::I32, ReduceOp::Sum, false)));
+  EmittedKernel k = emit_cuda(testing::lowered(*p.planned, options(DataType::I32, ReduceOp::Sum, false)));
   testing::HostBuffers b{n, count * 4, 0, offset, false};
   std::vector<ccc_registry> registry = std::vector<ccc_registry>(n);
   std::vector<std::vector<int>> alias = std::vector<std::vector<int>>(n * n);  // [reader * n + owner]
@@ -525,7 +525,7 @@ TEST(HostRunLl, KernelsOfDifferentChannelCountsShareTheSlots) {
     KernelOptions o = options(DataType::I32, ReduceOp::Sum, false);
     o.protocol = Protocol::Ll;
     o.channels = channels;
-    kernels.push_back(emit_cuda(lower(*p.planned, o)));
+    kernels.push_back(emit_cuda(testing::lowered(*p.planned, o)));
   }
   testing::HostLibrary lib(kernels, "ll_channel_counts");
   ASSERT_EQ(lib.error(), "");
@@ -562,7 +562,7 @@ TEST(HostRunLl, AStaleLineIsNeverTakenForDataWhenTheEpochWraps) {
   ASSERT_TRUE(p.planned) << p.errors;
   KernelOptions o = options(DataType::I32, ReduceOp::Sum, false);
   o.protocol = Protocol::Ll;
-  const EmittedKernel k = emit_cuda(lower(*p.planned, o));
+  const EmittedKernel k = emit_cuda(testing::lowered(*p.planned, o));
   testing::HostLibrary lib({k}, "ll_wrap");
   ASSERT_EQ(lib.error(), "");
   testing::HostBuffers b(n, count * 4, 0, 0, false, k.ll_bytes(count));
@@ -595,7 +595,7 @@ TEST(HostRunVirtualRanks, OneGridRunsEveryRank) {
   for (bool one_device : {false, true}) {
     KernelOptions o = options(DataType::I32, ReduceOp::Sum, false);
     o.one_device = one_device;
-    EmittedKernel k = emit_cuda(lower(*p.planned, o));
+    EmittedKernel k = emit_cuda(testing::lowered(*p.planned, o));
     testing::HostLibrary lib({k}, one_device ? "virtual_ranks_gpu" : "virtual_ranks");
     ASSERT_EQ(lib.error(), "");
     const uint64_t count = 5000;

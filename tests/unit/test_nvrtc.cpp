@@ -180,7 +180,7 @@ TEST(Nvrtc, EveryDtypeForAmpereAndHopper) {
     KernelOptions o;
     o.dtype = t;
     o.op = data_type_is_float(t) ? ReduceOp::Avg : ReduceOp::Sum;
-    EmittedKernel k = emit_cuda(lower(pp, o));
+    EmittedKernel k = emit_cuda(testing::lowered(pp, o));
     for (const char* arch : {"sm_80", "sm_90"}) expect_compiles(k, arch);
   }
 }
@@ -197,7 +197,7 @@ TEST(Nvrtc, LlEveryDtypeForAmpereAndHopper) {
       o.dtype = t;
       o.op = data_type_is_float(t) ? ReduceOp::Avg : ReduceOp::Sum;
       o.protocol = Protocol::Ll;
-      EmittedKernel k = emit_cuda(lower(pp, o));
+      EmittedKernel k = emit_cuda(testing::lowered(pp, o));
       EXPECT_NE(k.source.find("ccc::send("), std::string::npos) << k.kernel_name;
       EXPECT_NE(k.source.find("ccc::RankMap<"), std::string::npos) << k.kernel_name;
       for (const char* arch : {"sm_80", "sm_90"}) expect_compiles(k, arch);
@@ -219,7 +219,7 @@ TEST(Nvrtc, LlPerRankTablesSpillNothingInsideTheChunkLoop) {
       o.dtype = t;
       o.op = data_type_is_float(t) ? ReduceOp::Avg : ReduceOp::Sum;
       o.protocol = Protocol::Ll;
-      EmittedKernel k = emit_cuda(lower(pp, o));
+      EmittedKernel k = emit_cuda(testing::lowered(pp, o));
       EXPECT_EQ(k.source.find("ccc::RankMap<"), std::string::npos) << k.kernel_name << ": a table per rank";
       for (const char* arch : {"sm_80", "sm_90"}) {
         NvrtcOutput out = nvrtc_compile(request(k.source, arch, NvrtcTarget::Cubin));
@@ -241,14 +241,14 @@ TEST_P(NvrtcSchedule, Compiles) {
   const char* name = GetParam().c_str();
   const bool full = std::getenv("CCC_NVRTC_FULL") != nullptr;
   const PlannedProgram at8 = planned({name, 8});
-  for (const char* arch : {"sm_80", "sm_90"}) expect_compiles(emit_cuda(lower(at8, {})), arch);
+  for (const char* arch : {"sm_80", "sm_90"}) expect_compiles(emit_cuda(testing::lowered(at8, {})), arch);
   const Collective c = at8.program.collective;
   const bool reduces = c != Collective::AllGather && c != Collective::Broadcast;
   for (ReduceOp op : kAllReduceOps) {
     if (!reduces) break;
     KernelOptions o;
     o.op = op;
-    expect_compiles(emit_cuda(lower(planned({name, 4}), o)), "sm_90");
+    expect_compiles(emit_cuda(testing::lowered(planned({name, 4}), o)), "sm_90");
   }
   if (!full) return;
   for (int n : {2, 3, 4, 5, 8}) {
@@ -257,7 +257,7 @@ TEST_P(NvrtcSchedule, Compiles) {
     for (DataType t : kAllDataTypes) {
       KernelOptions o;
       o.dtype = t;
-      EmittedKernel k = emit_cuda(lower(*p.planned, o));
+      EmittedKernel k = emit_cuda(testing::lowered(*p.planned, o));
       for (const char* arch : {"sm_80", "sm_90"}) expect_compiles(k, arch);
     }
   }
@@ -267,7 +267,7 @@ INSTANTIATE_TEST_SUITE_P(Shipped, NvrtcSchedule, ::testing::ValuesIn(test::shipp
                          [](const auto& info) { return info.param; });
 
 TEST(Nvrtc, PtxOnly) {
-  NvrtcOutput out = nvrtc_compile(request(emit_cuda(lower(planned({"ring", 2}), {})).source, "sm_90", NvrtcTarget::Ptx));
+  NvrtcOutput out = nvrtc_compile(request(emit_cuda(testing::lowered(planned({"ring", 2}), {})).source, "sm_90", NvrtcTarget::Ptx));
   ASSERT_TRUE(out.ok) << out.log;
   EXPECT_NE(out.image.find(".entry ccc_ring_n2_f32_sum_t65536_c4_p2"), std::string::npos);
   EXPECT_NE(out.image.find("ld.acquire.sys"), std::string::npos);
@@ -290,7 +290,7 @@ TEST(Nvrtc, OneDeviceKernelsSyncInGpuScopeOthersInSysScope) {
       KernelOptions o;
       o.protocol = protocol;
       o.one_device = one_device;
-      const EmittedKernel k = emit_cuda(lower(pp, o));
+      const EmittedKernel k = emit_cuda(testing::lowered(pp, o));
       EXPECT_EQ(k.kernel_name.ends_with("_gpu"), one_device) << k.kernel_name;
       NvrtcOutput out = nvrtc_compile(request(k.source, "sm_90", NvrtcTarget::Ptx));
       ASSERT_TRUE(out.ok) << out.log;
@@ -335,7 +335,7 @@ TEST(Nvrtc, Sm90KernelsWaitForThePriorGridBeforeTouchingSyncState) {
   for (const auto& [c, protocol] : kernels) {
     KernelOptions o;
     o.protocol = protocol;
-    const EmittedKernel k = emit_cuda(lower(planned(c), o));
+    const EmittedKernel k = emit_cuda(testing::lowered(planned(c), o));
     NvrtcOutput hopper = nvrtc_compile(request(k.source, "sm_90", NvrtcTarget::Ptx));
     ASSERT_TRUE(hopper.ok) << hopper.log;
     const std::string body = entry_body(hopper.image);
@@ -412,7 +412,7 @@ TEST(Nvrtc, DataLoopsKeepEightVectorLoadsInFlight) {
     for (DataType t : {DataType::F32, DataType::F16}) {
       KernelOptions o;
       o.dtype = t;
-      const EmittedKernel k = emit_cuda(lower(planned(c), o));
+      const EmittedKernel k = emit_cuda(testing::lowered(planned(c), o));
       NvrtcOutput out = nvrtc_compile(request(k.source, "sm_90", NvrtcTarget::Ptx));
       ASSERT_TRUE(out.ok) << out.log;
       const std::vector<int> loads = loads_before_first_store(out.image);
@@ -430,7 +430,7 @@ TEST(Nvrtc, DataLoopsKeepEightVectorLoadsInFlight) {
 // The per-rank tables fit a block's 48 KiB of static shared memory up to CCC_MAX_DEVICE_RANKS
 // (ring at N = 700 used to fail in ptxas: "uses too much shared data (0xdac0 bytes, 0xc000 max)").
 TEST(Nvrtc, RingAtTheMostRanksAGpuKernelHasCompiles) {
-  const EmittedKernel k = emit_cuda(lower(planned({"ring", CCC_MAX_DEVICE_RANKS}), KernelOptions{}));
+  const EmittedKernel k = emit_cuda(testing::lowered(planned({"ring", CCC_MAX_DEVICE_RANKS}), KernelOptions{}));
   NvrtcRequest req = request(k.source, "sm_90", NvrtcTarget::Cubin);
   req.options = {kPtxasVerbose};
   const NvrtcOutput out = nvrtc_compile(req);

@@ -39,7 +39,7 @@ TEST(Pipeline, EmitsWhatThePassesEmitOneByOne) {
   ASSERT_TRUE(program);
   std::optional<PlannedProgram> planned = run_analysis(*program, {}, diags);
   ASSERT_TRUE(planned);
-  const EmittedKernel by_hand = emit_cuda(lower(*planned, ring_options(4).kernel), &ring);
+  const EmittedKernel by_hand = emit_cuda(testing::lowered(*planned, ring_options(4).kernel), &ring);
   EXPECT_EQ(r->kernel->source, by_hand.source);
   EXPECT_EQ(r->kernel->kernel_name, by_hand.kernel_name);
   EXPECT_NE(r->kernel->kernel_name.find("bf16"), std::string::npos) << r->kernel->kernel_name;

@@ -168,7 +168,7 @@ testing::Planned ring4() { return testing::plan_shipped("ring", 4); }
 TEST(Trace, UntracedKernelsCarryNoTracingCode) {
   const testing::Planned p = ring4();
   ASSERT_TRUE(p.planned) << p.errors;
-  const EmittedKernel k = emit_cuda(lower(*p.planned, {}));
+  const EmittedKernel k = emit_cuda(testing::lowered(*p.planned, {}));
   EXPECT_EQ(k.source.find("CCC_TRACE_ENABLED"), std::string::npos);
   auto ptx = [&](const std::string& source) {
     NvrtcRequest req;
@@ -193,7 +193,7 @@ TEST(Trace, TracedKernelsCompileForAmpereAndHopper) {
   for (const std::string& name : test::shipped_schedule_names()) {
     const testing::Planned p = testing::plan_shipped(name, 8);
     ASSERT_TRUE(p.planned) << name << ": " << p.errors;
-    const EmittedKernel k = emit_cuda(lower(*p.planned, {}));
+    const EmittedKernel k = emit_cuda(testing::lowered(*p.planned, {}));
     for (const char* arch : {"sm_80", "sm_90"}) {
       NvrtcRequest req;
       req.source = traced_kernel_source(k.source);
