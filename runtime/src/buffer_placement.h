@@ -5,12 +5,11 @@
 
 #include <cstdint>
 #include <optional>
-#include <set>
-#include <utility>
 
 #include "backend.h"
 #include "ccc/collective_call.h"
 #include "ccc_abi.h"
+#include "registrations.h"
 
 namespace ccc {
 
@@ -20,15 +19,6 @@ struct LaunchNeeds {
   uint64_t ll_bytes = 0;       // EmittedKernel::ll_bytes (protocol ll's receive slots)
   uint64_t signature = 0;      // ccc_buffers::call: equal on every rank issuing the same call
   bool in_place = false;
-};
-
-// Between begin_graph_registration and end_graph_registration (CUDA across processes): the
-// buffers launches captured in a graph use in place, to be registered when the capture ends,
-// and the streams that captured them.
-struct GraphRegistration {
-  bool active = false;
-  std::set<std::pair<uintptr_t, uint64_t>> buffers;
-  std::set<void*> streams;
 };
 
 // A rank's buffers for its launch, and the copies that stage them around it (in its stream's

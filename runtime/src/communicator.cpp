@@ -7,7 +7,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
-#include <map>
 #include <mutex>
 #include <optional>
 #include <set>
@@ -32,6 +31,7 @@
 #include "kernel_catalogue.h"
 #include "nvrtc_jit.h"  // JitError
 #include "rank_call_ledger.h"
+#include "registrations.h"
 #include "sim_engine.h"
 
 namespace ccc {
@@ -97,11 +97,8 @@ struct Communicator::Impl {
   // The buffers of collectives issued rank by rank that not every rank has issued yet, to refuse
   // overlaps across ranks (rank_call_ledger.h). Made with the communicator, unless multi-process.
   std::optional<RankCallLedger> ledger;
-  // One process: the handles register_buffer gave, each the address of a byte of its own (so
-  // that no two are equal). Across processes the CUDA registry keeps its own.
-  std::map<void*, std::unique_ptr<char>> local_registrations;
-  // Between begin_graph_registration and end_graph_registration.
-  GraphRegistration registration;
+  // Registered buffers and graph registrations (made with the communicator, on the backend).
+  std::optional<Registrations> registrations;
 
   // What every constructor starts from: the options and the timeout they give.
   static std::unique_ptr<Impl> make(CommOptions options) {
@@ -136,6 +133,7 @@ struct Communicator::Impl {
     if (const char* env = std::getenv("CCC_TRACE"); trace_file.empty() && env != nullptr) trace_file = env;
     tracer.emplace(std::move(trace_file), *backend);
     catalogue.emplace(options, *backend, topology ? &*topology : nullptr, tracer->on());
+    registrations.emplace(*backend);
     if (debug_info_on()) {
       std::string described = topology ? describe_topology(*topology) : "";
       if (!described.empty()) described.pop_back();  // its last newline
@@ -209,19 +207,6 @@ struct Communicator::Impl {
   }
 
   bool multi_process() const { return backend->multi_process(); }
-  // Where peers in other processes open registered buffers; null in one process, where every
-  // buffer is reachable already. Across processes without one (the host backend, whose peers
-  // share only the arena), `what` is refused.
-  PeerRegistry* peer_registry(const char* what) {
-    PeerRegistry* registry = backend->peer_registry();
-    if (multi_process() && registry == nullptr)
-      throw Error(ErrorKind::InvalidUsage,
-                  fmt::format("{}: the {} backend across processes shares only its arena with the other processes, "
-                              "not memory from malloc (and has no graphs): allocate buffers with cccCommMemAlloc (used "
-                              "in place), or pass them unregistered (staged through the arena)",
-                              what, backend->kind() == BackendKind::Host ? "host" : "cuda"));
-    return registry;
-  }
   // A multi-process communicator's rank here (-1: every rank is).
   int local_rank() const { return backend->local_rank(); }
 
@@ -233,7 +218,7 @@ struct Communicator::Impl {
 
   void launch_rank(const Prepared& p, const CollectiveCall& call, int rank, const void* send, void* recv,
                    void* stream) {
-    const PlacedBuffers placed = place_buffers(*backend, p.needs, call, rank, send, recv, stream, registration);
+    const PlacedBuffers placed = place_buffers(*backend, p.needs, call, rank, send, recv, stream, registrations->graph());
     RankLaunch launch = rank_launch(p, call, placed, stream);
     launch.trace = tracer->records(p.loaded->kernel, call, rank, stream);
     backend->launch(rank, launch);
@@ -303,7 +288,7 @@ struct Communicator::Impl {
       std::vector<PlacedBuffers> placed(n);
       std::vector<RankLaunch> launches(n);
       for (int r = 0; r < n; ++r) {
-        placed[r] = place_buffers(*backend, p.needs, call, r, call.send[r], call.recv[r], stream, registration);
+        placed[r] = place_buffers(*backend, p.needs, call, r, call.send[r], call.recv[r], stream, registrations->graph());
         launches[r] = rank_launch(p, call, placed[r], stream);
       }
       launches[0].trace = tracer->records(p.loaded->kernel, call, -1, stream);
@@ -632,72 +617,33 @@ void Communicator::mem_free(void* p) {
   heap->free(p);
 }
 
+// Registration changes what a rank's launches read: no launch of the communicator's starts
+// while it does (the lock).
 void* Communicator::register_buffer(void* p, uint64_t bytes) {
   Impl& impl = live();
-  std::lock_guard lock(impl.mutex);  // no launch of this rank's starts while its registry changes
-  if (PeerRegistry* registry = impl.peer_registry("register")) {
-    void* handle = nullptr;
-    translating([&] { handle = registry->register_buffer(p, bytes); });
-    return handle;
-  }
-  if (p == nullptr) invalid("register: buff is null");
-  if (bytes == 0) invalid("register: size is 0");
-  auto byte = std::make_unique<char>();
-  void* handle = byte.get();
-  impl.local_registrations.emplace(handle, std::move(byte));
+  std::lock_guard lock(impl.mutex);
+  void* handle = nullptr;
+  translating([&] { handle = impl.registrations->register_buffer(p, bytes); });
   return handle;
 }
 
 void Communicator::deregister_buffer(void* handle) {
   Impl& impl = live();
   std::lock_guard lock(impl.mutex);
-  if (PeerRegistry* registry = impl.peer_registry("deregister"); registry != nullptr)
-    return translating([&] { registry->deregister_buffer(handle); });
-  if (impl.local_registrations.erase(handle) == 0)
-    invalid(fmt::format("deregister: {} is not a handle cccCommRegister gave on this communicator (or it was "
-                        "deregistered already)", handle));
+  translating([&] { impl.registrations->deregister_buffer(handle); });
 }
 
 void Communicator::begin_graph_registration() {
   Impl& impl = live();
   std::lock_guard lock(impl.mutex);
-  impl.peer_registry("graph registration");
-  if (impl.registration.active)
-    throw Error(ErrorKind::InvalidUsage, "cccCommGraphRegisterBegin: this rank is between Begin and End already "
-                                         "(they do not nest)");
-  impl.registration.active = true;
+  impl.registrations->begin_graph();
 }
 
 void* Communicator::end_graph_registration() {
   Impl& impl = live();
   std::lock_guard lock(impl.mutex);
-  PeerRegistry* registry = impl.peer_registry("graph registration");
-  // The mode ends whatever happens: after a failure the graphs captured in it cannot be
-  // replayed (their buffers are not registered), and keeping the buffers would fail every
-  // later End the same way if one of them is gone.
-  const GraphRegistration ended = std::exchange(impl.registration, {});
-  std::vector<CudaRegistry::Buffer> buffers;
-  for (const auto& [base, bytes] : ended.buffers) buffers.push_back({base, bytes});
-  auto precondition = [&] {
-    if (!ended.active)
-      throw Error(ErrorKind::InvalidUsage, "cccCommGraphRegisterEnd: no cccCommGraphRegisterBegin on this rank "
-                                           "before it");
-    // Checked before the registration synchronises the device, which would invalidate the
-    // capture (CUDA Programming Guide, stream capture, "Invalidation").
-    for (void* s : ended.streams)
-      if (impl.backend->capturing(s))
-        throw Error(ErrorKind::InvalidUsage, fmt::format("cccCommGraphRegisterEnd: stream {} still captures a "
-                                                         "graph; end its capture first", s));
-  };
-  if (registry == nullptr) {  // one process: every buffer is reachable already
-    precondition();
-    auto byte = std::make_unique<char>();
-    void* handle = byte.get();
-    impl.local_registrations.emplace(handle, std::move(byte));
-    return handle;
-  }
   void* handle = nullptr;
-  translating([&] { handle = registry->register_buffers(buffers, "cccCommGraphRegisterEnd", precondition); });
+  translating([&] { handle = impl.registrations->end_graph(); });
   return handle;
 }
 
