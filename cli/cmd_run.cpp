@@ -55,9 +55,10 @@ int run_run(const ParsedArgs& args, std::ostream& out, std::ostream& err) {
   if (!op) return usage_error(cmd, error, err);
   shape.op = *op;
   const std::string backend = args.get("--backend").value_or("host");
-  if (backend != "host" && backend != "sim")
+  const std::optional<BackendKind> kind = backend_named(backend);
+  if (kind != BackendKind::Host && kind != BackendKind::Sim)
     return usage_error(cmd, fmt::format("--backend {}: ccc run runs 'host' or 'sim' (ccc-bench runs CUDA)", backend), err);
-  const bool sim = backend == "sim";
+  const bool sim = kind == BackendKind::Sim;
   if (args.has("--critical-path") && !sim) return usage_error(cmd, "--critical-path needs --backend sim", err);
   CommOptions options;
   options.topology_file = args.get("--topo").value_or("");
@@ -90,7 +91,7 @@ int run_run(const ParsedArgs& args, std::ostream& out, std::ostream& err) {
   const bool in_place = args.has("--in-place");
 
   try {
-    Communicator comm = sim ? Communicator::sim(n, options) : Communicator::host(n, options);
+    Communicator comm = Communicator::create(*kind, n, options);
     HostCollectiveBuffers buffers(shape, n, in_place);
     using Clock = std::chrono::steady_clock;
     double virtual_seconds = 0;  // sim: the second call's

@@ -173,7 +173,7 @@ const std::vector<Option>& options() {
        [](Config& c, const std::string& v) { c.comm.timeout_seconds = std::strtod(v.c_str(), nullptr); }},
       {"", "--backend", "host|cuda|sim", "where the ranks run (default host; sim: virtual time on --topo's GPUs)",
        [](Config& c, const std::string& v) {
-         if (v != "host" && v != "cuda" && v != "sim") usage("--backend is host, cuda or sim");
+         if (!backend_named(v)) usage(fmt::format("--backend is {}", backend_names()));
          c.backend = v;
        }},
       {"", "--critical-path", "", "sim: after each size, the critical path of its last timed call (docs/simulator.md)",
@@ -391,7 +391,7 @@ void open_ranks(Bench& b) {
   if (cfg.backend == "host" || cfg.backend == "sim") {
     if (b.n == 0) b.n = cfg.backend == "sim" ? 8 : 4;
     b.mem = host_memory(!cfg.comm.sim_timing_only);
-    b.comm.emplace(cfg.backend == "sim" ? Communicator::sim(b.n, cfg.comm) : Communicator::host(b.n, cfg.comm));
+    b.comm.emplace(Communicator::create(*backend_named(cfg.backend), b.n, cfg.comm));
     return;
   }
   if (cfg.devices.size() > 1) {

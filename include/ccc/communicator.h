@@ -38,6 +38,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "ccc/collective_call.h"
@@ -101,6 +102,13 @@ struct KernelChoice {
 // Host: kernels on host threads. Cuda: on GPUs. Sim: host emulation in virtual time on the GPUs
 // of a topology file (docs/simulator.md).
 enum class BackendKind { Host, Cuda, Sim };
+// A backend's name, as CCC_BACKEND, cccConfig_t::backend, `--backend` and Python spell it:
+// "host", "cuda", "sim".
+const char* backend_name(BackendKind kind);
+// The backend of that name; none for another.
+std::optional<BackendKind> backend_named(std::string_view name);
+// "\"host\", \"cuda\" or \"sim\"": the names, for an error message.
+std::string backend_names();
 
 // The multi-process options beyond CommOptions.
 struct RankOptions {
@@ -153,6 +161,14 @@ class Communicator {
   // driver, Error(Cuda) naming a failed driver call.
   static Communicator cuda_rank(const UniqueId& id, int nranks, int rank, CommOptions options = {},
                                 RankOptions rank_options = {});
+
+  // The same by backend, where the caller chooses one at run time (CCC_BACKEND, --backend):
+  // every rank in this process (host, sim, or cuda on devices 0 .. nranks - 1), or this
+  // process's rank (host_rank, cuda_rank; the simulator keeps every rank in one process and is
+  // refused with Error(InvalidUsage)).
+  static Communicator create(BackendKind backend, int nranks, CommOptions options = {});
+  static Communicator create_rank(BackendKind backend, const UniqueId& id, int nranks, int rank,
+                                  CommOptions options = {}, RankOptions rank_options = {});
 
   Communicator(Communicator&&) noexcept;
   Communicator& operator=(Communicator&&) noexcept;
@@ -236,18 +252,10 @@ class Communicator {
   void deregister_buffer(void* handle);
 
   // Registration for CUDA graphs (cccCommGraphRegisterBegin/End; docs/runtime.md, "Buffers.").
-  // CUDA across processes: after begin_graph_registration (this rank only), a collective of the
-  // rank issued while its stream captures a graph uses an unregistered buffer in place, when
-  // CUDA IPC can share it, instead of staging it through the arena, and remembers it.
-  // end_graph_registration (collective, after the captures have ended) registers what every
-  // rank remembered as one registration, ends the mode and returns the registration's handle
-  // for deregister_buffer. A graph captured in between fails (its peers cannot reach the
-  // buffer) if replayed before end_graph_registration returns. The end ends the mode even when
-  // it fails (on every rank; nothing registered): the graphs captured in it cannot be replayed
-  // then. Error(InvalidUsage) for a begin inside the mode (they do not nest), an end outside it,
-  // or an end while a stream that captured in the mode still captures (checked before the
-  // device is synchronised, which would invalidate that capture). One process: nothing to
-  // exchange, a handle as register_buffer's. Host across processes: Error(InvalidUsage).
+  // Registration for CUDA graphs, as cccCommGraphRegisterBegin / End (ccc.h says what each
+  // does and when it fails, as Error(InvalidUsage) here): begin starts the mode on this rank,
+  // captured collectives use the buffers they can in place, and end (collective, once the
+  // captures have ended) registers them, returning a handle for deregister_buffer.
   void begin_graph_registration();
   void* end_graph_registration();
 

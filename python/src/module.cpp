@@ -274,14 +274,7 @@ class PyCommunicator {
     run([&] { path = comm_.critical_path(); }, /*exclusive=*/false);
     return path;
   }
-  std::string backend() const {
-    switch (comm_.backend()) {
-      case ccc::BackendKind::Host: return "host";
-      case ccc::BackendKind::Sim: return "sim";
-      case ccc::BackendKind::Cuda: break;
-    }
-    return "cuda";
-  }
+  std::string backend() const { return ccc::backend_name(comm_.backend()); }
 
   // Per-rank send and recv arrays: one per rank here (one of a multi-process rank), one device type (CPU for host, CUDA for cuda),
   // one element type, each C-contiguous with the same size on every rank. (In place, the Python

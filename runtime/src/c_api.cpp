@@ -103,10 +103,9 @@ ccc::CommOptions options_from(const cccConfig_t* config) {
 ccc::BackendKind config_backend(const cccConfig_t* config) {
   std::string backend = config != nullptr && config->backend != nullptr ? config->backend : "";
   if (const char* env = std::getenv("CCC_BACKEND"); backend.empty() && env != nullptr) backend = env;
-  if (backend.empty() || backend == "host") return ccc::BackendKind::Host;
-  if (backend == "cuda") return ccc::BackendKind::Cuda;
-  if (backend == "sim") return ccc::BackendKind::Sim;
-  throw Error(ErrorKind::InvalidArgument, fmt::format("backend \"{}\": expected \"host\", \"cuda\" or \"sim\"", backend));
+  if (backend.empty()) return ccc::BackendKind::Host;
+  if (std::optional<ccc::BackendKind> kind = ccc::backend_named(backend)) return *kind;
+  throw Error(ErrorKind::InvalidArgument, fmt::format("backend \"{}\": expected {}", backend, ccc::backend_names()));
 }
 
 ccc::UniqueId unique_id_of(const cccUniqueId& id) {
@@ -235,15 +234,10 @@ cccResult_t cccCommInitRankConfig(cccComm_t* comm, int nranks, cccUniqueId commI
   return guarded([&] {
     if (comm == nullptr) throw Error(ErrorKind::InvalidArgument, "comm is null");
     ccc::CommOptions options = options_from(config);  // checks the config first
-    const ccc::BackendKind backend = config_backend(config);
-    if (backend == ccc::BackendKind::Sim)
-      throw Error(ErrorKind::InvalidUsage, "backend \"sim\" simulates every rank in one process: make them with one cccCommInitAllHost call");
-    const bool cuda = backend == ccc::BackendKind::Cuda;
     ccc::RankOptions rank_options;
     if (config != nullptr) rank_options.arena_bytes = config->arenaBytes;
-    auto clique = std::make_shared<Clique>(
-        cuda ? ccc::Communicator::cuda_rank(unique_id_of(commId), nranks, rank, std::move(options), rank_options)
-             : ccc::Communicator::host_rank(unique_id_of(commId), nranks, rank, std::move(options), rank_options));
+    auto clique = std::make_shared<Clique>(ccc::Communicator::create_rank(
+        config_backend(config), unique_id_of(commId), nranks, rank, std::move(options), rank_options));
     std::lock_guard lock(registry_mutex);
     *comm = new cccComm{clique, rank};
     live_handles.insert(*comm);

@@ -188,7 +188,7 @@ TEST(BenchCli, SimPrintsVirtualTimesThatRepeat) {
   EXPECT_TRUE(has(first.output, "\n# Out of bounds values : 0 OK\n")) << first.output;
   EXPECT_EQ(first.output, second.output);
   EXPECT_TRUE(has(run_bench("--backend sim --ranks 2").output, "the simulator needs a topology"));
-  EXPECT_TRUE(has(run_bench("--backend gpu").output, "--backend is host, cuda or sim"));
+  EXPECT_TRUE(has(run_bench("--backend gpu").output, "--backend is \"host\", \"cuda\" or \"sim\""));
   // --timing-only: the same times with no data moved, so nothing is checked (#wrong N/A).
   const BenchResult timing = run_bench(args + " --timing-only");
   ASSERT_EQ(timing.code, 0) << timing.output;

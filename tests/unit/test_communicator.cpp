@@ -88,6 +88,25 @@ constexpr Collective kOtherCollectives[] = {Collective::ReduceScatter, Collectiv
 
 }  // namespace
 
+// Backends by name (CCC_BACKEND, --backend, Python) and by kind (Communicator::create): every
+// name round-trips, another is refused, and a backend that cannot serve the request says why.
+TEST(Communicator, BackendsByNameAndKind) {
+  for (BackendKind kind : {BackendKind::Host, BackendKind::Cuda, BackendKind::Sim})
+    EXPECT_EQ(backend_named(backend_name(kind)), kind) << backend_name(kind);
+  EXPECT_EQ(backend_named("gpu"), std::nullopt);
+  EXPECT_EQ(backend_names(), "\"host\", \"cuda\" or \"sim\"");
+  Communicator host = Communicator::create(BackendKind::Host, 3);
+  EXPECT_EQ(host.size(), 3);
+  EXPECT_EQ(host.backend(), BackendKind::Host);
+  try {
+    Communicator::create_rank(BackendKind::Sim, UniqueId{}, 2, 0);
+    ADD_FAILURE() << "a simulator rank per process was made";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::InvalidUsage);
+    EXPECT_NE(std::string(e.what()).find("simulates every rank in one process"), std::string::npos) << e.what();
+  }
+}
+
 TEST(Communicator, AllReduceEveryDtype) {
   Communicator comm = Communicator::host(3, options("ring"));
   for (DataType t : kAllDataTypes)
