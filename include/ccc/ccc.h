@@ -72,12 +72,13 @@ typedef struct cccConfig_t {
   /* Write a Chrome trace-event timeline of every collective to this file when the communicators
    * are destroyed (docs/tracing.md); NULL: $CCC_TRACE, else no tracing. */
   const char* traceFile;
-  /* The backend, "host", "cuda" or "sim"; NULL: $CCC_BACKEND, else "host". cccCommInitRank takes
-   * "host" or "cuda": on "cuda" the rank's device is the one current in the calling thread (as
-   * NCCL's cudaGetDevice: the current context's device, else device 0). cccCommInitAllHost* takes
-   * "sim" (the simulator: host emulation in virtual time on the GPUs of $CCC_TOPO, read with
-   * cccCommVirtualTime; docs/simulator.md), and host ranks for "host" and "cuda";
-   * cccCommInitAll* ignores it. */
+  /* The backend, "host", "cuda" or "sim"; NULL: $CCC_BACKEND, else "host".
+   * - cccCommInitRank: "host" or "cuda"; on "cuda" the rank's device is the one current in the
+   *   calling thread (as NCCL's cudaGetDevice: the current context's device, else device 0).
+   * - cccCommInitAllHost*: "sim" runs the simulator (host emulation in virtual time on the GPUs
+   *   of $CCC_TOPO, read with cccCommVirtualTime; docs/simulator.md); "host" and "cuda" give
+   *   host ranks.
+   * - cccCommInitAll* ignores it. */
   const char* backend;
   /* cccCommInitRank: bytes of each rank's heap in the shared arena, which holds its scratch, the
    * staging copies of buffers outside the arena and cccCommMemAlloc's buffers. 0:
@@ -126,41 +127,41 @@ cccResult_t cccCommInitRankConfig(cccComm_t* comm, int nranks, cccUniqueId commI
 cccResult_t cccCommMemAlloc(cccComm_t comm, void** ptr, size_t size);
 cccResult_t cccCommMemFree(cccComm_t comm, void* ptr);
 /* Registers a buffer the user already has, as ncclCommRegister, and fills *handle for
- * cccCommDeregister. CUDA across processes (cccCommInitRank, backend "cuda"): collective, like
- * ncclCommWindowRegister: every rank calls it, in the same order, with a buffer of its own
- * (cudaMalloc memory of the rank's device, or arena memory); the peers open it through CUDA IPC,
- * and this rank's collectives then use it in place instead of staging it. cccCommDeregister is
- * collective too, waits for the rank's device first, and every rank passes the handle of the
- * same cccCommRegister call; it returns on no rank before every peer has closed the buffer, so
- * the buffer may be freed once it has returned, and not before. Neither is allowed while a stream of the device captures a graph
- * (cccInvalidUsage). A failure on one rank fails the call on every rank (cccInvalidUsage there,
- * naming it), with nothing registered; a rank that never calls makes the others fail with
- * cccRemoteError within 1.5 x the timeout. One process (cccCommInitAll*): succeeds with nothing
- * to do (the ranks share an address space). Host backend across processes: cccInvalidUsage
- * (malloc memory cannot be shared; use cccCommMemAlloc). cccInvalidArgument for a null buffer or
- * handle, size 0, an unknown handle, and (cuda across processes) memory that is not the rank's
- * device's. */
+ * cccCommDeregister.
+ * - CUDA across processes (cccCommInitRank, backend "cuda"): collective, like
+ *   ncclCommWindowRegister. Every rank calls it, in the same order, with a buffer of its own
+ *   (cudaMalloc memory of its device, or arena memory); the peers open it through CUDA IPC, and
+ *   the rank's collectives then use it in place instead of staging it.
+ * - cccCommDeregister is collective too: every rank passes the handle of the same
+ *   cccCommRegister call. It waits for the rank's device, and returns once every peer has closed
+ *   the buffer: only then may the buffer be freed.
+ * - Neither may run while a stream of the device captures a graph (cccInvalidUsage).
+ * - A failure on one rank fails the call on every rank (cccInvalidUsage there, naming it), with
+ *   nothing registered; a rank that never calls fails the others with cccRemoteError within
+ *   1.5 x the timeout.
+ * - One process (cccCommInitAll*): succeeds with nothing to do. Host backend across processes:
+ *   cccInvalidUsage (malloc memory cannot be shared; use cccCommMemAlloc).
+ * cccInvalidArgument: a null buffer or handle, size 0, an unknown handle, and (CUDA across
+ * processes) memory that is not the rank's device's. */
 cccResult_t cccCommRegister(cccComm_t comm, void* buff, size_t size, void** handle);
 cccResult_t cccCommDeregister(cccComm_t comm, void* handle);
 /* Registration for CUDA graphs, as vLLM's custom allreduce registers graph buffers: captured
  * collectives read the user's buffers in place instead of staging them, and the buffers are
- * registered once the captures have ended. CUDA across processes: after cccCommGraphRegisterBegin
- * (this rank only, no exchange), a collective of the rank issued while its stream captures a
- * graph uses an unregistered buffer in place when CUDA IPC can share it (cudaMalloc memory;
- * anything else is still staged) and remembers it. cccCommGraphRegisterEnd is collective, like
- * cccCommRegister, and called once no stream of the device captures (cccInvalidUsage otherwise):
- * it registers every rank's remembered buffers as one registration, fills *handle for
- * cccCommDeregister, and ends the mode. Replay the graphs captured in between only after it has
- * returned on every rank: before, their kernels fail (cccRemoteError from cccCommSynchronize;
- * the peers cannot reach the buffers). Keep the buffers (the graph and its memory) until that
- * registration is deregistered. A graph of the communicator launched while End, Register or
- * Deregister runs sees the registrations as they were before the call or after it, never a mix.
- * End ends the mode even when it fails (on every rank, nothing
- * registered): the graphs captured in it cannot be replayed then; capture them again.
+ * registered once the captures have ended. CUDA across processes:
+ * - Begin (this rank only, no exchange) starts the mode. A collective the rank issues while its
+ *   stream captures a graph then uses an unregistered buffer in place when CUDA IPC can share it
+ *   (cudaMalloc memory; anything else is still staged), and remembers it.
+ * - End is collective, like cccCommRegister, and called once no stream of the device captures.
+ *   It registers every rank's remembered buffers as one registration, fills *handle for
+ *   cccCommDeregister, and ends the mode, also when it fails (nothing is registered then, on
+ *   any rank, and the graphs captured in the mode must be captured again).
+ * - Replay those graphs only after End has returned on every rank (before, their kernels fail:
+ *   cccRemoteError from cccCommSynchronize), and keep their buffers until the registration is
+ *   deregistered. A graph launched while End, Register or Deregister runs sees the
+ *   registrations as they were before the call or after it, never a mix.
  * cccInvalidUsage: Begin inside the mode (no nesting), End outside it, End while a stream that
- * captured in the mode still captures (checked before anything would invalidate that capture).
- * One process: both succeed with nothing to exchange. Host backend across processes:
- * cccInvalidUsage. */
+ * captured in the mode still captures (checked before anything would invalidate that capture),
+ * and the host backend across processes. One process: both succeed with nothing to exchange. */
 cccResult_t cccCommGraphRegisterBegin(cccComm_t comm);
 cccResult_t cccCommGraphRegisterEnd(cccComm_t comm, void** handle);
 /* Destroys one rank's handle; the clique's resources go with its last handle. In a child forked
@@ -168,10 +169,9 @@ cccResult_t cccCommGraphRegisterEnd(cccComm_t comm, void** handle);
  * handle: the communicator is the parent's. */
 cccResult_t cccCommDestroy(cccComm_t comm);
 /* Marks the rank failed, so that its peers stop waiting for it and fail at once instead of
- * after the timeout (host backend, and cuda across processes; cuda in one process: only the
- * destroy happens), then destroys the handle
- * as cccCommDestroy does (waiting for the rank's own work, which then fails within the
- * timeout). */
+ * after the timeout (host backend, and CUDA across processes; CUDA in one process: only the
+ * destroy happens), then destroys the handle as cccCommDestroy does (waiting for the rank's own
+ * work, which then fails within the timeout). */
 cccResult_t cccCommAbort(cccComm_t comm);
 /* *asyncError: cccRemoteError if the rank's collectives have failed so far, else cccSuccess;
  * does not wait (cccGetLastError says why). Host backend, and cuda across processes (read on a
