@@ -8,7 +8,10 @@
 #include <algorithm>
 #include <bit>
 #include <limits>
+#include <map>
+#include <memory>
 #include <numeric>
+#include <variant>
 
 namespace ccc {
 namespace {
@@ -23,6 +26,46 @@ struct EvalError {
   SourceLoc note_loc = {};
   std::string note = {};
   bool limit = false;  // a size or work limit was exceeded
+};
+
+// The names a schedule's expressions read, by slot: each `let` constant and `param` (with its
+// statement) and each `for` variable, with where it is declared. (A `step` variable's value is
+// in every step's label already.)
+class Provenance {
+ public:
+  struct Name {
+    std::string name;
+    SourceLoc loc;
+    const ast::LetStmt* let = nullptr;  // null: a loop variable
+    const ast::Loop* loop = nullptr;    // null: a let or param
+  };
+
+  explicit Provenance(const ast::Schedule& s) { add(s.body); }
+
+  const Name* of(int slot) const {
+    auto it = names_.find(slot);
+    return it == names_.end() ? nullptr : &it->second;
+  }
+
+ private:
+  void add(const ast::Block& block) {
+    for (const ast::Stmt& st : block) {
+      if (const auto* let = std::get_if<ast::LetStmt>(&st.node); let && !let->is_function)
+        names_[let->slot] = {let->name, st.loc, let};
+      else if (const auto* phase = std::get_if<ast::PhaseStmt>(&st.node)) add(phase->body);
+      else if (const auto* step = std::get_if<ast::StepStmt>(&st.node)) add(step->body);
+      else if (const auto* loop = std::get_if<ast::ForStmt>(&st.node)) {
+        names_[loop->loop.slot] = {loop->loop.var, loop->loop.var_loc, nullptr, &loop->loop};
+        add(loop->body);
+      }
+      else if (const auto* branch = std::get_if<ast::IfStmt>(&st.node)) {
+        add(branch->then_body);
+        add(branch->else_body);
+      }
+    }
+  }
+
+  std::map<int, Name> names_;
 };
 
 // What makes a step the same step on every rank.
@@ -59,26 +102,8 @@ class Instantiator {
   }
 
   std::optional<StepProgram> run() {
-    int n = opts_.nranks;
-    if (n < 1 || n > kMaxRanks) {
-      diags_.error(s_.loc, fmt::format("rank count {} is out of range: N must be 1 .. {}", n, kMaxRanks));
-      return std::nullopt;
-    }
-    bool rooted = s_.slot_root >= 0;
-    if (rooted && (opts_.root < 0 || opts_.root >= n)) {
-      diags_.error(s_.loc, fmt::format("root {} is out of range for N = {} (0 .. {})", opts_.root, n, n - 1));
-      return std::nullopt;
-    }
-    prog_.schedule = s_.name;
-    prog_.loc = s_.loc;
-    prog_.collective = s_.collective;
-    prog_.root = rooted ? opts_.root : -1;
-    prog_.nranks = n;
-    prog_.ops.resize(static_cast<size_t>(n));
-    slots_.assign(static_cast<size_t>(s_.num_slots), 0);
-    slots_[s_.slot_n] = n;
-    if (rooted) slots_[s_.slot_root] = opts_.root;
-    if (!check_defines()) return std::nullopt;
+    const int n = opts_.nranks;
+    if (!start()) return std::nullopt;
     try {
       if (!s_.rank_uniform_shape) count_all_ranks();
       for (rank_ = 0; rank_ < n; ++rank_) {
@@ -97,7 +122,115 @@ class Instantiator {
     return std::move(prog_);
   }
 
+  // Runs rank `rank` alone up to its op `op` of step `step` (a push: the sender's, rank
+  // op.peer) and returns the notes on where the op's chunk and peer came from (OpProvenance).
+  // Rank `rank` defines the steps as rank 0 does in run(): the schedule instantiated before, so
+  // every rank walks the same steps.
+  std::vector<Diagnostic> explain(int rank, int step, const Op& op, const Provenance& names) {
+    if (!start()) return {};
+    explaining_ = {&op, step, &names};
+    for (const int who : {rank, op.peer}) {
+      explaining_->reader = rank;
+      rank_ = who;
+      try {
+        run_rank();
+      } catch (const Explained&) {
+        return std::move(explaining_->notes);
+      } catch (const EvalError&) {
+      }
+      prog_ = {};
+      prog_.ops.resize(static_cast<size_t>(opts_.nranks));
+      step_keys_.clear();
+    }
+    return {};
+  }
+
  private:
+  // What every run starts from: N, root and the parameters checked, the fixed slots set.
+  bool start() {
+    const int n = opts_.nranks;
+    if (n < 1 || n > kMaxRanks) {
+      diags_.error(s_.loc, fmt::format("rank count {} is out of range: N must be 1 .. {}", n, kMaxRanks));
+      return false;
+    }
+    bool rooted = s_.slot_root >= 0;
+    if (rooted && (opts_.root < 0 || opts_.root >= n)) {
+      diags_.error(s_.loc, fmt::format("root {} is out of range for N = {} (0 .. {})", opts_.root, n, n - 1));
+      return false;
+    }
+    prog_.schedule = s_.name;
+    prog_.loc = s_.loc;
+    prog_.collective = s_.collective;
+    prog_.root = rooted ? opts_.root : -1;
+    prog_.nranks = n;
+    prog_.ops.resize(static_cast<size_t>(n));
+    slots_.assign(static_cast<size_t>(s_.num_slots), 0);
+    slots_[s_.slot_n] = n;
+    if (rooted) slots_[s_.slot_root] = opts_.root;
+    return check_defines();
+  }
+
+  // The rank that records the steps (and the counts every rank must agree with): rank 0, or the
+  // one rank being explained.
+  bool defining() const { return rank_ == 0 || explaining_.has_value(); }
+
+  // ---- provenance (explain) ----
+
+  struct Explained {};
+
+  // The op statement `n` at `loc` ran: if it is the op being explained, notes where its values
+  // came from and stops the run.
+  void explain_op(const ast::OpStmt& n, SourceLoc loc, int64_t first, int64_t to, int64_t peer) {
+    Explaining& x = *explaining_;
+    const bool pull = !n.push && rank_ == x.reader && peer == x.op->peer;
+    const bool push = n.push && rank_ == x.op->peer && peer == x.reader;
+    if (step_ != x.step || !(loc == x.op->loc) || !(pull || push) || !x.op->chunks.contains(to) ||
+        first - to != x.op->shift)
+      return;
+    const std::string where = fmt::format("for rank {} at step {} ({})", rank_, step_, prog_.steps[step_].label);
+    std::vector<int> seen;
+    auto name_values = [&](const Expr& e, auto&& self) -> void {
+      if (e.kind == Expr::Kind::Name) {
+        const int slot = e.slot;
+        if (slot == s_.slot_r || slot == s_.slot_n || slot == s_.slot_root ||
+            std::find(seen.begin(), seen.end(), slot) != seen.end())
+          return;
+        seen.push_back(slot);
+        const Provenance::Name* name = x.names->of(slot);
+        if (name == nullptr) return;
+        const int64_t value = slots_[static_cast<size_t>(slot)];
+        if (name->let != nullptr && name->let->is_param)
+          x.notes.push_back({Severity::Note, name->loc,
+                             fmt::format("parameter '{}' = {} (--define {}=V sets it)", name->name, value, name->name)});
+        else if (name->loop != nullptr && !name->loop->is_set)
+          x.notes.push_back({Severity::Note, name->loc,
+                             fmt::format("'{}' = {} {}, in the loop '{} in {} .. {}' that runs {} .. {}", name->name, value,
+                                         where, name->name, ast::print_expr(name->loop->range[0]),
+                                         ast::print_expr(name->loop->range[1]), eval(name->loop->range[0]),
+                                         eval(name->loop->range[1]))});
+        else
+          x.notes.push_back({Severity::Note, name->loc, fmt::format("'{}' = {} {}", name->name, value, where)});
+        if (name->let != nullptr) self(name->let->value, self);
+        return;
+      }
+      for (const Expr& a : e.args) self(a, self);
+    };
+    for (const Expr* e : {&n.first, &n.peer}) name_values(*e, name_values);
+    for (const std::optional<Expr>* e : {&n.last, &n.as_first, &n.as_last})
+      if (e->has_value()) name_values(**e, name_values);
+    if (const ast::StepStmt* st = step_stmt_; st != nullptr && st->loop && !st->loop->is_set) {
+      const ast::Loop& loop = *st->loop;
+      x.notes.push_back({Severity::Note, step_loc_,
+                         fmt::format("the op's step loop '{} in {} .. {}' runs {} = {} .. {}", loop.var,
+                                     ast::print_expr(loop.range[0]), ast::print_expr(loop.range[1]), loop.var,
+                                     eval(loop.range[0]), eval(loop.range[1]))});
+    }
+    for (const auto& [if_loc, cond, held] : ifs_)
+      x.notes.push_back({Severity::Note, if_loc, fmt::format("the op runs under '{}', which {} {}", ast::print_expr(*cond),
+                                                             held ? "holds" : "does not hold", where)});
+    throw Explained{};
+  }
+
   // ---- errors ----
 
   // A define that names no parameter is most likely a typo: silently ignoring it would run the
@@ -294,7 +427,7 @@ class Instantiator {
     const int64_t v = eval(e);
     if (v < 1 || v > kMaxChunks)
       fail(loc, fmt::format("{} = {} is out of range: it must be 1 .. {}", what, v, count(kMaxChunks)));
-    if (rank_ == 0) {
+    if (defining()) {
       into = v;
       return true;
     }
@@ -329,7 +462,7 @@ class Instantiator {
 
   void run(const ast::PhaseStmt& n, SourceLoc loc) {
     ++phase_;
-    if (rank_ == 0 && !counting_) prog_.phases.push_back({n.name + phase_suffix_, loc});
+    if (defining() && !counting_) prog_.phases.push_back({n.name + phase_suffix_, loc});
     in_phase_ = true;
     run_block(n.body);
     in_phase_ = false;
@@ -345,13 +478,17 @@ class Instantiator {
       limit_exceeded(loc, fmt::format("too many steps: the schedule has more than {}", count(kMaxSteps)));
     if (!counting_) enter_step(n, StepKey{loc, phase_, has_var, var});
     step_ = next_step_++;
+    if (explaining_) {
+      step_stmt_ = &n;
+      step_loc_ = loc;
+    }
     run_block(n.body);
     step_ = -1;
   }
 
   // Rank 0 defines the steps; every other rank must walk the same ones.
   void enter_step(const ast::StepStmt& n, const StepKey& key) {
-    if (rank_ == 0) {
+    if (defining()) {
       std::string label = prog_.phases[static_cast<size_t>(phase_)].name;
       if (key.has_var) label += fmt::format(" {}={}", n.loop->var, key.var);
       prog_.steps.push_back({phase_, std::move(label), key.loc});
@@ -375,7 +512,13 @@ class Instantiator {
     phase_suffix_.resize(outer);
   }
 
-  void run(const ast::IfStmt& n, SourceLoc) { run_block(eval(n.cond) != 0 ? n.then_body : n.else_body); }
+  void run(const ast::IfStmt& n, SourceLoc loc) {
+    const bool held = eval(n.cond) != 0;
+    if (!explaining_) return run_block(held ? n.then_body : n.else_body);
+    ifs_.push_back({loc, &n.cond, held});
+    run_block(held ? n.then_body : n.else_body);
+    ifs_.pop_back();
+  }
 
   void run(const ast::OpStmt& n, SourceLoc loc) {
     if (++ops_executed_ > opts_.limits.ops)
@@ -415,6 +558,7 @@ class Instantiator {
     }
     if (peer < 0 || peer >= opts_.nranks)
       fail(n.peer.loc, fmt::format("peer {} is out of range: ranks are 0 .. {}", peer, opts_.nranks - 1));
+    if (explaining_) return explain_op(n, loc, first, to, peer);
     if (peer == rank_ && n.src == n.dst && first == to)
       fail(loc, n.push ? fmt::format("{} to itself: rank {} would read and write its own {} (a local op must write "
                                      "another buffer, e.g. 'to scratch of r')", op_kind_name(n.kind), rank_,
@@ -556,6 +700,23 @@ class Instantiator {
   int64_t evaluations_ = 0;
   int call_depth_ = 0;
   bool counting_ = false;  // see count_all_ranks
+  // While explaining an op (explain): which, and what has been found.
+  struct Explaining {
+    const Op* op;
+    int step;
+    const Provenance* names;
+    int reader = 0;  // the rank whose program holds the op
+    std::vector<Diagnostic> notes = {};
+  };
+  std::optional<Explaining> explaining_;
+  struct EnclosingIf {
+    SourceLoc loc;
+    const Expr* cond;
+    bool held;
+  };
+  std::vector<EnclosingIf> ifs_;  // while explaining: the `if`s around the statement being run
+  const ast::StepStmt* step_stmt_ = nullptr;  // while explaining: the step being run
+  SourceLoc step_loc_;
 };
 
 }  // namespace
@@ -568,9 +729,35 @@ std::vector<std::string> schedule_params(const ast::Schedule& schedule) {
   return params;
 }
 
+namespace {
+
+// OpProvenance of a program instantiate made: the schedule (a copy, as the program outlives the
+// caller's tree) and the options, to run one rank again.
+class ScheduleProvenance : public OpProvenance {
+ public:
+  ScheduleProvenance(const ast::Schedule& s, const InstantiateOptions& o, std::string file)
+      : schedule_(s), options_(o), file_{std::move(file), {}}, names_(schedule_) {}
+
+  void explain(int rank, int step, const Op& op, Diagnostics& diags) const override {
+    Diagnostics ignored;  // the schedule instantiated before: a failure here explains nothing
+    for (const Diagnostic& d : Instantiator(schedule_, options_, file_, ignored).explain(rank, step, op, names_))
+      diags.note(d.loc, d.message);
+  }
+
+ private:
+  ast::Schedule schedule_;
+  InstantiateOptions options_;
+  SourceFile file_;
+  Provenance names_;
+};
+
+}  // namespace
+
 std::optional<StepProgram> instantiate(const ast::Schedule& schedule, const InstantiateOptions& options,
                                        const SourceFile& file, Diagnostics& diags) {
-  return Instantiator(schedule, options, file, diags).run();
+  std::optional<StepProgram> program = Instantiator(schedule, options, file, diags).run();
+  if (program) program->provenance = std::make_shared<ScheduleProvenance>(schedule, options, file.name);
+  return program;
 }
 
 }  // namespace ccc

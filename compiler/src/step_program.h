@@ -23,6 +23,7 @@
 
 #include <array>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -46,6 +47,7 @@ struct ChunkRange {
   int64_t count = 1;
   int64_t end() const { return begin + count; }
   bool overlaps(const ChunkRange& o) const { return begin < o.end() && o.begin < end(); }
+  bool contains(int64_t c) const { return begin <= c && c < end(); }
   friend bool operator==(const ChunkRange&, const ChunkRange&) = default;
 };
 
@@ -74,6 +76,16 @@ struct StepInfo {
   SourceLoc loc;       // the DSL `step` that made it
 };
 
+// Where an op's values came from, for diagnostics: what instantiation made the step program from
+// (instantiate.h) can re-run one rank up to one op and say which `let`s, `param`s and loop
+// variables gave its chunk and peer, and which `if`s let it run.
+class OpProvenance {
+ public:
+  virtual ~OpProvenance() = default;
+  // Notes in `diags` on op `op` of rank `rank`'s step `step` (a push: the op the sender ran).
+  virtual void explain(int rank, int step, const Op& op, Diagnostics& diags) const = 0;
+};
+
 struct StepProgram {
   std::string file;              // schedule file name, for diagnostics
   std::string schedule;          // the schedule's name, e.g. "ring"
@@ -88,6 +100,7 @@ struct StepProgram {
   std::vector<Phase> phases;
   std::vector<StepInfo> steps;              // size nsteps()
   std::vector<std::vector<std::vector<Op>>> ops;  // ops[rank][step]; ops.size() == nranks
+  std::shared_ptr<const OpProvenance> provenance;  // null for a program made by hand
 
   int nsteps() const { return static_cast<int>(steps.size()); }
   int64_t num_ops() const;

@@ -570,6 +570,7 @@ class PostconditionCheck {
         report_early_read(*early, head + " " + (v.undef == kDefined ? what_is_wrong(p_, want, r, c, exact(c, want).final[r])
                                                                     : "undefined"));
         note_writer(r, w, writer);
+        explain(early->reader);
         return;
       }
     }
@@ -586,16 +587,16 @@ class PostconditionCheck {
       note_writer(r, w, writer);
       const Op& reader = p_.ops[o.reader.rank][o.reader.step][o.reader.op];
       d_.note(reader.loc, fmt::format("the undefined read: rank {}: {}", o.reader.rank, describe_op(reader, o.reader.rank)));
+      explain(o.reader);
       return;
     }
     const ExactChunk& x = exact(c, want);
     const std::string wrong = head + " " + what_is_wrong(p_, want, r, c, x.final[r]);
-    if (std::optional<std::pair<OpRef, std::string>> b = blame(x, r, c, w)) {
-      d_.error(op_at(b->first).loc, wrong + "; " + b->second);
-    } else {
-      d_.error(at, wrong);
-    }
+    std::optional<std::pair<OpRef, std::string>> b = blame(x, r, c, w);
+    d_.error(b ? op_at(b->first).loc : at, b ? wrong + "; " + b->second : wrong);
     note_writer(r, w, writer);
+    if (b) explain(b->first);
+    else if (writer) explain({r, w.step, w.op});
   }
 
   // Where rank r's wrong final chunk c went wrong, when that is not its last write (which the
@@ -635,6 +636,15 @@ class PostconditionCheck {
   }
 
   const Op& op_at(const OpRef& o) const { return p_.ops[o.rank][o.step][o.op]; }
+
+  // Notes on where the first error's op got its chunk and peer (the `let`s, `param`s and loop
+  // variables they name, with their values, and the `if`s around it): a wrong value is mostly
+  // computed there, not at the op. Once: it runs a rank of the schedule again.
+  void explain(const OpRef& o) {
+    if (explained_ || !p_.provenance) return;
+    explained_ = true;
+    p_.provenance->explain(o.rank, o.step, op_at(o), d_);
+  }
 
   // The read that came too early is the bug: the error points there.
   void report_early_read(const EarlyRead& e, const std::string& head) {
@@ -690,6 +700,7 @@ class PostconditionCheck {
   HashDomain keys_;
   std::vector<uint64_t> all_sum_;
   std::map<int64_t, ExactChunk> exact_;
+  bool explained_ = false;
 };
 
 }  // namespace

@@ -28,6 +28,9 @@ TEST(Verify, MissingContributionBlamesWhereTheSumFellShort) {
   EXPECT_EQ(errors_of(p),
             "<input>:14:7: error: rank 0 ends with chunk 0 missing the contributions of ranks 0, 1; " + fell_short +
             "<input>:18:5: note: last written at step 3 (all_gather s=0) by rank 0: copy output chunk 0 from rank 3's output\n"
+            // Where the op that fell short got its peer, and its step (the first error only).
+            "<input>:11:3: note: 'prev' = 2 for rank 3 at step 2 (reduce_scatter s=2)\n"
+            "<input>:13:5: note: the op's step loop 's in 0 .. N - 2' runs s = 0 .. 2\n"
             "<input>:14:7: error: rank 1 ends with chunk 0 missing the contributions of ranks 0, 1; " + fell_short +
             "<input>:18:5: note: last written at step 4 (all_gather s=1) by rank 1: copy output chunk 0 from rank 0's output\n"
             "<input>:14:7: error: rank 2 ends with chunk 0 missing the contributions of ranks 0, 1; " + fell_short +
@@ -125,7 +128,9 @@ TEST(Verify, ReportsAtMostEightWrongChunks) {
   StepProgram p = shipped("ring", 16);
   for (auto& rank : p.ops) rank.back().clear();  // no last all-gather step
   std::string out = errors_of(p);
-  EXPECT_EQ(std::count(out.begin(), out.end(), '\n'), 8 * 2 + 1);
+  size_t errors = 0;
+  for (size_t at = out.find(": error: "); at != std::string::npos; at = out.find(": error: ", at + 1)) ++errors;
+  EXPECT_EQ(errors, 8u) << out;
   EXPECT_NE(out.find("note: 8 more (rank, chunk) pairs are wrong; the first 8 are shown"), std::string::npos);
 }
 
