@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <climits>
 #include <map>
 #include <optional>
 #include <set>
@@ -17,6 +18,9 @@ namespace ccc {
 namespace {
 
 constexpr int kMaxReported = 8;
+// Wrong (rank, chunk) pairs whose causes are worked out, to show the kMaxReported that went wrong
+// first: each costs a run of its chunk.
+constexpr int kMaxExamined = 32;
 
 // ---------------------------------------------------------------------------------------------
 // Structure
@@ -522,23 +526,39 @@ class PostconditionCheck {
 
  public:
   PostconditionCheck(const StepProgram& p, const Executor<HashDomain>& run, Diagnostics& d)
-      : p_(p), run_(run), d_(d), keys_{p} {
+      : p_(p), run_(run), out_(d), keys_{p} {
     all_sum_.assign(p.nchunks, 0);
     for (int q = 0; q < p.nranks; ++q)
       for (int64_t c = 0; c < p.nchunks; ++c) all_sum_[c] += keys_.key(q, c);
   }
 
+  // Reports the wrong (rank, chunk) pairs that went wrong first: of the first kMaxExamined,
+  // ordered by the step of the op each error points at (a value a later phase faithfully copied
+  // on is wrong there too, but was made wrong earlier), the first kMaxReported. The first one
+  // shown also says where its op got its values (explain).
   bool check() {
     int64_t wrong = 0;
+    std::vector<Finding> findings;
     for (int r = 0; r < p_.nranks; ++r)
       for (int64_t c = 0; c < p_.nchunks; ++c) {
         Expect want = expected(p_, r, c);
         if (want == Expect::DontCare || holds(want, r, c)) continue;
-        if (wrong++ < kMaxReported) report(want, r, c);
+        if (wrong++ >= kMaxExamined) continue;
+        Finding& f = findings.emplace_back();
+        finding_ = &f;
+        d_ = &f.diags;
+        report(want, r, c);
       }
+    std::stable_sort(findings.begin(), findings.end(), [](const Finding& a, const Finding& b) { return a.order < b.order; });
+    for (size_t i = 0; i < findings.size() && i < static_cast<size_t>(kMaxReported); ++i) {
+      for (const Diagnostic& d : findings[i].diags.all())
+        (d.severity == Severity::Error ? out_.error(d.loc, d.message) : out_.note(d.loc, d.message));
+      if (i == 0 && findings[i].cause.step >= 0 && p_.provenance)
+        p_.provenance->explain(findings[i].cause.rank, findings[i].cause.step, op_at(findings[i].cause), out_);
+    }
     if (wrong > kMaxReported)
-      d_.note({}, fmt::format("{} more (rank, chunk) pairs are wrong; the first {} are shown", wrong - kMaxReported,
-                              kMaxReported));
+      out_.note({}, fmt::format("{} more (rank, chunk) pairs are wrong; the {} shown are those that went wrong first",
+                                wrong - kMaxReported, kMaxReported));
     return wrong == 0;
   }
 
@@ -575,28 +595,57 @@ class PostconditionCheck {
       }
     }
     if (v.undef == kNeverWritten) {
-      d_.error(at, head + " undefined: nothing ever writes it");
+      d_->error(at, head + " undefined: nothing ever writes it");
+      note_writes_elsewhere(r, c);
       return;
     }
     if (v.undef != kDefined) {
       const UndefOrigin& o = run_.origins()[v.undef];
-      d_.error(at, fmt::format("{} undefined: it is computed from {} of rank {}, which rank {} reads at {} before "
+      d_->error(at, fmt::format("{} undefined: it is computed from {} of rank {}, which rank {} reads at {} before "
                                "anything is written there",
                                head, describe_chunks(o.buffer, {o.chunk, 1}), o.owner, o.reader.rank,
                                describe_step(p_, o.reader.step)));
       note_writer(r, w, writer);
       const Op& reader = p_.ops[o.reader.rank][o.reader.step][o.reader.op];
-      d_.note(reader.loc, fmt::format("the undefined read: rank {}: {}", o.reader.rank, describe_op(reader, o.reader.rank)));
+      d_->note(reader.loc, fmt::format("the undefined read: rank {}: {}", o.reader.rank, describe_op(reader, o.reader.rank)));
       explain(o.reader);
       return;
     }
     const ExactChunk& x = exact(c, want);
     const std::string wrong = head + " " + what_is_wrong(p_, want, r, c, x.final[r]);
-    std::optional<std::pair<OpRef, std::string>> b = blame(x, r, c, w);
-    d_.error(b ? op_at(b->first).loc : at, b ? wrong + "; " + b->second : wrong);
+    std::optional<Blame> b = blame(x, r, c, w);
+    d_->error(b ? op_at(b->op).loc : at, b ? wrong + "; " + b->why : wrong);
     note_writer(r, w, writer);
-    if (b) explain(b->first);
+    if (b) explain(b->op, b->undelivered);
     else if (writer) explain({r, w.step, w.op});
+    else note_writes_elsewhere(r, c);  // it still holds the rank's input
+  }
+
+  // Output chunk c of rank r is never written (undefined, or still the rank's input): the writes
+  // that may have been meant for it. One of the rank's own into another buffer at that chunk (a
+  // reduce into scratch instead of the output), else the last op that writes that chunk on
+  // another rank (a loop that stops short of this rank; its step loop and conditions are then
+  // explained).
+  void note_writes_elsewhere(int r, int64_t c) {
+    std::optional<OpRef> elsewhere;
+    for (int k = 0; k < p_.nsteps(); ++k)
+      for (int i = 0; i < static_cast<int>(p_.ops[r][k].size()); ++i)
+        if (const Op& op = p_.ops[r][k][i]; op.dst != Buffer::Output && op.chunks.contains(c)) {
+          d_->note(op.loc, fmt::format("rank {} writes chunk {} of its {} instead, at {}: {}", r, c, buffer_name(op.dst),
+                                       describe_step(p_, k), describe_op(op, r)));
+          return explain({r, k, i});
+        }
+    for (int q = 0; q < p_.nranks; ++q)
+      for (int k = 0; k < p_.nsteps(); ++k)
+        for (int i = 0; q != r && i < static_cast<int>(p_.ops[q][k].size()); ++i)
+          if (const Op& op = p_.ops[q][k][i]; op.dst == Buffer::Output && op.chunks.contains(c) &&
+                                              (!elsewhere || k > elsewhere->step))
+            elsewhere = OpRef{q, k, i};
+    if (!elsewhere) return;
+    const Op& op = op_at(*elsewhere);
+    d_->note(op.loc, fmt::format("other ranks' output chunk {} is written by ops such as rank {}'s at {}: {}", c,
+                                 elsewhere->rank, describe_step(p_, elsewhere->step), describe_op(op, elsewhere->rank)));
+    explain(*elsewhere, true);
   }
 
   // Where rank r's wrong final chunk c went wrong, when that is not its last write (which the
@@ -606,7 +655,12 @@ class PostconditionCheck {
   // part of it (the reduction fell short there); else the reduce that computed the value this
   // rank ends with (later ops only copied it). A bug early in a multi-phase schedule is reported there, not on a later phase
   // that faithfully moved the wrong value.
-  std::optional<std::pair<OpRef, std::string>> blame(const ExactChunk& x, int r, int64_t c, LastWriter w) const {
+  struct Blame {
+    OpRef op;
+    std::string why;
+    bool undelivered = false;  // op left a right value that never reached the rank (see explain)
+  };
+  std::optional<Blame> blame(const ExactChunk& x, int r, int64_t c, LastWriter w) const {
     const ExactValue& v = x.final[r];
     const OpRef last{r, w.step, w.op};
     auto at = [&](const OpRef& o) {
@@ -614,7 +668,7 @@ class PostconditionCheck {
     };
     if (v.first_double.step >= 0) {
       if (v.first_double == last) return std::nullopt;
-      return std::pair{v.first_double, fmt::format("it first counts a contribution twice at {}", at(v.first_double))};
+      return Blame{v.first_double, fmt::format("it first counts a contribution twice at {}", at(v.first_double))};
     }
     const bool copied_input = v.made.step < 0 && w.step >= 0 && op_at(last).kind == OpKind::Copy;
     if (x.fullest == x.complete && !copied_input) {
@@ -623,47 +677,48 @@ class PostconditionCheck {
       // was given the wrong value by that copy: the last writer stays the error.)
       const bool passed = x.fullest_passed.step >= 0;
       if (const OpRef o = passed ? x.fullest_passed : x.fullest_made; o.step >= 0)
-        return std::pair{o, fmt::format("the complete chunk {} was last {} at {}, and rank {} does not end with it", c,
-                                        passed ? "passed on" : "made", at(o), r)};
+        return Blame{o, fmt::format("the complete chunk {} was last {} at {}, and rank {} does not end with it", c,
+                                    passed ? "passed on" : "made", at(o), r), true};
     }
     if (x.fullest < x.complete && x.fullest_made.step >= 0 && !(x.fullest_made == last))
-      return std::pair{x.fullest_made, fmt::format("no rank ever holds the complete chunk {}: the fullest value ({} of {} "
-                                                   "contributions) was last made at {}", c, x.fullest, x.complete,
-                                                   at(x.fullest_made))};
+      return Blame{x.fullest_made, fmt::format("no rank ever holds the complete chunk {}: the fullest value ({} of {} "
+                                               "contributions) was last made at {}", c, x.fullest, x.complete,
+                                               at(x.fullest_made))};
     if (v.made.step >= 0 && !(v.made == last))
-      return std::pair{v.made, fmt::format("the value it ends with was computed at {}, and only copied after", at(v.made))};
+      return Blame{v.made, fmt::format("the value it ends with was computed at {}, and only copied after", at(v.made))};
     return std::nullopt;
   }
 
   const Op& op_at(const OpRef& o) const { return p_.ops[o.rank][o.step][o.op]; }
 
-  // Notes on where the first error's op got its chunk and peer (the `let`s, `param`s and loop
-  // variables they name, with their values, and the `if`s around it): a wrong value is mostly
-  // computed there, not at the op. Once: it runs a rank of the schedule again.
-  void explain(const OpRef& o) {
-    if (explained_ || !p_.provenance) return;
-    explained_ = true;
-    p_.provenance->explain(o.rank, o.step, op_at(o), d_);
+  // The op the finding's error points at, whose `let`s, `param`s, loop variables and `if`s the
+  // first error shown explains (OpProvenance: a wrong value is mostly computed there, not at the
+  // op); and where the value went wrong, which orders the findings: at that op's step, or, for
+  // a right value that was not delivered (`undelivered`), at some later step no op marks, so
+  // after the findings where an op made something wrong.
+  void explain(const OpRef& o, bool undelivered = false) {
+    finding_->cause = o;
+    finding_->order = undelivered ? p_.nsteps() : o.step;
   }
 
   // The read that came too early is the bug: the error points there.
   void report_early_read(const EarlyRead& e, const std::string& head) {
     const Op& reader = p_.ops[e.reader.rank][e.reader.step][e.reader.op];
     const Op& writer = p_.ops[e.writer.rank][e.writer.step][e.writer.op];
-    d_.error(reader.loc, fmt::format("{}: rank {} reads {} of rank {} at {}, which rank {} writes in that same step; "
+    d_->error(reader.loc, fmt::format("{}: rank {} reads {} of rank {} at {}, which rank {} writes in that same step; "
                                      "lock-step reads see the old value",
                                      head, e.reader.rank, describe_chunks(e.buffer, {e.chunk, 1}), e.writer.rank,
                                      describe_step(p_, e.reader.step), e.writer.rank));
-    d_.note(writer.loc, fmt::format("the write it needed: rank {}: {} (a read in a later step sees it)", e.writer.rank,
+    d_->note(writer.loc, fmt::format("the write it needed: rank {}: {} (a read in a later step sees it)", e.writer.rank,
                                     describe_op(writer, e.writer.rank)));
   }
 
   void note_writer(int r, LastWriter w, const Op* writer) {
     if (!writer) {
-      d_.note({}, fmt::format("no op writes it: it still holds rank {}'s input", r));
+      d_->note({}, fmt::format("no op writes it: it still holds rank {}'s input", r));
       return;
     }
-    d_.note(p_.steps[w.step].loc,
+    d_->note(p_.steps[w.step].loc,
             fmt::format("last written at {} by rank {}: {}", describe_step(p_, w.step), r, describe_op(*writer, r)));
   }
 
@@ -696,11 +751,19 @@ class PostconditionCheck {
 
   const StepProgram& p_;
   const Executor<HashDomain>& run_;
-  Diagnostics& d_;
+  // What report() found for one wrong (rank, chunk): its diagnostics, and the op they blame
+  // (step -1: none, such as a chunk nothing writes).
+  struct Finding {
+    Diagnostics diags;
+    OpRef cause = kNoOp;
+    int order = INT_MAX;  // where it went wrong (explain); none known: last
+  };
+  Diagnostics& out_;
+  Diagnostics* d_ = nullptr;  // where report() writes: the finding being made
+  Finding* finding_ = nullptr;
   HashDomain keys_;
   std::vector<uint64_t> all_sum_;
   std::map<int64_t, ExactChunk> exact_;
-  bool explained_ = false;
 };
 
 }  // namespace
