@@ -309,8 +309,9 @@ class Executor {
     pend_op_.assign(n, 0);
   }
 
-  void run() {
-    for (int k = 0; k < p_.nsteps(); ++k) {
+  // Runs the steps up to `last` (all by default).
+  void run(int last = INT_MAX) {
+    for (int k = 0; k < p_.nsteps() && k <= last; ++k) {
       pending_.clear();
       for (int r = 0; r < p_.nranks; ++r) {
         const auto& ops = p_.ops[r][k];
@@ -586,7 +587,8 @@ class PostconditionCheck {
     SourceLoc at = writer ? writer->loc : p_.loc;  // no op wrote it: the schedule as a whole is wrong
     std::string head = fmt::format("rank {} ends with chunk {}", r, c);
     if (v.undef != kNeverWritten) {
-      if (std::optional<EarlyRead> early = EarlyReadSearch(p_).from(r, Buffer::Output, c)) {
+      if (std::optional<EarlyRead> early = EarlyReadSearch(p_).from(r, Buffer::Output, c);
+          early && (v.undef != kDefined || later_read_supplies(*early, want, r, c))) {
         report_early_read(*early, head + " " + (v.undef == kDefined ? what_is_wrong(p_, want, r, c, exact(c, want).final[r])
                                                                     : "undefined"));
         note_writer(r, w, writer);
@@ -619,6 +621,25 @@ class PostconditionCheck {
     if (b) explain(b->op, b->undelivered);
     else if (writer) explain({r, w.step, w.op});
     else note_writes_elsewhere(r, c);  // it still holds the rank's input
+  }
+
+  // Whether the read `e` found, made a step later, would bring a contribution that rank r's
+  // chunk c misses: only then is reading too early the cause (a recursive doubling one step short
+  // reads its partner's old value by design; what it misses, no later read of that value has).
+  bool later_read_supplies(const EarlyRead& e, Expect want, int r, int64_t c) {
+    const ExactValue& final = exact(c, want).final[r];
+    std::vector<std::pair<int, int64_t>> missing;
+    for (int q = 0; q < p_.nranks; ++q) {
+      const auto sole = sole_contribution(p_, want, r, c);
+      const std::pair<int, int64_t> key = sole ? *sole : std::pair(q, c);
+      if ((!sole || key.first == q) && !final.count.contains(key)) missing.push_back(key);
+    }
+    if (missing.empty()) return true;  // wrong otherwise (a contribution twice, a foreign one)
+    const bool narrow = !remaps(p_) && e.chunk < p_.nchunks;
+    Executor<ExactDomain> run(p_, ExactDomain{}, narrow ? e.chunk : 0, narrow ? e.chunk + 1 : chunk_space(p_));
+    run.run(e.reader.step);
+    const ExactValue& written = run.value(e.writer.rank, e.buffer, e.chunk);
+    return std::any_of(missing.begin(), missing.end(), [&](const auto& key) { return written.count.contains(key); });
   }
 
   // Output chunk c of rank r is never written (undefined, or still the rank's input): the writes
