@@ -92,7 +92,9 @@ def _source(source: Source, name: Optional[str]) -> tuple[str, Optional[str]]:
 
 def check(source: Source, ranks: int, *, root: Optional[int] = None, in_place: bool = False,
           name: Optional[str] = None) -> CheckResult:
-    """Parses, instantiates and verifies a schedule for ``ranks`` ranks and plans its syncs.
+    """Parses, instantiates and verifies a schedule for ``ranks`` ranks, plans its syncs and
+    lowers it with the default kernel options, as ``ccc check``: what it accepts, ``compile``
+    emits.
 
     Args:
         source: a schedule file's path, or the schedule's text (see ``Source``).

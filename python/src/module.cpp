@@ -66,11 +66,13 @@ ccc::SourceFile load_source(const std::string& name, const std::optional<std::st
 }
 
 // The front end and the analysis, as `ccc check` runs them; the front end's program is kept.
+// Through lowering with the default kernel options, as `ccc check`: what check accepts, compile
+// emits (an allreduce whose ranks would end with different bits is refused here too).
 ccc::CodegenResult analysed(const ccc::SourceFile& file, int nranks, int root, bool in_place) {
   ccc::CodegenOptions options;
   options.instantiate = {.nranks = nranks, .root = root};
   options.kernel.in_place = in_place;
-  options.last = ccc::Pass::Sync;
+  options.last = ccc::Pass::Lower;
   options.keep_program = true;
   ccc::Diagnostics diags;
   std::optional<ccc::CodegenResult> result = ccc::run_codegen(file, options, diags);

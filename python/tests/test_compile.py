@@ -42,6 +42,16 @@ def test_unreadable_file_is_a_diagnostic_error(tmp_path):
         ccc.check(tmp_path / "missing.sched", ranks=2)
 
 
+def test_check_gives_compiles_verdict():
+    # One-shot spread over N - 1 steps verifies, but its ranks round in different orders: check
+    # lowers the schedule as compile does and refuses it at the op that made the difference.
+    seq = ("allreduce seq {\n  chunks 1\n  phase direct {\n"
+           "    step s in 0 .. N-2 { reduce chunk 0 from input of (r + s + 1) % N }\n  }\n}\n")
+    with pytest.raises(ccc.DiagnosticError, match="end with different bits") as info:
+        ccc.check(seq, ranks=3, name="seq.sched")
+    assert info.value.line == 4
+
+
 def test_schedule_wrong_for_n_is_reported(schedules):
     # The butterfly needs a power of two.
     with pytest.raises(ccc.DiagnosticError):
