@@ -66,12 +66,11 @@ std::string chunk_label(ChunkRange c) {
   return c.count == 1 ? fmt::format("{}", c.begin) : fmt::format("{}..{}", c.begin, c.end() - 1);
 }
 
-// `text` cut to about `width` pixels of 11px sans-serif, ending in an ellipsis when cut.
-std::string fit(const std::string& text, int width) {
-  const size_t chars = static_cast<size_t>(std::max(0, width / 7));
-  if (text.size() <= chars) return text;
-  return chars < 2 ? "" : text.substr(0, chars - 1) + "\u2026";
-}
+// Whether `text` fits `width` pixels of 11px sans-serif.
+bool fits(const std::string& text, int width) { return static_cast<int>(text.size()) * 7 <= width; }
+
+// A buffer's initial in a box ("i3": input chunk 3).
+char buffer_initial(Buffer b) { return b == Buffer::Input ? 'i' : b == Buffer::Scratch ? 's' : 'o'; }
 
 // Which ranks and steps are drawn, and where.
 struct Layout {
@@ -130,11 +129,27 @@ Layout plan_layout(const StepProgram& p) {
 
 class Writer {
  public:
-  Writer(const StepProgram& p, const SyncPlan* syncs) : p_(p), syncs_(syncs), L_(plan_layout(p)) {}
+  Writer(const StepProgram& p, const SyncPlan* syncs) : p_(p), syncs_(syncs), L_(plan_layout(p)) {
+    // A phase whose name does not fit over its columns is named by a key ("P2"), which the
+    // legend spells out: a name is never cut.
+    for (size_t col = 0; col < L_.steps.size();) {
+      const int phase = p_.steps[L_.steps[col]].phase;
+      size_t end = col;
+      while (end < L_.steps.size() && p_.steps[L_.steps[end]].phase == phase) ++end;
+      const std::string& name = p_.phases[phase].name;
+      std::string label = name;
+      if (!fits(name, L_.x[end] - L_.x[col] - 4)) {
+        label = fmt::format("P{}", phase + 1);
+        keys_.push_back(label + ": " + name);
+      }
+      runs_.push_back({col, end, phase, label});
+      col = end;
+    }
+  }
 
   std::string svg() {
     const int width = std::max(L_.x.back() + 24, kLeft + kLegendWidth);
-    const int height = L_.bottom() + 48;
+    const int height = L_.bottom() + 48 + (L_.detailed ? 18 : 0) + (keys_.empty() ? 0 : 18);
     put(R"(<?xml version="1.0" encoding="UTF-8"?>
 <svg xmlns="http://www.w3.org/2000/svg" width="{0}" height="{1}" viewBox="0 0 {0} {1}">
 <title>{2}</title>
@@ -153,6 +168,7 @@ text{{font-family:sans-serif;font-size:11px;fill:#222}}
 .w{{stroke:#c0392b;stroke-width:1.2;stroke-dasharray:4 3;marker-end:url(#wait)}}
 .ph{{stroke:#888}}
 .b{{fill:#f2f2f2}}
+.st{{fill:#fdf2d0}}
 </style>
 </defs>
 <rect width="100%" height="100%" fill="#fff"/>
@@ -188,16 +204,10 @@ text{{font-family:sans-serif;font-size:11px;fill:#222}}
     if (L_.step_stride > 1) sampled += fmt::format("{}1 step in {}", sampled.empty() ? "" : ", ", L_.step_stride);
     put("<text x=\"8\" y=\"16\" font-weight=\"bold\">{}</text>\n", xml_escape(title()));
     if (!sampled.empty()) put("<text x=\"8\" y=\"30\" fill=\"#666\">(showing {})</text>\n", sampled);
-    for (size_t col = 0; col < L_.steps.size();) {
-      const int phase = p_.steps[L_.steps[col]].phase;
-      size_t end = col;
-      while (end < L_.steps.size() && p_.steps[L_.steps[end]].phase == phase) ++end;
-      const std::string& name = p_.phases[phase].name;
+    for (const PhaseRun& run : runs_)
       put("<g><title>phase {0}</title><line class=\"ph\" x1=\"{1}\" y1=\"44\" x2=\"{2}\" y2=\"44\"/>"
           "<text x=\"{1}\" y=\"40\">{3}</text></g>\n",
-          xml_escape(name), L_.x[col] + 2, L_.x[end] - 2, xml_escape(fit(name, L_.x[end] - L_.x[col])));
-      col = end;
-    }
+          xml_escape(p_.phases[run.phase].name), L_.x[run.begin] + 2, L_.x[run.end] - 2, xml_escape(run.label));
     if (!L_.detailed) return;
     for (size_t col = 0; col < L_.steps.size(); ++col)
       put("<text class=\"s\" x=\"{}\" y=\"58\"><title>{}</title>{}</text>\n", (L_.x[col] + L_.x[col + 1]) / 2,
@@ -216,6 +226,12 @@ text{{font-family:sans-serif;font-size:11px;fill:#222}}
         put("<text class=\"l\" x=\"{}\" y=\"{}\">r{}</text>\n", kLeft - 6, L_.centre(L_.ranks[lane]) + 4,
             L_.ranks[lane]);
     }
+    // The steps the sync planner inserted, apart from the schedule's own: a tinted column.
+    for (size_t col = 0; col < L_.steps.size(); ++col)
+      if (p_.steps[L_.steps[col]].staged)
+        put("<rect class=\"st\" x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\"><title>{}: inserted by the sync "
+            "planner, staging writes through scratch</title></rect>\n",
+            L_.x[col], kTop, L_.x[col + 1] - L_.x[col], L_.bottom() - kTop, xml_escape(describe_step(p_, L_.steps[col])));
   }
 
   void ops() {
@@ -258,10 +274,18 @@ text{{font-family:sans-serif;font-size:11px;fill:#222}}
       else
         put("<rect class=\"c\" x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"{}\" stroke=\"{}\"/>", x + 1, y + 1,
             w - 2, h - 2, colour, colour);
-      const bool fan_in = cell.size() > 1 && op.peer != r && h >= 20;
-      put("<text class=\"n\" x=\"{}\" y=\"{}\">{}</text>", x + w / 2, y + h / 2 + (fan_in ? -2 : 3),
-          chunk_label(op.chunks));
-      if (fan_in) put("<text class=\"f\" x=\"{}\" y=\"{}\">\u2190{}</text>", x + w / 2, y + h / 2 + 8, op.peer);
+      // The chunk written (its buffer's initial unless the output), and below it, where they
+      // differ from that, the peer (a fan-in) and the buffer and chunk read.
+      const bool fan_in = cell.size() > 1 && op.peer != r;
+      const bool read_elsewhere = op.src != Buffer::Output || op.shift != 0;
+      const bool second = (fan_in || read_elsewhere) && h >= 20;
+      put("<text class=\"n\" x=\"{}\" y=\"{}\">{}{}</text>", x + w / 2, y + h / 2 + (second ? -2 : 3),
+          op.dst == Buffer::Output ? "" : std::string(1, buffer_initial(op.dst)), chunk_label(op.chunks));
+      if (second)
+        put("<text class=\"f\" x=\"{}\" y=\"{}\">{}{}</text>", x + w / 2, y + h / 2 + 8,
+            fan_in ? fmt::format("\u2190{}", op.peer) : "",
+            read_elsewhere ? fmt::format("{}{}{}", fan_in ? " " : "", buffer_initial(op.src), chunk_label(op.read_chunks()))
+                           : "");
       put("</g>\n");
       if (cell.size() == 1 && op.peer != r) arrow(L_.x[col] + 2, op.peer, x + w / 2, r, y, h);
     }
@@ -308,20 +332,44 @@ text{{font-family:sans-serif;font-size:11px;fill:#222}}
     if (!L_.detailed) {
       item(0, "colour: the chunk of the cell's first op; empty: idle");
       if (syncs_) item(0, "(waits are not drawn at this size)");
+      phase_keys(y + 18);
       return;
     }
     put("<line class=\"a\" x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\"/>\n", x, y + 6, x + 24, y + 6);
-    item(24, "reads from that rank (\u2190p: from rank p)");
+    item(24, "reads from that rank");
     if (syncs_) {
       put("<line class=\"w\" x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\"/>\n", x, y + 6, x + 24, y + 6);
       item(24, "waits for that rank's step");
     }
-    item(0, "number: chunk; empty: idle");
+    if (std::any_of(p_.steps.begin(), p_.steps.end(), [](const StepInfo& s) { return s.staged; })) {
+      put("<rect class=\"st\" x=\"{}\" y=\"{}\" width=\"16\" height=\"12\"/>\n", x, y);
+      item(16, "staging the sync planner inserted");
+    }
+    put("<text x=\"{}\" y=\"{}\">number: the chunk written (s3: scratch chunk 3); under it, where they differ, the "
+        "peer (\u2190p) and the chunk read (i3: input chunk 3); empty: idle</text>\n", kLeft, y + 28);
+    phase_keys(y + 36);
   }
+
+  // The phases named by a key in the header, spelled out.
+  void phase_keys(int y) {
+    if (keys_.empty()) return;
+    std::string text = "phases: ";
+    for (size_t i = 0; i < keys_.size(); ++i) text += (i ? "; " : "") + keys_[i];
+    put("<text x=\"{}\" y=\"{}\">{}</text>\n", kLeft, y + 10, xml_escape(text));
+  }
+
+  // A phase's run of columns and what its header says (the name, or a key).
+  struct PhaseRun {
+    size_t begin, end;
+    int phase;
+    std::string label;
+  };
 
   const StepProgram& p_;
   const SyncPlan* syncs_;
   const Layout L_;
+  std::vector<PhaseRun> runs_;
+  std::vector<std::string> keys_;  // "P2: reduce_scatter d=1", for the legend
   std::string out_;
 };
 

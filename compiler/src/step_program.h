@@ -74,6 +74,7 @@ struct StepInfo {
   int phase = 0;       // index into StepProgram::phases
   std::string label;   // e.g. "reduce_scatter s=2" (loop variable values), for humans
   SourceLoc loc;       // the DSL `step` that made it
+  bool staged = false; // inserted by the sync planner to stage writes through scratch (rewrites.h)
 };
 
 // Where an op's values came from, for diagnostics: what instantiation made the step program from

@@ -5,6 +5,7 @@
 #include "step_diagram.h"
 #include "codegen_pipeline.h"
 #include "golden_util.h"
+#include "pipeline.h"
 #include "program_builders.h"
 
 namespace ccc {
@@ -74,7 +75,48 @@ TEST(StepDiagram, FanInNamesThePeerInsteadOfArrows) {
   EXPECT_EQ(count(svg, "<rect class=\"r\""), 4u * 3 + 1);
   EXPECT_EQ(count(svg, "<line class=\"a\""), 1u);  // the legend's
   EXPECT_EQ(count(svg, "<text class=\"f\""), 4u * 3);
-  EXPECT_NE(svg.find(">\u21903</text>"), std::string::npos);
+  EXPECT_NE(svg.find(">\u21903 i0</text>"), std::string::npos);  // from rank 3, its input chunk 0
+}
+
+// A box says which buffer it writes unless the output, and which buffer and chunk it reads where
+// that differs from the chunk written: Bruck's rotations stage through scratch.
+TEST(StepDiagram, BoxesSayTheBuffersAndTheChunkRead) {
+  const std::string svg = step_diagram_svg(planned("alltoall_bruck", 4).program);
+  const size_t op = svg.find("copy scratch chunk 1 from rank 3's input chunk 0");
+  ASSERT_NE(op, std::string::npos) << "the op checked here moved";
+  const std::string box = svg.substr(op, svg.find("</g>", op) - op);
+  EXPECT_NE(box.find(">s1</text>"), std::string::npos) << box;        // writes scratch chunk 1
+  EXPECT_NE(box.find(">\u21903 i0</text>"), std::string::npos) << box;  // reads rank 3's input chunk 0
+}
+
+// A phase name that does not fit over its columns is never cut: the header shows a key, the
+// legend the name (the torus of tests/lit/instantiate/phase_loop.sched, 8 phases of 3 steps).
+TEST(StepDiagram, LongPhaseNamesGetAKeyInsteadOfBeingCut) {
+  const SourceFile file{"torus.sched", test::read_file(std::string(CCC_SOURCE_DIR) + "/tests/lit/instantiate/phase_loop.sched")};
+  Diagnostics diags;
+  std::optional<StepProgram> p = run_front_end(file, {16, 0}, diags);
+  ASSERT_TRUE(p) << diags.render(&file);
+  const std::string svg = step_diagram_svg(*p);
+  EXPECT_EQ(svg.find("\u2026"), std::string::npos);
+  EXPECT_NE(svg.find("<title>phase reduce_scatter d=1</title>"), std::string::npos);
+  EXPECT_NE(svg.find(">P3</text>"), std::string::npos);
+  EXPECT_NE(svg.find("phases: P1: reduce_scatter d=0; P2: all_gather d=0; P3: reduce_scatter d=1;"), std::string::npos);
+}
+
+// The steps the sync planner inserts to stage writes through scratch are drawn apart (a tinted
+// column whose title says so), and the legend says what the tint means.
+TEST(StepDiagram, StagedStepsAreDrawnApart) {
+  const SourceFile file{"staging.sched", test::read_file(std::string(CCC_SOURCE_DIR) + "/tests/lit/sync/staging.sched")};
+  Diagnostics diags;
+  std::optional<StepProgram> p = run_front_end(file, {4, 0}, diags);
+  std::optional<PlannedProgram> staged = p ? run_analysis(*p, {}, diags) : std::nullopt;
+  ASSERT_TRUE(staged) << diags.render(&file);
+  ASSERT_EQ(staged->program.nsteps(), 4);
+  const std::string svg = step_diagram_svg(staged->program, &staged->sync);
+  EXPECT_EQ(count(svg, "<rect class=\"st\" x="), 2u + 1);  // two inserted steps, and the legend's swatch
+  EXPECT_NE(svg.find("step 1 (q staged in): inserted by the sync planner"), std::string::npos);
+  EXPECT_NE(svg.find("staging the sync planner inserted"), std::string::npos);
+  EXPECT_EQ(count(step_diagram_svg(planned("ring", 4).program), "class=\"st\""), 0u);
 }
 
 // At N = 20 a cell holds 19 reduces: 15 boxes, then "+4" (the title says 4 more ops).
