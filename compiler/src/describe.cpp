@@ -34,8 +34,9 @@ std::string describe_step(const StepProgram& p, int step) { return describe_step
 std::string describe_step(const std::vector<StepInfo>& steps, int step) {
   if (step < 0) return "start";
   if (step >= static_cast<int>(steps.size())) return "exit";
-  const std::string& label = steps[step].label;
-  return label.empty() ? fmt::format("step {}", step) : fmt::format("step {} ({})", step, label);
+  const StepInfo& info = steps[step];
+  const int number = info.number >= 0 ? info.number : step;  // the schedule's, as --emit steps shows it
+  return info.label.empty() ? fmt::format("step {}", number) : fmt::format("step {} ({})", number, info.label);
 }
 
 std::string describe_line(const StepProgram& p, SourceLoc loc) { return describe_line(p.file, loc); }

@@ -17,7 +17,9 @@ std::string describe_op(const Op& op, int rank);
 // "r2 s4 op0", "r2 start", "r2 end".
 std::string describe_ref(const OpRef& ref, int nsteps);
 
-// "step 4 (all_gather s=1)"; "start" for -1 and "exit" for nsteps.
+// "step 4 (all_gather s=1)"; "start" for -1 and "exit" for nsteps. Numbered as `--emit steps`
+// numbers them: a step the sync planner inserted has the number of the step it stages and says
+// so in its label ("step 1 (q staged out)").
 std::string describe_step(const StepProgram& p, int step);
 std::string describe_step(const std::vector<StepInfo>& steps, int step);
 

@@ -491,7 +491,7 @@ class Instantiator {
     if (defining()) {
       std::string label = prog_.phases[static_cast<size_t>(phase_)].name;
       if (key.has_var) label += fmt::format(" {}={}", n.loop->var, key.var);
-      prog_.steps.push_back({phase_, std::move(label), key.loc});
+      prog_.steps.push_back({phase_, std::move(label), key.loc, false, prog_.nsteps()});
       step_keys_.push_back(key);
       prog_.ops[0].emplace_back();
     } else if (next_step_ >= prog_.nsteps() || !(step_keys_[static_cast<size_t>(next_step_)] == key)) {

@@ -112,11 +112,11 @@ bool stage_through_scratch(StepProgram& p, const std::vector<std::pair<int, int>
       for (ChunkRange ch : runs_of(staged)) after[r].push_back(local_copy(Buffer::Output, Buffer::Scratch, ch, r, loc));
     }
     const StepInfo info = p.steps[k];
-    p.steps.insert(p.steps.begin() + k + 1, StepInfo{info.phase, info.label + " staged out", info.loc, true});
+    p.steps.insert(p.steps.begin() + k + 1, StepInfo{info.phase, info.label + " staged out", info.loc, true, info.number});
     for (int r = 0; r < p.nranks; ++r) p.ops[r].insert(p.ops[r].begin() + k + 1, std::move(after[r]));
     bool any_before = std::any_of(before.begin(), before.end(), [](const auto& v) { return !v.empty(); });
     if (any_before) {
-      p.steps.insert(p.steps.begin() + k, StepInfo{info.phase, info.label + " staged in", info.loc, true});
+      p.steps.insert(p.steps.begin() + k, StepInfo{info.phase, info.label + " staged in", info.loc, true, info.number});
       for (int r = 0; r < p.nranks; ++r) p.ops[r].insert(p.ops[r].begin() + k, std::move(before[r]));
     }
   }

@@ -211,7 +211,7 @@ text{{font-family:sans-serif;font-size:11px;fill:#222}}
     if (!L_.detailed) return;
     for (size_t col = 0; col < L_.steps.size(); ++col)
       put("<text class=\"s\" x=\"{}\" y=\"58\"><title>{}</title>{}</text>\n", (L_.x[col] + L_.x[col + 1]) / 2,
-          xml_escape(describe_step(p_, L_.steps[col])), L_.steps[col]);
+          xml_escape(describe_step(p_, L_.steps[col])), step_number(L_.steps[col]));
   }
 
   // Lane labels, and a shaded band for every other lane so a row can be followed across.
@@ -349,6 +349,9 @@ text{{font-family:sans-serif;font-size:11px;fill:#222}}
         "peer (\u2190p) and the chunk read (i3: input chunk 3); empty: idle</text>\n", kLeft, y + 28);
     phase_keys(y + 36);
   }
+
+  // A step's number as `--emit steps` shows it (a staged step: the number of the step it stages).
+  int step_number(int k) const { return p_.steps[k].number >= 0 ? p_.steps[k].number : k; }
 
   // The phases named by a key in the header, spelled out.
   void phase_keys(int y) {

@@ -75,6 +75,9 @@ struct StepInfo {
   std::string label;   // e.g. "reduce_scatter s=2" (loop variable values), for humans
   SourceLoc loc;       // the DSL `step` that made it
   bool staged = false; // inserted by the sync planner to stage writes through scratch (rewrites.h)
+  // The step's number in the schedule as instantiated (`--emit steps`), which messages show: a
+  // step the planner inserts has the number of the step it stages. -1: its index.
+  int number = -1;
 };
 
 // Where an op's values came from, for diagnostics: what instantiation made the step program from
