@@ -127,10 +127,12 @@ class Instantiator {
   // Rank `rank` defines the steps as rank 0 does in run(): the schedule instantiated before, so
   // every rank walks the same steps.
   std::vector<Diagnostic> explain(int rank, int step, const Op& op, const Provenance& names) {
-    if (!start()) return {};
     explaining_ = {&op, step, &names};
-    for (const int who : {rank, op.peer}) {
-      explaining_->reader = rank;
+    explaining_->reader = rank;
+    for (const int who : {rank, op.peer}) {  // a pull runs on the reader, a push on the sender
+      prog_ = {};
+      step_keys_.clear();
+      if (!start()) return {};
       rank_ = who;
       try {
         run_rank();
@@ -138,9 +140,6 @@ class Instantiator {
         return std::move(explaining_->notes);
       } catch (const EvalError&) {
       }
-      prog_ = {};
-      prog_.ops.resize(static_cast<size_t>(opts_.nranks));
-      step_keys_.clear();
     }
     return {};
   }
