@@ -48,9 +48,11 @@ SANITIZER_OPT := -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBI
 # spinning on two cores, add nothing for memory errors and cost minutes under ASan. Nor do the
 # sweeps that only ask NVRTC and nvcc (neither instrumented) to compile (and nvdisasm to
 # disassemble) every dtype, arch and traced kernel (the small Nvrtc tests still run ccc's side of
-# the compile), nor ccc-bench's sweep of every type and op (a kernel compile each; the other
-# BenchCli tests run its code). `make test` runs them all.
-ASAN_SKIP ?= HostRun.*/(ring[2358]|oneshot[39]|twoshot7|butterfly8|tree5|dbtree6)( |$$)|HostRun.*/(ring5|oneshot9|twoshot[47]|butterfly8|tree5|dbtree6)ll|Nvcc\.CompilesTheGeneratedKernels|Nvrtc\.(Ll)?EveryDtypeForAmpereAndHopper|Nvrtc\.LlPerRankTablesSpillNothingInsideTheChunkLoop|Trace\.TracedKernelsCompileForAmpereAndHopper|Nvrtc\.RingAtTheMostRanksAGpuKernelHasCompiles|BenchCli\.EveryTypeAndEveryOp
+# the compile), or every shipped schedule (NvrtcSchedule.Compiles: under ctest, LeakSanitizer's
+# tracer crashes at the exit of the tree case, 2026-12-07, not when the binary runs alone), nor
+# ccc-bench's sweep of every type and op (a kernel compile each; the other BenchCli tests run its
+# code). `make test` runs them all.
+ASAN_SKIP ?= HostRun.*/(ring[2358]|oneshot[39]|twoshot7|butterfly8|tree5|dbtree6)( |$$)|HostRun.*/(ring5|oneshot9|twoshot[47]|butterfly8|tree5|dbtree6)ll|Nvcc\.CompilesTheGeneratedKernels|NvrtcSchedule\.Compiles|Nvrtc\.(Ll)?EveryDtypeForAmpereAndHopper|Nvrtc\.LlPerRankTablesSpillNothingInsideTheChunkLoop|Trace\.TracedKernelsCompileForAmpereAndHopper|Nvrtc\.RingAtTheMostRanksAGpuKernelHasCompiles|BenchCli\.EveryTypeAndEveryOp
 test-asan: deps
 	cmake -S . -B build-asan $(SANITIZER_OPT) -DCCC_SANITIZE=address,undefined $(CMAKE_FLAGS)
 	cmake --build build-asan -j$(JOBS) --target ccc_tests ccc_gpu_tests ccc_cuda_call_path_tests ccc ccc_example_allreduce_host
