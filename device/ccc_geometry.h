@@ -27,16 +27,33 @@ class ChannelGeometry {
     windows_ = (last.end - last.begin + Cfg::window - 1) / Cfg::window;
   }
 
-  /* This channel's slice of chunk c, in vector elements. */
-  CCC_FN Range piece(int c) const {
+  /* Chunk c, in vector elements. */
+  CCC_FN Range chunk_range(int c) const {
     const int per_block = Cfg::chunks / Cfg::blocks;
     const long long block_start = (c / per_block) * count_;
-    const Range chunk = split(count_, per_block, c % per_block, Cfg::unit);
+    Range r = split(count_, per_block, c % per_block, Cfg::unit);
+    r.begin += block_start;
+    r.end += block_start;
+    return r;
+  }
+
+  /* This channel's slice of chunk c, in vector elements. */
+  CCC_FN Range piece(int c) const {
+    const Range chunk = chunk_range(c);
     const Range slice = split(chunk.end - chunk.begin, Cfg::channels, channel_, Cfg::unit);
     Range r;
-    r.begin = block_start + chunk.begin + slice.begin;
-    r.end = block_start + chunk.begin + slice.end;
+    r.begin = chunk.begin + slice.begin;
+    r.end = chunk.begin + slice.end;
     return r;
+  }
+
+  /* Elements per scratch slot: the largest chunk (a block's last, split's leftovers go there)
+   * rounded up to `unit`, so every slot starts on 64 bytes. The runtime sizes scratch alike
+   * (EmittedKernel::scratch_bytes). */
+  CCC_FN long long slot_stride() const {
+    const int per_block = Cfg::chunks / Cfg::blocks;
+    const long long largest = count_ - split(count_, per_block, per_block - 1, Cfg::unit).begin;
+    return (largest + Cfg::unit - 1) / Cfg::unit * Cfg::unit;
   }
 
   /* This channel's part of chunk c in window w, empty when the window is past its end. Shared

@@ -46,13 +46,18 @@ class PeerTable : public Progress<Cfg> {
     T* base;
     long long shift;
   };
-  /* Ref's buffer and block shift, on rank `rank` (the ref's rank, relabelled by the rank map). */
-  CCC_FN View view(const Ref& ref, int rank) const {
+  /* Ref's buffer and block shift, on rank `rank` (the ref's rank, relabelled by the rank map),
+   * for a pass at chunk `chunk` (relabelled too): a slot holds that chunk, its elements from the
+   * slot's start. */
+  CCC_FN View view(const Ref& ref, int rank, int chunk) const {
     const ccc_buffers& b = peers_[rank];
     const long long block = static_cast<long long>(rank) * count_;
     View v;
     v.shift = -static_cast<long long>(ref.block) * count_;
-    if (ref.buffer == buffer_input) {
+    if (ref.buffer == buffer_slot) {
+      v.base = static_cast<T*>(b.scratch);
+      v.shift = this->chunk_range(chunk).begin - ref.block * this->slot_stride();
+    } else if (ref.buffer == buffer_input) {
       v.base = static_cast<T*>(const_cast<void*>(b.input));
       if (Cfg::layout == layout_allgather) v.shift += block;
     } else if (ref.buffer == buffer_output) {
@@ -60,7 +65,8 @@ class PeerTable : public Progress<Cfg> {
       if (Cfg::layout == layout_reduce_scatter) v.shift += block;
     } else {
       v.base = static_cast<T*>(b.scratch);
-      if (ref.buffer == buffer_staging) v.base += Cfg::staging_after * count_;
+      if (ref.buffer == buffer_staging)
+        v.base += Cfg::scratch_slots > 0 ? Cfg::scratch_slots * this->slot_stride() : Cfg::staging_after * count_;
     }
     return v;
   }

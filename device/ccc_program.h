@@ -30,9 +30,10 @@ enum Layout {
 
 /* Compile-time shape of a generated kernel. Staging (output chunks outside the rank's result)
  * starts the scratch allocation, or follows the schedule's own scratch when it has one: then
- * StagingAfter_ is the blocks of `count` elements that scratch spans. */
+ * StagingAfter_ is the blocks of `count` elements that scratch spans, or, for a schedule whose
+ * scratch is ScratchSlots_ slots (`scratch K slots`), staging follows the slots. */
 template <class T_, class Op_, int Ranks_, int Chunks_, int Steps_, int Channels_, long long TileBytes_,
-          int Pipeline_, int Layout_ = layout_full, int StagingAfter_ = 0, int LlBlocks_ = 0>
+          int Pipeline_, int Layout_ = layout_full, int StagingAfter_ = 0, int LlBlocks_ = 0, int ScratchSlots_ = 0>
 struct Config {
   typedef T_ T;
   typedef Op_ Op;
@@ -41,6 +42,9 @@ struct Config {
   static const int layout = Layout_;
   static const int blocks = Layout_ == layout_full ? 1 : Ranks_;
   static const int staging_after = StagingAfter_;
+  /* Scratch slots (`scratch K slots`): each holds one chunk of any position, the largest
+   * chunk's size rounded up to `unit` (slot_stride), so any chunk fits any slot. */
+  static const int scratch_slots = ScratchSlots_;
   /* Protocol ll (ccc_protocol_ll.h) when > 0: the blocks of `count` elements a receive region
    * spans (the chunks read from it may lie in scratch past the vector's blocks). */
   static const int ll_blocks = LlBlocks_;
@@ -51,8 +55,10 @@ struct Config {
 
 /* Which buffer of which rank an instruction reads or writes; a remapped source is read `block`
  * blocks of `count` elements away from the chunk the pass writes (a remap keeps the chunk's
- * position within its block). */
-enum BufferKind { buffer_input = 0, buffer_output = 1, buffer_scratch = 2, buffer_staging = 3, buffer_ll = 4 };
+ * position within its block). A scratch slot (buffer_slot, `block` holds the slot) has no
+ * position: it holds the pass's chunk, whichever it is (the compiler makes such passes one chunk
+ * long). */
+enum BufferKind { buffer_input = 0, buffer_output = 1, buffer_scratch = 2, buffer_staging = 3, buffer_ll = 4, buffer_slot = 5 };
 struct Ref {
   unsigned short buffer;
   unsigned short rank;
@@ -62,6 +68,8 @@ CCC_CONSTEXPR Ref in(int r, int block = 0) { return Ref{buffer_input, static_cas
 CCC_CONSTEXPR Ref out(int r, int block = 0) { return Ref{buffer_output, static_cast<unsigned short>(r), block}; }
 CCC_CONSTEXPR Ref scratch(int r, int block = 0) { return Ref{buffer_scratch, static_cast<unsigned short>(r), block}; }
 CCC_CONSTEXPR Ref staging(int r, int block = 0) { return Ref{buffer_staging, static_cast<unsigned short>(r), block}; }
+/* Scratch slot `slot` of rank r (`scratch K slots`). */
+CCC_CONSTEXPR Ref slot(int r, int slot) { return Ref{buffer_slot, static_cast<unsigned short>(r), slot}; }
 /* Protocol ll: receive region `region`. As a source, the reading rank's own region, which rank
  * r fills; as a send's destination, rank r's region. (`block` holds the region.) */
 CCC_CONSTEXPR Ref ll(int r, int region) { return Ref{buffer_ll, static_cast<unsigned short>(r), region}; }

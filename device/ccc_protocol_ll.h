@@ -155,7 +155,8 @@ class ProtocolLl : public PeerTable<Cfg> {
     bool ok = true;
     CCC_ROLLED
     for (int c = i.a; c < i.b && ok; ++c) {
-      const Range r = window_of(w, map.first(i) + (c - i.a));
+      const int chunk = map.first(i) + (c - i.a);
+      const Range r = window_of(w, chunk);
       if (r.begin >= r.end) continue;
       // The chunk's groups, from its first (the block's lines start afresh at each block). Counted
       // in int: a chunk's range lies in one window.
@@ -166,7 +167,7 @@ class ProtocolLl : public PeerTable<Cfg> {
       const long long line0 = block * ll_lines_per_block() + (first - block_start) / E * L;
       // Each operand at the first group, relabelled from the table once per chunk.
       void* const to = send ? static_cast<void*>(ll_lines(map.peer(i.dst.rank), i.dst.block) + line0)
-                            : static_cast<void*>(ll_data(i.dst, map, first));  // lines or elements
+                            : static_cast<void*>(ll_data(i.dst, map, chunk, first));  // lines or elements
       const void* at[K];                     // a region's lines or a buffer's elements
       unsigned regions[(K + 31) / 32] = {};  // bit k: source k is a region
       const int lowest = map.lowest(i, K);
@@ -177,7 +178,7 @@ class ProtocolLl : public PeerTable<Cfg> {
           at[k] = ll_lines(rank_, ref.block) + line0;
           regions[k / 32] |= 1u << (k % 32);
         } else {
-          at[k] = ll_data(ref, map, first);
+          at[k] = ll_data(ref, map, chunk, first);
         }
       }
       bool several = false;  // two or more regions among the sources
@@ -232,11 +233,11 @@ class ProtocolLl : public PeerTable<Cfg> {
     return barrier_and(ok);
   }
 
-  /* Where element `at` of ref (one the pass reads or writes there) lies, on the ref's rank
-   * relabelled by `map`. */
+  /* Where element `at` of ref (one the pass reads or writes there, at chunk `chunk`) lies, on
+   * the ref's rank relabelled by `map`. */
   template <class Map>
-  CCC_FN T* ll_data(const Ref& ref, const Map& map, long long at) const {
-    const View v = view(ref, map.peer(ref.rank));
+  CCC_FN T* ll_data(const Ref& ref, const Map& map, int chunk, long long at) const {
+    const View v = view(ref, map.peer(ref.rank), chunk);
     return v.base + (at - v.shift);
   }
 };

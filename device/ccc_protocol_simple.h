@@ -43,7 +43,8 @@ class ProtocolSimple : public PeerTable<Cfg> {
   CCC_NOINLINE void pull_chunks(long long w, const Instr<S>& i, const Map& map) {
     const int sources = i.sources;
     const int to = map.peer(i.dst.rank);
-    const View dst = view(i.dst, to);
+    const int first = map.first(i);
+    const View dst = view(i.dst, to, first);
     View src[S];
     int from[S];  // the ranks whose buffers the sources are
     const int lowest = map.lowest(i, sources);  // the fold begins at this source
@@ -51,9 +52,8 @@ class ProtocolSimple : public PeerTable<Cfg> {
     for (int k = 0; k < sources; ++k) {
       const Ref& ref = fold_source(i, lowest, k, sources);
       from[k] = map.peer(ref.rank);
-      src[k] = view(ref, from[k]);
+      src[k] = view(ref, from[k], first);
     }
-    const int first = map.first(i);
     CCC_ROLLED
     for (int c = first; c < first + (i.b - i.a); ++c) {
       const Range r = window_of(w, c);
@@ -85,10 +85,10 @@ class ProtocolSimple : public PeerTable<Cfg> {
     const Instr<S>* i = first;
     CCC_ROLLED
     for (; i->code == instr_pass && is_copy(*i) && PassList::template has<typename Cfg::Op>(*i); ++i) {
-      const View d = view(i->dst, map.peer(i->dst.rank));
-      const int f = map.peer(i->src[0].rank);
-      const View s = view(i->src[0], f);
       const int c0 = map.first(*i);
+      const View d = view(i->dst, map.peer(i->dst.rank), c0);
+      const int f = map.peer(i->src[0].rank);
+      const View s = view(i->src[0], f, c0);
       CCC_ROLLED
       for (int c = c0; c < c0 + (i->b - i->a); ++c) {
         const Range r = window_of(w, c);

@@ -52,7 +52,11 @@ struct Loop {
 
 struct ChunksStmt { Expr count; };
 // `scratch K`: the scratch buffer has K chunks (of the output's chunk size) instead of `chunks`.
-struct ScratchStmt { Expr count; };
+// `scratch K slots`: K slots, each holding one chunk of any position.
+struct ScratchStmt {
+  Expr count;
+  bool slots = false;
+};
 struct RequiresStmt { Expr cond; };
 // `let NAME = E` (a constant), `let NAME(P, ...) = E` (a function), or `param NAME = E` (a
 // constant whose value InstantiateOptions::defines can replace).

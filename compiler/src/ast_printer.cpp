@@ -68,7 +68,7 @@ class Printer {
   }
 
   void stmt(const ChunksStmt& n, int) { out += "chunks " + print_expr(n.count); }
-  void stmt(const ScratchStmt& n, int) { out += "scratch " + print_expr(n.count); }
+  void stmt(const ScratchStmt& n, int) { out += "scratch " + print_expr(n.count) + (n.slots ? " slots" : ""); }
   void stmt(const RequiresStmt& n, int) { out += "requires " + print_expr(n.cond); }
   void stmt(const LetStmt& n, int) {
     out += (n.is_param ? "param " : "let ") + n.name;

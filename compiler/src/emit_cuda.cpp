@@ -34,6 +34,7 @@ std::string buffer_expr(const Operand& o, int64_t chunks_per_block) {
     case Storage::Scratch: accessor = "scratch"; break;
     case Storage::Staging: accessor = "staging"; break;
     case Storage::Ll: return fmt::format("ccc::ll({}, /*region*/ {})", o.rank, o.slot);
+    case Storage::Slot: return fmt::format("ccc::slot({}, {})", o.rank, o.slot);
   }
   if (o.shift != 0) return fmt::format("ccc::{}({}, {})", accessor, o.rank, o.shift / chunks_per_block);
   return fmt::format("ccc::{}({})", accessor, o.rank);
@@ -119,7 +120,11 @@ std::string layout_args(const KernelPlan& plan) {
                        : plan.collective == Collective::AllToAll    ? "ccc::layout_alltoall"
                                                                     : "ccc::layout_full";
   const bool staging_after_scratch = plan.uses_scratch && plan.uses_staging;
-  if (plan.options.protocol == Protocol::Ll)
+  const bool ll = plan.options.protocol == Protocol::Ll;
+  if (plan.scratch_slots > 0)  // staging (if any) follows the slots
+    return fmt::format(",\n                    {}, /*staging after scratch blocks*/ 0, /*ll region blocks*/ {}, "
+                       "/*scratch slots*/ {}", layout, ll ? std::max<int64_t>(plan.ll_blocks, 1) : 0, plan.scratch_slots);
+  if (ll)
     return fmt::format(",\n                    {}, /*staging after scratch blocks*/ {}, /*ll region blocks*/ {}", layout,
                        staging_after_scratch ? plan.scratch_blocks : 0, std::max<int64_t>(plan.ll_blocks, 1));
   if (plan.blocks == 1 && !staging_after_scratch) return "";
@@ -137,7 +142,7 @@ std::string pass_instr(const KernelPlan& plan, const DataPass& pass, int rank, c
   const int64_t per_block = plan.nchunks / plan.blocks;
   for (const Operand& o : pass.operands) args += ", " + buffer_expr(o, per_block);
   return out + fmt::format("    ccc::{}({}, {}, {}{}),  // {}\n", fn, pass.chunks.begin, pass.chunks.end(),
-                           buffer_expr(send ? pass.to : Operand{rank, pass.dst}, per_block), args,
+                           buffer_expr(send || pass.dst == Storage::Slot ? pass.to : Operand{rank, pass.dst}, per_block), args,
                            pass_text(pass, rank, plan.options.op));
 }
 
@@ -243,6 +248,8 @@ EmittedKernel emit_cuda(const KernelPlan& plan, const SourceFile* source) {
   k.pipeline = o.pipeline;
   k.block_threads = kBlockThreads;
   k.scratch_blocks = (plan.uses_scratch ? plan.scratch_blocks : 0) + (plan.uses_staging ? plan.blocks : 0);
+  k.scratch_slots = plan.scratch_slots;
+  k.chunks_per_block = plan.nchunks / plan.blocks;
   k.protocol = o.protocol;
   k.ll_slots = plan.ll_slots;
   k.ll_blocks = plan.ll_blocks;

@@ -20,6 +20,8 @@ struct EmittedKernel {
   int pipeline = 0;         // KernelOptions::pipeline
   int block_threads = 0;    // CUDA threads per block (host: CommOptions::host_block_threads)
   int64_t scratch_blocks = 0;  // blocks of count elements of scratch: the schedule's, then staging
+  int64_t scratch_slots = 0;   // `scratch K slots`: K slots (slot_elements each) before the staging
+  int64_t chunks_per_block = 1;
   int blocks = 1;              // KernelPlan::blocks
   int dtype_bytes = 0;
   Protocol protocol = Protocol::Simple;
@@ -30,7 +32,17 @@ struct EmittedKernel {
 
   // Scratch each rank must provide for a collective of `count` elements (the kernel's `count`).
   uint64_t scratch_bytes(uint64_t count) const {
-    return static_cast<uint64_t>(scratch_blocks) * count * static_cast<uint64_t>(dtype_bytes);
+    const uint64_t elements = static_cast<uint64_t>(scratch_slots) * slot_elements(count) +
+                              static_cast<uint64_t>(scratch_blocks) * count;
+    return elements * static_cast<uint64_t>(dtype_bytes);
+  }
+  // Elements of one scratch slot: the largest chunk (a block's last: the 64-byte cuts' leftovers
+  // go to the last chunks) rounded up to 64 bytes, as ChannelGeometry::slot_stride has it.
+  uint64_t slot_elements(uint64_t count) const {
+    const uint64_t unit = 64 / static_cast<uint64_t>(dtype_bytes), n = static_cast<uint64_t>(chunks_per_block);
+    const uint64_t units = count / unit, q = units / n, r = units % n;
+    const uint64_t last_begin = unit * ((n - 1) * q + (r > 0 ? r - 1 : 0));
+    return (count - last_begin + unit - 1) / unit * unit;
   }
   // Protocol ll: the receive slots (ccc_buffers::ll) each rank must provide: `ll_slots` regions,
   // each one line of 8 bytes per 4 bytes of each of `ll_blocks` blocks (ccc_protocol_ll.h,

@@ -442,6 +442,7 @@ class Instantiator {
 
   void run(const ast::ScratchStmt& n, SourceLoc loc) {
     run_count(n.count, loc, "scratch", prog_.nscratch);
+    prog_.scratch_slots = n.slots;
   }
 
   void run(const ast::RequiresStmt& n, SourceLoc loc) {
@@ -539,15 +540,18 @@ class Instantiator {
     } else {
       check_chunk_range(to, to, n.as_first ? *n.as_first : n.first, std::nullopt, n.dst);
     }
-    if (chunk_position(prog_, first) != chunk_position(prog_, to)) {
+    // A slot holds a chunk of any position (the lowering checks that what a slot holds is read
+    // back at its position).
+    if (!remap_allowed(prog_, n.src, first, n.dst, to)) {
       const int64_t per_block = prog_.nchunks / blocks(prog_), position = chunk_position(prog_, first);
       // Scratch is cut as the blocks are (step_program.h): slot k of a chunk is scratch chunk
       // k * per_block + its position, which is what MSCCL-style per-peer slots need.
       const std::string scratch_hint =
           n.src == Buffer::Scratch || n.dst == Buffer::Scratch
-              ? fmt::format("; scratch is cut as the blocks are (scratch chunk k is at position k % {0}), so slot j "
-                            "for chunk {1} is scratch chunk j * {0} + {2}, with 'scratch SLOTS * {0}' declared",
-                            per_block, first, position)
+              ? fmt::format("; scratch is cut as the blocks are (scratch chunk k is at position k % {0}): declare "
+                            "'scratch {3} slots' for slots that each hold a chunk of any position, or use slot j * {0} "
+                            "+ {2} for chunk {1} with 'scratch SLOTS * {0}'",
+                            per_block, first, position, buffer_chunks(prog_, Buffer::Scratch))
               : "";
       fail(n.as_first->loc,
            fmt::format("cannot remap chunk {} onto chunk {}: the buffers are {} block{} of {} chunks, and a chunk moves "

@@ -11,8 +11,22 @@ const char* storage_name(Storage s) {
     case Storage::Scratch: return "scratch";
     case Storage::Staging: return "staging";
     case Storage::Ll: return "ll";
+    case Storage::Slot: return "slot";
   }
   return "?";
+}
+
+bool touches_slot(const DataPass& pass) {
+  if (pass.dst == Storage::Slot) return true;
+  for (const Operand& o : pass.operands)
+    if (o.buffer == Storage::Slot) return true;
+  return false;
+}
+
+bool reads_what_writes(const DataPass& reader, const Operand& o, const DataPass& writer, int rank) {
+  if (o.rank != rank || o.buffer != writer.dst) return false;
+  if (o.buffer == Storage::Slot) return o.slot == writer.to.slot;
+  return ChunkRange{reader.chunks.begin + o.shift, reader.chunks.count}.overlaps(writer.chunks);
 }
 
 namespace {
@@ -24,6 +38,7 @@ const char* short_name(Storage b) {
     case Storage::Scratch: return "scratch";
     case Storage::Staging: return "staging";
     case Storage::Ll: return "ll";
+    case Storage::Slot: return "slot";
   }
   return "?";
 }
@@ -35,6 +50,9 @@ std::string chunk_text(ChunkRange c) {
 std::string operand_text(const Operand& o, int rank, ChunkRange c) {
   // An LL region is the reader's own, filled by o.rank: "ll3[2] (from r1)".
   if (o.buffer == Storage::Ll) return fmt::format("ll{}{} (from r{})", o.slot, chunk_text(c), o.rank);
+  // A scratch slot holding the pass's chunk: "r1.slot3[2]".
+  if (o.buffer == Storage::Slot)
+    return fmt::format("{}slot{}{}", o.rank == rank ? "" : fmt::format("r{}.", o.rank), o.slot, chunk_text(c));
   return fmt::format("{}{}{}", o.rank == rank ? "" : fmt::format("r{}.", o.rank), short_name(o.buffer),
                      chunk_text({c.begin + o.shift, c.count}));
 }
@@ -62,6 +80,7 @@ std::string pass_text(const DataPass& pass, int rank, ReduceOp op) {
   if (pass.completes && reduce_op_finishes(op)) value = fmt::format("{} / N", value);
   if (pass.dst == Storage::Ll)
     return fmt::format("send r{}.ll{}{} = {}", pass.to.rank, pass.to.slot, chunk_text(pass.chunks), value);
+  if (pass.dst == Storage::Slot) return fmt::format("slot{}{} = {}", pass.to.slot, chunk_text(pass.chunks), value);
   return fmt::format("{}{} = {}", short_name(pass.dst), chunk_text(pass.chunks), value);
 }
 
@@ -101,7 +120,9 @@ std::string print_kernel_plan(const KernelPlan& plan) {
                      o.protocol == Protocol::Ll ? fmt::format(", protocol ll ({} receive regions per rank)", plan.ll_slots) : "");
   const std::string vector = blocks_text(plan.blocks);
   std::string space;
-  if (plan.uses_scratch) space += fmt::format(", scratch {} elements per rank", blocks_text(plan.scratch_blocks));
+  if (plan.uses_scratch)
+    space += plan.scratch_slots > 0 ? fmt::format(", scratch {} slots of one chunk per rank", plan.scratch_slots)
+                                    : fmt::format(", scratch {} elements per rank", blocks_text(plan.scratch_blocks));
   if (plan.uses_staging) space += fmt::format(", staging {} elements per rank", vector);
   out += fmt::format("  waits {} (sync plan: {} cross-rank edges){}\n", plan.waits, plan.cross_rank_edges,
                      space.empty() ? ", scratch none" : space);

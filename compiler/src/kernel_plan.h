@@ -48,19 +48,22 @@ struct KernelOptions {
 // Where a pass reads or writes on some rank: the user's buffers, the schedule's scratch, or
 // staging (the output chunks that are not part of the rank's result).
 // Ll: one of the LL receive regions in a rank's scratch (protocol ll), after everything else.
-enum class Storage { Output, Input, Scratch, Staging, Ll };
-const char* storage_name(Storage s);  // "output", "input", "scratch", "staging", "ll"
+// Slot: a slot of a schedule's `scratch K slots`, which holds one chunk of any position (the
+// pass's chunk): a pass that touches a slot is one chunk long.
+enum class Storage { Output, Input, Scratch, Staging, Ll, Slot };
+const char* storage_name(Storage s);  // "output", "input", "scratch", "staging", "ll", "slot"
 
 // A physical buffer of some rank, read at the pass's chunks + shift (a remap; a multiple of
 // the chunks per block, so the device moves it by whole blocks of `count` elements).
 //
 // An Ll operand is the reading rank's own receive region `slot`, which rank `rank` (the
-// producer) fills; it is indexed by the chunks of the pass that reads it (shift 0).
+// producer) fills; it is indexed by the chunks of the pass that reads it (shift 0). A Slot
+// operand is scratch slot `slot` of rank `rank`, holding the pass's chunk (shift 0).
 struct Operand {
   int rank = 0;
   Storage buffer = Storage::Output;
   int64_t shift = 0;
-  int slot = -1;  // Storage::Ll only
+  int slot = -1;  // Storage::Ll and Storage::Slot only
   friend auto operator<=>(const Operand&, const Operand&) = default;
 };
 
@@ -75,12 +78,24 @@ struct DataPass {
                                  // fold order (fold_order.h)
   Storage dst = Storage::Output; // the rank's own buffer; Ll: a send (protocol ll), a copy of the
                                  // rank's own operand into `to`
-  Operand to;                    // dst == Ll: the consumer (to.rank) and its receive region (to.slot)
+  Operand to;                    // dst == Ll: the consumer (to.rank) and its receive region (to.slot);
+                                 // dst == Slot: the rank and the scratch slot written (to.slot)
   ChunkRange chunks;
   Operands operands;
   bool completes = false;        // this write completes the value: the op's finish (avg) goes here
   SourceLocs locs;               // the DSL ops fused into it
 };
+// The chunk of its buffer that operand o touches while its pass is at chunk c: c + shift, or
+// the slot.
+inline int64_t operand_chunk(const Operand& o, int64_t c) { return o.buffer == Storage::Slot ? o.slot : c + o.shift; }
+// The chunk of its destination buffer that `pass` writes while at chunk c: c, or the slot.
+inline int64_t written_chunk(const DataPass& pass, int64_t c) { return pass.dst == Storage::Slot ? pass.to.slot : c; }
+// Whether `pass` touches a scratch slot.
+bool touches_slot(const DataPass& pass);
+// Whether operand o of `reader` (a pass of the rank that also runs `writer`) reads something
+// `writer` writes in the rank's own buffers.
+bool reads_what_writes(const DataPass& reader, const Operand& o, const DataPass& writer, int rank);
+
 // Most steps have one pass: inline (a plan holds N x steps of them; on the heap each cost an
 // allocation and its free).
 using DataPasses = boost::container::small_vector<DataPass, 1>;
@@ -130,7 +145,9 @@ struct KernelPlan {
                                  // reduce_scatter, allgather and alltoall, else 1)
   int64_t scratch_blocks = 1;    // blocks of `count` the schedule's scratch spans (`blocks` unless it
                                  // declares `scratch K`: then K chunks, nchunks / blocks per block)
-  bool uses_scratch = false;     // the schedule's scratch: scratch_blocks * count elements per rank
+  int64_t scratch_slots = 0;     // `scratch K slots`: K slots of one chunk each (scratch_blocks 0)
+  bool uses_scratch = false;     // the schedule's scratch: scratch_blocks * count elements per rank,
+                                 // or scratch_slots slots
   bool uses_staging = false;     // staging: blocks * count more, after the scratch
   int ll_slots = 0;              // protocol ll: receive regions of the rank that has most (one
                                  // per remote read)

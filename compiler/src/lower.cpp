@@ -30,6 +30,7 @@ int index(Storage s) {
     case Storage::Staging: return index(Buffer::Output);
     case Storage::Input: return index(Buffer::Input);
     case Storage::Scratch:
+    case Storage::Slot:
     case Storage::Ll: return index(Buffer::Scratch);  // receive regions lie in scratch; no schedule chunk
   }
   return 0;
@@ -48,8 +49,13 @@ constexpr Held kUndefined{-1, INT_MAX};  // scratch never written
 struct State {
   std::vector<std::vector<std::vector<bool>>> written;  // [rank][buffer][chunk]
   std::vector<std::vector<std::vector<Held>>> held;     // [rank][buffer][chunk]
+  // `scratch K slots`: the chunk each slot of each rank holds (the chunk of the pass that wrote
+  // it): a slot is read back at that chunk's position.
+  std::vector<std::vector<int64_t>> slot_chunk;         // [rank][slot]
 
-  explicit State(const StepProgram& p) : written(p.nranks), held(p.nranks) {
+  explicit State(const StepProgram& p)
+      : written(p.nranks), held(p.nranks),
+        slot_chunk(p.scratch_slots ? p.nranks : 0, std::vector<int64_t>(static_cast<size_t>(p.nscratch), -1)) {
     for (int r = 0; r < p.nranks; ++r)
       for (Buffer b : {Buffer::Output, Buffer::Input, Buffer::Scratch}) {
         const size_t n = static_cast<size_t>(buffer_chunks(p, b));
@@ -95,7 +101,7 @@ void check_program(const PlannedProgram& pp) {
         if (op.chunks.begin < 0 || op.chunks.end() > buffer_chunks(p, op.dst) || op.dst == Buffer::Input)
           throw LowerError(op.loc, fmt::format("rank {}: op writes {} chunks [{}, {}), which it cannot", r, buffer_name(op.dst),
                                                op.chunks.begin, op.chunks.end()));
-        if (chunk_position(p, op.chunks.begin) != chunk_position(p, read.begin))
+        if (!remap_allowed(p, op.src, read.begin, op.dst, op.chunks.begin))
           throw LowerError(op.loc, fmt::format("rank {}: op moves chunk {} onto chunk {}, another position in a block (the "
                                                "chunks' sizes may differ)", r, read.begin, op.chunks.begin));
       }
@@ -118,7 +124,8 @@ Waits merge_waits(Waits waits, int rank) {
 
 class Lowerer {
  public:
-  Lowerer(const PlannedProgram& pp, const KernelOptions& o) : p_(pp.program), opt_(o), state_(p_) {}
+  Lowerer(const PlannedProgram& pp, const KernelOptions& o)
+      : p_(pp.program), opt_(o), state_(p_), per_block_(p_.nchunks / blocks(p_)) {}
 
   DataPasses step_passes(int rank, int step) {
     const std::vector<Op>& ops = p_.ops[rank][step];
@@ -147,8 +154,9 @@ class Lowerer {
   void commit(int rank, const DataPasses& passes) {
     for (const DataPass& pass : passes)
       for (int64_t c = pass.chunks.begin; c < pass.chunks.end(); ++c) {
-        next_written_.emplace_back(rank, index(pass.dst), c);
+        next_written_.emplace_back(rank, index(pass.dst), written_chunk(pass, c));
         next_held_.push_back(fold(pass.operands, c));
+        if (pass.dst == Storage::Slot) next_slot_chunk_.emplace_back(rank, pass.to.slot, c);
       }
   }
   void end_step() {
@@ -157,8 +165,10 @@ class Lowerer {
       state_.written[r][b][c] = true;
       state_.held[r][b][c] = next_held_[i];
     }
+    for (auto [r, slot, c] : next_slot_chunk_) state_.slot_chunk[r][slot] = c;
     next_written_.clear();
     next_held_.clear();
+    next_slot_chunk_.clear();
   }
 
   std::vector<DataPass> passthrough(int rank) const {
@@ -182,7 +192,7 @@ class Lowerer {
 
  private:
   Held held(const Operand& o, int64_t c) const {
-    return o.buffer == Storage::Input ? Held{1, o.rank} : state_.held[o.rank][index(o.buffer)][c + o.shift];
+    return o.buffer == Storage::Input ? Held{1, o.rank} : state_.held[o.rank][index(o.buffer)][operand_chunk(o, c)];
   }
   Held fold(const Operands& operands, int64_t c) const {
     Held total;
@@ -205,7 +215,7 @@ class Lowerer {
   // The physical buffer a pass writing `chunk` reads for `op` (at chunk + op.shift).
   Operand resolve(int rank, int step, const Op& op, int64_t chunk) const {
     Operand o = resolve(rank, step, op.peer, op.src, chunk + op.shift, op.loc);
-    o.shift = op.shift;
+    if (o.buffer != Storage::Slot) o.shift = op.shift;
     return o;
   }
 
@@ -233,6 +243,7 @@ class Lowerer {
       case Buffer::Scratch:
         if (!written[index(Buffer::Scratch)][chunk])
           throw LowerError(loc, fmt::format("{}: reads rank {}'s scratch before anything wrote it", where(rank, step, chunk), peer));
+        if (p_.scratch_slots) return {peer, Storage::Slot, 0, static_cast<int>(chunk)};
         return {peer, Storage::Scratch};
     }
     return {peer, Storage::Output};
@@ -243,12 +254,17 @@ class Lowerer {
     DataPass pass;
     pass.kind = first.kind;
     pass.dst = dst == Buffer::Scratch ? Storage::Scratch : output_storage(rank, chunk);
+    if (dst == Buffer::Scratch && p_.scratch_slots) {
+      pass.dst = Storage::Slot;
+      pass.to = {rank, Storage::Slot, 0, static_cast<int>(chunk)};
+    }
     pass.chunks = {chunk, 1};
     if (first.kind == OpKind::Copy) {
       if (writers.size() != 1)
         throw LowerError(writers[1]->loc, fmt::format("{}: a copy and another write land on {} in one step", where(rank, step, chunk), buffer_name(dst)));
       pass.operands.push_back(resolve(rank, step, first, chunk));
       pass.locs.push_back(first.loc);
+      place_slot_pass(rank, step, pass);
       return pass;
     }
     pass.operands.push_back(resolve(rank, step, rank, dst, chunk, first.loc));  // the old value
@@ -258,9 +274,41 @@ class Lowerer {
       pass.operands.push_back(resolve(rank, step, *op, chunk));
       if (std::find(pass.locs.begin(), pass.locs.end(), op->loc) == pass.locs.end()) pass.locs.push_back(op->loc);
     }
-    sort_into_fold_order(pass.operands, [&](const Operand& o) { return held(o, chunk).lowest_rank; });
-    pass.completes = fold(pass.operands, chunk).contributions == p_.nranks;
+    place_slot_pass(rank, step, pass);
+    const int64_t at = pass.chunks.begin;
+    sort_into_fold_order(pass.operands, [&](const Operand& o) { return held(o, at).lowest_rank; });
+    pass.completes = fold(pass.operands, at).contributions == p_.nranks;
     return pass;
+  }
+
+  // A pass that touches a scratch slot runs at the chunk its data is (the device finds a chunk's
+  // size and slice from it): the chunk it writes, else the one it reads from a buffer, else the
+  // one the slot it reads holds. Every operand must hold a chunk of that position, since a slot
+  // is sized for any chunk but gives back only as many elements as the pass's chunk has.
+  void place_slot_pass(int rank, int step, DataPass& pass) const {
+    if (!touches_slot(pass)) return;
+    const int64_t written = pass.chunks.begin;  // the chunk, or for a slot destination the slot
+    int64_t at = pass.dst == Storage::Slot ? -1 : written;
+    for (const Operand& o : pass.operands)
+      if (at < 0 && o.buffer != Storage::Slot) at = written + o.shift;
+    for (const Operand& o : pass.operands)
+      if (at < 0 && o.buffer == Storage::Slot) at = state_.slot_chunk[o.rank][o.slot];
+    for (Operand& o : pass.operands) {
+      const int64_t held = o.buffer == Storage::Slot ? state_.slot_chunk[o.rank][o.slot] : written + o.shift;
+      if (held % per_block_ != at % per_block_) {
+        const std::string what =
+            o.buffer == Storage::Slot
+                ? fmt::format("rank {}'s scratch slot {} holds chunk {}", o.rank, o.slot, held)
+                : fmt::format("it reads chunk {} of rank {}'s {}", held, o.rank, storage_name(o.buffer));
+        throw LowerError(pass.locs.front(),
+                         fmt::format("{}: {} (position {}), but the pass moves chunk {} (position {}): a slot gives "
+                                     "a chunk back only at its own position (chunks of other positions may differ in "
+                                     "size; {} chunks per block)", where(rank, step, at), what, held % per_block_, at,
+                                     at % per_block_, per_block_));
+      }
+      if (o.buffer != Storage::Slot) o.shift = held - at;
+    }
+    pass.chunks = {at, 1};
   }
 
   // Passes of one step run in any order and in parallel, so none may read what another writes.
@@ -269,10 +317,10 @@ class Lowerer {
       for (const DataPass& reader : passes) {
         if (&writer == &reader) continue;
         for (const Operand& o : reader.operands)
-          if (o.rank == rank && o.buffer == writer.dst &&
-              ChunkRange{reader.chunks.begin + o.shift, reader.chunks.count}.overlaps(writer.chunks))
+          if (reads_what_writes(reader, o, writer, rank))
             throw LowerError(reader.locs.front(), fmt::format("{}: the step reads its own {} chunk {} that it also writes; stage it through scratch",
-                                                              where(rank, step, writer.chunks.begin), storage_name(o.buffer), writer.chunks.begin));
+                                                              where(rank, step, writer.chunks.begin), storage_name(o.buffer),
+                                                              written_chunk(writer, writer.chunks.begin)));
       }
   }
 
@@ -283,8 +331,9 @@ class Lowerer {
     for (DataPass& pass : passes) {
       if (!out.empty()) {
         DataPass& prev = out.back();
+        // A pass that touches a slot stays one chunk long (a slot holds one).
         if (prev.kind == pass.kind && prev.dst == pass.dst && prev.chunks.end() == pass.chunks.begin &&
-            prev.operands == pass.operands && prev.completes == pass.completes) {
+            prev.operands == pass.operands && prev.completes == pass.completes && !touches_slot(pass)) {
           ++prev.chunks.count;
           for (SourceLoc loc : pass.locs)
             if (std::find(prev.locs.begin(), prev.locs.end(), loc) == prev.locs.end()) prev.locs.push_back(loc);
@@ -306,8 +355,10 @@ class Lowerer {
   const StepProgram& p_;
   const KernelOptions& opt_;
   State state_;
+  int64_t per_block_;  // chunks per block: a chunk's position is its index modulo this
   std::vector<std::tuple<int, int, int64_t>> next_written_;
   std::vector<Held> next_held_;
+  std::vector<std::tuple<int, int, int64_t>> next_slot_chunk_;  // (rank, slot, chunk) this step writes
   std::vector<Write> writes_;  // step_passes' buffers
   std::vector<const Op*> writers_;
 };
@@ -326,6 +377,7 @@ uint64_t hash_program(const StepProgram& p) {
   mix(p.nranks);
   mix(p.nchunks);
   if (p.nscratch != 0) mix(p.nscratch);
+  if (p.scratch_slots) mix(-1);
   for (const auto& rank : p.ops)
     for (const auto& step : rank) {
       mix(-1);
@@ -382,7 +434,7 @@ void to_ll(KernelPlan& plan, const RankSymmetry& pull) {
                                                         unmap_peer(pull, plan.nranks, frame, source.rank), pass.dst, o.slot);
           plan.ll_blocks = std::max(plan.ll_blocks, (pass.chunks.end() + per_block - 1) / per_block);
           for (int64_t c = pass.chunks.begin; c < pass.chunks.end(); ++c) {
-            const auto it = last.find({source.rank, index(source.buffer), c + source.shift});
+            const auto it = last.find({source.rank, index(source.buffer), operand_chunk(source, c)});
             const int at = it == last.end() ? -1 : it->second;
             if (!sends.empty() && sends.back().pass.to == Operand{r, Storage::Ll, 0, o.slot} && sends.back().at == at &&
                 sends.back().pass.chunks.end() == c) {
@@ -403,7 +455,7 @@ void to_ll(KernelPlan& plan, const RankSymmetry& pull) {
         }
     for (int r = 0; r < plan.nranks; ++r)
       for (const DataPass& pass : plan.ranks[r].steps[k].passes)
-        for (int64_t c = pass.chunks.begin; c < pass.chunks.end(); ++c) last[{r, index(pass.dst), c}] = k;
+        for (int64_t c = pass.chunks.begin; c < pass.chunks.end(); ++c) last[{r, index(pass.dst), written_chunk(pass, c)}] = k;
   }
   // slot[r][i]: the number of rank r's i-th region met, in the order of its receipts.
   std::vector<std::vector<int>> slot(static_cast<size_t>(plan.nranks));
@@ -522,7 +574,8 @@ KernelPlan lower_steps(const PlannedProgram& pp, const KernelOptions& options, P
   plan.nchunks = p.nchunks;
   plan.blocks = blocks(p);
   const int64_t per_block = p.nchunks / plan.blocks;
-  plan.scratch_blocks = (buffer_chunks(p, Buffer::Scratch) + per_block - 1) / per_block;
+  plan.scratch_slots = p.scratch_slots ? p.nscratch : 0;
+  plan.scratch_blocks = p.scratch_slots ? 0 : (buffer_chunks(p, Buffer::Scratch) + per_block - 1) / per_block;
   plan.phases = p.phases;
   plan.steps = p.steps;
   plan.cross_rank_edges = pp.sync.cross_rank_edges;
@@ -567,7 +620,7 @@ void count_waits(KernelPlan& plan) {
     for (const StepPlan& step : rank.steps) {
       plan.waits += static_cast<int64_t>(step.waits.size());
       for (const DataPass& pass : step.passes) {
-        plan.uses_scratch = plan.uses_scratch || pass.dst == Storage::Scratch;
+        plan.uses_scratch = plan.uses_scratch || pass.dst == Storage::Scratch || pass.dst == Storage::Slot;
         plan.uses_staging = plan.uses_staging || pass.dst == Storage::Staging;
       }
     }

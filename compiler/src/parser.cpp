@@ -178,10 +178,16 @@ class Parser {
         advance();
         st.node = ast::ChunksStmt{parse_expr()};
         return st;
-      case Tok::KwScratch:
+      case Tok::KwScratch: {
         advance();
-        st.node = ast::ScratchStmt{parse_expr()};
+        ast::ScratchStmt scratch{parse_expr()};
+        if (at_word("slots")) {
+          advance();
+          scratch.slots = true;
+        }
+        st.node = std::move(scratch);
         return st;
+      }
       case Tok::KwRequires:
         advance();
         st.node = ast::RequiresStmt{parse_expr()};

@@ -27,7 +27,7 @@ std::string print_steps(const StepProgram& p) {
   if (p.root >= 0) out += fmt::format(", root = {}", p.root);
   out += params_text(p.params);
   out += fmt::format(", chunks = {}", p.nchunks);
-  if (p.nscratch != 0) out += fmt::format(", scratch = {}", p.nscratch);
+  if (p.nscratch != 0) out += fmt::format(", scratch = {}{}", p.nscratch, p.scratch_slots ? " slots" : "");
   out += fmt::format(", steps = {}, ops = {}\n", p.nsteps(), p.num_ops());
   int width = static_cast<int>(std::to_string(p.nranks - 1).size());
   int phase = -1;

@@ -52,7 +52,9 @@ namespace {
 bool independent(std::span<const DataPass> passes, int r) {
   for (size_t i = 0; i < passes.size(); ++i)
     for (size_t j = 0; j < passes.size(); ++j) {
-      if (i == j || !passes[i].chunks.overlaps(passes[j].chunks)) continue;
+      if (i == j) continue;
+      if (touches_slot(passes[i]) || touches_slot(passes[j])) return false;  // their chunks say nothing
+      if (!passes[i].chunks.overlaps(passes[j].chunks)) continue;
       if (passes[i].dst == passes[j].dst && (passes[i].dst != Storage::Ll || passes[i].to == passes[j].to)) return false;
       for (const Operand& o : passes[j].operands)
         if (o.rank == r && o.buffer == passes[i].dst) return false;
@@ -82,7 +84,7 @@ bool map_pass(const RankSymmetry& s, const KernelPlan& plan, int r, const DataPa
   m.chunks = map_chunks(s, plan.nchunks, r, a.chunks);
   if (m.chunks.end() > plan.nchunks) return false;
   m.operands = map_operands(s, plan.nranks, r, a.operands);
-  if (a.dst == Storage::Ll) m.to.rank = map_peer(s, plan.nranks, r, a.to.rank);
+  if (a.dst == Storage::Ll || a.dst == Storage::Slot) m.to.rank = map_peer(s, plan.nranks, r, a.to.rank);
   return true;
 }
 

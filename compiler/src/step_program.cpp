@@ -55,6 +55,11 @@ int blocks(const StepProgram& p) {
 
 int64_t chunk_position(const StepProgram& p, int64_t chunk) { return chunk % (p.nchunks / blocks(p)); }
 
+bool remap_allowed(const StepProgram& p, Buffer src, int64_t read, Buffer dst, int64_t written) {
+  if (p.scratch_slots && (src == Buffer::Scratch || dst == Buffer::Scratch)) return true;
+  return chunk_position(p, read) == chunk_position(p, written);
+}
+
 ChunkRange owned_chunks(const StepProgram& p, int rank) {
   int64_t per = p.nchunks / p.nranks;
   return {rank * per, per};

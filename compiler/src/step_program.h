@@ -16,7 +16,8 @@
 //                   copy:   r.dst[c] = peer.src[c + shift]
 // (`shift` is 0 unless the op remaps: `copy chunk 2 from p as chunk 5` has chunks {5, 1} and
 // shift -3.) A remap keeps a chunk's position within its block (chunk_position), so source and
-// destination have the same size whatever the element count.
+// destination have the same size whatever the element count, unless it moves into or out of a
+// slot of `scratch K slots`, which holds a chunk of any position (remap_allowed).
 // Within one step a destination chunk may take any number of reduces (their sources combine,
 // e.g. one-shot) or exactly one copy.
 #pragma once
@@ -100,6 +101,8 @@ struct StepProgram {
   int64_t nchunks = 0;
   int64_t nscratch = 0;          // scratch chunks from `scratch K`; 0 (no declaration): nchunks.
                                  // Read it through buffer_chunks.
+  bool scratch_slots = false;    // `scratch K slots`: scratch chunk k is a slot that holds one chunk
+                                 // of any position, not the chunk at position k % (nchunks / blocks)
   std::vector<std::pair<std::string, int64_t>> params;  // each `param` and its value, in order
   std::vector<Phase> phases;
   std::vector<StepInfo> steps;              // size nsteps()
@@ -119,6 +122,9 @@ int64_t buffer_chunks(const StepProgram& p, Buffer b);
 // size. Scratch chunks continue the same numbering (scratch chunk k sits where chunk k would).
 int blocks(const StepProgram& p);
 int64_t chunk_position(const StepProgram& p, int64_t chunk);
+// Whether an op reading chunk `read` of buffer src may write chunk `written` of buffer dst: the
+// same position, or a scratch slot on either side.
+bool remap_allowed(const StepProgram& p, Buffer src, int64_t read, Buffer dst, int64_t written);
 
 // Chunk ownership for reduce_scatter, allgather and alltoall: rank r owns chunks
 // [r * nchunks / N, (r + 1) * nchunks / N). (nchunks must be a multiple of N for these.)

@@ -93,7 +93,7 @@ bool check_structure(const StepProgram& p, Diagnostics& d) {
           }
         }
         if (!in_range) continue;
-        if (chunk_position(p, op.chunks.begin) != chunk_position(p, op.read_chunks().begin)) {
+        if (!remap_allowed(p, op.src, op.read_chunks().begin, op.dst, op.chunks.begin)) {
           error(op.loc, fmt::format("{} moves chunk {} onto chunk {}, another position in a block of {} chunks (their "
                                     "sizes may differ)", where(), op.read_chunks().begin, op.chunks.begin, C / blocks(p)));
           continue;

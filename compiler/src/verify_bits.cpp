@@ -14,7 +14,7 @@ namespace ccc {
 
 namespace {
 
-constexpr int kStorages = 4;  // Output, Input, Scratch, Staging
+constexpr int kStorages = 6;  // Output, Input, Scratch, Staging, Ll (unused: passes read none here), Slot
 int index(Storage s) { return static_cast<int>(s); }
 constexpr size_t kMaxExpressionText = 160;
 
@@ -115,7 +115,7 @@ class Evaluator {
   explicit Evaluator(const KernelPlan& plan) : plan_(plan), exprs_(plan), values_(plan.nranks) {
     for (int r = 0; r < plan.nranks; ++r) {
       // Scratch may have more chunks than the output (`scratch K`): every storage gets the larger.
-      const int64_t scratch_chunks = plan.scratch_blocks * (plan.nchunks / plan.blocks);
+      const int64_t scratch_chunks = std::max(plan.scratch_blocks * (plan.nchunks / plan.blocks), plan.scratch_slots);
       values_[r].assign(kStorages, std::vector<int64_t>(std::max(plan.nchunks, scratch_chunks), Expressions::kUndefined));
       // The output starts as the input: in place it is the input, out of place lowering never
       // reads an output chunk before a pass wrote it.
@@ -148,9 +148,9 @@ class Evaluator {
   void evaluate(const DataPass& pass, const Origin& origin) {
     for (int64_t c = pass.chunks.begin; c < pass.chunks.end(); ++c) {
       operands_.clear();
-      for (const Operand& o : pass.operands) operands_.push_back(values_[o.rank][index(o.buffer)][c + o.shift]);
+      for (const Operand& o : pass.operands) operands_.push_back(values_[o.rank][index(o.buffer)][operand_chunk(o, c)]);
       const int64_t value = pass.kind == OpKind::Copy ? operands_.front() : exprs_.node(operands_, origin);
-      pending_.emplace_back(origin.rank, index(pass.dst), c, value);
+      pending_.emplace_back(origin.rank, index(pass.dst), written_chunk(pass, c), value);
     }
   }
 

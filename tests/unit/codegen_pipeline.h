@@ -33,12 +33,13 @@ struct Planned {
   std::string errors;  // rendered diagnostics when planned is empty
 };
 
+// A shipped schedule by name, or another by its path in the source tree (test::schedule_path).
 inline Planned plan_shipped(const std::string& name, int nranks, bool in_place = false) {
   Planned out;
   Diagnostics diags;
   std::optional<SourceFile> file = read_source(test::schedule_path(name), diags);
   if (!file) return {std::nullopt, {}, diags.render(nullptr)};
-  file->name = "schedules/" + name + ".sched";
+  file->name = test::schedule_file_name(name);
   out.source = *file;
   std::optional<StepProgram> program = run_front_end(*file, {nranks, 0}, diags);
   if (program && verify(*program, diags)) out.planned = plan_syncs(std::move(*program), {in_place}, diags);

@@ -27,9 +27,12 @@ inline FrontEndResult compile_text(const std::string& text, int nranks, int root
   return r;
 }
 
-inline std::string schedule_path(const std::string& name) {
-  return std::string(CCC_SOURCE_DIR) + "/schedules/" + name + ".sched";
+// A schedule as tests name it: a shipped one by name ("ring"), any other by its path in the
+// source tree ("tests/lit/run/allpairs_slots.sched"). The name its diagnostics show:
+inline std::string schedule_file_name(const std::string& name) {
+  return name.find('/') != std::string::npos ? name : "schedules/" + name + ".sched";
 }
+inline std::string schedule_path(const std::string& name) { return std::string(CCC_SOURCE_DIR) + "/" + schedule_file_name(name); }
 
 // Every schedules/*.sched, by name (no extension), sorted.
 inline std::vector<std::string> shipped_schedule_names() {
@@ -44,7 +47,7 @@ inline FrontEndResult compile_schedule(const std::string& name, int nranks, int 
   Diagnostics diags;
   std::optional<SourceFile> file = read_source(schedule_path(name), diags);
   if (!file) return {std::nullopt, diags.render(nullptr)};
-  file->name = "schedules/" + name + ".sched";
+  file->name = schedule_file_name(name);
   FrontEndResult r;
   r.program = run_front_end(*file, {nranks, root}, diags);
   r.errors = diags.render(&*file);

@@ -2,6 +2,7 @@
 
 #include <set>
 
+#include "emit_cuda.h"
 #include "lower.h"
 #include "pipeline.h"
 #include "rank_symmetry.h"
@@ -241,6 +242,65 @@ TEST(Lower, RejectsAStepThatReadsWhatItWrites) {
   EXPECT_NE(testing::lower_error(testing::without_waits(p), o).message, "");
   // Out of place the copy reads the input (first touch): no hazard.
   EXPECT_NO_THROW(testing::lowered(testing::without_waits(p)));
+}
+
+// `scratch N slots` (tests/lit/run/allpairs_slots.sched): a pass that touches a slot is one chunk
+// long and runs at the chunk it moves, whichever slot holds it; scratch is N slots of the largest
+// chunk, not N blocks of `count` as the positional `scratch N * N` needs.
+TEST(Lower, SlotPassesRunAtTheChunkTheyMove) {
+  testing::Planned p = testing::plan_shipped("tests/lit/run/allpairs_slots.sched", 8);
+  ASSERT_TRUE(p.planned) << p.errors;
+  const KernelPlan plan = testing::lowered(*p.planned);
+  EXPECT_EQ(plan.scratch_slots, 8);
+  EXPECT_EQ(plan.scratch_blocks, 0);
+  const DataPasses& scatter = plan.ranks[3].steps[0].passes;
+  ASSERT_EQ(scatter.size(), 7u);  // one per peer: slots never fuse
+  for (const DataPass& pass : scatter) {
+    EXPECT_EQ(pass.dst, Storage::Slot);
+    EXPECT_EQ(pass.chunks, (ChunkRange{3, 1}));  // rank 3 moves its chunk 3 into slot p
+    ASSERT_EQ(pass.operands.size(), 1u);
+    EXPECT_EQ(pass.operands[0], (Operand{pass.to.slot, Storage::Input}));
+  }
+  const DataPass& reduce = plan.ranks[3].steps[1].passes.at(0);
+  EXPECT_EQ(pass_text(reduce, 3, ReduceOp::Sum),
+            "out[3] = sum(slot0[3], slot1[3], slot2[3], in[3], slot4[3], slot5[3], slot6[3], slot7[3])");
+  const EmittedKernel k = emit_cuda(plan);
+  const uint64_t count = 1 << 20;  // f32: 8 chunks of 131072 elements
+  EXPECT_EQ(k.scratch_bytes(count), 8u * 131072 * 4);
+  // The largest chunk sets a slot's size, rounded up to 64 bytes: 1001 elements (f32: 16 to 64
+  // bytes) cut in 8 are 2 chunks of 112, 5 of 128 and the last of 137 (the leftover units go one
+  // each to the last chunks, the leftover elements to the very last), so a slot holds 144.
+  EXPECT_EQ(k.slot_elements(1001), 144u);
+}
+
+// What a slot holds is read back only at its own position: a chunk of another position may
+// have another size. The verifier accepts this schedule (the stray copy is overwritten later);
+// lowering does not.
+TEST(Lower, RejectsASlotReadBackAtAnotherPosition) {
+  const test::FrontEndResult r = test::compile_text(R"(allreduce stray {
+  chunks N
+  scratch N slots
+  phase scatter {
+    step { for p in 1 .. N-1 { copy chunk r into scratch from input of (r + p) % N as chunk (r + p) % N } }
+  }
+  phase stray {
+    step { copy chunk (r + 1) % N from scratch of r as chunk (r + 2) % N }
+  }
+  phase reduce {
+    step { for p in 1 .. N-1 { reduce chunk (r + p) % N from scratch of r as chunk r } }
+  }
+  phase gather {
+    step { for p in 1 .. N-1 { copy chunk (r + p) % N from (r + p) % N } }
+  }
+})", 4);
+  ASSERT_TRUE(r.program) << r.errors;
+  Diagnostics diags;
+  EXPECT_TRUE(verify(*r.program, diags)) << diags.render(nullptr);
+  const Diagnostic e = testing::lower_error(testing::without_waits(*r.program));
+  EXPECT_EQ(e.message, "rank 0, step 1 (stray), chunk 2: rank 0's scratch slot 1 holds chunk 0 (position 0), but the "
+                       "pass moves chunk 2 (position 2): a slot gives a chunk back only at its own position (chunks of "
+                       "other positions may differ in size; 4 chunks per block)");
+  EXPECT_EQ(e.loc.line, 8);
 }
 
 // Reduce_scatter: the output holds the rank's own block only; partial sums of other blocks live

@@ -205,6 +205,20 @@ TEST(Nvrtc, LlEveryDtypeForAmpereAndHopper) {
   }
 }
 
+// Scratch slots (`scratch N slots`, tests/lit/run/allpairs_slots.sched), whose refs the
+// interpreter addresses by the chunk a pass moves (ccc_peer_table.h, view): both protocols.
+TEST(Nvrtc, ScratchSlotKernelsCompile) {
+  const PlannedProgram pp = planned({"tests/lit/run/allpairs_slots.sched", 8});
+  for (Protocol protocol : {Protocol::Simple, Protocol::Ll}) {
+    KernelOptions o;
+    o.dtype = DataType::BF16;
+    o.protocol = protocol;
+    EmittedKernel k = emit_cuda(testing::lowered(pp, o));
+    EXPECT_NE(k.source.find("ccc::slot(0, 1)"), std::string::npos) << k.kernel_name;
+    for (const char* arch : {"sm_80", "sm_90"}) expect_compiles(k, arch);
+  }
+}
+
 // Protocol ll where every rank has its own table (trees and rooted rings are not symmetric, so
 // no rank map). Here ptxas gives ll_pass 4-16 B of spills for some element types, which its
 // report cannot place: the disassembly shows them in the chunk loop (a value or two reloaded
