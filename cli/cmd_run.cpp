@@ -149,7 +149,7 @@ int run_run(const ParsedArgs& args, std::ostream& out, std::ostream& err) {
 std::vector<OptionSpec> run_options() {
   std::vector<OptionSpec> opts = front_end_options();
   opts.push_back({"--count", "C", "elements per rank buffer (per block for reduce_scatter/allgather)"});
-  opts.push_back({"--dtype", "D", "f64 f32 f16 bf16 i64 u64 i32 u32 i8 u8 (default f32)"});
+  opts.push_back({"--dtype", "D", "f64 f32 f16 bf16 i64 u64 i32 u32 i8 u8 f8e4m3 f8e5m2 (default f32)"});
   opts.push_back({"--op", "O", "sum prod min max avg (default sum)"});
   opts.push_back({"--backend", "B", "host, or sim: virtual time on --topo's GPUs (docs/simulator.md)"});
   opts.push_back({"--topo", "F", "topology file of the simulated GPUs (default $CCC_TOPO)"});

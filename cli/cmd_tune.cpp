@@ -128,7 +128,7 @@ const Command& tune_command() {
        {"--graph", "", "price each call replayed from a CUDA graph (the GPUs' graph_launch=, else launch=)"},
        {"--collective", "C", "allreduce (default), reduce_scatter, allgather, broadcast, reduce or alltoall"},
        {"--ranks", "N", "ranks, at most the topology's GPUs (default: all of them)"},
-       {"--dtype", "D", "element type: f64 f32 (default) f16 bf16 i64 u64 i32 u32 i8 u8"},
+       {"--dtype", "D", "element type: f64 f32 (default) f16 bf16 i64 u64 i32 u32 i8 u8 f8e4m3 f8e5m2"},
        {"--schedules", "DIR", "take the candidates from DIR/*.sched (default: the shipped schedules)"},
        {"--define", "NAME=V,...", "set 'param NAME' to the integer V in every schedule that declares it"},
        {"--algo", "NAME", "force this schedule, as CCC_ALGO does"},

@@ -35,6 +35,64 @@ struct Num<bf16> {
   static CCC_FN bf16 from(float a) { return bf16{float_to_bf16_bits(a)}; }
 };
 
+/* OCP 8-bit floats, carried as bits; arithmetic happens in float. E exponent bits, M mantissa
+ * bits, bias 2^(E-1) - 1; Fn: no infinity, NaN only at all ones (E4M3). Converting from float
+ * rounds to nearest even and saturates to the largest finite value (infinity too), as NCCL's fp8
+ * reductions do (__NV_SATFINITE); NaN stays NaN. Integer code on both targets, so host emulation
+ * gives the GPU's bits (sm_80 has no fp8 conversion instruction; the unit tests compare this code
+ * with cuda_fp8.h's on every fp8 value and a sweep of floats). */
+template <int E, int M, bool Fn>
+struct Fp8 {
+  static constexpr int bias = (1 << (E - 1)) - 1;
+  static constexpr unsigned max_finite = Fn ? 0x7eu : (((1u << E) - 2) << M) | ((1u << M) - 1);
+  static CCC_FN float to_float(unsigned char b) {
+    const unsigned sign = (b & 0x80u) << 24, exp = (b >> M) & ((1u << E) - 1), mant = b & ((1u << M) - 1);
+    if (Fn ? (b & 0x7fu) == 0x7fu : exp == (1u << E) - 1)  // NaN, or E5M2's infinity
+      return bits_float(sign | 0x7f800000u | (Fn || mant != 0 ? 0x400000u : 0u));
+    if (exp == 0) {  // zero or subnormal: mant * 2^(1 - bias - M), exact in float
+      const float mag = static_cast<float>(mant) * bits_float(static_cast<unsigned>(128 - bias - M) << 23);
+      return sign ? -mag : mag;
+    }
+    return bits_float(sign | ((exp + 127 - bias) << 23) | (mant << (23 - M)));
+  }
+  static CCC_FN unsigned char from_float(float f) {
+    const unsigned x = float_bits(f), sign = (x >> 24) & 0x80u, ax = x & 0x7fffffffu, e = ax >> 23;
+    if (ax > 0x7f800000u) return static_cast<unsigned char>(sign | 0x7fu);
+    unsigned r;
+    if (e >= static_cast<unsigned>(128 - bias)) {  // normal: rebias, round the dropped bits to nearest even
+      const unsigned u = ax - (static_cast<unsigned>(127 - bias) << 23), drop = 23 - M;
+      r = (u + (1u << (drop - 1)) - 1u + ((u >> drop) & 1u)) >> drop;
+    } else {  // subnormal: mant24 * 2^(e - 150), in units of 2^(1 - bias - M)
+      const unsigned shift = static_cast<unsigned>(151 - bias - M) - e;
+      if (e == 0 || shift > 24u) return static_cast<unsigned char>(sign);
+      const unsigned mant = (ax & 0x7fffffu) | 0x800000u, half = 1u << (shift - 1), rem = mant & ((1u << shift) - 1u);
+      r = mant >> shift;
+      if (rem > half || (rem == half && (r & 1u))) ++r;
+    }
+    return static_cast<unsigned char>(sign | (r > max_finite ? max_finite : r));
+  }
+};
+struct f8e4m3 {
+  unsigned char bits;
+};
+struct f8e5m2 {
+  unsigned char bits;
+};
+typedef Fp8<4, 3, true> Fp8E4M3;
+typedef Fp8<5, 2, false> Fp8E5M2;
+template <>
+struct Num<f8e4m3> {
+  typedef float Acc;
+  static CCC_FN float to(f8e4m3 x) { return Fp8E4M3::to_float(x.bits); }
+  static CCC_FN f8e4m3 from(float a) { return f8e4m3{Fp8E4M3::from_float(a)}; }
+};
+template <>
+struct Num<f8e5m2> {
+  typedef float Acc;
+  static CCC_FN float to(f8e5m2 x) { return Fp8E5M2::to_float(x.bits); }
+  static CCC_FN f8e5m2 from(float a) { return f8e5m2{Fp8E5M2::from_float(a)}; }
+};
+
 /* Integer sums and products wrap (two's complement) instead of overflowing signed types. */
 template <class A> struct Wrap { typedef A Type; };
 template <> struct Wrap<signed char> { typedef unsigned Type; };

@@ -153,6 +153,8 @@ CCC_FN unsigned short float_to_half_bits(float f) {
   asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f));
   return h;
 }
+CCC_FN unsigned float_bits(float f) { return __float_as_uint(f); }
+CCC_FN float bits_float(unsigned u) { return __uint_as_float(u); }
 CCC_FN float bf16_bits_to_float(unsigned short b) {
   return __uint_as_float(static_cast<unsigned>(b) << 16);
 }

@@ -111,7 +111,7 @@ std::vector<DataType> parse_types(const std::string& name) {
   for (const TypeName& n : kTypeNames)
     if (name == n.name) return {n.type};
   usage(fmt::format("unknown type '{}' (float, half, bfloat16, double, int8, uint8, int32, uint32, int64, "
-                    "uint64, or all)", name));
+                    "uint64, f8e4m3, f8e5m2, or all)", name));
 }
 
 std::vector<ReduceOp> parse_ops(const std::string& name) {
@@ -163,7 +163,7 @@ const std::vector<Option>& options() {
        [](Config& c, const std::string& v) { c.warmup = parse_int_arg(v, "warmup count"); }},
       {"-c", "--check", "N", "checked calls per size and placement, 0: none (default 1)",
        [](Config& c, const std::string& v) { c.check = parse_int_arg(v, "check count"); }},
-      {"-d", "--datatype", "TYPE", "float, half, bfloat16, double, int8, uint8, int32, uint32, int64, uint64, all",
+      {"-d", "--datatype", "TYPE", "float, half, bfloat16, double, int8, uint8, int32, uint32, int64, uint64, f8e4m3, f8e5m2, all",
        [](Config& c, const std::string& v) { c.dtypes = parse_types(v); }},
       {"-o", "--op", "OP", "sum, prod, min, max, avg, all", [](Config& c, const std::string& v) { c.ops = parse_ops(v); }},
       {"-r", "--root", "R", "root of broadcast and reduce", [](Config& c, const std::string& v) { c.root = parse_int_arg(v, "root"); }},

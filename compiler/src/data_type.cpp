@@ -23,6 +23,8 @@ DTypeInfo info(DataType t) {
     case DataType::U32: return {"u32", 4, false, "unsigned"};
     case DataType::I8: return {"i8", 1, false, "signed char"};
     case DataType::U8: return {"u8", 1, false, "unsigned char"};
+    case DataType::F8E4M3: return {"f8e4m3", 1, true, "ccc::f8e4m3"};
+    case DataType::F8E5M2: return {"f8e5m2", 1, true, "ccc::f8e5m2"};
   }
   return {"?", 1, false, "?"};
 }

@@ -48,10 +48,13 @@ typedef enum {
   cccNumResults = 8         /* NCCL's ncclInProgress (7) has no counterpart: calls never are */
 } cccResult_t;
 
-/* NCCL's 10 and 11 (the FP8 types) are not supported: calls with them get cccInvalidArgument. */
+/* NCCL's values. The FP8 types are OCP's: e4m3 without infinities (448 the largest finite), e5m2
+ * with them; sums accumulate in float within a pass and round to nearest even, saturating to the
+ * largest finite value, as NCCL's do. */
 typedef enum {
   cccInt8 = 0, cccUint8 = 1, cccInt32 = 2, cccUint32 = 3, cccInt64 = 4, cccUint64 = 5,
-  cccFloat16 = 6, cccFloat32 = 7, cccFloat64 = 8, cccBfloat16 = 9, cccNumTypes = 12
+  cccFloat16 = 6, cccFloat32 = 7, cccFloat64 = 8, cccBfloat16 = 9, cccFloat8e4m3 = 10, cccFloat8e5m2 = 11,
+  cccNumTypes = 12
 } cccDataType_t;
 
 typedef enum { cccSum = 0, cccProd = 1, cccMax = 2, cccMin = 3, cccAvg = 4, cccNumOps = 5 } cccRedOp_t;

@@ -15,11 +15,13 @@ inline constexpr std::array<Collective, 6> kAllCollectives{Collective::AllReduce
                                                            Collective::Reduce,    Collective::AllToAll};
 const char* collective_name(Collective c);  // "allreduce", "reduce_scatter", ...
 
-enum class DataType { F64, F32, F16, BF16, I64, U64, I32, U32, I8, U8 };
-inline constexpr DataType kAllDataTypes[] = {DataType::F64, DataType::F32, DataType::F16, DataType::BF16,
-                                             DataType::I64, DataType::U64, DataType::I32, DataType::U32,
-                                             DataType::I8,  DataType::U8};
-const char* data_type_name(DataType t);  // "f32", ...
+// F8E4M3 and F8E5M2: OCP 8-bit floats (E4M3 with no infinity, as torch.float8_e4m3fn; E5M2 as
+// torch.float8_e5m2), NCCL's ncclFloat8e4m3 and ncclFloat8e5m2.
+enum class DataType { F64, F32, F16, BF16, I64, U64, I32, U32, I8, U8, F8E4M3, F8E5M2 };
+inline constexpr DataType kAllDataTypes[] = {DataType::F64, DataType::F32, DataType::F16,    DataType::BF16,
+                                             DataType::I64, DataType::U64, DataType::I32,    DataType::U32,
+                                             DataType::I8,  DataType::U8,  DataType::F8E4M3, DataType::F8E5M2};
+const char* data_type_name(DataType t);  // "f32", "f8e4m3", ...
 size_t data_type_size(DataType t);       // bytes per element
 std::optional<DataType> parse_data_type(std::string_view name);
 

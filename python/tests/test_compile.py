@@ -125,7 +125,7 @@ def test_enums_and_their_names_are_interchangeable(schedules):
     assert typed.startswith("// ccc_ring_n4_bf16_avg_")
     assert [m.name for m in ccc.Collective] == ["ALLREDUCE", "REDUCE_SCATTER", "ALLGATHER", "BROADCAST", "REDUCE",
                                                 "ALLTOALL"]
-    assert len(ccc.DataType) == 10 and len(ccc.ReduceOp) == 5 and len(ccc.Protocol) == 2
+    assert len(ccc.DataType) == 12 and len(ccc.ReduceOp) == 5 and len(ccc.Protocol) == 2
     info = ccc.check(ring, ranks=4)
     assert repr(info).startswith("CheckResult(schedule='ring', collective=Collective.ALLREDUCE, ranks=4, roots=()")
     with pytest.raises(ccc.InvalidArgumentError, match=r"unknown dtype 3 \(one of: f64, f32, "):

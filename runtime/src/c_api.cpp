@@ -144,15 +144,14 @@ int enum_value(const Enum& e) {
 constexpr ccc::DataType kCDataTypes[] = {ccc::DataType::I8,  ccc::DataType::U8,  ccc::DataType::I32,
                                          ccc::DataType::U32, ccc::DataType::I64, ccc::DataType::U64,
                                          ccc::DataType::F16, ccc::DataType::F32, ccc::DataType::F64,
-                                         ccc::DataType::BF16};
+                                         ccc::DataType::BF16, ccc::DataType::F8E4M3, ccc::DataType::F8E5M2};
+static_assert(std::size(kCDataTypes) == cccNumTypes);
 constexpr ccc::ReduceOp kCReduceOps[] = {ccc::ReduceOp::Sum, ccc::ReduceOp::Prod, ccc::ReduceOp::Max,
                                          ccc::ReduceOp::Min, ccc::ReduceOp::Avg};
 static_assert(std::size(kCReduceOps) == cccNumOps);
 
 ccc::DataType data_type(const cccDataType_t& dtype) {
   const int t = enum_value(dtype);
-  if (t == 10 || t == 11)
-    throw Error(ErrorKind::InvalidArgument, fmt::format("data type {} (NCCL's FP8 types) is not supported", t));
   if (t < 0 || t >= static_cast<int>(std::size(kCDataTypes)))
     throw Error(ErrorKind::InvalidArgument, fmt::format("unsupported data type {}", t));
   return kCDataTypes[t];

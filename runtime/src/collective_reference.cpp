@@ -11,6 +11,8 @@ namespace {
 
 // --- element encodings (host side; the prelude has its own for the kernels) ---
 
+bool is_fp8(DataType t) { return t == DataType::F8E4M3 || t == DataType::F8E5M2; }
+
 uint32_t float_bits(float f) {
   uint32_t u;
   std::memcpy(&u, &f, 4);
@@ -31,6 +33,25 @@ uint16_t float_to_half_exact(float f) {
   if ((x & 0x7fffffff) == 0) return static_cast<uint16_t>(x >> 16);
   const uint32_t sign = (x >> 16) & 0x8000, exp = ((x >> 23) & 0xff) - 127 + 15;
   return static_cast<uint16_t>(sign | (exp << 10) | ((x & 0x7fffff) >> 13));
+}
+
+// OCP fp8 (E4M3 has no infinity: all ones is NaN, the rest of its top exponent normal).
+double fp8_to_double(uint8_t b, int exp_bits, int mant_bits) {
+  const int bias = (1 << (exp_bits - 1)) - 1, top = (1 << exp_bits) - 1;
+  const int exp = (b >> mant_bits) & top, mant = b & ((1 << mant_bits) - 1);
+  const double sign = (b & 0x80) ? -1.0 : 1.0;
+  const bool e4m3 = exp_bits == 4;
+  if (e4m3 ? (b & 0x7f) == 0x7f : exp == top) return mant || e4m3 ? std::numeric_limits<double>::quiet_NaN() : sign * INFINITY;
+  if (exp == 0) return sign * std::ldexp(mant, 1 - bias - mant_bits);
+  return sign * std::ldexp(mant | (1 << mant_bits), exp - bias - mant_bits);
+}
+
+// Exact for the values fill_input uses for fp8 (-1, 0, 1).
+uint8_t float_to_fp8_exact(float f, int exp_bits, int mant_bits) {
+  const uint32_t x = float_bits(f);
+  if ((x & 0x7fffffff) == 0) return static_cast<uint8_t>(x >> 24);
+  const uint32_t sign = (x >> 24) & 0x80, exp = ((x >> 23) & 0xff) - 127 + ((1 << (exp_bits - 1)) - 1);
+  return static_cast<uint8_t>(sign | (exp << mant_bits) | ((x & 0x7fffff) >> (23 - mant_bits)));
 }
 
 double bf16_to_double(uint16_t b) {
@@ -60,6 +81,8 @@ Value load(DataType t, const void* base, uint64_t i) {
     case DataType::U32: { uint32_t x; std::memcpy(&x, p, 4); v.u = x; v.s = x; break; }
     case DataType::I8: { int8_t x; std::memcpy(&x, p, 1); v.s = x; v.u = static_cast<uint64_t>(v.s); break; }
     case DataType::U8: { uint8_t x; std::memcpy(&x, p, 1); v.u = x; v.s = x; break; }
+    case DataType::F8E4M3: v.f = fp8_to_double(*p, 4, 3); break;
+    case DataType::F8E5M2: v.f = fp8_to_double(*p, 5, 2); break;
   }
   return v;
 }
@@ -71,6 +94,8 @@ void store_small(DataType t, void* base, uint64_t i, double value) {
     case DataType::F32: { const float f = static_cast<float>(value); std::memcpy(p, &f, 4); break; }
     case DataType::F16: { const uint16_t h = float_to_half_exact(static_cast<float>(value)); std::memcpy(p, &h, 2); break; }
     case DataType::BF16: { const uint16_t b = static_cast<uint16_t>(float_bits(static_cast<float>(value)) >> 16); std::memcpy(p, &b, 2); break; }
+    case DataType::F8E4M3: *p = float_to_fp8_exact(static_cast<float>(value), 4, 3); break;
+    case DataType::F8E5M2: *p = float_to_fp8_exact(static_cast<float>(value), 5, 2); break;
     default: {
       const auto bits = static_cast<uint64_t>(static_cast<int64_t>(value));
       std::memcpy(p, &bits, data_type_size(t));  // little-endian: the low bytes
@@ -79,7 +104,7 @@ void store_small(DataType t, void* base, uint64_t i, double value) {
 }
 
 bool is_float(DataType t) {
-  return t == DataType::F64 || t == DataType::F32 || t == DataType::F16 || t == DataType::BF16;
+  return t == DataType::F64 || t == DataType::F32 || t == DataType::F16 || t == DataType::BF16 || is_fp8(t);
 }
 
 bool is_signed(DataType t) {
@@ -91,9 +116,15 @@ int mantissa_bits(DataType t) {
     case DataType::F64: return 52;
     case DataType::F32: return 23;
     case DataType::F16: return 10;
+    case DataType::F8E4M3: return 3;
+    case DataType::F8E5M2: return 2;
     default: return 7;  // bf16
   }
 }
+
+// The largest integer up to which every integer is exact: fp8 sums of -1, 0 and 1 (fill_input)
+// are exact, whatever order the kernel adds them in, while no partial sum passes it.
+double exact_integers(DataType t) { return std::ldexp(1.0, mantissa_bits(t) + 1); }
 
 uint64_t mix(uint64_t x) {  // splitmix64's finaliser
   x ^= x >> 30;
@@ -136,9 +167,17 @@ bool reduced_matches(DataType t, ReduceOp op, int nranks, const Value* in, int k
         case ReduceOp::Max: acc = std::max(acc, in[j].f); break;
       }
     }
-    if (op != ReduceOp::Avg) return out.f == acc;
+    // A sum kept in fp8 between passes rounds each time past exact_integers: by at most half an
+    // ulp of the largest partial sum, once per rank at most.
+    double sum_error = 0;
+    if (is_fp8(t) && (op == ReduceOp::Sum || op == ReduceOp::Avg)) {
+      double magnitude = 0;
+      for (int j = 0; j < k; ++j) magnitude += std::fabs(in[j].f);
+      if (magnitude > exact_integers(t)) sum_error = k * std::ldexp(magnitude, -mantissa_bits(t) - 1);
+    }
+    if (op != ReduceOp::Avg) return sum_error == 0 ? out.f == acc : std::fabs(out.f - acc) <= sum_error;
     const double expected = acc / nranks;
-    return std::fabs(out.f - expected) <= std::ldexp(std::fabs(expected), -mantissa_bits(t)) * 2;
+    return std::fabs(out.f - expected) <= std::ldexp(std::fabs(expected), -mantissa_bits(t)) * 2 + sum_error / nranks;
   }
   const size_t bytes = data_type_size(t);
   const bool sgn = is_signed(t);
@@ -166,7 +205,8 @@ void fill_input(DataType dtype, int rank, uint64_t salt, uint64_t elems, void* d
   static constexpr double kFloatValues[] = {-2, -1, -0.5, 0.5, 1, 2};
   for (uint64_t i = 0; i < elems; ++i) {
     const uint64_t h = mix(i * 0x9e3779b97f4a7c15ULL + static_cast<uint64_t>(rank) * 0x632be59bd9b4e019ULL + salt);
-    const double v = is_float(dtype) ? kFloatValues[h % 6]
+    const double v = is_fp8(dtype) ? static_cast<double>(static_cast<int>(h % 3) - 1)
+                     : is_float(dtype) ? kFloatValues[h % 6]
                      : is_signed(dtype) ? static_cast<double>(static_cast<int>(h % 15) - 7)
                                         : static_cast<double>(h % 15);
     store_small(dtype, dst, i, v);
@@ -178,8 +218,9 @@ void poison(DataType dtype, uint64_t elems, void* dst) {
     std::memset(dst, 0x5a, elems * data_type_size(dtype));
     return;
   }
-  const uint64_t nan_bits[] = {0x7ff8dead00000000ULL, 0x7fc0dead, 0x7e01, 0x7fc1};
-  const int which = dtype == DataType::F64 ? 0 : dtype == DataType::F32 ? 1 : dtype == DataType::F16 ? 2 : 3;
+  const uint64_t nan_bits[] = {0x7ff8dead00000000ULL, 0x7fc0dead, 0x7e01, 0x7fc1, 0x7f};
+  const int which = dtype == DataType::F64 ? 0 : dtype == DataType::F32 ? 1 : dtype == DataType::F16 ? 2
+                    : is_fp8(dtype)        ? 4 : 3;
   const size_t size = data_type_size(dtype);
   for (uint64_t i = 0; i < elems; ++i)
     std::memcpy(static_cast<unsigned char*>(dst) + i * size, &nan_bits[which], size);

@@ -54,6 +54,8 @@ cccDataType_t c_type(ccc::DataType t) {
     case ccc::DataType::F32: return cccFloat32;
     case ccc::DataType::F64: return cccFloat64;
     case ccc::DataType::BF16: return cccBfloat16;
+    case ccc::DataType::F8E4M3: return cccFloat8e4m3;
+    case ccc::DataType::F8E5M2: return cccFloat8e5m2;
   }
   return cccNumTypes;
 }

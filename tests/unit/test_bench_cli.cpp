@@ -65,8 +65,9 @@ TEST(BenchCli, LongOptionsAndNcclTypeNames) {
 TEST(BenchCli, EveryTypeAndEveryOp) {
   const BenchResult types = run_bench("--ranks 2 -b 64 -e 64 -n 1 -w 0 -d all --collective allgather");
   ASSERT_EQ(types.code, 0) << types.output;
-  EXPECT_EQ(data_rows(types.output), 10) << types.output;
-  for (const char* name : {"double", "float", "half", "bfloat16", "int64", "uint64", "int32", "uint32", "int8", "uint8"})
+  EXPECT_EQ(data_rows(types.output), 12) << types.output;
+  for (const char* name : {"double", "float", "half", "bfloat16", "int64", "uint64", "int32", "uint32", "int8", "uint8",
+                           "f8e4m3", "f8e5m2"})
     EXPECT_TRUE(has(types.output, std::string(" ") + name + " ")) << name;
   const BenchResult ops = run_bench("--ranks 2 -b 64 -e 64 -n 1 -w 0 -d int32 -o all");
   ASSERT_EQ(ops.code, 0) << ops.output;

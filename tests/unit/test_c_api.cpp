@@ -101,9 +101,20 @@ TEST(CApi, EnumValuesSelectTheirTypeAndOp) {
       EXPECT_EQ(out[r][1], op == cccMax ? 5.0 : 2.0);
     }
   }
+  // FP8 by NCCL's values (10): e4m3 bits, 1.5 + 2.25 = 3.75 and 2 + 1 = 3, exact.
+  unsigned char f8in[2][2] = {{0x3c, 0x40}, {0x41, 0x38}}, f8out[2][2] = {};
+  ASSERT_EQ(cccGroupStart(), cccSuccess);
+  for (int r = 0; r < 2; ++r)
+    EXPECT_EQ(cccAllReduce(f8in[r], f8out[r], 2, cccFloat8e4m3, cccSum, comms[r], nullptr), cccSuccess) << last_error();
+  ASSERT_EQ(cccGroupEnd(), cccSuccess);
+  for (int r = 0; r < 2; ++r) {
+    ASSERT_EQ(cccCommSynchronize(comms[r]), cccSuccess) << last_error();
+    EXPECT_EQ(f8out[r][0], 0x47);
+    EXPECT_EQ(f8out[r][1], 0x44);
+  }
   float a[2] = {}, b[2] = {};
-  EXPECT_EQ(cccAllReduce(a, b, 2, static_cast<cccDataType_t>(10), cccSum, comms[0], nullptr), cccInvalidArgument);
-  EXPECT_EQ(last_error(), "data type 10 (NCCL's FP8 types) is not supported");
+  EXPECT_EQ(cccAllReduce(a, b, 2, cccNumTypes, cccSum, comms[0], nullptr), cccInvalidArgument);
+  EXPECT_EQ(last_error(), "unsupported data type 12");
   for (cccComm_t c : comms) EXPECT_EQ(cccCommDestroy(c), cccSuccess);
 }
 

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "collective_reference.h"
+#include "../../device/ccc_device.h"
 
 using namespace ccc;
 
@@ -91,4 +92,35 @@ TEST(CollectiveReference, BlockLayoutsOfScatterAndGather) {
   for (int p = 0; p < n; ++p)
     for (uint64_t i = 0; i < count; ++i) gathered[p * count + i] = in[p][i];
   EXPECT_EQ(count_wrong(ag, n, 0, pointers(in), gathered.data()), 0u);
+}
+
+// fp8 inputs are -1, 0 and 1, so a sum is exact, in any order, while no partial sum passes the
+// largest exact integer (e5m2: 8); past it, each of the kernel's roundings is allowed for.
+TEST(CollectiveReference, Fp8SumsAreExactWhereTheyCanBe) {
+  for (const auto& [t, n] : {std::pair(DataType::F8E5M2, 8), std::pair(DataType::F8E4M3, 8), std::pair(DataType::F8E5M2, 13)}) {
+    const uint64_t count = 301;
+    const auto in = inputs<uint8_t>(t, n, count);
+    auto to = [&](uint8_t b) { return t == DataType::F8E5M2 ? ccc::Fp8E5M2::to_float(b) : ccc::Fp8E4M3::to_float(b); };
+    auto from = [&](float f) { return t == DataType::F8E5M2 ? ccc::Fp8E5M2::from_float(f) : ccc::Fp8E4M3::from_float(f); };
+    std::vector<uint8_t> out(count);
+    int distinct = 0;
+    for (uint64_t i = 0; i < count; ++i) {
+      float sum = 0;
+      for (int r = 0; r < n; ++r) sum += to(in[r][i]);
+      out[i] = from(sum);
+      distinct += std::fabs(to(in[0][i])) == 1;
+    }
+    EXPECT_GT(distinct, 150) << "inputs are -1, 0 or 1, mostly not 0";
+    CollectiveCall call;
+    call.count = count;
+    call.dtype = t;
+    const auto p = pointers(in);
+    EXPECT_EQ(count_wrong(call, n, 0, p, out.data()), 0u) << data_type_name(t) << " N=" << n;
+    if (n <= 8) {  // exact: one contribution too many is wrong everywhere
+      for (uint64_t i = 0; i < count; ++i) out[i] = from(to(out[i]) + 1);
+      EXPECT_EQ(count_wrong(call, n, 0, p, out.data()), count) << data_type_name(t) << " N=" << n;
+    }
+    poison(t, count, out.data());
+    EXPECT_EQ(count_wrong(call, n, 0, p, out.data()), count);
+  }
 }

@@ -32,12 +32,15 @@ constexpr unsigned char kPoison = 0xcd;
 
 struct FloatFormat {
   int exp_bits, mant_bits;
+  bool finite = false;  // OCP E4M3: no infinity, NaN only at all ones, the rest of the top exponent normal
 };
 FloatFormat float_format(DataType t) {
   switch (t) {
     case DataType::F64: return {11, 52};
     case DataType::F32: return {8, 23};
     case DataType::F16: return {5, 10};
+    case DataType::F8E4M3: return {4, 3, true};
+    case DataType::F8E5M2: return {5, 2};
     default: return {8, 7};  // bf16
   }
 }
@@ -46,8 +49,9 @@ double decode_float(uint64_t bits, FloatFormat f) {
   const int bias = (1 << (f.exp_bits - 1)) - 1;
   const uint64_t e = (bits >> f.mant_bits) & ((1ull << f.exp_bits) - 1), m = bits & ((1ull << f.mant_bits) - 1);
   const double sign = (bits >> (f.exp_bits + f.mant_bits)) & 1 ? -1.0 : 1.0;
+  const uint64_t top = (1ull << f.exp_bits) - 1;
   if (e == 0) return sign * std::ldexp(static_cast<double>(m), 1 - bias - f.mant_bits);
-  if (e == (1ull << f.exp_bits) - 1) return m ? NAN : sign * INFINITY;
+  if (f.finite ? e == top && m == (1ull << f.mant_bits) - 1 : e == top) return m || f.finite ? NAN : sign * INFINITY;
   return sign * std::ldexp(static_cast<double>(m | (1ull << f.mant_bits)), static_cast<int>(e) - bias - f.mant_bits);
 }
 
