@@ -60,7 +60,9 @@ int run_run(const ParsedArgs& args, std::ostream& out, std::ostream& err) {
     return usage_error(cmd, fmt::format("--backend {}: ccc run runs 'host' or 'sim' (ccc-bench runs CUDA)", backend), err);
   const bool sim = kind == BackendKind::Sim;
   if (args.has("--critical-path") && !sim) return usage_error(cmd, "--critical-path needs --backend sim", err);
+  if (args.has("--graph") && !sim) return usage_error(cmd, "--graph needs --backend sim (the host has no CUDA graphs)", err);
   CommOptions options;
+  options.sim_graph_replays = args.has("--graph");
   options.topology_file = args.get("--topo").value_or("");
   if (auto c = args.get("--channels")) {
     const std::optional<int> v = parse_int(*c, 1, Communicator::kMaxChannels);
@@ -123,8 +125,9 @@ int run_run(const ParsedArgs& args, std::ostream& out, std::ostream& err) {
                        in_place ? "in place" : "out of place");
     out << fmt::format("  first call (generate + compile + run): {:.1f} ms\n", first * 1e3);
     if (sim)
-      out << fmt::format("  run: {:.2f} us of virtual time on {} (a prediction), algbw {:.2f} GB/s, busbw {:.2f} GB/s\n",
-                         second * 1e6, topology_name(options.topology_file), algbw, algbw * bus_factor(shape.collective, n));
+      out << fmt::format("  run: {:.2f} us of virtual time on {}{} (a prediction), algbw {:.2f} GB/s, busbw {:.2f} GB/s\n",
+                         second * 1e6, topology_name(options.topology_file),
+                         options.sim_graph_replays ? " as a CUDA graph replay" : "", algbw, algbw * bus_factor(shape.collective, n));
     else
       out << fmt::format("  run: {:.3f} ms, algbw {:.2f} GB/s, busbw {:.2f} GB/s\n", second * 1e3, algbw,
                          algbw * bus_factor(shape.collective, n));
@@ -154,6 +157,7 @@ std::vector<OptionSpec> run_options() {
   opts.push_back({"--backend", "B", "host, or sim: virtual time on --topo's GPUs (docs/simulator.md)"});
   opts.push_back({"--topo", "F", "topology file of the simulated GPUs (default $CCC_TOPO)"});
   opts.push_back({"--critical-path", "", "sim: print the second run's critical path"});
+  opts.push_back({"--graph", "", "sim: price each launch as a CUDA graph's replay (the topology's graph_launch)"});
   opts.push_back({"--channels", "C", "thread blocks per rank (default: the code generator's)"});
   opts.push_back({"--tile-bytes", "B", "tile size, a multiple of 64 (default: the code generator's)"});
   opts.push_back({"--protocol", "P", "simple or ll (default: simple; ll moves at most 256 KiB per call)"});
@@ -167,7 +171,7 @@ const Command& run_command() {
   static const Command cmd{"run", "run a schedule on the host backend, or simulated, and check every element",
                            "ccc run FILE --ranks N --count C [--root R] [--define NAME=V,...] [--in-place] [--Werror] [--dtype D]\n"
                            "       [--op O] [--channels C] [--tile-bytes B] [--protocol P] [--backend host|sim] [--topo F]\n"
-                           "       [--critical-path] [--trace F]",
+                           "       [--critical-path] [--graph] [--trace F]",
                            run_options(), &run_run};
   return cmd;
 }

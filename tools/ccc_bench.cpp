@@ -10,7 +10,8 @@
 // place only. On one CUDA device (virtual ranks) the calls are timed with
 // CUDA events on the ranks' stream; with -G N, as in nccl-tests, `iters` calls are captured in a
 // CUDA graph that is launched N times, and `time` is the replayed time (the eager time follows
-// in its own column). --baseline times a device-to-device copy (memcpy on the host) of the
+// in its own column); on the simulator -G prices each launch as a graph's kernel node
+// (CommOptions::sim_graph_replays). --baseline times a device-to-device copy (memcpy on the host) of the
 // bytes the collective must at least move through memory: every input read once, every output
 // written once, on the device that holds the ranks (virtual ranks share one HBM). A copy moves
 // those bytes as fast as the memory allows, so `ratio` (copy time / collective time) is at most
@@ -167,7 +168,7 @@ const std::vector<Option>& options() {
        [](Config& c, const std::string& v) { c.dtypes = parse_types(v); }},
       {"-o", "--op", "OP", "sum, prod, min, max, avg, all", [](Config& c, const std::string& v) { c.ops = parse_ops(v); }},
       {"-r", "--root", "R", "root of broadcast and reduce", [](Config& c, const std::string& v) { c.root = parse_int_arg(v, "root"); }},
-      {"-G", "--cudagraph", "N", "also time a CUDA graph of the calls, launched N times",
+      {"-G", "--cudagraph", "N", "also time a CUDA graph of the calls, launched N times (sim: priced as replays)",
        [](Config& c, const std::string& v) { c.graph_replays = parse_int_arg(v, "graph launch count"); }},
       {"-T", "--timeout", "S", "seconds a rank waits for its peers (default $CCC_TIMEOUT, else 30)",
        [](Config& c, const std::string& v) { c.comm.timeout_seconds = std::strtod(v.c_str(), nullptr); }},
@@ -261,7 +262,7 @@ Config parse(int argc, char** argv) {
   if (c.step_bytes == 0 && !(c.factor > 1)) usage("-f must be greater than 1");
   if (c.step_bytes == 0 && c.min_bytes == 0) usage("-b 0 with -f: the sizes would never grow; start at 1 byte or more");
   if (c.min_bytes > c.max_bytes) usage("-b is larger than -e");
-  if (c.graph_replays > 0 && c.backend != "cuda") usage("-G (CUDA graphs) needs --backend cuda");
+  if (c.graph_replays > 0 && c.backend == "host") usage("-G (CUDA graphs) needs --backend cuda or sim");
   if (c.critical_path && c.backend != "sim") usage("--critical-path needs --backend sim");
   if (c.comm.sim_timing_only && c.backend != "sim") usage("--timing-only needs --backend sim");
   if (c.comm.sim_timing_only) c.check = 0;  // the outputs are never written
@@ -325,6 +326,7 @@ struct Bench {
   int n = 0;
   std::unique_ptr<RankMemory> mem;
   std::optional<Communicator> comm;
+  std::optional<Communicator> graph_comm;  // sim with -G: the same ranks, launches priced as graph replays
   std::vector<void*> streams;  // one per rank on CUDA, none on the host
   std::vector<void*> region_a, region_b;
   uint64_t region_bytes = 0;
@@ -333,16 +335,19 @@ struct Bench {
   void issue(const CollectiveCall& call) { comm->run(call, streams); }
   void wait() { comm->synchronize(); }
   double time_eager(const CollectiveCall& call) {
-    if (cfg.backend == "sim") {  // the calls' virtual time, queued back to back as on a stream
-      const double start = comm->virtual_seconds();
-      for (int i = 0; i < cfg.iters; ++i) issue(call);
-      wait();
-      return (comm->virtual_seconds() - start) / cfg.iters;
-    }
+    if (cfg.backend == "sim") return virtual_time(*comm, call);
     return mem->time_calls([&] { issue(call); }, [&] { wait(); }, cfg.iters);
   }
   double time_graph(const CollectiveCall& call) {
+    if (cfg.backend == "sim") return virtual_time(*graph_comm, call);  // a graph's replays are alike
     return mem->time_graph([&] { issue(call); }, cfg.iters, cfg.graph_replays);
+  }
+  // The simulator: the calls' virtual time on `c`, queued back to back as on a stream.
+  double virtual_time(Communicator& c, const CollectiveCall& call) {
+    const double start = c.virtual_seconds();
+    for (int i = 0; i < cfg.iters; ++i) c.run(call, streams);
+    c.synchronize();
+    return (c.virtual_seconds() - start) / cfg.iters;
   }
   // Seconds per copy of `bytes` spread over the regions of the ranks that share device 0.
   double time_copy(uint64_t bytes) {
@@ -392,6 +397,11 @@ void open_ranks(Bench& b) {
     if (b.n == 0) b.n = cfg.backend == "sim" ? 8 : 4;
     b.mem = host_memory(!cfg.comm.sim_timing_only);
     b.comm.emplace(Communicator::create(*backend_named(cfg.backend), b.n, cfg.comm));
+    if (cfg.backend == "sim" && cfg.graph_replays > 0) {
+      CommOptions graph = cfg.comm;
+      graph.sim_graph_replays = true;
+      b.graph_comm.emplace(Communicator::sim(b.n, graph));
+    }
     return;
   }
   if (cfg.devices.size() > 1) {
@@ -427,7 +437,9 @@ void print_header(const Bench& b) {
              cfg.backend == "sim" ? fmt::format(" ({}, virtual time: a prediction, docs/simulator.md)",
                                                  std::filesystem::path(cfg.comm.topology_file).filename().string())
                                   : "", cfg.comm.algo.empty() ? "chosen per size" : cfg.comm.algo, cfg.iters,
-             cfg.graph_replays > 0 ? fmt::format(" captured in a CUDA graph launched {} times", cfg.graph_replays) : "");
+             cfg.graph_replays == 0      ? ""
+             : cfg.backend == "sim" ? " and as replays of a CUDA graph (each launch priced at graph_launch)"
+                                    : fmt::format(" captured in a CUDA graph launched {} times", cfg.graph_replays));
   const std::string names = fmt::format("{:>9} {:>7} {:>7} {:>6}", "time", "algbw", "busbw", "#wrong");
   const std::string extra = std::string(cfg.graph_replays > 0 ? "     eager" : "") + (cfg.baseline ? "      copy  ratio" : "");
   const std::string units = std::string(cfg.graph_replays > 0 ? "      (us)" : "") + (cfg.baseline ? "      (us)" : "");

@@ -79,6 +79,10 @@ struct CommOptions {
   // memory simulate in seconds with the same virtual times; outputs are left as they were, so nothing may check them. Buffers are
   // still needed, but pages the kernels never touch cost no memory. docs/simulator.md.
   bool sim_timing_only = false;
+  // Simulator: price every launch as a replay of a CUDA graph's kernel node (the topology's
+  // `graph_launch`, where its GPUs have one) rather than an eager launch; the selection prices
+  // calls the same way (`ccc tune --graph`). docs/simulator.md.
+  bool sim_graph_replays = false;
   JitCache* cache = nullptr;    // null: JitCache::process_cache()
   // Records a timeline of every collective into this Chrome trace-event JSON file (empty:
   // $CCC_TRACE, else no tracing). Calls run the traced variant of their kernel; the file holds

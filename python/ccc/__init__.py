@@ -268,6 +268,8 @@ class Communicator(_CommunicatorHandle):
         timing_only: "sim": move no data (the same virtual times; the outputs are left as they
             were, protocol ll's small calls aside), so sizes beyond this machine's memory
             simulate in seconds (docs/simulator.md, "Timing only").
+        graph_replays: "sim": price each launch as a replay of a CUDA graph's kernel node (the
+            topology's ``graph_launch``) rather than an eager launch; selection prices alike.
         rank, nranks, uid: one rank per process (docs/runtime.md, "Multi-process
             communicators"): this process is rank ``rank`` of ``nranks``, joined through ``uid``
             from ``get_unique_id()``. The constructor returns once every rank has joined. Each
@@ -294,19 +296,23 @@ class Communicator(_CommunicatorHandle):
                  devices: Optional[Sequence[int]] = None, algo: str = "", schedule: Optional[Source] = None,
                  channels: int = 0, tile_bytes: int = 0, protocol: Union[Protocol, str, None] = None,
                  topology_file: str = "", timeout: Optional[float] = None, block_threads: int = 0,
-                 timing_only: bool = False, rank: Optional[int] = None, nranks: Optional[int] = None,
+                 timing_only: bool = False, graph_replays: bool = False, rank: Optional[int] = None,
+                 nranks: Optional[int] = None,
                  uid: Optional[bytes] = None, device: Optional[int] = None) -> None:
         sched_name, sched_text = _source(schedule, None) if schedule is not None else (None, None)
         options = _ccc.comm_options(algo=algo, schedule_name=sched_name, schedule_text=sched_text, channels=channels,
                                     tile_bytes=tile_bytes,
                                     protocol=None if protocol is None else _enum(Protocol, protocol, "protocol"),
                                     topology_file=topology_file, timeout=timeout, block_threads=block_threads,
-                                    timing_only=timing_only)
+                                    timing_only=timing_only, graph_replays=graph_replays)
         self._rank = rank
         if backend not in ("host", "cuda", "sim"):
             raise InvalidArgumentError(f"backend: expected 'host', 'cuda' or 'sim', not {backend!r}")
         if timing_only and backend != "sim":
             raise InvalidArgumentError("timing_only: only the sim backend moves no data")
+        if graph_replays and backend != "sim":
+            raise InvalidArgumentError("graph_replays: only the sim backend prices launches (on \"cuda\", capture "
+                                       "the calls in a CUDA graph)")
         if uid is not None or rank is not None or nranks is not None:
             if uid is None or rank is None or nranks is None:
                 raise InvalidArgumentError("rank, nranks and uid: one rank per process needs all three")

@@ -470,7 +470,8 @@ class PyCommunicator {
 ccc::CommOptions comm_options(const std::string& algo, const std::optional<std::string>& schedule_name,
                               const std::optional<std::string>& schedule_text, int channels, int64_t tile_bytes,
                               std::optional<ccc::Protocol> protocol, const std::string& topology_file,
-                              std::optional<double> timeout, int block_threads, bool timing_only) {
+                              std::optional<double> timeout, int block_threads, bool timing_only,
+                              bool graph_replays) {
   ccc::CommOptions o;
   o.algo = algo;
   if (schedule_name) o.schedule = load_source(*schedule_name, schedule_text);
@@ -481,6 +482,7 @@ ccc::CommOptions comm_options(const std::string& algo, const std::optional<std::
   o.timeout_seconds = timeout;
   o.host_block_threads = block_threads;
   o.sim_timing_only = timing_only;
+  o.sim_graph_replays = graph_replays;
   return o;
 }
 
@@ -589,7 +591,8 @@ NB_MODULE(_ccc, m) {
   nb::class_<ccc::CommOptions>(m, "CommOptions");
   m.def("comm_options", &comm_options, nb::kw_only(), nb::arg("algo"), nb::arg("schedule_name").none(),
         nb::arg("schedule_text").none(), nb::arg("channels"), nb::arg("tile_bytes"), nb::arg("protocol").none(),
-        nb::arg("topology_file"), nb::arg("timeout").none(), nb::arg("block_threads"), nb::arg("timing_only"));
+        nb::arg("topology_file"), nb::arg("timeout").none(), nb::arg("block_threads"), nb::arg("timing_only"),
+        nb::arg("graph_replays"));
 
   nb::class_<PyCommunicator>(m, "Communicator")
       .def_static(

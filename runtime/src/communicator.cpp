@@ -357,6 +357,7 @@ Communicator Communicator::sim(int nranks, CommOptions options) {
   impl->load_topology_file();
   if (!impl->topology)
     invalid("the simulator needs a topology: set CommOptions::topology_file or $CCC_TOPO (topologies/ has examples)");
+  if (impl->options.sim_graph_replays) price_graph_replays(*impl->topology);
   // Unless set, as many threads a block as ranks (8 to 32): a step's waits and mailbox reads then
   // run in parallel, as on the GPU, and the time of a data pass does not depend on how many
   // threads share it; more threads would only cost host time.
