@@ -346,6 +346,16 @@ def test_registration_in_one_process_has_nothing_to_do(comm):
     comm.deregister(failed)
 
 
+def virtual_all_reduce(c, out_fill=0):
+    """One f32 all_reduce on the simulator communicator ``c``: its virtual seconds, the inputs
+    and the outputs (filled with ``out_fill`` before)."""
+    xs = inputs(np.float32)
+    out = [np.full_like(x, out_fill) for x in xs]
+    before = c.virtual_seconds()
+    c.all_reduce(xs, out)
+    return c.virtual_seconds() - before, xs, out
+
+
 def test_sim_runs_in_virtual_time():
     """backend="sim": the same results, a virtual clock that repeats, and a critical path."""
     topo = str(pathlib.Path(__file__).resolve().parents[2] / "topologies" / "dgx-h100.topo")
@@ -353,11 +363,8 @@ def test_sim_runs_in_virtual_time():
     for _ in range(2):
         with ccc.Communicator(RANKS, backend="sim", topology_file=topo, timeout=60) as c:
             assert c.backend == "sim"
-            xs = inputs(np.float32)
-            out = [np.zeros_like(x) for x in xs]
-            before = c.virtual_seconds()
-            c.all_reduce(xs, out)
-            times.append(c.virtual_seconds() - before)
+            took, xs, out = virtual_all_reduce(c)
+            times.append(took)
             for o in out:
                 np.testing.assert_array_equal(o, sum(xs))
             path = c.critical_path()
@@ -373,11 +380,8 @@ def test_sim_runs_in_virtual_time():
                              timing_only=True) as timing:
         took = []
         for c in (full, timing):
-            xs = inputs(np.float32)
-            out = [np.full_like(x, -7) for x in xs]
-            before = c.virtual_seconds()
-            c.all_reduce(xs, out)
-            took.append(c.virtual_seconds() - before)
+            seconds, _, out = virtual_all_reduce(c, out_fill=-7)
+            took.append(seconds)
         assert took[0] == took[1], took
         for o in out:
             assert (o == -7).all()
@@ -389,11 +393,8 @@ def test_sim_runs_in_virtual_time():
     for graph in (False, True):
         with ccc.Communicator(RANKS, backend="sim", topology_file=topo, timeout=60, algo="ring", protocol="simple",
                               graph_replays=graph) as c:
-            xs = inputs(np.float32)
-            out = [np.zeros_like(x) for x in xs]
-            before = c.virtual_seconds()
-            c.all_reduce(xs, out)
-            took.append(c.virtual_seconds() - before)
+            seconds, xs, out = virtual_all_reduce(c)
+            took.append(seconds)
             for o in out:
                 np.testing.assert_array_equal(o, sum(xs))
     assert abs(took[0] - took[1] - 1.2e-6) < 1e-9, took
