@@ -27,6 +27,7 @@
 #endif
 #endif
 #ifdef CCC_ASAN_FIBERS
+#include <sanitizer/asan_interface.h>
 #include <sanitizer/common_interface_defs.h>
 #endif
 #ifdef CCC_TSAN_FIBERS
@@ -94,6 +95,12 @@ class StackPool {
     return bytes;
   }
   static void unmap(const bc::stack_context& s) {
+#ifdef CCC_ASAN_FIBERS
+    // A fiber's outermost frames never return (it leaves by switching stacks), so their
+    // redzones stay poisoned in AddressSanitizer's shadow, which munmap does not clear. A
+    // library mapped here later (a host kernel's .so) would read as a stack overflow.
+    ASAN_UNPOISON_MEMORY_REGION(static_cast<std::byte*>(s.sp) - s.size, s.size);
+#endif
     munmap(static_cast<std::byte*>(s.sp) - s.size - page(), s.size + page());
   }
   std::mutex mutex_;

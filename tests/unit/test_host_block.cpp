@@ -3,12 +3,19 @@
 // run, and a barrier some threads never reach reported instead of hung. The kernels are
 // hand-written against the host prelude, as generated ones are.
 #include <gtest/gtest.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
+#include <cstdint>
 #include <thread>
 #include <vector>
 
+#include "fibers.h"
 #include "host_backend.h"
 #include "launch_errors.h"
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/asan_interface.h>
+#endif
 
 using namespace ccc;
 
@@ -185,3 +192,36 @@ TEST(HostBlock, BlocksOnSeveralHostThreadsRunAtOnce) {
   for (const auto& o : out)
     for (unsigned t = 0; t < n; ++t) ASSERT_EQ(o[t], (t + n - 1) % n + 1);
 }
+
+#if defined(__SANITIZE_ADDRESS__)
+// A fiber's frames that never return leave their redzones poisoned; a stack the pool unmaps must
+// leave no poison behind, or whatever is mapped there next (a host kernel's library) reads as a
+// stack overflow under AddressSanitizer. Each fiber poisons some of its stack below its frame, as
+// such frames do, and the test asks the shadow of every stack that is no longer mapped.
+TEST(Fibers, AStackTheyUnmapLeavesNoPoisonBehind) {
+  const size_t count = 4096 + 64;  // more than the pool keeps
+  std::vector<const char*> deep(count);
+  {
+    Fibers fibers(count);
+    ASSERT_EQ(fibers.size(), count);
+    for (size_t i = 0; i < count; ++i)
+      fibers.start(i, [&deep, i] {
+        char local[64];
+        deep[i] = local - 8192;  // below this frame, inside the stack
+        ASAN_POISON_MEMORY_REGION(deep[i], 4096);
+        __asm__ volatile("" : : "r"(local) : "memory");
+      });
+    for (size_t i = 0; i < count; ++i) EXPECT_FALSE(fibers.resume(i));
+  }
+  const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  size_t unmapped = 0;
+  for (const char* p : deep) {
+    unsigned char resident;
+    void* start = reinterpret_cast<void*>(reinterpret_cast<uintptr_t>(p) & ~(page - 1));
+    if (mincore(start, page, &resident) == 0) continue;  // still the pool's
+    ++unmapped;
+    EXPECT_EQ(__asan_region_is_poisoned(const_cast<char*>(p), 4096), nullptr);
+  }
+  EXPECT_GE(unmapped, 64u);
+}
+#endif
