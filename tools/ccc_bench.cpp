@@ -15,7 +15,8 @@
 // bytes the collective must at least move through memory: every input read once, every output
 // written once, on the device that holds the ranks (virtual ranks share one HBM). A copy moves
 // those bytes as fast as the memory allows, so `ratio` (copy time / collective time) is at most
-// about 1: how close the schedule comes to the memory bound.
+// about 1: how close the schedule comes to the memory bound. `maxulp` is a float reduction's
+// largest error against float64 on random inputs, in ulps (max_ulp_error; docs/runtime.md).
 #include <fmt/format.h>
 #include <stdlib.h>
 
@@ -162,7 +163,7 @@ const std::vector<Option>& options() {
        [](Config& c, const std::string& v) { c.iters = std::max(1, parse_int_arg(v, "iteration count")); }},
       {"-w", "--warmup_iters", "N", "untimed calls first (default 5)",
        [](Config& c, const std::string& v) { c.warmup = parse_int_arg(v, "warmup count"); }},
-      {"-c", "--check", "N", "checked calls per size and placement, 0: none (default 1)",
+      {"-c", "--check", "N", "checked calls per size and placement, and (float reductions) one on random inputs for maxulp, 0: none (default 1)",
        [](Config& c, const std::string& v) { c.check = parse_int_arg(v, "check count"); }},
       {"-d", "--datatype", "TYPE", "float, half, bfloat16, double, int8, uint8, int32, uint32, int64, uint64, f8e4m3, f8e5m2, all",
        [](Config& c, const std::string& v) { c.dtypes = parse_types(v); }},
@@ -365,8 +366,10 @@ struct Bench {
   }
 };
 
-// One checked run: inputs filled (`salt` varies them), outputs poisoned, every element compared.
-uint64_t checked_run(Bench& b, const CollectiveCall& call, uint64_t salt) {
+// One run on fresh inputs (`fill(dtype, rank, elems, dst)`), outputs poisoned;
+// `look(rank, inputs, output)` sees each rank's output.
+template <class Fill, class Look>
+void run_on_fresh_inputs(Bench& b, const CollectiveCall& call, Fill fill, Look look) {
   const int n = b.n;
   const uint64_t in_bytes = send_bytes(call, n), out_bytes = recv_bytes(call, n);
   const uint64_t elem = data_type_size(call.dtype);
@@ -375,19 +378,46 @@ uint64_t checked_run(Bench& b, const CollectiveCall& call, uint64_t salt) {
   for (int r = 0; r < n; ++r) {
     poison(call.dtype, out_bytes / elem, host.data());
     b.mem->upload(r, const_cast<void*>(static_cast<const void*>(call.recv[r])), host.data(), out_bytes);
-    fill_input(call.dtype, r, salt, in_bytes / elem, inputs[r].data());
+    fill(call.dtype, r, in_bytes / elem, inputs[r].data());
     b.mem->upload(r, const_cast<void*>(call.send[r]), inputs[r].data(), in_bytes);
   }
   b.issue(call);
   b.wait();
   std::vector<const void*> input_ptrs;
   for (const auto& in : inputs) input_ptrs.push_back(in.data());
-  uint64_t wrong = 0;
   for (int r = 0; r < n; ++r) {
     b.mem->download(r, host.data(), call.recv[r], out_bytes);
-    wrong += count_wrong(call, n, r, input_ptrs, host.data());
+    look(r, input_ptrs, host.data());
   }
+}
+
+// One checked run (`salt` varies the inputs): the elements that differ from the reference.
+uint64_t checked_run(Bench& b, const CollectiveCall& call, uint64_t salt) {
+  uint64_t wrong = 0;
+  run_on_fresh_inputs(
+      b, call, [&](DataType t, int r, uint64_t elems, void* dst) { fill_input(t, r, salt, elems, dst); },
+      [&](int r, const std::vector<const void*>& in, const void* out) { wrong += count_wrong(call, b.n, r, in, out); });
   return wrong;
+}
+
+// Whether a call's result rounds (floats reduced), so that its error against float64 means
+// something; the rest are exact or wrong (#wrong).
+bool rounds(const CollectiveCall& call) {
+  return data_type_is_float(call.dtype) && (call.collective == Collective::AllReduce ||
+                                            call.collective == Collective::Reduce ||
+                                            call.collective == Collective::ReduceScatter);
+}
+
+// One run on random inputs of many magnitudes: the largest error of any rank's output against
+// the exact result, in ulps of the type (max_ulp_error; 0.5 is one correct rounding).
+double accuracy_run(Bench& b, const CollectiveCall& call) {
+  double worst = 0;
+  run_on_fresh_inputs(
+      b, call, [](DataType t, int r, uint64_t elems, void* dst) { fill_random(t, r, 1, elems, dst); },
+      [&](int r, const std::vector<const void*>& in, const void* out) {
+        worst = std::max(worst, max_ulp_error(call, b.n, r, in, out));
+      });
+  return worst;
 }
 
 void open_ranks(Bench& b) {
@@ -421,6 +451,8 @@ void open_ranks(Bench& b) {
 // What the footer summarises: every row's busbw, and the smallest and largest rows.
 struct Totals {
   uint64_t wrong = 0;
+  double worst_ulp = -1;  // the largest error against float64 (< 0: none measured), and where
+  std::string worst_ulp_at;
   double busbw_sum = 0;
   int busbw_count = 0;
   std::string smallest, largest;
@@ -441,8 +473,8 @@ void print_header(const Bench& b) {
              : cfg.backend == "sim" ? " and as replays of a CUDA graph (each launch priced at graph_launch)"
                                     : fmt::format(" captured in a CUDA graph launched {} times", cfg.graph_replays));
   const std::string names = fmt::format("{:>9} {:>7} {:>7} {:>6}", "time", "algbw", "busbw", "#wrong");
-  const std::string extra = std::string(cfg.graph_replays > 0 ? "     eager" : "") + (cfg.baseline ? "      copy  ratio" : "");
-  const std::string units = std::string(cfg.graph_replays > 0 ? "      (us)" : "") + (cfg.baseline ? "      (us)" : "");
+  const std::string extra = std::string(" maxulp") + (cfg.graph_replays > 0 ? "     eager" : "") + (cfg.baseline ? "      copy  ratio" : "");
+  const std::string units = std::string(" (f64)") + (cfg.graph_replays > 0 ? "      (us)" : "") + (cfg.baseline ? "      (us)" : "");
   fmt::print("# {:>10} {:>12} {:>8} {:>6} {:>5}   {:<33}   {:<33}\n", "", "", "", "", "", "out-of-place", "in-place");
   fmt::print("# {:>10} {:>12} {:>8} {:>6} {:>5}   {}   {}   {:<10}{}\n", "size", "count", "type", "redop", "root", names,
              names, "algo", extra);
@@ -457,7 +489,7 @@ void run_size(Bench& b, CollectiveCall call, Totals& totals) {
   const uint64_t bytes = std::max(send_bytes(call, b.n), recv_bytes(call, b.n));
   std::string row = fmt::format("  {:>10} {:>12} {:>8} {:>6} {:>5}", bytes, call.count, nccl_type_name(call.dtype),
                                 reduce_op_name(call.op), call.root);
-  double out_of_place = 0, eager_out_of_place = 0;
+  double out_of_place = 0, eager_out_of_place = 0, ulp = -1;
   std::string path;  // --critical-path: the last out-of-place call's
   for (bool in_place : {false, true}) {
     if (in_place && call.collective == Collective::AllToAll) {  // refused: alltoall runs out of place only
@@ -470,6 +502,7 @@ void run_size(Bench& b, CollectiveCall call, Totals& totals) {
     uint64_t wrong = 0;
     for (int i = 0; i < cfg.check; ++i) wrong += checked_run(b, call, i + 1);
     totals.wrong += wrong;
+    if (cfg.check > 0 && rounds(call)) ulp = std::max(ulp, accuracy_run(b, call));
     for (int i = 0; i < cfg.warmup; ++i) b.issue(call);
     b.wait();
     const double eager = b.time_eager(call);
@@ -486,6 +519,12 @@ void run_size(Bench& b, CollectiveCall call, Totals& totals) {
     row += fmt::format("   {:>9.2f} {:>7.2f} {:>7.2f} {:>6}", t * 1e6, algbw, busbw, cfg.check > 0 ? std::to_string(wrong) : "N/A");
   }
   row += fmt::format("   {:<10}", b.comm->choice_for(call).algorithm);
+  row += ulp < 0 ? fmt::format(" {:>6}", cfg.check > 0 ? "-" : "N/A") : fmt::format(" {:>6.2f}", ulp);
+  if (ulp > totals.worst_ulp) {
+    totals.worst_ulp = ulp;
+    totals.worst_ulp_at = fmt::format("{} {}, {} B, {}", nccl_type_name(call.dtype), reduce_op_name(call.op), bytes,
+                                      b.comm->choice_for(call).algorithm);
+  }
   if (cfg.graph_replays > 0) row += fmt::format(" {:>9.2f}", eager_out_of_place * 1e6);
   const std::string latency = fmt::format("{} B: {:.2f} us{}", bytes, out_of_place * 1e6,
                                           cfg.graph_replays > 0 ? fmt::format(" replayed, {:.2f} us eager", eager_out_of_place * 1e6) : "");
@@ -546,6 +585,9 @@ int run_bandwidth(const Config& cfg) {
   fmt::print("# Avg bus bandwidth    : {:g} \n",
              totals.busbw_count > 0 ? totals.busbw_sum / totals.busbw_count : 0.0);
   if (!totals.smallest.empty()) fmt::print("# Latency at {}\n# Bandwidth at {}\n", totals.smallest, totals.largest);
+  if (totals.worst_ulp >= 0)
+    fmt::print("# Largest error against float64: {:.2f} ulp ({}; 0.5 is one correct rounding)\n", totals.worst_ulp,
+               totals.worst_ulp_at);
   fmt::print("#\n");
   return totals.wrong == 0 ? 0 : 1;
 }

@@ -122,6 +122,22 @@ int mantissa_bits(DataType t) {
   }
 }
 
+// The exponent of the smallest normal value.
+int min_exponent(DataType t) {
+  switch (t) {
+    case DataType::F64: return -1022;
+    case DataType::F16: case DataType::F8E5M2: return -14;
+    case DataType::F8E4M3: return -6;
+    default: return -126;  // f32, bf16
+  }
+}
+
+// The spacing of `t`'s values at magnitude |x|.
+double ulp_at(DataType t, double x) {
+  const int e = x == 0 ? min_exponent(t) : std::max(std::ilogb(x), min_exponent(t));
+  return std::ldexp(1.0, e - mantissa_bits(t));
+}
+
 // The largest integer up to which every integer is exact: fp8 sums of -1, 0 and 1 (fill_input)
 // are exact, whatever order the kernel adds them in, while no partial sum passes it.
 double exact_integers(DataType t) { return std::ldexp(1.0, mantissa_bits(t) + 1); }
@@ -155,18 +171,25 @@ uint64_t narrow_unsigned(uint64_t u, size_t bytes) {
   return bytes == 8 ? u : u & ((uint64_t{1} << (8 * bytes)) - 1);
 }
 
+// The exact reduction of in[0..k) under `op`, in double (floats; exact for fill_random's inputs
+// but for avg's division and products, which double rounds far below any element type's ulp).
+double reduced_exactly(ReduceOp op, int nranks, const Value* in, int k) {
+  double acc = in[0].f;
+  for (int j = 1; j < k; ++j) {
+    switch (op) {
+      case ReduceOp::Sum: case ReduceOp::Avg: acc += in[j].f; break;
+      case ReduceOp::Prod: acc *= in[j].f; break;
+      case ReduceOp::Min: acc = std::min(acc, in[j].f); break;
+      case ReduceOp::Max: acc = std::max(acc, in[j].f); break;
+    }
+  }
+  return op == ReduceOp::Avg ? acc / nranks : acc;
+}
+
 // Does `out` match the reduction of `in[0..k)` under `op`?
 bool reduced_matches(DataType t, ReduceOp op, int nranks, const Value* in, int k, const Value& out) {
   if (is_float(t)) {
-    double acc = in[0].f;
-    for (int j = 1; j < k; ++j) {
-      switch (op) {
-        case ReduceOp::Sum: case ReduceOp::Avg: acc += in[j].f; break;
-        case ReduceOp::Prod: acc *= in[j].f; break;
-        case ReduceOp::Min: acc = std::min(acc, in[j].f); break;
-        case ReduceOp::Max: acc = std::max(acc, in[j].f); break;
-      }
-    }
+    const double acc = reduced_exactly(op == ReduceOp::Avg ? ReduceOp::Sum : op, nranks, in, k);
     // A sum kept in fp8 between passes rounds each time past exact_integers: by at most half an
     // ulp of the largest partial sum, once per rank at most.
     double sum_error = 0;
@@ -224,6 +247,45 @@ void poison(DataType dtype, uint64_t elems, void* dst) {
   const size_t size = data_type_size(dtype);
   for (uint64_t i = 0; i < elems; ++i)
     std::memcpy(static_cast<unsigned char*>(dst) + i * size, &nan_bits[which], size);
+}
+
+void fill_random(DataType dtype, int rank, uint64_t salt, uint64_t elems, void* dst) {
+  if (!is_float(dtype)) return fill_input(dtype, rank, salt, elems, dst);
+  for (uint64_t i = 0; i < elems; ++i) {
+    const uint64_t h = mix(i * 0xd1b54a32d192ed03ULL + static_cast<uint64_t>(rank) * 0x8cb92ba72f3d8dd7ULL + salt);
+    double v = std::ldexp(static_cast<double>(h % 8192) - 4096, -12);
+    if (std::fabs(v) < std::ldexp(1.0, min_exponent(dtype))) {
+      v = 0;  // e4m3's subnormals (store_small writes normal values only)
+    } else {  // rounded to the type (nearest, ties to even), so the value stored is the input
+      const double spacing = ulp_at(dtype, v);
+      v = std::nearbyint(v / spacing) * spacing;
+    }
+    store_small(dtype, dst, i, v);
+  }
+}
+
+double max_ulp_error(const CollectiveCall& call, int nranks, int rank, std::span<const void* const> inputs,
+                     const void* output) {
+  const DataType t = call.dtype;
+  const bool reduces = call.collective == Collective::AllReduce || call.collective == Collective::Reduce ||
+                       call.collective == Collective::ReduceScatter;
+  if (!is_float(t) || !reduces || (call.collective == Collective::Reduce && rank != call.root)) return 0;
+  const uint64_t offset = call.collective == Collective::ReduceScatter ? rank * call.count : 0;
+  std::vector<Value> in(nranks);
+  double worst = 0;
+  for (uint64_t i = 0; i < call.count; ++i) {
+    for (int p = 0; p < nranks; ++p) in[p] = load(t, inputs[p], offset + i);
+    const double exact = reduced_exactly(call.op, nranks, in.data(), nranks), got = load(t, output, i).f;
+    if (!std::isfinite(got)) return std::numeric_limits<double>::infinity();
+    double scale = std::fabs(exact);  // a sum's: the sum of its terms' magnitudes
+    if (call.op == ReduceOp::Sum || call.op == ReduceOp::Avg) {
+      scale = 0;
+      for (int p = 0; p < nranks; ++p) scale += std::fabs(in[p].f);
+      if (call.op == ReduceOp::Avg) scale /= nranks;
+    }
+    worst = std::max(worst, std::fabs(got - exact) / ulp_at(t, scale));
+  }
+  return worst;
 }
 
 uint64_t count_wrong(const CollectiveCall& call, int nranks, int rank,

@@ -29,6 +29,22 @@ void poison(DataType dtype, uint64_t elems, void* dst);
 uint64_t count_wrong(const CollectiveCall& call, int nranks, int rank,
                      std::span<const void* const> inputs, const void* output);
 
+// Rank `rank`'s input for measuring rounding rather than checking: floats uniform in [-1, 1) on a
+// grid of 2^-12 (every sum of up to 2^11 of them is exact in float and double, so what a kernel
+// loses is its own rounding to the element type), integers as fill_input.
+void fill_random(DataType dtype, int rank, uint64_t salt, uint64_t elems, void* dst);
+
+// The largest error of rank `rank`'s output against the exact result computed in double, in
+// units in the last place of the element type at the result's scale (a subnormal's spacing below
+// the smallest normal). A sum's scale is the sum of its terms' magnitudes, which bounds every
+// partial sum a kernel rounds (the exact sum may cancel to nearly 0, where ulps say nothing);
+// avg's is that over the rank count; the other ops' the exact value. So 0.5 is one correct
+// rounding, and a sum rounded once per pass can reach about half an ulp per pass. 0 for integer
+// types and collectives that only move data (their results are exact or wrong: count_wrong);
+// infinity for a NaN or an infinity.
+double max_ulp_error(const CollectiveCall& call, int nranks, int rank, std::span<const void* const> inputs,
+                     const void* output);
+
 // Every rank's host buffers for one collective call of `shape`. In place, send and recv share
 // one allocation the way NCCL's in-place calls lay them out (reduce_scatter: recv is the rank's
 // block of send; allgather: send is the rank's block of recv). Every buffer starts `offset`

@@ -82,6 +82,28 @@ TEST(BenchCli, CheckCountZeroChecksNothing) {
   EXPECT_TRUE(has(r.output, "# Out of bounds values : 0 OK")) << r.output;
 }
 
+// The error against float64 (random inputs of many magnitudes): one-shot and two-shot add in
+// float and round once (at most half an ulp); a ring rounds once per pass, and shows it. Types
+// and collectives that cannot round say "-", and -c 0 measures nothing.
+TEST(BenchCli, ErrorAgainstFloat64InUlps) {
+  const auto largest = [](const std::string& algo, const std::string& more) {
+    const BenchResult r = run_bench("--ranks 8 -b 64K -e 64K -n 1 -w 0 -d bfloat16 --algo " + algo + " " + more);
+    EXPECT_EQ(r.code, 0) << r.output;
+    const std::string key = "# Largest error against float64: ";
+    const size_t at = r.output.find(key);
+    return at == std::string::npos ? -1.0 : std::stod(r.output.substr(at + key.size()));
+  };
+  EXPECT_LE(largest("oneshot", ""), 0.5);
+  EXPECT_GE(largest("twoshot", ""), 0.0);
+  EXPECT_LE(largest("twoshot", ""), 0.5);
+  EXPECT_GT(largest("ring", ""), 0.5);
+  EXPECT_EQ(largest("ring", "-c 0"), -1.0);
+  const BenchResult ints = run_bench("--ranks 2 -b 64 -e 64 -n 1 -w 0 -d int32");
+  ASSERT_EQ(ints.code, 0) << ints.output;
+  EXPECT_TRUE(has(ints.output, " ring            -\n")) << ints.output;
+  EXPECT_FALSE(has(ints.output, "# Largest error")) << ints.output;
+}
+
 TEST(BenchCli, ZeroMinimumWithAFactorIsAnErrorAndWithAStepRuns) {
   const BenchResult factor = run_bench("-b 0 -e 1K");
   EXPECT_EQ(factor.code, 2) << factor.output;
@@ -228,7 +250,7 @@ TEST(BenchCli, SimPricesGraphReplays) {
       for (std::string f; fields >> f;)
         if (f.find_first_not_of("0123456789.-") == std::string::npos) row.push_back(std::stod(f));
     }
-  ASSERT_EQ(row.size(), 12u) << r.output;  // size count root, 2 x (time algbw busbw #wrong), eager
+  ASSERT_EQ(row.size(), 13u) << r.output;  // size count root, 2 x (time algbw busbw #wrong), maxulp, eager
   const double replayed = row[3], eager = row.back();
   EXPECT_NEAR(eager - replayed, 1.2, 0.01) << r.output;
 }

@@ -124,3 +124,68 @@ TEST(CollectiveReference, Fp8SumsAreExactWhereTheyCanBe) {
     EXPECT_EQ(count_wrong(call, n, 0, p, out.data()), count);
   }
 }
+
+// The error against double, in ulps of the element type: an allreduce summed in float and rounded
+// once (one-shot) is within half an ulp; one rounded after every addition (a ring's passes) is
+// not, for the narrow types; a NaN is infinitely far; integers and copies have none.
+template <class T>
+void expect_ulp_errors(DataType t, double rounded_per_step_above) {
+  const int n = 8;
+  const uint64_t count = 999;
+  std::vector<std::vector<T>> in(n, std::vector<T>(count));
+  for (int r = 0; r < n; ++r) fill_random(t, r, 3, count, in[r].data());
+  const auto p = pointers(in);
+  std::vector<T> once(count), per_step(count);
+  int distinct = 0;
+  for (uint64_t i = 0; i < count; ++i) {
+    float sum = 0;
+    T acc = in[0][i];
+    for (int r = 0; r < n; ++r) {
+      const float x = Num<T>::to(in[r][i]);
+      sum += x;  // exact: fill_random's values are multiples of 2^-12 below 1
+      EXPECT_EQ(std::fmod(x * 4096.0f, 1.0f), 0.0f);
+      if (r > 0) acc = Num<T>::from(Num<T>::to(acc) + x);
+    }
+    distinct += Num<T>::to(in[0][i]) != Num<T>::to(in[1][i]);
+    once[i] = Num<T>::from(sum);
+    per_step[i] = acc;
+  }
+  EXPECT_GT(distinct, 900) << data_type_name(t);
+  CollectiveCall call;
+  call.count = count;
+  call.dtype = t;
+  const double e = max_ulp_error(call, n, 0, p, once.data());
+  EXPECT_LE(e, 0.5) << data_type_name(t);
+  EXPECT_GT(e, 0.0) << data_type_name(t) << ": the sums are not all representable";
+  EXPECT_GT(max_ulp_error(call, n, 0, p, per_step.data()), rounded_per_step_above) << data_type_name(t);
+  poison(t, count, once.data());
+  EXPECT_EQ(max_ulp_error(call, n, 0, p, once.data()), INFINITY) << data_type_name(t);
+}
+
+TEST(CollectiveReference, UlpErrorAgainstDouble) {
+  expect_ulp_errors<bf16>(DataType::BF16, 1.0);
+  expect_ulp_errors<f16>(DataType::F16, 0.5);
+  expect_ulp_errors<f8e4m3>(DataType::F8E4M3, 1.0);
+  expect_ulp_errors<f8e5m2>(DataType::F8E5M2, 1.0);
+
+  // One element one ulp off a correctly rounded float: between half an ulp and one and a half.
+  const int n = 3;
+  std::vector<std::vector<float>> in(n, std::vector<float>(100));
+  for (int r = 0; r < n; ++r) fill_random(DataType::F32, r, 5, 100, in[r].data());
+  std::vector<float> out(100);
+  for (int i = 0; i < 100; ++i) out[i] = in[0][i] + in[1][i] + in[2][i];
+  CollectiveCall call;
+  call.count = 100;
+  call.dtype = DataType::F32;
+  EXPECT_EQ(max_ulp_error(call, n, 0, pointers(in), out.data()), 0.0);
+  out[42] = std::nextafter(out[42], INFINITY);
+  const double e = max_ulp_error(call, n, 0, pointers(in), out.data());
+  EXPECT_GE(e, 0.5);
+  EXPECT_LE(e, 1.0);
+
+  std::vector<std::vector<int32_t>> ints(n, std::vector<int32_t>(100));
+  for (int r = 0; r < n; ++r) fill_random(DataType::I32, r, 5, 100, ints[r].data());
+  std::vector<int32_t> wrong(100, 12345);
+  call.dtype = DataType::I32;
+  EXPECT_EQ(max_ulp_error(call, n, 0, pointers(ints), wrong.data()), 0.0) << "integers are counted by count_wrong";
+}
