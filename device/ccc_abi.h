@@ -10,7 +10,7 @@
 #ifndef CCC_ABI_H
 #define CCC_ABI_H
 
-#define CCC_ABI_VERSION 9
+#define CCC_ABI_VERSION 10
 
 /* The most channels (thread blocks per rank) a kernel may have: the size of the per-rank
  * progress and mailbox arrays, and of each peer's row of the inbox. */
@@ -123,6 +123,12 @@ typedef struct ccc_launch_args {
   ccc_trace_channel* trace;      /* indexed by the block index (see ccc_device.h): [channels], or
                                     [N * channels] for virtual ranks; read only by traced kernels,
                                     which also accept null (nothing recorded) */
+  /* Epilogue kernels only (an allreduce + residual: Config's op is add_residual<op>): the rank's
+   * residual, `count` elements of the kernel's dtype that the write completing each element adds
+   * (ccc_data.h). Read by the rank itself only, so any memory its own device reads will do; the
+   * other kernels never read these. */
+  const void* residual;
+  const void* const* virtual_residual; /* [N] each virtual rank's residual (rank == -1) */
 } ccc_launch_args;
 
 /* Host emulation only (ccc_device_host.h): one emulated GPU thread of a thread block. The host

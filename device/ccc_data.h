@@ -144,6 +144,29 @@ struct op_avg {
   }
 };
 
+/* The fused epilogue of an allreduce + residual add: the write that completes a value (the op's
+ * finish applied) adds the rank's residual at that element, in the accumulation type, and rounds
+ * once: out = finish(x0 (+) x1 ...) + residual. The lowering places that write where the proof
+ * says a value first holds every rank's contribution, once per element, so the copies that carry
+ * it on (an all-gather) carry the epilogue's result. */
+template <class Op>
+struct add_residual {
+  static const bool finishes = true;
+  template <class A> static CCC_FN A apply(A a, A b) { return Op::apply(a, b); }
+  template <class A> static CCC_FN A finish(A a, int n) { return Op::finish(a, n); }
+};
+template <class Op> struct HasResidual { static const bool value = false; };
+template <class Op> struct HasResidual<add_residual<Op> > { static const bool value = true; };
+/* The completing write's value: the op's finish, then residual[i] where the kernel has one
+ * (residual is null in the others, and never offset there). */
+template <class T, class Op, bool Finish>
+CCC_FN T finished(typename Num<T>::Acc acc, int ranks, const T* residual, long long i) {
+  if constexpr (!Finish) return Num<T>::from(acc);
+  else if constexpr (HasResidual<Op>::value)
+    return Num<T>::from(op_sum::apply(Op::finish(acc, ranks), Num<T>::to(residual[i])));
+  else return Num<T>::from(Op::finish(acc, ranks));
+}
+
 /* A half-open element range. */
 struct Range {
   long long begin;
@@ -191,7 +214,8 @@ union Pack {
  * predicate), and only its store is skipped. So one loop also does the last, partial group of a
  * range, with no second, 1-vector copy of the loop for it (NVRTC time). */
 template <class T, class Op, int K, bool Finish, int Ranks, int U>
-CCC_FN void combine_vectors(T* dst, const Sources<T, K>& s, long long v, long long stride, long long nvec) {
+CCC_FN void combine_vectors(T* dst, const Sources<T, K>& s, const T* residual, long long v, long long stride,
+                            long long nvec) {
   typedef typename Num<T>::Acc A;
   const int E = 16 / sizeof(T);
   bool live[U];
@@ -214,10 +238,11 @@ CCC_FN void combine_vectors(T* dst, const Sources<T, K>& s, long long v, long lo
       for (int u = 0; u < U; ++u)
         for (int e = 0; e < E; ++e) acc[u][e] = Op::apply(acc[u][e], Num<T>::to(in[u].e[e]));
     }
+    if constexpr (Finish && HasResidual<Op>::value)
+      for (int u = 0; u < U; ++u) in[u].v = load16(residual + at[u] * E);
     for (int u = 0; u < U; ++u) {
       Pack<T> o;
-      for (int e = 0; e < E; ++e)
-        o.e[e] = Num<T>::from(Finish ? Op::finish(acc[u][e], Ranks) : acc[u][e]);
+      for (int e = 0; e < E; ++e) o.e[e] = finished<T, Op, Finish>(acc[u][e], Ranks, in[u].e, e);
       if (live[u]) store16(dst + at[u] * E, o.v);
     }
   }
@@ -225,7 +250,8 @@ CCC_FN void combine_vectors(T* dst, const Sources<T, K>& s, long long v, long lo
 
 /* dst[i] = fold of the K sources at i, element by element, for i in [0, head) and [tail, n). */
 template <class T, class Op, int K, bool Finish, int Ranks>
-CCC_FN void combine_elements(T* dst, const Sources<T, K>& s, long long head, long long tail, long long n) {
+CCC_FN void combine_elements(T* dst, const Sources<T, K>& s, const T* residual, long long head, long long tail,
+                             long long n) {
   typedef typename Num<T>::Acc A;
   const long long stride = block_threads(), count = head + (n - tail);
   CCC_ROLLED
@@ -233,12 +259,12 @@ CCC_FN void combine_elements(T* dst, const Sources<T, K>& s, long long head, lon
     const long long i = j < head ? j : tail + (j - head);
     A acc = Num<T>::to(s.p[0][i]);
     for (int k = 1; k < K; ++k) acc = Op::apply(acc, Num<T>::to(s.p[k][i]));
-    dst[i] = Num<T>::from(Finish ? Op::finish(acc, Ranks) : acc);
+    dst[i] = finished<T, Op, Finish>(acc, Ranks, residual, i);
   }
 }
 
-/* The one data-moving routine: dst[0, n) = fold of the K sources, the block's threads sharing
- * the work. When every pointer sits at the same offset past a 16-byte boundary (always so for
+/* The one data-moving routine: dst[0, n) = fold of the K sources (a completing write of an
+ * epilogue kernel adds residual[0, n): finished), the block's threads sharing the work. When every pointer sits at the same offset past a 16-byte boundary (always so for
  * buffers from an allocator, at any element offset they share), 16-byte vectors do the body and
  * scalars the head before the first boundary and the tail after the last vector; element by
  * element, all of it a head, only when the pointers' offsets differ. Head and tail share one
@@ -253,12 +279,13 @@ CCC_FN void combine_elements(T* dst, const Sources<T, K>& s, long long head, lon
  * it does: the PTX NVRTC emits for a 2-source fold has its 8 ld.v4 ahead of any add.f32
  * (docs/codegen.md, "Data loops"). */
 template <class T, class Op, int K, bool Finish, int Ranks>
-CCC_NOINLINE void combine(T* dst, Sources<T, K> s, long long n) {
+CCC_NOINLINE void combine(T* dst, Sources<T, K> s, long long n, const T* residual) {
   if (!moves_data()) return;  // the simulator's timing-only mode (the pass is priced already)
   const int E = 16 / sizeof(T), U = K == 1 ? 8 : K > 4 ? 2 : 4;
   const unsigned offset = misalignment16(dst);
   bool vectors = true;
   for (int k = 0; k < K; ++k) vectors = vectors && misalignment16(s.p[k]) == offset;
+  if constexpr (Finish && HasResidual<Op>::value) vectors = vectors && misalignment16(residual) == offset;
   // Buffers are aligned to their element size (the runtime checks it), so the head is whole
   // elements.
   long long head = vectors ? static_cast<long long>((16u - offset) & 15u) / static_cast<long long>(sizeof(T)) : n;
@@ -266,11 +293,13 @@ CCC_NOINLINE void combine(T* dst, Sources<T, K> s, long long n) {
   Sources<T, K> body = s;
   for (int k = 0; k < K; ++k) body.p[k] += head;
   T* const out = dst + head;
+  const T* body_residual = residual;
+  if constexpr (Finish && HasResidual<Op>::value) body_residual += head;
   const long long nvec = (n - head) / E, stride = block_threads();
   CCC_ROLLED
   for (long long v = thread_index(); v < nvec; v += U * stride)
-    combine_vectors<T, Op, K, Finish, Ranks, U>(out, body, v, stride, nvec);
-  combine_elements<T, Op, K, Finish, Ranks>(dst, s, head, head + nvec * E, n);
+    combine_vectors<T, Op, K, Finish, Ranks, U>(out, body, body_residual, v, stride, nvec);
+  combine_elements<T, Op, K, Finish, Ranks>(dst, s, residual, head, head + nvec * E, n);
 }
 
 /* A step's chunk copies, done together: dst[k][0, n[k]) = src[k][0, n[k]) for the kn <= G copies,

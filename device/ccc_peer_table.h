@@ -36,7 +36,17 @@ class PeerTable : public Progress<Cfg> {
 
   CCC_FN PeerTable(const ccc_launch_args& args, int block)
       : Base(args, block), peers_(block_shared<ccc_buffers, Cfg::ranks>()),
-        own_(args.rank >= 0 ? args.own : args.virtual_own[rank_ < Cfg::ranks ? rank_ : 0]) {}
+        own_(args.rank >= 0 ? args.own : args.virtual_own[rank_ < Cfg::ranks ? rank_ : 0]),
+        residual_(static_cast<const T*>(!HasResidual<typename Cfg::Op>::value ? nullptr
+                                        : args.rank >= 0                      ? args.residual
+                                                        : args.virtual_residual[rank_ < Cfg::ranks ? rank_ : 0])) {}
+
+  /* Epilogue kernels: the rank's residual at element `i` of the buffer's chunk space (an
+   * allreduce's one block); null in the others, which never offset it. */
+  CCC_FN const T* residual_at(long long i) const {
+    if constexpr (HasResidual<typename Cfg::Op>::value) return residual_ + i;
+    else return nullptr;
+  }
 
   /* A rank's buffer seen from the vector: element i lives at base[i - shift]. The blocked
    * layouts shift a buffer that holds one block (a reduce_scatter's output, an allgather's
@@ -207,6 +217,7 @@ class PeerTable : public Progress<Cfg> {
 
   ccc_buffers* peers_;  // [ranks] in block-shared memory: the buffers of each rank this launch reads
   ccc_buffers own_;
+  const T* residual_;  // epilogue kernels' residual (ccc_abi.h), else null
 };
 
 }  // namespace ccc

@@ -22,6 +22,7 @@ class ProtocolLl : public PeerTable<Cfg> {
   using Base::keep_waiting;
   using Base::peers_;
   using Base::rank_;
+  using Base::residual_at;
   using Base::view;
   using Base::window_of;
 
@@ -211,7 +212,7 @@ class ProtocolLl : public PeerTable<Cfg> {
         if (!ok) break;
         LlGroup o;
         for (int l = 0; l < L; ++l) o.line[l] = 0;
-        for (int e = 0; e < n; ++e) o.e[e] = Num<T>::from(Finish ? Cfg::Op::finish(acc[e], Cfg::ranks) : acc[e]);
+        for (int e = 0; e < n; ++e) o.e[e] = finished<T, typename Cfg::Op, Finish>(acc[e], Cfg::ranks, residual_at(first + g * E), e);
         if (send) {
           for (int l = 0; l < L; ++l) ll_store(static_cast<unsigned long long*>(to) + g * L + l, o.line[l], flag);
         } else {

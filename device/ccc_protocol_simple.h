@@ -16,6 +16,7 @@ class ProtocolSimple : public PeerTable<Cfg> {
   typedef typename Cfg::T T;
   typedef typename Base::View View;
   using Base::rank_;
+  using Base::residual_at;
   using Base::view;
   using Base::window_of;
 
@@ -62,7 +63,8 @@ class ProtocolSimple : public PeerTable<Cfg> {
       CCC_ROLLED
       for (int k = 0; k < sources; ++k) at[k] = src[k].base + (r.begin - src[k].shift);
       account_move(from, sources, to, (r.end - r.begin) * static_cast<long long>(sizeof(T)), 0);
-      PassList::template visit<typename Cfg::Op>(i, Fold{dst.base + (r.begin - dst.shift), at, r.end - r.begin});
+      PassList::template visit<typename Cfg::Op>(
+          i, Fold{dst.base + (r.begin - dst.shift), at, r.end - r.begin, residual_at(r.begin)});
     }
   }
   /* A pass that copies one source, the op's finish aside. */
@@ -130,17 +132,20 @@ class ProtocolSimple : public PeerTable<Cfg> {
     CCC_ROLLED
     for (int k = 0; k < kn; ++k) {
       account_move(from + k, 1, rank_, n[k] * static_cast<long long>(sizeof(T)), 0);
-      combine<T, typename Cfg::Op, 1, false, Cfg::ranks>(dst[k], sources_of<1>(src + k), n[k]);
+      combine<T, typename Cfg::Op, 1, false, Cfg::ranks>(dst[k], sources_of<1>(src + k), n[k], nullptr);
     }
   }
-  /* The fold of one chunk with the data loop of the kind visited (Passes::visit). */
+  /* The fold of one chunk with the data loop of the kind visited (Passes::visit); `residual`:
+   * the epilogue's at the chunk's first element (null without one). */
   struct Fold {
     T* dst;
     const T* const* src;
     long long n;
+    const T* residual;
     template <class Kind>
     CCC_FN void operator()(Kind) const {
-      combine<T, typename Cfg::Op, Kind::sources, Kind::finish, Cfg::ranks>(dst, sources_of<Kind::sources>(src), n);
+      combine<T, typename Cfg::Op, Kind::sources, Kind::finish, Cfg::ranks>(dst, sources_of<Kind::sources>(src), n,
+                                                                           residual);
     }
   };
 };

@@ -61,6 +61,14 @@ std::optional<ReduceOp> parse_reduce_op(std::string_view name) {
   return std::nullopt;
 }
 
+const char* epilogue_name(Epilogue e) { return e == Epilogue::Residual ? "residual" : "none"; }
+
+std::optional<Epilogue> parse_epilogue(std::string_view name) {
+  for (Epilogue e : kAllEpilogues)
+    if (name == epilogue_name(e)) return e;
+  return std::nullopt;
+}
+
 const char* protocol_name(Protocol p) { return p == Protocol::Ll ? "ll" : "simple"; }
 
 std::optional<Protocol> parse_protocol(std::string_view name) {

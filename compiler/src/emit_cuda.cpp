@@ -25,6 +25,11 @@ const char* op_struct(ReduceOp op) {
   return "?";
 }
 
+// The device's Op: the reduction, wrapped by the epilogue's (ccc_data.h) where there is one.
+std::string op_type(const KernelOptions& o) {
+  return o.epilogue == Epilogue::Residual ? fmt::format("ccc::add_residual<{}>", op_struct(o.op)) : op_struct(o.op);
+}
+
 // "ccc::out(2)"; a remapped operand adds its shift in blocks: "ccc::in(2, -1)".
 std::string buffer_expr(const Operand& o, int64_t chunks_per_block) {
   const char* accessor = "?";
@@ -85,9 +90,10 @@ std::string kernel_name(const KernelPlan& plan) {
   std::string schedule;
   for (char c : plan.schedule) schedule += std::isalnum(static_cast<unsigned char>(c)) ? c : '_';
   const std::string root = plan.root >= 0 ? fmt::format("_root{}", plan.root) : "";
-  return fmt::format("ccc_{}_n{}{}_{}_{}_t{}_c{}_p{}{}{}{}", schedule, plan.nranks, root, data_type_name(o.dtype),
+  return fmt::format("ccc_{}_n{}{}_{}_{}_t{}_c{}_p{}{}{}{}{}", schedule, plan.nranks, root, data_type_name(o.dtype),
                      reduce_op_name(o.op), o.tile_bytes, o.channels, o.pipeline, o.in_place ? "_ip" : "",
-                     o.protocol == Protocol::Ll ? "_ll" : "", o.one_device ? "_gpu" : "");
+                     o.protocol == Protocol::Ll ? "_ll" : "", o.one_device ? "_gpu" : "",
+                     o.epilogue == Epilogue::Residual ? "_residual" : "");
 }
 
 std::string header(const KernelPlan& plan, const std::string& name) {
@@ -143,7 +149,7 @@ std::string pass_instr(const KernelPlan& plan, const DataPass& pass, int rank, c
   for (const Operand& o : pass.operands) args += ", " + buffer_expr(o, per_block);
   return out + fmt::format("    ccc::{}({}, {}, {}{}),  // {}\n", fn, pass.chunks.begin, pass.chunks.end(),
                            buffer_expr(send || pass.dst == Storage::Slot ? pass.to : Operand{rank, pass.dst}, per_block), args,
-                           pass_text(pass, rank, plan.options.op));
+                           pass_text(pass, rank, plan.options.op, plan.options.epilogue));
 }
 
 std::string wait_instr(const KernelPlan& plan, const Wait& w, bool at_exit) {
@@ -189,15 +195,15 @@ struct PassKind {
   auto operator<=>(const PassKind&) const = default;
 };
 
-PassKind pass_kind(const DataPass& pass, ReduceOp op) {
-  return {static_cast<int>(pass.operands.size()), pass.completes && reduce_op_finishes(op)};
+PassKind pass_kind(const DataPass& pass, const KernelOptions& o) {
+  return {static_cast<int>(pass.operands.size()), pass.completes && completing_write_finishes(o)};
 }
 
 // The pass kinds the kernel's programs use, each compiled once, in a fixed order.
 std::vector<PassKind> pass_kinds(const KernelPlan& plan) {
   std::vector<PassKind> kinds;
   auto add = [&](const DataPass& pass) {
-    const PassKind kind = pass_kind(pass, plan.options.op);
+    const PassKind kind = pass_kind(pass, plan.options);
     if (std::find(kinds.begin(), kinds.end(), kind) == kinds.end()) kinds.push_back(kind);
   };
   for (const RankPlan& rank : plan.ranks) {
@@ -268,7 +274,7 @@ EmittedKernel emit_cuda(const KernelPlan& plan, const SourceFile* source) {
   s += "#include \"ccc_device.h\"\n\nnamespace {\n\n";
   s += fmt::format("typedef ccc::Config<{}, {}, /*ranks*/ {}, /*chunks*/ {}, /*steps*/ {}, /*channels*/ {},\n"
                    "                    /*tile bytes*/ {}, /*pipeline*/ {}{}>\n    Cfg;\n",
-                   data_type_device_type(o.dtype), op_struct(o.op), plan.nranks, plan.nchunks, plan.nsteps(), o.channels,
+                   data_type_device_type(o.dtype), op_type(o), plan.nranks, plan.nchunks, plan.nsteps(), o.channels,
                    o.tile_bytes, o.pipeline, layout_args(plan));
   const std::vector<PassKind> kinds = pass_kinds(plan);
   int max_sources = 1;

@@ -72,12 +72,17 @@ std::string traffic_text(const Traffic& t) {
 
 std::string blocks_text(int64_t blocks) { return blocks == 1 ? "count" : fmt::format("{} * count", blocks); }
 
-std::string pass_text(const DataPass& pass, int rank, ReduceOp op) {
+bool completing_write_finishes(const KernelOptions& o) {
+  return reduce_op_finishes(o.op) || o.epilogue != Epilogue::None;
+}
+
+std::string pass_text(const DataPass& pass, int rank, ReduceOp op, Epilogue epilogue) {
   std::string operands;
   for (const Operand& o : pass.operands)
     operands += fmt::format("{}{}", operands.empty() ? "" : ", ", operand_text(o, rank, pass.chunks));
   std::string value = pass.kind == OpKind::Copy ? operands : fmt::format("{}({})", reduce_op_name(op), operands);
   if (pass.completes && reduce_op_finishes(op)) value = fmt::format("{} / N", value);
+  if (pass.completes && epilogue == Epilogue::Residual) value += " + residual";
   if (pass.dst == Storage::Ll)
     return fmt::format("send r{}.ll{}{} = {}", pass.to.rank, pass.to.slot, chunk_text(pass.chunks), value);
   if (pass.dst == Storage::Slot) return fmt::format("slot{}{} = {}", pass.to.slot, chunk_text(pass.chunks), value);
@@ -136,10 +141,10 @@ std::string print_kernel_plan(const KernelPlan& plan) {
       for (const Wait& w : step.waits) out += fmt::format("    {}\n", wait_text(w, plan));
       for (std::span<const DataPass> list : pass_lists(step))
         for (const DataPass& pass : list)
-          out += fmt::format("    {}  -- {}\n", pass_text(pass, r, o.op), traffic_text(pass_traffic(pass, r)));
+          out += fmt::format("    {}  -- {}\n", pass_text(pass, r, o.op, o.epilogue), traffic_text(pass_traffic(pass, r)));
     }
     for (const DataPass& pass : rank.passthrough)
-      out += fmt::format("  passthrough: {}  -- {}\n", pass_text(pass, r, o.op), traffic_text(pass_traffic(pass, r)));
+      out += fmt::format("  passthrough: {}  -- {}\n", pass_text(pass, r, o.op, o.epilogue), traffic_text(pass_traffic(pass, r)));
     for (const Wait& w : rank.exit_waits) out += fmt::format("  exit: {}\n", wait_text(w, plan));
     out += fmt::format("  total: {}\n", traffic_text(rank_traffic(rank, r)));
   }

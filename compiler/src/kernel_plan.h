@@ -43,7 +43,14 @@ struct KernelOptions {
   // acquire/release/relaxed sync operations take .gpu scope instead of .sys (docs/codegen.md,
   // "Memory scope"). A compile-time choice: it is in the kernel's name and text.
   bool one_device = false;
+  // The write that completes each element also adds the rank's residual (allreduce only; the
+  // device's add_residual<op>). In the kernel's name and text.
+  Epilogue epilogue = Epilogue::None;
 };
+
+// Whether the write that completes a value does more than a plain reduce: the op's finish (avg:
+// / N) or an epilogue.
+bool completing_write_finishes(const KernelOptions& o);
 
 // Where a pass reads or writes on some rank: the user's buffers, the schedule's scratch, or
 // staging (the output chunks that are not part of the rank's result).
@@ -164,7 +171,7 @@ struct KernelPlan {
 // "count" or "4 * count": the elements of `blocks` blocks.
 std::string blocks_text(int64_t blocks);
 // "out[3] = sum(in[3], r2.out[3])": a pass of `rank`, operands named relative to it.
-std::string pass_text(const DataPass& pass, int rank, ReduceOp op);
+std::string pass_text(const DataPass& pass, int rank, ReduceOp op, Epilogue epilogue = Epilogue::None);
 // "wait rank 2 step 4 (RAW: ...)", the wait of a rank of `plan`.
 std::string wait_text(const Wait& wait, const KernelPlan& plan);
 std::string traffic_text(const Traffic& t);

@@ -80,6 +80,14 @@ void check_options(const KernelOptions& o) {
                                      o.tile_bytes, o.pipeline));
 }
 
+// An epilogue finishes an allreduce's result; the other collectives have no completing write
+// of a whole vector to put it in.
+void check_epilogue(const StepProgram& p, const KernelOptions& o) {
+  if (o.epilogue != Epilogue::None && p.collective != Collective::AllReduce)
+    throw LowerError({}, fmt::format("epilogue {}: only an allreduce has one; this schedule is a {}",
+                                     epilogue_name(o.epilogue), collective_name(p.collective)));
+}
+
 void check_program(const PlannedProgram& pp) {
   const StepProgram& p = pp.program;
   if (p.nranks < 1 || p.nchunks < 1 || static_cast<int>(p.ops.size()) != p.nranks)
@@ -562,6 +570,7 @@ void return_freed_pages() {
 KernelPlan lower_steps(const PlannedProgram& pp, const KernelOptions& options, PlannedProgram* release) {
   check_options(options);
   check_program(pp);
+  check_epilogue(pp.program, options);
   const StepProgram& p = pp.program;
   KernelPlan plan;
   plan.options = options;

@@ -26,6 +26,11 @@ struct CollectiveCall {
   int root = -1;                // broadcast and reduce only
   std::span<const void* const> send;  // [N]
   std::span<void* const> recv;        // [N]
+  // Allreduce only: what the kernel does with the result before it writes it (ccc/types.h), and
+  // Epilogue::Residual's inputs, each rank's `count` elements of dtype, read only and by their
+  // own rank only (they may not overlap any rank's recv).
+  Epilogue epilogue = Epilogue::None;
+  std::span<const void* const> residual = {};  // [N]
 };
 
 // Whether rank `rank` needs its send (recv) buffer: false only where NCCL allows NULL (above).
@@ -51,8 +56,8 @@ std::pair<uint64_t, uint64_t> checked_call_bytes(const CollectiveCall& call, int
 uint64_t send_bytes(const CollectiveCall& call, int nranks);
 uint64_t recv_bytes(const CollectiveCall& call, int nranks);
 
-// Throws Error(InvalidArgument) naming the rank and the problem: wrong number of buffers, a null
-// buffer the rank uses, a misaligned buffer (for the element type), a byte size that overflows, send and recv that
+// Throws Error(InvalidArgument) naming the rank and the problem: wrong number of buffers (and
+// residuals, with an epilogue), a null buffer the rank uses (or a null residual), a misaligned buffer (for the element type), a byte size that overflows, send and recv that
 // overlap other than in place, a recv buffer (which its rank writes) that overlaps any buffer of
 // another rank (send buffers, only read, may be shared), a root out of range. O(N log N).
 // A call with count 0 is valid whatever the pointers are.
@@ -60,6 +65,10 @@ void validate_call(const CollectiveCall& call, int nranks);
 
 // The same checks for one rank's part of `call` (its spans are not read), issued rank by rank:
 // what one rank can know alone. Overlaps with other ranks' buffers cannot be seen from here.
-void validate_rank_call(const CollectiveCall& call, int nranks, int rank, const void* send, const void* recv);
+// `residual`: the rank's epilogue input (CollectiveCall::residual), where the call has one.
+void validate_rank_call(const CollectiveCall& call, int nranks, int rank, const void* send, const void* recv,
+                        const void* residual = nullptr);
+// Error(InvalidArgument) for an epilogue on a collective other than allreduce.
+void validate_epilogue(const CollectiveCall& call);
 
 }  // namespace ccc

@@ -187,6 +187,12 @@ class Communicator {
 
   void all_reduce(Sends send, Recvs recv, uint64_t count, DataType dtype, ReduceOp op,
                   Streams streams = {});
+  // The fused allreduce + residual (Epilogue::Residual): recv = allreduce(send) + residual, the
+  // residual added once per element in the kernel where the schedule completes that element, so
+  // nothing runs after the collective. residual: `count` elements per rank, read only, not
+  // overlapping any recv (docs/epilogue.md).
+  void all_reduce_residual(Sends send, Sends residual, Recvs recv, uint64_t count, DataType dtype, ReduceOp op,
+                           Streams streams = {});
   // send holds size() * recv_count elements per rank; recv gets the rank's block.
   void reduce_scatter(Sends send, Recvs recv, uint64_t recv_count, DataType dtype, ReduceOp op,
                       Streams streams = {});
@@ -203,10 +209,12 @@ class Communicator {
   // Any of the above, spelled as a CollectiveCall.
   void run(const CollectiveCall& call, Streams streams = {});
 
-  // Rank `rank`'s part of `call` (its collective, count, dtype, op, root; the buffer spans are
-  // not read): queues the rank's kernel on `stream` (cuda; null: the default stream) or on the
-  // rank's worker threads (host) and returns without waiting for the peers.
-  void run_rank(const CollectiveCall& call, int rank, const void* send, void* recv, void* stream = nullptr);
+  // Rank `rank`'s part of `call` (its collective, count, dtype, op, root, epilogue; the buffer
+  // spans are not read): queues the rank's kernel on `stream` (cuda; null: the default stream) or
+  // on the rank's worker threads (host) and returns without waiting for the peers. `residual`:
+  // the rank's, where call.epilogue has one.
+  void run_rank(const CollectiveCall& call, int rank, const void* send, void* recv, void* stream = nullptr,
+                const void* residual = nullptr);
 
   // Waits for every rank's outstanding work; throws Error(Remote) if a collective failed.
   void synchronize();

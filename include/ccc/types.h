@@ -40,4 +40,14 @@ inline constexpr Protocol kAllProtocols[] = {Protocol::Simple, Protocol::Ll};
 const char* protocol_name(Protocol p);  // "simple", "ll"
 std::optional<Protocol> parse_protocol(std::string_view name);
 
+// What an allreduce does with its result before it writes it (docs/epilogue.md). None: the
+// reduction. Residual: out = allreduce(x) + residual, the residual a tensor of `count` elements
+// of each rank's (tensor parallelism's residual stream: FlashInfer's and TensorRT-LLM's
+// allreduce_fusion pattern, before the norm), added once per element where the schedule completes
+// it, so the copies that follow carry the sum.
+enum class Epilogue { None, Residual };
+inline constexpr Epilogue kAllEpilogues[] = {Epilogue::None, Epilogue::Residual};
+const char* epilogue_name(Epilogue e);  // "none", "residual"
+std::optional<Epilogue> parse_epilogue(std::string_view name);
+
 }  // namespace ccc

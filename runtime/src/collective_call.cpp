@@ -46,11 +46,23 @@ bool overlap(uintptr_t a, uint64_t a_bytes, uintptr_t b, uint64_t b_bytes) {
 }
 
 // Rank `rank`'s buffers, at index `i` of the call's spans: root, sizes, null, alignment, and
-// send/recv overlap other than in place.
+// send/recv overlap other than in place; an epilogue's residual.
 void validate_buffers(const CollectiveCall& call, int nranks, int rank, size_t i) {
   const char* what = collective_name(call.collective);
   validate_shape(call, nranks);
   if (call.count == 0) return;
+  if (call.epilogue != Epilogue::None) {
+    const void* residual = call.residual[i];
+    if (residual == nullptr) invalid(fmt::format("{}: rank {}: null residual buffer", what, rank));
+    if (address(residual) % data_type_size(call.dtype) != 0)
+      invalid(fmt::format("{}: rank {}: residual buffer {} is not aligned to {} bytes ({})", what, rank, residual,
+                          data_type_size(call.dtype), data_type_name(call.dtype)));
+    const uint64_t bytes = call.count * data_type_size(call.dtype);
+    if (call.recv[i] != nullptr && overlap(address(residual), bytes, address(call.recv[i]), bytes))
+      invalid(fmt::format("{}: rank {}: the residual buffer overlaps recv; schedules keep partial sums in recv "
+                          "before they add the residual, so pass the residual in a buffer of its own",
+                          what, rank));
+  }
   const uint64_t elem = data_type_size(call.dtype);
   const auto [in_bytes, out_bytes] = checked_call_bytes(call, nranks);
   const void* send = call.send[i];
@@ -122,13 +134,23 @@ uint64_t recv_bytes(const CollectiveCall& call, int nranks) {
   return call.count * recv_blocks(call, nranks) * data_type_size(call.dtype);
 }
 
-void validate_rank_call(const CollectiveCall& call, int nranks, int rank, const void* send, const void* recv) {
+void validate_rank_call(const CollectiveCall& call, int nranks, int rank, const void* send, const void* recv,
+                        const void* residual) {
+  validate_epilogue(call);
   const void* const sends[] = {send};
   void* const recvs[] = {const_cast<void*>(recv)};
+  const void* const residuals[] = {residual};
   CollectiveCall one = call;
   one.send = sends;
   one.recv = recvs;
+  one.residual = residuals;
   validate_buffers(one, nranks, rank, 0);
+}
+
+void validate_epilogue(const CollectiveCall& call) {
+  if (call.epilogue != Epilogue::None && call.collective != Collective::AllReduce)
+    invalid(fmt::format("{}: epilogue {}: only allreduce has one", collective_name(call.collective),
+                        epilogue_name(call.epilogue)));
 }
 
 namespace {
@@ -163,6 +185,8 @@ void check_cross_rank_overlap(const CollectiveCall& call, int nranks) {
   for (int r = 0; r < nranks; ++r) {
     if (call.send[r] != nullptr) extents.push_back({address(call.send[r]), in_bytes, r, false});
     if (call.recv[r] != nullptr) extents.push_back({address(call.recv[r]), out_bytes, r, true});
+    if (call.epilogue != Epilogue::None)
+      extents.push_back({address(call.residual[r]), call.count * data_type_size(call.dtype), r, false, true});
   }
   // Ties by rank, send first: the same call always gets the same message.
   std::sort(extents.begin(), extents.end(), [](const BufferExtent& a, const BufferExtent& b) {
@@ -185,6 +209,9 @@ void validate_call(const CollectiveCall& call, int nranks) {
   if (call.send.size() != static_cast<size_t>(nranks) || call.recv.size() != static_cast<size_t>(nranks))
     invalid(fmt::format("{}: expected {} send and {} recv buffers (one per rank), got {} and {}",
                         what, nranks, nranks, call.send.size(), call.recv.size()));
+  validate_epilogue(call);
+  if (call.epilogue != Epilogue::None && call.residual.size() != static_cast<size_t>(nranks))
+    invalid(fmt::format("{}: expected {} residual buffers (one per rank), got {}", what, nranks, call.residual.size()));
   for (int r = 0; r < nranks; ++r) validate_buffers(call, nranks, r, r);
   if (call.count == 0) return;
   check_cross_rank_overlap(call, nranks);

@@ -392,7 +392,7 @@ void CudaRanks::launch(int rank, const RankLaunch& l) {
   const Device& d = devices_[ranks_.at(rank).device];
   use(d);
   ccc_launch_args args{reinterpret_cast<const ccc_rank_state*>(d.state), l.own, nullptr, l.count, rank, l.timeout_ns,
-                       l.trace};
+                       l.trace, l.residual, nullptr};
   const CudaLaunchShape shape = cuda_launch_shape(rank, nranks(), channels, l.block_threads);
   std::vector<void*> params = cuda_kernel_params(args);
   const auto s = static_cast<CUstream>(l.stream);
@@ -443,6 +443,24 @@ CudaRanks::Occupancy CudaRanks::occupancy(int kernel, int threads) const {
   return o;
 }
 
+CUdeviceptr CudaRanks::virtual_table(char kind, const void* data, uint64_t bytes, void* stream) {
+  // One immutable table per set: a captured graph keeps reading the table it captured.
+  const std::string key = kind + std::string(static_cast<const char*>(data), bytes);
+  auto it = virtual_tables_.find(key);
+  if (it == virtual_tables_.end()) {
+    if (capturing(stream))
+      throw Error(ErrorKind::InvalidUsage, "virtual ranks: a new set of buffers while a stream captures a graph; "
+                                           "issue the collective with these buffers once before capturing");
+    const CUdeviceptr table = alloc_zeroed(bytes);
+    driver_.check(driver_.cuMemcpyHtoD(table, data, bytes), "cuMemcpyHtoD");
+    // cuMemcpyHtoD from pageable memory returns once the data is staged, not written; the
+    // kernel may run on a non-blocking stream, so wait for the copy.
+    driver_.check(driver_.cuCtxSynchronize(), "cuCtxSynchronize");
+    it = virtual_tables_.emplace(key, table).first;
+  }
+  return it->second;
+}
+
 void CudaRanks::launch_all(std::span<const RankLaunch> launches) {
   const int n = nranks();
   const RankLaunch& first = launches[0];  // every rank's launch differs only in its buffers
@@ -461,23 +479,15 @@ void CudaRanks::launch_all(std::span<const RankLaunch> launches) {
   if (static_cast<int64_t>(n) * channels > o.blocks())
     invalid(fmt::format("{} virtual ranks x {} channels need {} co-resident blocks; device {} holds {} ({} per SM x {} SMs)",
                         n, channels, n * channels, d.ordinal, o.blocks(), o.per_sm, o.sms));
-  // One immutable table per buffer set: a captured graph keeps reading the table it captured.
-  const uint64_t own_bytes = own.size() * sizeof(ccc_buffers);
-  const std::string key(reinterpret_cast<const char*>(own.data()), own_bytes);
-  auto it = virtual_tables_.find(key);
-  if (it == virtual_tables_.end()) {
-    if (capturing(stream))
-      throw Error(ErrorKind::InvalidUsage, "virtual ranks: a new set of buffers while a stream captures a graph; "
-                                           "issue the collective with these buffers once before capturing");
-    const CUdeviceptr table = alloc_zeroed(own_bytes);
-    driver_.check(driver_.cuMemcpyHtoD(table, own.data(), own_bytes), "cuMemcpyHtoD");
-    // cuMemcpyHtoD from pageable memory returns once the data is staged, not written; the
-    // kernel may run on a non-blocking stream, so wait for the copy.
-    driver_.check(driver_.cuCtxSynchronize(), "cuCtxSynchronize");
-    it = virtual_tables_.emplace(key, table).first;
-  }
-  ccc_launch_args args{reinterpret_cast<const ccc_rank_state*>(d.state), {}, reinterpret_cast<const ccc_buffers*>(it->second),
-                       first.count, -1, first.timeout_ns, first.trace};
+  std::vector<const void*> residual;
+  for (const RankLaunch& l : launches) residual.push_back(l.residual);
+  const bool epilogue = first.residual != nullptr;
+  ccc_launch_args args{reinterpret_cast<const ccc_rank_state*>(d.state), {},
+                       reinterpret_cast<const ccc_buffers*>(virtual_table('b', own.data(), own.size() * sizeof(ccc_buffers), stream)),
+                       first.count, -1, first.timeout_ns, first.trace, nullptr,
+                       epilogue ? reinterpret_cast<const void* const*>(
+                                      virtual_table('r', residual.data(), residual.size() * sizeof(void*), stream))
+                                : nullptr};
   const CudaLaunchShape shape = cuda_launch_shape(-1, n, channels, threads);
   std::vector<void*> params = cuda_kernel_params(args);
   driver_.check(driver_.cuLaunchCooperativeKernel(f, shape.grid, 1, 1, shape.block, 1, 1, 0,

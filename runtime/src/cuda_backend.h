@@ -127,6 +127,9 @@ class CudaRanks : public Backend, public PeerRegistry {
     int64_t blocks() const { return static_cast<int64_t>(per_sm) * sms; }
   };
   Occupancy occupancy(int kernel, int threads) const;
+  // The device copy of `bytes` at `data` (virtual_tables_), made on first use, never while
+  // `stream` captures.
+  CUdeviceptr virtual_table(char kind, const void* data, uint64_t bytes, void* stream);
   bool one_grid() const override { return virtual_ranks_; }
   int64_t grid_blocks(int kernel, int threads) const override { return occupancy(kernel, threads).blocks(); }
   // Virtual ranks: one cooperative grid of N * channels blocks, rank r with launches[r].own.
@@ -211,7 +214,9 @@ class CudaRanks : public Backend, public PeerRegistry {
   std::vector<Device> devices_;
   std::vector<Rank> ranks_;
   std::vector<ccc_rank_state> table_;  // the fixed state, as written to every device
-  std::map<std::string, CUdeviceptr> virtual_tables_;  // virtual ranks: one immutable table per buffer set
+  // Virtual ranks: one immutable device table per buffer set ('b': ccc_buffers) and residual set
+  // ('r': epilogue kernels' pointers), keyed by the kind and the table's bytes.
+  std::map<std::string, CUdeviceptr> virtual_tables_;
 };
 
 }  // namespace ccc

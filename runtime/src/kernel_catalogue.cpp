@@ -40,9 +40,10 @@ std::string choice_key(const CollectiveCall& call) {
 }
 
 std::string kernel_key(const KernelCatalogue::Choice& choice, const KernelShape& shape) {
-  return fmt::format("{}/{}/{}/{}/{}/{}/{}/{}/{}/{}/{}", choice.algorithm, collective_name(shape.collective), shape.nranks,
-                     shape.root, data_type_name(shape.dtype), reduce_op_name(shape.op), shape.channels,
-                     shape.tile_bytes, shape.in_place, protocol_name(shape.protocol), shape.one_device);
+  return fmt::format("{}/{}/{}/{}/{}/{}/{}/{}/{}/{}/{}/{}", choice.algorithm, collective_name(shape.collective),
+                     shape.nranks, shape.root, data_type_name(shape.dtype), reduce_op_name(shape.op), shape.channels,
+                     shape.tile_bytes, shape.in_place, protocol_name(shape.protocol), shape.one_device,
+                     epilogue_name(shape.epilogue));
 }
 
 }  // namespace
@@ -119,6 +120,7 @@ KernelShape KernelCatalogue::kernel_shape(const CollectiveCall& call, bool in_pl
   shape.in_place = in_place;
   shape.protocol = choice.protocol;
   shape.one_device = backend_.one_device();
+  shape.epilogue = call.epilogue;
   return shape;
 }
 

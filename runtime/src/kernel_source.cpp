@@ -21,6 +21,7 @@ EmittedKernel generate_kernel(const SourceFile& schedule, const KernelShape& sha
   kernel.in_place = shape.in_place;
   kernel.protocol = shape.protocol;
   kernel.one_device = shape.one_device;
+  kernel.epilogue = shape.epilogue;
   if (shape.channels > 0) kernel.channels = shape.channels;
   if (shape.tile_bytes > 0) kernel.tile_bytes = shape.tile_bytes;
 

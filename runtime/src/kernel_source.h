@@ -25,6 +25,7 @@ struct KernelShape {
   bool in_place = false;
   Protocol protocol = Protocol::Simple;
   bool one_device = false;  // every rank on one device: KernelOptions::one_device (.gpu scope)
+  Epilogue epilogue = Epilogue::None;
 };
 
 // Generates the kernel for `schedule` (a schedule file's text) and `shape`. Throws

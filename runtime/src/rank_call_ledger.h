@@ -26,8 +26,9 @@ struct BufferExtent {
   uint64_t bytes = 0;
   int rank = 0;
   bool written = false;  // recv; send is only read
+  bool residual = false;  // an epilogue's residual, only read
   uintptr_t end() const { return begin + bytes; }
-  const char* name() const { return written ? "recv" : "send"; }
+  const char* name() const { return written ? "recv" : residual ? "residual" : "send"; }
 };
 
 // Whether two ranks' buffers may not share bytes: they belong to different ranks, one of them

@@ -39,10 +39,13 @@ T sum(T a, T b) {
 // `offsets` elements into 16-byte aligned storage, or in place (dst is a) when dst_offset < 0;
 // checks every element, bit for bit, and that nothing outside [0, n) of dst changed. The sources
 // are heap blocks that end at element n, so a read past the range is an error under
-// AddressSanitizer (make test-asan).
-template <class T, int K>
-void check_fold(int dst_offset, int a_offset, int b_offset, long long n) {
-  std::vector<T> a_store(a_offset + n), b_store(b_offset + n), dst_store(dst_offset + n + 16);
+// AddressSanitizer (make test-asan). Residual: the epilogue's completing write, + r[j] (r at
+// `r_offset`), as add_residual<op_sum> with Finish.
+template <class T, int K, bool Residual = false>
+void check_fold(int dst_offset, int a_offset, int b_offset, long long n, int r_offset = 0) {
+  std::vector<T> a_store(a_offset + n), b_store(b_offset + n), dst_store(dst_offset + n + 16), r_store(r_offset + n);
+  for (size_t i = 0; i < r_store.size(); ++i) r_store[i] = value<T>(i + 5, 1);
+  const T* const r = r_store.data() + r_offset;
   ASSERT_EQ(reinterpret_cast<uintptr_t>(a_store.data()) % 16, 0u);  // malloc's alignment on x86-64
   ASSERT_EQ(reinterpret_cast<uintptr_t>(b_store.data()) % 16, 0u);
   for (size_t i = 0; i < a_store.size(); ++i) a_store[i] = value<T>(i, 0);
@@ -56,15 +59,19 @@ void check_fold(int dst_offset, int a_offset, int b_offset, long long n) {
   std::vector<T> want = out;
   const long long at = dst - out.data();
   for (long long j = 0; j < n; ++j) want[at + j] = K == 1 ? a[j] : sum(a[j], b[j]);
-  if constexpr (K == 1) {
-    ccc::combine<T, ccc::op_sum, 1, false, 2>(dst, ccc::Sources<T, 1>{{a}}, n);
+  if constexpr (Residual) {
+    for (long long j = 0; j < n; ++j) want[at + j] = sum(want[at + j], r[j]);
+    const T* const sources[] = {a, b};
+    ccc::combine<T, ccc::add_residual<ccc::op_sum>, K, true, 2>(dst, ccc::sources_of<K>(sources), n, r);
+  } else if constexpr (K == 1) {
+    ccc::combine<T, ccc::op_sum, 1, false, 2>(dst, ccc::Sources<T, 1>{{a}}, n, nullptr);
   } else {
-    ccc::combine<T, ccc::op_sum, 2, false, 2>(dst, ccc::Sources<T, 2>{{a, b}}, n);
+    ccc::combine<T, ccc::op_sum, 2, false, 2>(dst, ccc::Sources<T, 2>{{a, b}}, n, nullptr);
   }
   for (size_t i = 0; i < out.size(); ++i)
     ASSERT_EQ(std::memcmp(&out[i], &want[i], sizeof(T)), 0)
         << sizeof(T) << "-byte elements, K " << K << " offsets " << dst_offset << "/" << a_offset << "/"
-        << b_offset << " n " << n << " at " << i;
+        << b_offset << " n " << n << " at " << i << (Residual ? " with a residual" : "");
 }
 
 // Every head (each offset into a 16-byte line) and every partial group: a copy moves groups of 8
@@ -95,6 +102,20 @@ TEST(DeviceCombine, InPlaceEveryPartialGroup) {
   check_every_split<ccc::f16>(true);
   check_every_split<int32_t>(true);
   check_every_split<double>(true);
+}
+
+// The epilogue's completing write adds the residual: in vectors where the residual shares the
+// others' offset past a 16-byte boundary, element by element where it does not.
+TEST(DeviceCombine, ResidualJoinsTheVectorsOrTheElements) {
+  for (long long n : {0LL, 1LL, 5LL, 17LL, 40LL, 150LL}) {
+    for (int offset = 0; offset < 4; ++offset) {
+      check_fold<int32_t, 2, true>(offset, offset, offset, n, offset);       // vectors
+      check_fold<int32_t, 2, true>(offset, offset, offset, n, offset ^ 1);   // elements
+      check_fold<ccc::f16, 2, true>(offset, offset, offset, n, offset);
+      check_fold<ccc::f16, 1, true>(-1, offset, 0, n, offset);               // in place, one source
+    }
+    check_fold<double, 2, true>(1, 1, 1, n, 0);
+  }
 }
 
 TEST(DeviceCombine, DifferentMisalignmentsGoElementByElement) {

@@ -128,6 +128,19 @@ Check run_and_check(testing::HostEntry entry, const EmittedKernel& k, const Kern
   const bool is_float = data_type_is_float(o.dtype);
   const FloatFormat f = is_float ? float_format(o.dtype) : FloatFormat{};
   std::vector<std::vector<uint64_t>> inputs(n, std::vector<uint64_t>(count));
+  // The epilogue's residual: the same on every rank (tensor parallelism's), at the data's offset
+  // past a 16-byte boundary for even counts (vectors) and at another for odd ones (elements).
+  const bool residual = o.epilogue == Epilogue::Residual;
+  std::vector<uint64_t> residual_values(residual ? count : 0);
+  std::vector<std::vector<unsigned char>> residual_alloc(residual ? n : 0);
+  for (uint64_t& v : residual_values) v = is_float ? random_float_bits(rng, f, ReduceOp::Sum) : rng();
+  for (int r = 0; r < static_cast<int>(residual_alloc.size()); ++r) {
+    residual_alloc[r].resize(count * size + 2 * size + 16);
+    unsigned char* at = residual_alloc[r].data() + (16 - reinterpret_cast<uintptr_t>(residual_alloc[r].data()) % 16) % 16 +
+                        (count % 2 == 0 ? offset : offset ^ size);
+    for (uint64_t i = 0; i < count; ++i) std::memcpy(at + i * size, &residual_values[i], size);
+    b.residual.push_back(at);
+  }
   Check check;
   std::vector<unsigned char> previous;
   for (int launch = 0; launch < 2; ++launch) {
@@ -149,6 +162,7 @@ Check run_and_check(testing::HostEntry entry, const EmittedKernel& k, const Kern
       double exact = 0, bound = 0;
       if (!is_float) {
         expect = int_reference(o.dtype, o.op, x);
+        if (residual) expect = (expect + residual_values[i]) & mask;
       } else {
         double magnitude = 0;
         for (int q = 0; q < n; ++q) {
@@ -171,6 +185,11 @@ Check run_and_check(testing::HostEntry entry, const EmittedKernel& k, const Kern
         }
         if (o.op == ReduceOp::Prod) magnitude = std::fabs(exact);
         if (o.op != ReduceOp::Min && o.op != ReduceOp::Max) bound = (n + 2) * std::ldexp(magnitude, -f.mant_bits - 1);
+        if (residual) {  // one more rounding, of the sum with the residual
+          const double res = decode_float(residual_values[i] & mask, f);
+          exact += res;
+          bound += std::ldexp(std::fabs(exact) + magnitude + std::fabs(res), -f.mant_bits - 1);
+        }
       }
       for (int r = 0; r < n; ++r) {
         const uint64_t got = load_bits(b.output(r) + i * size, size);
@@ -237,10 +256,10 @@ void PrintTo(const Shape& s, std::ostream* os) {
   *os << s.schedule << " N=" << s.ranks << (s.protocol == Protocol::Ll ? " ll" : "") << " T=" << s.threads;
 }
 
-class HostRun : public ::testing::TestWithParam<Shape> {};
-
-TEST_P(HostRun, MatchesTheReference) {
-  const Shape s = GetParam();
+// Every variant of `variants` on the shipped schedule (or test schedule) of shape `s`, in place
+// and out, each at small and (crosses_every_window) large counts, at aligned and misaligned
+// offsets.
+void run_shape(const Shape& s, const std::vector<KernelOptions>& variants, const std::string& tag) {
   std::vector<KernelOptions> opts;
   std::vector<EmittedKernel> kernels;
   for (bool in_place : {false, true}) {
@@ -250,7 +269,7 @@ TEST_P(HostRun, MatchesTheReference) {
       std::printf("[host] %s N=%d: no in-place plan (%s)\n", s.schedule, s.ranks, p.errors.c_str());
       continue;
     }
-    for (KernelOptions o : variants())
+    for (KernelOptions o : variants)
       if (o.in_place == in_place) {
         o.protocol = s.protocol;
         opts.push_back(o);
@@ -258,7 +277,7 @@ TEST_P(HostRun, MatchesTheReference) {
       }
   }
   testing::HostLibrary lib(kernels, std::filesystem::path(s.schedule).stem().string() + "_n" + std::to_string(s.ranks) +
-                                       (s.protocol == Protocol::Ll ? "_ll" : ""));
+                                       (s.protocol == Protocol::Ll ? "_ll" : "") + tag);
   ASSERT_EQ(lib.error(), "");
   for (size_t v = 0; v < kernels.size(); ++v) {
     const KernelOptions& o = opts[v];
@@ -283,6 +302,10 @@ TEST_P(HostRun, MatchesTheReference) {
       }
   }
 }
+
+class HostRun : public ::testing::TestWithParam<Shape> {};
+
+TEST_P(HostRun, MatchesTheReference) { run_shape(GetParam(), variants(), ""); }
 
 // Threads per block vary over the shapes: one (no fibers), 7 (fewer than some schedules have
 // waits, and odd), 32, 512 (what the CUDA kernels launch with) and 1024 (CUDA's most).
@@ -318,6 +341,38 @@ INSTANTIATE_TEST_SUITE_P(ShippedLl, HostRun,
                                            Shape{"dbtree", 6, Protocol::Ll}),
                          [](const ::testing::TestParamInfo<Shape>& info) {
                            return std::string(info.param.schedule) + std::to_string(info.param.ranks) + "ll";
+                         });
+
+// The fused epilogue (allreduce + residual): every shipped allreduce schedule adds the residual
+// once per element where it completes the element, so the copies after carry it; a residual added
+// twice, or never, or another element's, is wrong. Sums of every element size and a float and an
+// integer type, avg (the op's finish before the residual), in place and out; both protocols.
+std::vector<KernelOptions> residual_variants() {
+  std::vector<KernelOptions> v;
+  for (DataType t : {DataType::F32, DataType::BF16, DataType::F8E4M3, DataType::I32, DataType::F64})
+    v.push_back(options(t, ReduceOp::Sum, false));
+  v.push_back(options(DataType::F32, ReduceOp::Avg, false));
+  v.push_back(options(DataType::F16, ReduceOp::Sum, true));
+  v.push_back(options(DataType::U8, ReduceOp::Sum, true));
+  for (KernelOptions& o : v) o.epilogue = Epilogue::Residual;
+  return v;
+}
+
+class HostRunResidual : public ::testing::TestWithParam<Shape> {};
+
+TEST_P(HostRunResidual, AddsTheResidualOnceWhereEachElementCompletes) {
+  run_shape(GetParam(), residual_variants(), "_residual");
+}
+
+INSTANTIATE_TEST_SUITE_P(Shipped, HostRunResidual,
+                         ::testing::Values(Shape{"ring", 3, Protocol::Simple, 7}, Shape{"oneshot", 4},
+                                           Shape{"twoshot", 5, Protocol::Simple, 32}, Shape{"butterfly", 4},
+                                           Shape{"tree", 5, Protocol::Simple, 7}, Shape{"dbtree", 3},
+                                           Shape{"ring", 4, Protocol::Ll}, Shape{"oneshot", 3, Protocol::Ll, 7},
+                                           Shape{"twoshot", 4, Protocol::Ll}),
+                         [](const ::testing::TestParamInfo<Shape>& info) {
+                           return std::string(info.param.schedule) + std::to_string(info.param.ranks) +
+                                  (info.param.protocol == Protocol::Ll ? "ll" : "");
                          });
 
 // A block barrier left out of the prelude is caught by a host run with more than one thread per
@@ -631,7 +686,7 @@ TEST(HostRunVirtualRanks, OneGridRunsEveryRank) {
     for (int r = 0; r < n; ++r)
       for (uint64_t i = 0; i < count; ++i) reinterpret_cast<int*>(b.input(r))[i] = static_cast<int>(i) * (r + 1);
     std::vector<std::thread> blocks;
-    const ccc_launch_args args{b.state.data(), {}, b.own.data(), count, -1, kTimeoutNs, nullptr};
+    const ccc_launch_args args{b.state.data(), {}, b.own.data(), count, -1, kTimeoutNs, nullptr, nullptr, nullptr};
     for (int block = 0; block < n * k.channels; ++block)
       blocks.emplace_back(run_host_block, lib.entry(k.kernel_name), args, block, k.channels,
                           testing::tsan_block_threads(testing::kTestBlockThreads));

@@ -205,6 +205,27 @@ TEST(Nvrtc, LlEveryDtypeForAmpereAndHopper) {
   }
 }
 
+// The fused allreduce + residual: the completing write's extra vector of residual loads, for
+// the 2-source fold (ring), the 8-source one (one-shot) and the ll line loop, on the types the
+// epilogue serves (bf16, f16, f32; fp8 for the width of one byte), both architectures; no data
+// loop may spill.
+TEST(Nvrtc, ResidualEpilogueKernelsCompileWithoutSpills) {
+  for (const auto& [schedule, protocol] : {std::pair{"ring", Protocol::Simple}, std::pair{"oneshot", Protocol::Simple},
+                                           std::pair{"twoshot", Protocol::Ll}}) {
+    const PlannedProgram pp = planned({schedule, 8});
+    for (DataType t : {DataType::BF16, DataType::F16, DataType::F32, DataType::F8E4M3}) {
+      KernelOptions o;
+      o.dtype = t;
+      o.protocol = protocol;
+      o.epilogue = Epilogue::Residual;
+      EmittedKernel k = emit_cuda(testing::lowered(pp, o));
+      EXPECT_NE(k.source.find("ccc::add_residual<ccc::op_sum>"), std::string::npos) << k.kernel_name;
+      EXPECT_NE(k.source.find(" + residual"), std::string::npos) << k.kernel_name;
+      for (const char* arch : {"sm_80", "sm_90"}) expect_compiles(k, arch);
+    }
+  }
+}
+
 // Scratch slots (`scratch N slots`, tests/lit/run/allpairs_slots.sched), whose refs the
 // interpreter addresses by the chunk a pass moves (ccc_peer_table.h, view): both protocols.
 TEST(Nvrtc, ScratchSlotKernelsCompile) {
