@@ -212,7 +212,7 @@ std::vector<OptionSpec> compile_options() {
 const Command& compile_command() {
   static const Command cmd{"compile", "compile a schedule for N ranks",
                            "ccc compile FILE --ranks N --emit TARGET [--root R] [--define NAME=V,...] [--in-place] [--Werror]\n"
-                           "       [--dtype T] [--op OP] [--tile-bytes B] [--channels C] [--pipeline D] [--protocol P] [--arch ARCH]\n"
+                           "       [--dtype T] [--op OP] [--tile-bytes B] [--channels C] [--pipeline D] [--protocol P] [--epilogue E] [--arch ARCH]\n"
                            "       [--show-syncs] [--topo F] [--graph] [-o OUT] [--dump-after=PASS] [--time-passes]",
                            compile_options(), &run_compile};
   return cmd;

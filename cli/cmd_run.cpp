@@ -78,6 +78,11 @@ int run_run(const ParsedArgs& args, std::ostream& out, std::ostream& err) {
     options.protocol = named_value("--protocol", *v, kAllProtocols, &protocol_name, error);
     if (!options.protocol) return usage_error(cmd, error, err);
   }
+  if (auto v = args.get("--epilogue")) {
+    const std::optional<Epilogue> e = named_value("--epilogue", *v, kAllEpilogues, &epilogue_name, error);
+    if (!e) return usage_error(cmd, error, err);
+    shape.epilogue = *e;
+  }
 
   options.trace_file = args.get("--trace").value_or("");
   options.defines = fe->options.defines;  // the kernel runs the schedule as checked
@@ -123,6 +128,9 @@ int run_run(const ParsedArgs& args, std::ostream& out, std::ostream& err) {
                        data_type_name(shape.dtype), reduces ? std::string(" ") + reduce_op_name(shape.op) : "",
                        shape.root >= 0 ? fmt::format(", root {}", shape.root) : "",
                        in_place ? "in place" : "out of place");
+    if (shape.epilogue != Epilogue::None)
+      out << fmt::format("  epilogue: {} (added where each element completes; docs/epilogue.md)\n",
+                         epilogue_name(shape.epilogue));
     out << fmt::format("  first call (generate + compile + run): {:.1f} ms\n", first * 1e3);
     if (sim)
       out << fmt::format("  run: {:.2f} us of virtual time on {}{} (a prediction), algbw {:.2f} GB/s, busbw {:.2f} GB/s\n",
@@ -161,6 +169,7 @@ std::vector<OptionSpec> run_options() {
   opts.push_back({"--channels", "C", "thread blocks per rank (default: the code generator's)"});
   opts.push_back({"--tile-bytes", "B", "tile size, a multiple of 64 (default: the code generator's)"});
   opts.push_back({"--protocol", "P", "simple or ll (default: simple; ll moves at most 256 KiB per call)"});
+  opts.push_back({"--epilogue", "E", "allreduce: none, or residual (out = allreduce + residual, fused; default none)"});
   opts.push_back({"--trace", "F", "write a Chrome trace-event timeline of the runs to F (docs/tracing.md)"});
   return opts;
 }
@@ -171,7 +180,7 @@ const Command& run_command() {
   static const Command cmd{"run", "run a schedule on the host backend, or simulated, and check every element",
                            "ccc run FILE --ranks N --count C [--root R] [--define NAME=V,...] [--in-place] [--Werror] [--dtype D]\n"
                            "       [--op O] [--channels C] [--tile-bytes B] [--protocol P] [--backend host|sim] [--topo F]\n"
-                           "       [--critical-path] [--graph] [--trace F]",
+                           "       [--critical-path] [--graph] [--epilogue E] [--trace F]",
                            run_options(), &run_run};
   return cmd;
 }

@@ -21,6 +21,7 @@ std::vector<OptionSpec> codegen_options() {
       {"--arch", "ARCH", "GPU architecture for ptx and cubin (default sm_90)"},
       {"--protocol", "P", fmt::format("simple (peer loads) or ll (data and flag pushed in 8-byte lines, at most {} KiB of "
                                       "vector per launch) (default {})", kLlMaxBytes / 1024, protocol_name(d.protocol))},
+      {"--epilogue", "E", "allreduce: none, or residual (the completing write adds the rank's residual) (default none)"},
   };
 }
 
@@ -47,6 +48,11 @@ std::optional<CodegenArgs> codegen_args(const Command& cmd, const ParsedArgs& ar
     std::optional<Protocol> p = named_value("--protocol", *v, kAllProtocols, &protocol_name, error);
     if (!p) return fail(error);
     k.protocol = *p;
+  }
+  if (std::optional<std::string> v = args.get("--epilogue")) {
+    std::optional<Epilogue> e = named_value("--epilogue", *v, kAllEpilogues, &epilogue_name, error);
+    if (!e) return fail(error);
+    k.epilogue = *e;
   }
   struct IntOption {
     const char* name;

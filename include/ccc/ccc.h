@@ -203,6 +203,14 @@ cccResult_t cccGroupEnd(void);
  * completes such an overlap gets cccInvalidArgument, queues nothing, and may call again. */
 cccResult_t cccAllReduce(const void* sendbuff, void* recvbuff, size_t count, cccDataType_t datatype,
                          cccRedOp_t op, cccComm_t comm, cccStream_t stream);
+/* The fused allreduce + residual add (docs/epilogue.md): recvbuff = allreduce(sendbuff) +
+ * residual, the residual (count elements of datatype, this rank's; tensor parallelism keeps the
+ * same on every rank) added inside the collective's kernel, once per element, where the schedule
+ * completes that element, so no kernel runs after it. residual is only read, by this rank only,
+ * and must not overlap any rank's recvbuff (cccInvalidArgument); it may be sendbuff. The
+ * pattern FlashInfer and TensorRT-LLM call allreduce_fusion with a residual, before the norm. */
+cccResult_t cccAllReduceResidual(const void* sendbuff, const void* residual, void* recvbuff, size_t count,
+                                 cccDataType_t datatype, cccRedOp_t op, cccComm_t comm, cccStream_t stream);
 cccResult_t cccReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount,
                              cccDataType_t datatype, cccRedOp_t op, cccComm_t comm,
                              cccStream_t stream);

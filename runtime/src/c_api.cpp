@@ -177,12 +177,14 @@ Collective collective_of(const cccFunc_t& func) {
 
 // Checks rank handle's part of `call` and queues it, or records it in the thread's open group.
 cccResult_t submit(cccComm_t handle, const ccc::CollectiveCall& call, const void* send, void* recv,
-                   cccStream_t stream) {
+                   cccStream_t stream, const void* residual = nullptr) {
   return guarded([&] {
     int rank = 0;
     std::shared_ptr<Clique> clique = clique_of(handle, &rank);
-    ccc::validate_rank_call(call, clique->comm.size(), rank, send, recv);
-    auto launch = [clique, call, rank, send, recv, stream] { clique->comm.run_rank(call, rank, send, recv, stream); };
+    ccc::validate_rank_call(call, clique->comm.size(), rank, send, recv, residual);
+    auto launch = [clique, call, rank, send, recv, stream, residual] {
+      clique->comm.run_rank(call, rank, send, recv, stream, residual);
+    };
     if (group_depth > 0)
       group_launches.push_back(std::move(launch));
     else
@@ -388,6 +390,15 @@ cccResult_t cccAllReduce(const void* sendbuff, void* recvbuff, size_t count, ccc
   return guarded([&] {
     return submit(comm, {Collective::AllReduce, count, data_type(datatype), reduce_op(op), -1, {}, {}},
                   sendbuff, recvbuff, stream);
+  });
+}
+
+cccResult_t cccAllReduceResidual(const void* sendbuff, const void* residual, void* recvbuff, size_t count,
+                                 cccDataType_t datatype, cccRedOp_t op, cccComm_t comm, cccStream_t stream) {
+  return guarded([&] {
+    ccc::CollectiveCall call{Collective::AllReduce, count, data_type(datatype), reduce_op(op), -1, {}, {}};
+    call.epilogue = ccc::Epilogue::Residual;
+    return submit(comm, call, sendbuff, recvbuff, stream, residual);
   });
 }
 

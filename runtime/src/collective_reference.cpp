@@ -186,8 +186,10 @@ double reduced_exactly(ReduceOp op, int nranks, const Value* in, int k) {
   return op == ReduceOp::Avg ? acc / nranks : acc;
 }
 
-// Does `out` match the reduction of `in[0..k)` under `op`?
-bool reduced_matches(DataType t, ReduceOp op, int nranks, const Value* in, int k, const Value& out) {
+// Does `out` match the reduction of `in[0..k)` under `op` (plus `*residual`, an epilogue's,
+// where not null)?
+bool reduced_matches(DataType t, ReduceOp op, int nranks, const Value* in, int k, const Value& out,
+                     const Value* residual) {
   if (is_float(t)) {
     const double acc = reduced_exactly(op == ReduceOp::Avg ? ReduceOp::Sum : op, nranks, in, k);
     // A sum kept in fp8 between passes rounds each time past exact_integers: by at most half an
@@ -198,9 +200,12 @@ bool reduced_matches(DataType t, ReduceOp op, int nranks, const Value* in, int k
       for (int j = 0; j < k; ++j) magnitude += std::fabs(in[j].f);
       if (magnitude > exact_integers(t)) sum_error = k * std::ldexp(magnitude, -mantissa_bits(t) - 1);
     }
-    if (op != ReduceOp::Avg) return sum_error == 0 ? out.f == acc : std::fabs(out.f - acc) <= sum_error;
-    const double expected = acc / nranks;
-    return std::fabs(out.f - expected) <= std::ldexp(std::fabs(expected), -mantissa_bits(t)) * 2 + sum_error / nranks;
+    const double res = residual != nullptr ? residual->f : 0;
+    if (op != ReduceOp::Avg) return sum_error == 0 ? out.f == acc + res : std::fabs(out.f - (acc + res)) <= sum_error;
+    const double expected = acc / nranks;  // rounded once, then once more with a residual
+    const double rounding = std::ldexp(std::fabs(expected), -mantissa_bits(t)) * 2 +
+                            (residual != nullptr ? std::ldexp(std::fabs(expected + res), -mantissa_bits(t)) : 0);
+    return std::fabs(out.f - (expected + res)) <= rounding + sum_error / nranks;
   }
   const size_t bytes = data_type_size(t);
   const bool sgn = is_signed(t);
@@ -214,6 +219,7 @@ bool reduced_matches(DataType t, ReduceOp op, int nranks, const Value* in, int k
   if (op == ReduceOp::Avg) {
     acc = sgn ? static_cast<uint64_t>(acc_s / nranks) : acc / static_cast<uint64_t>(nranks);
   }
+  if (residual != nullptr) acc += residual->u;  // wrapping, as the kernels' add
   return narrow_unsigned(acc, bytes) == narrow_unsigned(out.u, bytes);
 }
 
@@ -289,7 +295,7 @@ double max_ulp_error(const CollectiveCall& call, int nranks, int rank, std::span
 }
 
 uint64_t count_wrong(const CollectiveCall& call, int nranks, int rank,
-                     std::span<const void* const> inputs, const void* output) {
+                     std::span<const void* const> inputs, const void* output, const void* residual) {
   const DataType t = call.dtype;
   const uint64_t n = call.count;
   uint64_t wrong = 0;
@@ -302,7 +308,9 @@ uint64_t count_wrong(const CollectiveCall& call, int nranks, int rank,
       const uint64_t offset = call.collective == Collective::ReduceScatter ? rank * n : 0;
       for (uint64_t i = 0; i < n; ++i) {
         for (int p = 0; p < nranks; ++p) in[p] = load(t, inputs[p], offset + i);
-        wrong += !reduced_matches(t, call.op, nranks, in.data(), nranks, load(t, output, i));
+        const Value res = residual != nullptr ? load(t, residual, i) : Value{};
+        wrong += !reduced_matches(t, call.op, nranks, in.data(), nranks, load(t, output, i),
+                                  residual != nullptr ? &res : nullptr);
       }
       break;
     }
@@ -341,6 +349,13 @@ HostCollectiveBuffers::HostCollectiveBuffers(const CollectiveCall& shape, int nr
   }
   call_.send = send_;
   call_.recv = recv_;
+  if (shape.epilogue != Epilogue::None) {
+    for (int r = 0; r < nranks; ++r) {
+      residual_storage_.emplace_back((offset + block) / 8 + 1);
+      residual_.push_back(reinterpret_cast<unsigned char*>(residual_storage_.back().data()) + offset);
+    }
+    call_.residual = residual_;
+  }
 }
 
 void HostCollectiveBuffers::prepare(uint64_t salt) {
@@ -352,13 +367,16 @@ void HostCollectiveBuffers::prepare(uint64_t salt) {
     const auto* in = static_cast<const unsigned char*>(send_[r]);
     inputs_[r].assign(in, in + send_bytes(call_, nranks_));
   }
+  for (const void* residual : residual_)  // rank 0's values of a later salt, on every rank
+    fill_input(call_.dtype, 0, salt + 0x5eed, call_.count, const_cast<void*>(residual));
 }
 
 uint64_t HostCollectiveBuffers::wrong_elements() const {
   std::vector<const void*> inputs;
   for (const auto& in : inputs_) inputs.push_back(in.data());
   uint64_t wrong = 0;
-  for (int r = 0; r < nranks_; ++r) wrong += count_wrong(call_, nranks_, r, inputs, recv_[r]);
+  for (int r = 0; r < nranks_; ++r)
+    wrong += count_wrong(call_, nranks_, r, inputs, recv_[r], residual_.empty() ? nullptr : residual_[r]);
   return wrong;
 }
 

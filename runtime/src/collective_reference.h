@@ -24,10 +24,11 @@ void fill_input(DataType dtype, int rank, uint64_t salt, uint64_t elems, void* d
 void poison(DataType dtype, uint64_t elems, void* dst);
 
 // The number of elements of rank `rank`'s recv buffer (`output`) that differ from what `call`
-// must produce from `inputs` (every rank's send buffer as it was before the call). Reduce
-// checks only the root's output.
+// must produce from `inputs` (every rank's send buffer as it was before the call), plus
+// `residual` (the rank's, for an allreduce with Epilogue::Residual; else null). Reduce checks
+// only the root's output.
 uint64_t count_wrong(const CollectiveCall& call, int nranks, int rank,
-                     std::span<const void* const> inputs, const void* output);
+                     std::span<const void* const> inputs, const void* output, const void* residual = nullptr);
 
 // Rank `rank`'s input for measuring rounding rather than checking: floats uniform in [-1, 1) on a
 // grid of 2^-12 (every sum of up to 2^11 of them is exact in float and double, so what a kernel
@@ -48,7 +49,8 @@ double max_ulp_error(const CollectiveCall& call, int nranks, int rank, std::span
 // Every rank's host buffers for one collective call of `shape`. In place, send and recv share
 // one allocation the way NCCL's in-place calls lay them out (reduce_scatter: recv is the rank's
 // block of send; allgather: send is the rank's block of recv). Every buffer starts `offset`
-// bytes into its 8-byte-aligned allocation.
+// bytes into its 8-byte-aligned allocation. With an epilogue, each rank has a residual too, the
+// same values on every rank (tensor parallelism's), refilled by each prepare.
 class HostCollectiveBuffers {
  public:
   HostCollectiveBuffers(const CollectiveCall& shape, int nranks, bool in_place, size_t offset = 0);
@@ -70,6 +72,8 @@ class HostCollectiveBuffers {
   std::vector<const void*> send_;
   std::vector<void*> recv_;
   std::vector<std::vector<unsigned char>> inputs_;
+  std::vector<std::vector<uint64_t>> residual_storage_;  // shape.epilogue: each rank's residual
+  std::vector<const void*> residual_;
 };
 
 }  // namespace ccc

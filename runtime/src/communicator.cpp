@@ -327,7 +327,7 @@ struct Communicator::Impl {
     const bool in_place = is_in_place(call, rank, send, recv);
     if (ledger) ledger->check(call, rank, send, recv);  // an overlap is refused before any compile
     build_unlocked(lock, call, in_place);
-    const CallShape shape{call.collective, call.count, call.dtype, call.op, call.root, in_place};
+    const CallShape shape{call.collective, call.count, call.dtype, call.op, call.root, in_place, call.epilogue};
     if (ledger) {
       extents = ledger->check(call, rank, send, recv);  // again: other ranks may have issued meanwhile
       if (!ledger->agree(shape, rank).empty()) {

@@ -55,6 +55,7 @@ std::string difference(const CallShape& a, int ra, const CallShape& b, int rb) {
   if (has_op && a.op != b.op) return differs("op", reduce_op_name(a.op), reduce_op_name(b.op));
   const bool rooted = a.collective == Collective::Broadcast || a.collective == Collective::Reduce;
   if (rooted && a.root != b.root) return differs("root", std::to_string(a.root), std::to_string(b.root));
+  if (a.epilogue != b.epilogue) return differs("epilogue", epilogue_name(a.epilogue), epilogue_name(b.epilogue));
   if (a.in_place != b.in_place)
     return fmt::format("{}: rank {} runs {}, rank {} {} (all ranks in place or none)", what, ra,
                        a.in_place ? "in place" : "out of place", rb, b.in_place ? "in place" : "out of place");

@@ -48,6 +48,7 @@ struct CallShape {
   ReduceOp op = ReduceOp::Sum;
   int root = -1;
   bool in_place = false;
+  Epilogue epilogue = Epilogue::None;
 };
 
 class RankCallLedger {

@@ -317,6 +317,62 @@ TEST(CApi, GroupsQueueTheirCallsAtGroupEnd) {
   for (cccComm_t c : comms) EXPECT_EQ(cccCommDestroy(c), cccSuccess);
 }
 
+// The fused allreduce + residual: recv = sum + residual, in place of send too; a residual that
+// is null, misaligned or overlaps recv is refused when its rank calls, as is a rank whose peer
+// called the plain allreduce (another kernel: CCC_ERR_MISMATCH, every rank fails).
+TEST(CApi, AllReduceResidualAddsTheResidualOnce) {
+  const int n = 3;
+  const size_t count = 1001;
+  std::vector<cccComm_t> comms(n);
+  ASSERT_EQ(cccCommInitAllHost(comms.data(), n), cccSuccess);
+  std::vector<std::vector<float>> in(n, std::vector<float>(count)), out(n, std::vector<float>(count, -1.0f));
+  std::vector<std::vector<float>> residual(n, std::vector<float>(count));
+  for (int r = 0; r < n; ++r)
+    for (size_t i = 0; i < count; ++i) {
+      in[r][i] = static_cast<float>((r + 1) * (i % 7));
+      residual[r][i] = 0.5f * static_cast<float>(i % 5);  // the same on every rank
+    }
+  for (bool in_place : {false, true}) {
+    ASSERT_EQ(cccGroupStart(), cccSuccess);
+    for (int r = 0; r < n; ++r)
+      EXPECT_EQ(cccAllReduceResidual(in[r].data(), residual[r].data(), in_place ? in[r].data() : out[r].data(), count,
+                                     cccFloat32, cccSum, comms[r], nullptr),
+                cccSuccess)
+          << last_error();
+    ASSERT_EQ(cccGroupEnd(), cccSuccess);
+    for (int r = 0; r < n; ++r) ASSERT_EQ(cccCommSynchronize(comms[r]), cccSuccess) << last_error();
+    for (int r = 0; r < n; ++r)
+      for (size_t i = 0; i < count; ++i)
+        ASSERT_EQ((in_place ? in : out)[r][i], 6.0f * static_cast<float>(i % 7) + 0.5f * static_cast<float>(i % 5))
+            << (in_place ? "in place, " : "") << "rank " << r << " element " << i;
+  }
+  float* misaligned = reinterpret_cast<float*>(reinterpret_cast<char*>(residual[0].data()) + 1);
+  EXPECT_EQ(cccAllReduceResidual(in[0].data(), nullptr, out[0].data(), count, cccFloat32, cccSum, comms[0], nullptr),
+            cccInvalidArgument);
+  EXPECT_EQ(last_error(), "allreduce: rank 0: null residual buffer");
+  EXPECT_EQ(cccAllReduceResidual(in[0].data(), misaligned, out[0].data(), count, cccFloat32, cccSum, comms[0], nullptr),
+            cccInvalidArgument);
+  EXPECT_NE(last_error().find("residual buffer 0x"), std::string::npos) << last_error();
+  EXPECT_EQ(cccAllReduceResidual(in[0].data(), out[0].data() + 3, out[0].data(), count, cccFloat32, cccSum, comms[0],
+                                 nullptr),
+            cccInvalidArgument);
+  EXPECT_NE(last_error().find("the residual buffer overlaps recv"), std::string::npos) << last_error();
+  // Rank 0 fused, the others plain: another kernel, so every rank fails (nobody waits for ever).
+  ASSERT_EQ(cccGroupStart(), cccSuccess);
+  EXPECT_EQ(cccAllReduceResidual(in[0].data(), residual[0].data(), out[0].data(), count, cccFloat32, cccSum, comms[0],
+                                 nullptr),
+            cccSuccess);
+  for (int r = 1; r < n; ++r)
+    EXPECT_EQ(cccAllReduce(in[r].data(), out[r].data(), count, cccFloat32, cccSum, comms[r], nullptr), cccSuccess);
+  cccGroupEnd();
+  for (int r = 0; r < n; ++r) {
+    EXPECT_NE(cccCommSynchronize(comms[r]), cccSuccess) << "rank " << r;
+    EXPECT_NE(last_error().find("allreduce: rank 1 passed epilogue none, rank 0 epilogue residual"), std::string::npos)
+        << last_error();
+  }
+  for (cccComm_t c : comms) EXPECT_EQ(cccCommDestroy(c), cccSuccess);
+}
+
 // Ranks that disagree on the count: every rank that called gets an error, none succeeds without
 // the work, and the clique is usable again afterwards. Repeated: a rank whose synchronize runs
 // while its peers are still failing reports the failure then, and only then (a later reset
