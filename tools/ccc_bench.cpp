@@ -58,6 +58,7 @@ struct Config {
   int ranks = 0;  // 0: 4 host ranks, or one per listed CUDA device
   std::vector<int> devices;
   Collective collective = Collective::AllReduce;
+  Epilogue epilogue = Epilogue::None;  // --epilogue: allreduce's fused residual add
   int root = 0;
   CommOptions comm;
   bool baseline = false;
@@ -192,6 +193,12 @@ const std::vector<Option>& options() {
        [](Config& c, const std::string& v) { c.comm.algo = v; }},
       {"", "--collective", "C", "allreduce, reduce_scatter, allgather, broadcast, reduce, alltoall",
        [](Config& c, const std::string& v) { c.collective = parse_collective(v); }},
+      {"", "--epilogue", "E", "allreduce: none, or residual (recv = allreduce + residual, fused; docs/epilogue.md)",
+       [](Config& c, const std::string& v) {
+         const std::optional<Epilogue> e = parse_epilogue(v);
+         if (!e) usage(fmt::format("--epilogue is none or residual, not '{}'", v));
+         c.epilogue = *e;
+       }},
       {"", "--channels", "C", "channels per rank", [](Config& c, const std::string& v) { c.comm.channels = parse_int_arg(v, "channel count"); }},
       {"", "--block-threads", "T", "host and sim: threads per block, as fibers (default $CCC_HOST_BLOCK_THREADS, else 1; sim: N, 8 to 32)",
        [](Config& c, const std::string& v) { c.comm.host_block_threads = parse_int_arg(v, "thread count"); }},
@@ -265,6 +272,8 @@ Config parse(int argc, char** argv) {
   if (c.min_bytes > c.max_bytes) usage("-b is larger than -e");
   if (c.graph_replays > 0 && c.backend == "host") usage("-G (CUDA graphs) needs --backend cuda or sim");
   if (c.critical_path && c.backend != "sim") usage("--critical-path needs --backend sim");
+  if (c.epilogue != Epilogue::None && c.collective != Collective::AllReduce)
+    usage(fmt::format("--epilogue {}: only allreduce has one", epilogue_name(c.epilogue)));
   if (c.comm.sim_timing_only && c.backend != "sim") usage("--timing-only needs --backend sim");
   if (c.comm.sim_timing_only) c.check = 0;  // the outputs are never written
   if (c.baseline && c.backend == "sim") usage("--baseline times a copy on this machine, which says nothing of the simulated GPUs");
@@ -330,6 +339,8 @@ struct Bench {
   std::optional<Communicator> graph_comm;  // sim with -G: the same ranks, launches priced as graph replays
   std::vector<void*> streams;  // one per rank on CUDA, none on the host
   std::vector<void*> region_a, region_b;
+  std::vector<const void*> residual;  // --epilogue: each rank's residual (region_bytes)
+  std::vector<unsigned char> residual_host;  // the values the last fresh-input run gave them
   uint64_t region_bytes = 0;
   int devices = 1;  // memories the ranks are spread over
 
@@ -375,6 +386,11 @@ void run_on_fresh_inputs(Bench& b, const CollectiveCall& call, Fill fill, Look l
   const uint64_t elem = data_type_size(call.dtype);
   std::vector<std::vector<unsigned char>> inputs(n, std::vector<unsigned char>(in_bytes));
   std::vector<unsigned char> host(out_bytes);
+  if (call.epilogue != Epilogue::None) {  // a residual of its own (as a rank n's input), the same on every rank
+    fill(call.dtype, n, out_bytes / elem, host.data());
+    for (int r = 0; r < n; ++r) b.mem->upload(r, const_cast<void*>(call.residual[r]), host.data(), out_bytes);
+    b.residual_host = host;
+  }
   for (int r = 0; r < n; ++r) {
     poison(call.dtype, out_bytes / elem, host.data());
     b.mem->upload(r, const_cast<void*>(static_cast<const void*>(call.recv[r])), host.data(), out_bytes);
@@ -396,14 +412,18 @@ uint64_t checked_run(Bench& b, const CollectiveCall& call, uint64_t salt) {
   uint64_t wrong = 0;
   run_on_fresh_inputs(
       b, call, [&](DataType t, int r, uint64_t elems, void* dst) { fill_input(t, r, salt, elems, dst); },
-      [&](int r, const std::vector<const void*>& in, const void* out) { wrong += count_wrong(call, b.n, r, in, out); });
+      [&](int r, const std::vector<const void*>& in, const void* out) {
+        wrong += count_wrong(call, b.n, r, in, out,
+                             call.epilogue == Epilogue::None ? nullptr : b.residual_host.data());
+      });
   return wrong;
 }
 
 // Whether a call's result rounds (floats reduced), so that its error against float64 means
 // something; the rest are exact or wrong (#wrong).
 bool rounds(const CollectiveCall& call) {
-  return data_type_is_float(call.dtype) && (call.collective == Collective::AllReduce ||
+  return data_type_is_float(call.dtype) && call.epilogue == Epilogue::None &&
+         (call.collective == Collective::AllReduce ||
                                             call.collective == Collective::Reduce ||
                                             call.collective == Collective::ReduceScatter);
 }
@@ -464,7 +484,8 @@ std::string placement_columns(const char* time_unit) {
 
 void print_header(const Bench& b) {
   const Config& cfg = b.cfg;
-  fmt::print("# ccc-bench: {} on {} {} ranks{}, schedule {}, {} calls{}\n#\n", collective_name(cfg.collective), b.n,
+  fmt::print("# ccc-bench: {}{} on {} {} ranks{}, schedule {}, {} calls{}\n#\n", collective_name(cfg.collective),
+             cfg.epilogue == Epilogue::None ? "" : fmt::format(" + {} (fused)", epilogue_name(cfg.epilogue)), b.n,
              cfg.backend,
              cfg.backend == "sim" ? fmt::format(" ({}, virtual time: a prediction, docs/simulator.md)",
                                                  std::filesystem::path(cfg.comm.topology_file).filename().string())
@@ -560,6 +581,7 @@ int run_bandwidth(const Config& cfg) {
   for (int r = 0; r < b.n; ++r) {
     b.region_a.push_back(b.mem->alloc(r, b.region_bytes));
     b.region_b.push_back(b.mem->alloc(r, b.region_bytes));
+    if (cfg.epilogue != Epilogue::None) b.residual.push_back(b.mem->alloc(r, b.region_bytes));
   }
   print_header(b);
   const bool rooted = cfg.collective == Collective::Broadcast || cfg.collective == Collective::Reduce;
@@ -576,6 +598,8 @@ int run_bandwidth(const Config& cfg) {
         call.op = op;
         call.root = rooted ? cfg.root : -1;
         call.count = size / (data_type_size(dtype) * (blocks ? b.n : 1));
+        call.epilogue = cfg.epilogue;
+        if (cfg.epilogue != Epilogue::None) call.residual = b.residual;
         if (call.count > 0) run_size(b, call, totals);
       }
     }

@@ -391,11 +391,16 @@ class Communicator(_CommunicatorHandle):
         return [_current_stream(a) for a in send]
 
     def all_reduce(self, send: Sequence[Any], recv: Optional[Sequence[Any]] = None, *, op: Union[ReduceOp, str] = ReduceOp.SUM,
-                   streams: Optional[Sequence[int]] = None) -> None:
-        """Every rank's recv gets the element-wise reduction of all sends; recv None: in place."""
+                   residual: Optional[Sequence[Any]] = None, streams: Optional[Sequence[int]] = None) -> None:
+        """Every rank's recv gets the element-wise reduction of all sends; recv None: in place.
+
+        residual: one array per rank (send's type and size; tensor parallelism's residual
+        stream, the same on every rank) for the fused allreduce + residual: recv = reduction +
+        residual, added inside the collective where each element completes (docs/epilogue.md).
+        It must not overlap any recv, so it cannot be in place on the residual."""
         send, recv = self._ranks(send), self._ranks(recv)
         self._comm.all_reduce(list(send), self._recv(send, recv), _enum(ReduceOp, op, "op"),
-                              self._streams(send, streams))
+                              self._streams(send, streams), list(self._ranks(residual)) if residual is not None else [])
 
     def reduce(self, send: Sequence[Any], recv: Optional[Sequence[Any]] = None, *, root: int = 0,
                op: Union[ReduceOp, str] = ReduceOp.SUM, streams: Optional[Sequence[int]] = None) -> None:

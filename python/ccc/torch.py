@@ -127,9 +127,17 @@ class Communicator(_CommunicatorHandle):
                                        "pass x.contiguous() and copy the result back)")
         return tensor.detach()
 
-    def all_reduce(self, tensor: "torch.Tensor", op: Op = dist.ReduceOp.SUM) -> None:
-        """Every rank's tensor becomes the element-wise reduction of all ranks' tensors."""
-        self._comm.all_reduce(self._tensor("tensor", tensor), op=_op(op))
+    def all_reduce(self, tensor: "torch.Tensor", op: Op = dist.ReduceOp.SUM,
+                   residual: Optional["torch.Tensor"] = None) -> None:
+        """Every rank's tensor becomes the element-wise reduction of all ranks' tensors.
+
+        ``residual`` (a tensor like ``tensor``, the same on every rank, as tensor parallelism's
+        residual stream is): the fused allreduce + residual, ``tensor = allreduce(tensor) +
+        residual`` in the collective's kernel, the residual added where each element completes
+        (docs/epilogue.md). It is only read and must not be ``tensor`` itself."""
+        x = self._tensor("tensor", tensor)
+        self._comm.all_reduce(x, op=_op(op),
+                              residual=None if residual is None else self._tensor("residual", residual, like=x))
 
     def reduce(self, tensor: "torch.Tensor", dst: int = 0, op: Op = dist.ReduceOp.SUM) -> None:
         """Rank ``dst``'s tensor becomes the reduction of all ranks' tensors; the others' are left

@@ -255,6 +255,7 @@ bool is_c_contiguous(const A& a) {
 struct Buffers {
   std::vector<const void*> send;
   std::vector<void*> recv;
+  std::vector<const void*> residual;  // all_reduce's epilogue, or none
   uint64_t send_count = 0;
   uint64_t recv_count = 0;
   ccc::DataType dtype = ccc::DataType::F32;
@@ -281,7 +282,8 @@ class PyCommunicator {
   // Per-rank send and recv arrays: one per rank here (one of a multi-process rank), one device type (CPU for host, CUDA for cuda),
   // one element type, each C-contiguous with the same size on every rank. (In place, the Python
   // side passes the send arrays as recv too; nanobind has made sure recv arrays are writable.)
-  Buffers buffers(const std::vector<Array>& send, const std::vector<WritableArray>& recv) const {
+  Buffers buffers(const std::vector<Array>& send, const std::vector<WritableArray>& recv,
+                  const std::vector<Array>& residual = {}) const {
     const size_t n = rank_ >= 0 ? 1 : static_cast<size_t>(comm_.size());
     auto invalid = [](const std::string& m) { throw ccc::Error(ccc::ErrorKind::InvalidArgument, m); };
     if (send.size() != n) invalid(fmt::format("send: expected one array per rank ({}), got {}", n, send.size()));
@@ -311,6 +313,16 @@ class PyCommunicator {
       check(recv[r], "recv", r, b.recv_count);
       b.recv.push_back(recv[r].data());
     }
+    if (!residual.empty() && residual.size() != n)
+      invalid(fmt::format("residual: expected one array per rank ({}), got {}", n, residual.size()));
+    uint64_t residual_count = 0;
+    for (size_t r = 0; r < residual.size(); ++r) {
+      check(residual[r], "residual", r, residual_count);
+      b.residual.push_back(residual[r].data());
+    }
+    if (!residual.empty() && residual_count != b.send_count)
+      invalid(fmt::format("residual: {} elements per rank where send has {}; they must be equal", residual_count,
+                          b.send_count));
     return b;
   }
 
@@ -348,21 +360,27 @@ class PyCommunicator {
   // the single-process CUDA calls do (stream-ordered, so it can be captured into a CUDA graph).
   void launch(ccc::Collective collective, const Buffers& b, uint64_t count, ccc::ReduceOp op, int root,
               const std::vector<uintptr_t>& streams) {
-    const ccc::CollectiveCall call{collective, count, b.dtype, op, root, b.send, b.recv};
+    ccc::CollectiveCall call{collective, count, b.dtype, op, root, b.send, b.recv};
+    if (!b.residual.empty()) {
+      call.epilogue = ccc::Epilogue::Residual;
+      call.residual = b.residual;
+    }
     const ccc::Communicator::Streams stream = stream_span(streams);
     run([&] {
       if (rank_ < 0) {
         comm_.run(call, stream);
         return;
       }
-      comm_.run_rank(call, rank_, b.send[0], b.recv[0], stream.empty() ? nullptr : stream[0]);
+      comm_.run_rank(call, rank_, b.send[0], b.recv[0], stream.empty() ? nullptr : stream[0],
+                     b.residual.empty() ? nullptr : b.residual[0]);
       if (comm_.backend() != ccc::BackendKind::Cuda) comm_.synchronize();
     });
   }
 
+  // `residual`: one array per rank for the fused allreduce + residual (Epilogue::Residual), or none.
   void all_reduce(const std::vector<Array>& send, const std::vector<WritableArray>& recv, ccc::ReduceOp op,
-                  const std::vector<uintptr_t>& streams) {
-    Buffers b = buffers(send, recv);
+                  const std::vector<uintptr_t>& streams, const std::vector<Array>& residual) {
+    Buffers b = buffers(send, recv, residual);
     same_counts("all_reduce", b);
     launch(ccc::Collective::AllReduce, b, b.send_count, op, -1, streams);
   }
@@ -634,7 +652,7 @@ NB_MODULE(_ccc, m) {
       .def("virtual_seconds", &PyCommunicator::virtual_seconds)
       .def("critical_path", &PyCommunicator::critical_path)
       .def("all_reduce", &PyCommunicator::all_reduce, nb::arg("send"), nb::arg("recv"), nb::arg("op"),
-           nb::arg("streams"))
+           nb::arg("streams"), nb::arg("residual"))
       .def("reduce", &PyCommunicator::reduce, nb::arg("send"), nb::arg("recv"), nb::arg("root"), nb::arg("op"),
            nb::arg("streams"))
       .def("broadcast", &PyCommunicator::broadcast, nb::arg("send"), nb::arg("recv"), nb::arg("root"),

@@ -42,6 +42,24 @@ def test_all_reduce_ops(comm, op, fold):
         np.testing.assert_allclose(o, fold(np.stack(xs), axis=0).astype(np.float32), rtol=1e-6)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float16, np.int32])
+@pytest.mark.parametrize("in_place", [False, True])
+def test_all_reduce_with_residual_adds_it_once(comm, dtype, in_place):
+    """The fused allreduce + residual: recv = sum + residual on every rank (docs/epilogue.md)."""
+    xs = inputs(dtype)
+    residual = [((np.arange(COUNT) * 7) % 5).astype(dtype) for _ in range(RANKS)]  # the same on every rank
+    want = sum(x.astype(np.float64) for x in xs) + residual[0].astype(np.float64)
+    out = xs if in_place else [np.zeros_like(x) for x in xs]
+    comm.all_reduce(xs, None if in_place else out, residual=residual)
+    for o in out:
+        np.testing.assert_array_equal(o.astype(np.float64), want)
+    ys = f32()
+    with pytest.raises(ccc.InvalidArgumentError, match="the residual buffer overlaps recv"):
+        comm.all_reduce(ys, residual=ys)  # in place on the residual: partial sums pass through recv
+    with pytest.raises(ccc.InvalidArgumentError, match="residual: 1002 elements per rank where send has 1001"):
+        comm.all_reduce(f32(), [np.zeros(COUNT, np.float32) for _ in range(RANKS)], residual=f32(COUNT + 1))
+
+
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("in_place", [False, True])
 def test_reduce(comm, dtype, in_place):

@@ -64,6 +64,9 @@ def check_collectives(comm, nranks, rank):
         x = data(rank, dtype)
         comm.all_reduce(x)
         assert_equal(x, rows.sum(0), f"all_reduce {dtype}")
+        x, residual = data(rank, dtype), data(7, dtype)  # the same residual on every rank
+        comm.all_reduce(x, residual=residual)
+        assert_equal(x, rows.sum(0) + data(7, dtype).to(rows.dtype), f"all_reduce + residual {dtype}")
         root = nranks - 1
         x = data(rank, dtype)
         comm.reduce(x, dst=root)

@@ -104,6 +104,22 @@ TEST(BenchCli, ErrorAgainstFloat64InUlps) {
   EXPECT_FALSE(has(ints.output, "# Largest error")) << ints.output;
 }
 
+// --epilogue residual: the fused allreduce + residual, checked against the reference plus the
+// residual in both placements (in place: recv = send, the residual apart); allreduce only.
+TEST(BenchCli, EpilogueResidualIsCheckedInBothPlacements) {
+  for (const char* algo : {"ring", "oneshot"}) {
+    const BenchResult r = run_bench(std::string("--ranks 3 -b 1K -e 64K -f 8 -n 1 -w 0 -d bfloat16 --epilogue residual --algo ") +
+                                    algo);
+    ASSERT_EQ(r.code, 0) << r.output;
+    EXPECT_TRUE(has(r.output, "# ccc-bench: allreduce + residual (fused) on 3 host ranks")) << r.output;
+    EXPECT_EQ(data_rows(r.output), 3) << r.output;
+    EXPECT_TRUE(has(r.output, "\n# Out of bounds values : 0 OK\n")) << r.output;
+  }
+  EXPECT_TRUE(has(run_bench("--collective allgather --epilogue residual").output,
+                  "--epilogue residual: only allreduce has one"));
+  EXPECT_TRUE(has(run_bench("--epilogue rmsnorm").output, "--epilogue is none or residual, not 'rmsnorm'"));
+}
+
 TEST(BenchCli, ZeroMinimumWithAFactorIsAnErrorAndWithAStepRuns) {
   const BenchResult factor = run_bench("-b 0 -e 1K");
   EXPECT_EQ(factor.code, 2) << factor.output;
