@@ -83,6 +83,18 @@ int run_run(const ParsedArgs& args, std::ostream& out, std::ostream& err) {
     if (!e) return usage_error(cmd, error, err);
     shape.epilogue = *e;
   }
+  if (auto h = args.get("--hidden")) {
+    const std::optional<int> v = parse_int(*h, 1, 1 << 30);
+    if (!v) return usage_error(cmd, fmt::format("--hidden expects a row length of 1 .. 2^30 elements, not '{}'", *h), err);
+    shape.hidden = static_cast<uint64_t>(*v);
+  }
+  if (auto e = args.get("--eps")) {
+    char* end = nullptr;
+    shape.eps = std::strtof(e->c_str(), &end);
+    if (end == e->c_str() || *end != '\0') return usage_error(cmd, fmt::format("--eps expects a number, not '{}'", *e), err);
+  }
+  if (shape.epilogue == Epilogue::ResidualRmsNorm && shape.hidden == 0)
+    return usage_error(cmd, "--epilogue residual-rmsnorm needs --hidden H (the row length)", err);
 
   options.trace_file = args.get("--trace").value_or("");
   options.defines = fe->options.defines;  // the kernel runs the schedule as checked
@@ -118,7 +130,9 @@ int run_run(const ParsedArgs& args, std::ostream& out, std::ostream& err) {
     if (sim) second = virtual_seconds;
     const double bytes = static_cast<double>(std::max(send_bytes(shape, n), recv_bytes(shape, n)));
     const double algbw = bytes / second / 1e9;
-    const uint64_t elements = 2 * n * (recv_bytes(shape, n) / data_type_size(shape.dtype));
+    // An RMSNorm's residual_out is checked too.
+    const uint64_t elements = 2 * n * (recv_bytes(shape, n) / data_type_size(shape.dtype)) *
+                              (shape.epilogue == Epilogue::ResidualRmsNorm ? 2 : 1);
     // The op only where the collective reduces, the root only where it has one.
     const bool reduces = shape.collective == Collective::AllReduce ||
                          shape.collective == Collective::ReduceScatter || shape.collective == Collective::Reduce;
@@ -128,9 +142,11 @@ int run_run(const ParsedArgs& args, std::ostream& out, std::ostream& err) {
                        data_type_name(shape.dtype), reduces ? std::string(" ") + reduce_op_name(shape.op) : "",
                        shape.root >= 0 ? fmt::format(", root {}", shape.root) : "",
                        in_place ? "in place" : "out of place");
-    if (shape.epilogue != Epilogue::None)
-      out << fmt::format("  epilogue: {} (added where each element completes; docs/epilogue.md)\n",
-                         epilogue_name(shape.epilogue));
+    if (shape.epilogue == Epilogue::Residual)
+      out << "  epilogue: residual (added where each element completes; docs/epilogue.md)\n";
+    if (shape.epilogue == Epilogue::ResidualRmsNorm)
+      out << fmt::format("  epilogue: residual-rmsnorm, {} rows of hidden {}, eps {:g} (docs/epilogue.md)\n",
+                         shape.count / shape.hidden, shape.hidden, shape.eps);
     out << fmt::format("  first call (generate + compile + run): {:.1f} ms\n", first * 1e3);
     if (sim)
       out << fmt::format("  run: {:.2f} us of virtual time on {}{} (a prediction), algbw {:.2f} GB/s, busbw {:.2f} GB/s\n",
@@ -169,7 +185,10 @@ std::vector<OptionSpec> run_options() {
   opts.push_back({"--channels", "C", "thread blocks per rank (default: the code generator's)"});
   opts.push_back({"--tile-bytes", "B", "tile size, a multiple of 64 (default: the code generator's)"});
   opts.push_back({"--protocol", "P", "simple or ll (default: simple; ll moves at most 256 KiB per call)"});
-  opts.push_back({"--epilogue", "E", "allreduce: none, or residual (out = allreduce + residual, fused; default none)"});
+  opts.push_back({"--epilogue", "E", "allreduce: none, residual (out = allreduce + residual, fused), or residual-rmsnorm "
+                                     "(then RMSNorm over rows of --hidden; weight and residual_out checked too)"});
+  opts.push_back({"--hidden", "H", "residual-rmsnorm: the row length (count is rows x H)"});
+  opts.push_back({"--eps", "E", "residual-rmsnorm: added to each row's mean square (default 1e-6)"});
   opts.push_back({"--trace", "F", "write a Chrome trace-event timeline of the runs to F (docs/tracing.md)"});
   return opts;
 }
@@ -180,7 +199,7 @@ const Command& run_command() {
   static const Command cmd{"run", "run a schedule on the host backend, or simulated, and check every element",
                            "ccc run FILE --ranks N --count C [--root R] [--define NAME=V,...] [--in-place] [--Werror] [--dtype D]\n"
                            "       [--op O] [--channels C] [--tile-bytes B] [--protocol P] [--backend host|sim] [--topo F]\n"
-                           "       [--critical-path] [--graph] [--epilogue E] [--trace F]",
+                           "       [--critical-path] [--graph] [--epilogue E] [--hidden H] [--eps E] [--trace F]",
                            run_options(), &run_run};
   return cmd;
 }

@@ -105,6 +105,18 @@ typedef struct ccc_trace_channel {
   ccc_trace_step steps[CCC_TRACE_CAPACITY];
 } ccc_trace_channel;
 
+/* A fused epilogue's operands, each rank's own (docs/epilogue.md). Read (and residual_out
+ * written) by the rank itself only, so any memory its own device reaches will do. Kernels without
+ * an epilogue never read them. */
+typedef struct ccc_epilogue_args {
+  const void* residual;     /* [count] added by the write that completes each element */
+  const void* weight;       /* RMSNorm: [hidden], each row's elements scaled by it */
+  void* residual_out;       /* RMSNorm: [count] gets the pre-norm sum (the next residual), or null */
+  unsigned long long hidden; /* RMSNorm: the row length; count is rows x hidden */
+  float eps;                /* RMSNorm: added to the mean square */
+  int reserved;
+} ccc_epilogue_args;
+
 /* The single kernel argument. Counts are in elements of the kernel's dtype:
  *   allreduce, broadcast, reduce:  input and output hold `count` elements;
  *   reduce_scatter:                input holds N * count, output holds `count` (the rank's block);
@@ -123,12 +135,8 @@ typedef struct ccc_launch_args {
   ccc_trace_channel* trace;      /* indexed by the block index (see ccc_device.h): [channels], or
                                     [N * channels] for virtual ranks; read only by traced kernels,
                                     which also accept null (nothing recorded) */
-  /* Epilogue kernels only (an allreduce + residual: Config's op is add_residual<op>): the rank's
-   * residual, `count` elements of the kernel's dtype that the write completing each element adds
-   * (ccc_data.h). Read by the rank itself only, so any memory its own device reads will do; the
-   * other kernels never read these. */
-  const void* residual;
-  const void* const* virtual_residual; /* [N] each virtual rank's residual (rank == -1) */
+  ccc_epilogue_args epilogue;                /* epilogue kernels (rank >= 0): the rank's operands */
+  const ccc_epilogue_args* virtual_epilogue; /* [N] each virtual rank's (rank == -1), else null */
 } ccc_launch_args;
 
 /* Host emulation only (ccc_device_host.h): one emulated GPU thread of a thread block. The host

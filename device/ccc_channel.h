@@ -143,6 +143,7 @@ class Channel : public ProtocolFor<Cfg_>::type {
     CCC_ROLLED
     while (end->code != instr_end) ++end;
     if (!wait_all(program, end, -1, map)) return false;
+    this->rmsnorm_own_rows();
 #ifdef CCC_TRACE_ENABLED
     if (trace_ != nullptr) trace_->exit = now_ns();
 #endif

@@ -155,8 +155,15 @@ struct add_residual {
   template <class A> static CCC_FN A apply(A a, A b) { return Op::apply(a, b); }
   template <class A> static CCC_FN A finish(A a, int n) { return Op::finish(a, n); }
 };
+/* The same, then RMSNorm over rows of `hidden` elements once every write of the rank's output
+ * is done (Channel::run, rmsnorm_rows): out = rmsnorm(allreduce(x) + residual) * weight. */
+template <class Op>
+struct add_residual_rmsnorm : add_residual<Op> {};
 template <class Op> struct HasResidual { static const bool value = false; };
 template <class Op> struct HasResidual<add_residual<Op> > { static const bool value = true; };
+template <class Op> struct HasResidual<add_residual_rmsnorm<Op> > { static const bool value = true; };
+template <class Op> struct HasRmsNorm { static const bool value = false; };
+template <class Op> struct HasRmsNorm<add_residual_rmsnorm<Op> > { static const bool value = true; };
 /* The completing write's value: the op's finish, then residual[i] where the kernel has one
  * (residual is null in the others, and never offset there). */
 template <class T, class Op, bool Finish>
@@ -300,6 +307,36 @@ CCC_NOINLINE void combine(T* dst, Sources<T, K> s, long long n, const T* residua
   for (long long v = thread_index(); v < nvec; v += U * stride)
     combine_vectors<T, Op, K, Finish, Ranks, U>(out, body, body_residual, v, stride, nvec);
   combine_elements<T, Op, K, Finish, Ranks>(dst, s, residual, head, head + nvec * E, n);
+}
+
+/* RMSNorm of the whole rows [begin, end) of `out` (rows of `hidden` elements), in place: each
+ * element times rsqrt(mean square of its row + eps) times weight[column], in float, rounded
+ * once; the pre-norm row copied to residual_out first where that is not null. The block's
+ * threads share each row, each thread the same elements in both loops (so no element is read by
+ * one thread after another wrote it); block_sum's barriers make every thread of the block call
+ * this, with the same rows. float types only (the lowering refuses the others). */
+template <class T>
+CCC_NOINLINE void rmsnorm_rows(T* out, const T* weight, T* residual_out, long long begin, long long end,
+                               long long hidden, float eps) {
+  if (!moves_data()) return;  // the simulator's timing-only mode (priced by the caller)
+  const long long stride = block_threads();
+  CCC_ROLLED
+  for (long long row = begin; row < end; row += hidden) {
+    T* const x = out + row;
+    float squares = 0.0f;
+    CCC_ROLLED
+    for (long long i = thread_index(); i < hidden; i += stride) {
+      const float v = static_cast<float>(Num<T>::to(x[i]));
+      squares += v * v;
+    }
+    const float scale = rsqrt(block_sum(squares) / static_cast<float>(hidden) + eps);
+    CCC_ROLLED
+    for (long long i = thread_index(); i < hidden; i += stride) {
+      const T v = x[i];
+      if (residual_out != nullptr) residual_out[row + i] = v;
+      x[i] = Num<T>::from(static_cast<float>(Num<T>::to(v)) * scale * static_cast<float>(Num<T>::to(weight[i])));
+    }
+  }
 }
 
 /* A step's chunk copies, done together: dst[k][0, n[k]) = src[k][0, n[k]) for the kn <= G copies,

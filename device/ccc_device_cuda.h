@@ -30,6 +30,30 @@ CCC_FN void barrier() { __syncthreads(); }
 /* A barrier that also tells every thread whether `p` held on all of them. */
 CCC_FN bool barrier_and(bool p) { return __syncthreads_and(p ? 1 : 0) != 0; }
 
+/* The sum of every thread's `v`, returned to every thread of the block, in an order fixed by the
+ * block's size (so every rank, running the same block, gets the same bits): each warp's lanes by
+ * a butterfly of shuffles (__shfl_xor_sync with the full mask: every lane takes part, as a
+ * 512-thread block's do; a lane and its partner add the same two values, so all lanes agree),
+ * then thread 0 adds the warps' sums in order. The first barrier keeps this call's writes from
+ * the previous call's readers. All threads of the block must call it. */
+CCC_FN float block_sum(float v) {
+  __shared__ float warp_sums[32];
+  __shared__ float total;
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  __syncthreads();
+  if ((threadIdx.x & 31u) == 0) warp_sums[threadIdx.x >> 5] = v;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    float s = 0.0f;
+    for (unsigned w = 0; w < (blockDim.x + 31u) / 32u; ++w) s += warp_sums[w];
+    total = s;
+  }
+  __syncthreads();
+  return total;
+}
+/* 1 / sqrt(x): the hardware's approximation (rsqrt.approx.f32, CUDA's rsqrtf: 2 ulp). */
+CCC_FN float rsqrt(float x) { return rsqrtf(x); }
+
 /* The scope of every sync operation below (progress, inbox, error words, ll lines). The PTX
  * memory consistency model makes two strong operations "morally strong" only when each one's
  * scope includes the other's thread (PTX ISA, "Memory Consistency Model", sections "Scope" and

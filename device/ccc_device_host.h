@@ -167,6 +167,25 @@ CCC_FN T* block_shared() {
 CCC_FN Vec16 load16(const void* p) { return *static_cast<const Vec16*>(p); }
 CCC_FN void store16(void* p, Vec16 v) { *static_cast<Vec16*>(p) = v; }
 
+/* The sum of every thread's `v`, returned to every thread of the block, in thread order (one
+ * fixed order for the block's size, as on the GPU, though not the GPU's: its warps add by
+ * shuffles). Host blocks have at most 1024 threads (CUDA's limit, which host_block.h keeps). */
+CCC_FN float block_sum(float v) {
+  float* part = block_shared<float, 1025>();  // [1024]: the total
+  barrier();  // the previous call's readers are done with the total
+  part[thread_index()] = v;
+  barrier();
+  if (thread_index() == 0) {
+    float s = 0.0f;
+    for (unsigned t = 0; t < block_threads(); ++t) s += part[t];
+    part[1024] = s;
+  }
+  barrier();
+  return part[1024];
+}
+/* 1 / sqrt(x), correctly rounded here (the GPU's rsqrtf is within 2 ulp of it). */
+CCC_FN float rsqrt(float x) { return 1.0f / __builtin_sqrtf(x); }
+
 CCC_FN unsigned float_bits(float f) {
   unsigned u;
   std::memcpy(&u, &f, sizeof u);

@@ -23,15 +23,33 @@ class ChannelGeometry {
   CCC_FN ChannelGeometry(const ccc_launch_args& args, int block) : count_(static_cast<long long>(args.count)) {
     rank_ = args.rank >= 0 ? args.rank : block / Cfg::channels;
     channel_ = args.rank >= 0 ? block : block % Cfg::channels;
+    if constexpr (HasRmsNorm<typename Cfg::Op>::value) {
+      // Cuts on whole rows too: the least common multiple of the row and the 64-byte unit.
+      const ccc_epilogue_args& e = args.rank >= 0 ? args.epilogue : args.virtual_epilogue[rank_ < Cfg::ranks ? rank_ : 0];
+      long long a = static_cast<long long>(e.hidden), b = Cfg::unit;
+      while (b != 0) {
+        const long long t = a % b;
+        a = b;
+        b = t;
+      }
+      unit_ = a == 0 ? Cfg::unit : static_cast<long long>(e.hidden) / a * Cfg::unit;
+    }
     const Range last = piece(Cfg::chunks - 1);
     windows_ = (last.end - last.begin + Cfg::window - 1) / Cfg::window;
+  }
+
+  /* Elements every cut falls on a multiple of: 64 bytes' worth, and for an RMSNorm epilogue
+   * whole rows too (so each row lies in one channel's slice of one chunk: rmsnorm_rows). */
+  CCC_FN long long unit() const {
+    if constexpr (HasRmsNorm<typename Cfg::Op>::value) return unit_;
+    else return Cfg::unit;
   }
 
   /* Chunk c, in vector elements. */
   CCC_FN Range chunk_range(int c) const {
     const int per_block = Cfg::chunks / Cfg::blocks;
     const long long block_start = (c / per_block) * count_;
-    Range r = split(count_, per_block, c % per_block, Cfg::unit);
+    Range r = split(count_, per_block, c % per_block, unit());
     r.begin += block_start;
     r.end += block_start;
     return r;
@@ -40,7 +58,7 @@ class ChannelGeometry {
   /* This channel's slice of chunk c, in vector elements. */
   CCC_FN Range piece(int c) const {
     const Range chunk = chunk_range(c);
-    const Range slice = split(chunk.end - chunk.begin, Cfg::channels, channel_, Cfg::unit);
+    const Range slice = split(chunk.end - chunk.begin, Cfg::channels, channel_, unit());
     Range r;
     r.begin = chunk.begin + slice.begin;
     r.end = chunk.begin + slice.end;
@@ -52,8 +70,8 @@ class ChannelGeometry {
    * (EmittedKernel::scratch_bytes). */
   CCC_FN long long slot_stride() const {
     const int per_block = Cfg::chunks / Cfg::blocks;
-    const long long largest = count_ - split(count_, per_block, per_block - 1, Cfg::unit).begin;
-    return (largest + Cfg::unit - 1) / Cfg::unit * Cfg::unit;
+    const long long largest = count_ - split(count_, per_block, per_block - 1, unit()).begin;
+    return (largest + unit() - 1) / unit() * unit();
   }
 
   /* This channel's part of chunk c in window w, empty when the window is past its end. Shared
@@ -67,6 +85,7 @@ class ChannelGeometry {
   }
 
   long long count_;
+  long long unit_ = Cfg::unit;  // unit() of an RMSNorm kernel
   int rank_ = 0;
   int channel_ = 0;
   long long windows_ = 0;  // windows of the longest slice: every slice of the channel runs this many

@@ -37,14 +37,32 @@ class PeerTable : public Progress<Cfg> {
   CCC_FN PeerTable(const ccc_launch_args& args, int block)
       : Base(args, block), peers_(block_shared<ccc_buffers, Cfg::ranks>()),
         own_(args.rank >= 0 ? args.own : args.virtual_own[rank_ < Cfg::ranks ? rank_ : 0]),
-        residual_(static_cast<const T*>(!HasResidual<typename Cfg::Op>::value ? nullptr
-                                        : args.rank >= 0                      ? args.residual
-                                                        : args.virtual_residual[rank_ < Cfg::ranks ? rank_ : 0])) {}
+        epilogue_(!HasResidual<typename Cfg::Op>::value ? ccc_epilogue_args{}
+                  : args.rank >= 0                      ? args.epilogue
+                                                        : args.virtual_epilogue[rank_ < Cfg::ranks ? rank_ : 0]) {}
+
+  /* An RMSNorm epilogue's last phase, once every write of this rank's output is done (after the
+   * exit waits: every peer is done with this rank's buffers): the rows of this channel's slice of
+   * every chunk, whole rows because every cut falls on a row (unit()). Channel c of every rank
+   * writes this rank's slice c only, so the channels need not wait for each other. */
+  CCC_FN void rmsnorm_own_rows() {
+    if constexpr (HasRmsNorm<typename Cfg::Op>::value) {
+      CCC_ROLLED
+      for (int c = 0; c < Cfg::chunks; ++c) {
+        const Range p = this->piece(c);
+        if (p.begin >= p.end) continue;
+        account_move(&rank_, 1, rank_, 2 * (p.end - p.begin) * static_cast<long long>(sizeof(T)), 0);
+        rmsnorm_rows<T>(static_cast<T*>(own_.output), static_cast<const T*>(epilogue_.weight),
+                        static_cast<T*>(epilogue_.residual_out), p.begin, p.end,
+                        static_cast<long long>(epilogue_.hidden), epilogue_.eps);
+      }
+    }
+  }
 
   /* Epilogue kernels: the rank's residual at element `i` of the buffer's chunk space (an
    * allreduce's one block); null in the others, which never offset it. */
   CCC_FN const T* residual_at(long long i) const {
-    if constexpr (HasResidual<typename Cfg::Op>::value) return residual_ + i;
+    if constexpr (HasResidual<typename Cfg::Op>::value) return static_cast<const T*>(epilogue_.residual) + i;
     else return nullptr;
   }
 
@@ -64,7 +82,9 @@ class PeerTable : public Progress<Cfg> {
     const long long block = static_cast<long long>(rank) * count_;
     View v;
     v.shift = -static_cast<long long>(ref.block) * count_;
-    if (ref.buffer == buffer_slot) {
+    // Only kernels with slots have the slot branch: its chunk and slot arithmetic divides by
+    // unit(), which an RMSNorm kernel (no slots) has at run time, and ll_pass spilled with it.
+    if (Cfg::scratch_slots > 0 && ref.buffer == buffer_slot) {
       v.base = static_cast<T*>(b.scratch);
       v.shift = this->chunk_range(chunk).begin - ref.block * this->slot_stride();
     } else if (ref.buffer == buffer_input) {
@@ -217,7 +237,7 @@ class PeerTable : public Progress<Cfg> {
 
   ccc_buffers* peers_;  // [ranks] in block-shared memory: the buffers of each rank this launch reads
   ccc_buffers own_;
-  const T* residual_;  // epilogue kernels' residual (ccc_abi.h), else null
+  ccc_epilogue_args epilogue_;  // epilogue kernels' operands (ccc_abi.h), else zeros
 };
 
 }  // namespace ccc

@@ -196,7 +196,7 @@ const std::vector<Option>& options() {
       {"", "--epilogue", "E", "allreduce: none, or residual (recv = allreduce + residual, fused; docs/epilogue.md)",
        [](Config& c, const std::string& v) {
          const std::optional<Epilogue> e = parse_epilogue(v);
-         if (!e) usage(fmt::format("--epilogue is none or residual, not '{}'", v));
+         if (!e || *e == Epilogue::ResidualRmsNorm) usage(fmt::format("--epilogue is none or residual, not '{}'", v));
          c.epilogue = *e;
        }},
       {"", "--channels", "C", "channels per rank", [](Config& c, const std::string& v) { c.comm.channels = parse_int_arg(v, "channel count"); }},
@@ -414,7 +414,7 @@ uint64_t checked_run(Bench& b, const CollectiveCall& call, uint64_t salt) {
       b, call, [&](DataType t, int r, uint64_t elems, void* dst) { fill_input(t, r, salt, elems, dst); },
       [&](int r, const std::vector<const void*>& in, const void* out) {
         wrong += count_wrong(call, b.n, r, in, out,
-                             call.epilogue == Epilogue::None ? nullptr : b.residual_host.data());
+                             {call.epilogue == Epilogue::None ? nullptr : b.residual_host.data(), nullptr, nullptr});
       });
   return wrong;
 }

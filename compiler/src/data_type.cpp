@@ -61,7 +61,13 @@ std::optional<ReduceOp> parse_reduce_op(std::string_view name) {
   return std::nullopt;
 }
 
-const char* epilogue_name(Epilogue e) { return e == Epilogue::Residual ? "residual" : "none"; }
+const char* epilogue_name(Epilogue e) {
+  switch (e) {
+    case Epilogue::Residual: return "residual";
+    case Epilogue::ResidualRmsNorm: return "residual-rmsnorm";
+    default: return "none";
+  }
+}
 
 std::optional<Epilogue> parse_epilogue(std::string_view name) {
   for (Epilogue e : kAllEpilogues)

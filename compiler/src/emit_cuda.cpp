@@ -27,7 +27,11 @@ const char* op_struct(ReduceOp op) {
 
 // The device's Op: the reduction, wrapped by the epilogue's (ccc_data.h) where there is one.
 std::string op_type(const KernelOptions& o) {
-  return o.epilogue == Epilogue::Residual ? fmt::format("ccc::add_residual<{}>", op_struct(o.op)) : op_struct(o.op);
+  switch (o.epilogue) {
+    case Epilogue::Residual: return fmt::format("ccc::add_residual<{}>", op_struct(o.op));
+    case Epilogue::ResidualRmsNorm: return fmt::format("ccc::add_residual_rmsnorm<{}>", op_struct(o.op));
+    default: return op_struct(o.op);
+  }
 }
 
 // "ccc::out(2)"; a remapped operand adds its shift in blocks: "ccc::in(2, -1)".
@@ -93,7 +97,9 @@ std::string kernel_name(const KernelPlan& plan) {
   return fmt::format("ccc_{}_n{}{}_{}_{}_t{}_c{}_p{}{}{}{}{}", schedule, plan.nranks, root, data_type_name(o.dtype),
                      reduce_op_name(o.op), o.tile_bytes, o.channels, o.pipeline, o.in_place ? "_ip" : "",
                      o.protocol == Protocol::Ll ? "_ll" : "", o.one_device ? "_gpu" : "",
-                     o.epilogue == Epilogue::Residual ? "_residual" : "");
+                     o.epilogue == Epilogue::Residual          ? "_residual"
+                     : o.epilogue == Epilogue::ResidualRmsNorm ? "_rmsnorm"
+                                                               : "");
 }
 
 std::string header(const KernelPlan& plan, const std::string& name) {

@@ -82,7 +82,7 @@ std::string pass_text(const DataPass& pass, int rank, ReduceOp op, Epilogue epil
     operands += fmt::format("{}{}", operands.empty() ? "" : ", ", operand_text(o, rank, pass.chunks));
   std::string value = pass.kind == OpKind::Copy ? operands : fmt::format("{}({})", reduce_op_name(op), operands);
   if (pass.completes && reduce_op_finishes(op)) value = fmt::format("{} / N", value);
-  if (pass.completes && epilogue == Epilogue::Residual) value += " + residual";
+  if (pass.completes && epilogue != Epilogue::None) value += " + residual";
   if (pass.dst == Storage::Ll)
     return fmt::format("send r{}.ll{}{} = {}", pass.to.rank, pass.to.slot, chunk_text(pass.chunks), value);
   if (pass.dst == Storage::Slot) return fmt::format("slot{}{} = {}", pass.to.slot, chunk_text(pass.chunks), value);

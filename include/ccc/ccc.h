@@ -211,6 +211,15 @@ cccResult_t cccAllReduce(const void* sendbuff, void* recvbuff, size_t count, ccc
  * pattern FlashInfer and TensorRT-LLM call allreduce_fusion with a residual, before the norm. */
 cccResult_t cccAllReduceResidual(const void* sendbuff, const void* residual, void* recvbuff, size_t count,
                                  cccDataType_t datatype, cccRedOp_t op, cccComm_t comm, cccStream_t stream);
+/* The same, then RMSNorm in the same kernel (docs/epilogue.md): with s = allreduce(sendbuff) +
+ * residual, recvbuff = s / sqrt(mean(s^2) + eps) * weight over each row of `hidden` elements
+ * (count = rows x hidden), and residualOut (NULL: not written) = s, the next layer's residual.
+ * weight holds `hidden` elements. cccFloat32, cccFloat16 or cccBfloat16 only. residualOut is
+ * written by this rank only and must overlap none of the call's other buffers. FlashInfer's and
+ * TensorRT-LLM's allreduce_fusion pattern "residual + RMSNorm". */
+cccResult_t cccAllReduceResidualRmsNorm(const void* sendbuff, const void* residual, const void* weight,
+                                        void* recvbuff, void* residualOut, size_t count, size_t hidden, float eps,
+                                        cccDataType_t datatype, cccRedOp_t op, cccComm_t comm, cccStream_t stream);
 cccResult_t cccReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount,
                              cccDataType_t datatype, cccRedOp_t op, cccComm_t comm,
                              cccStream_t stream);

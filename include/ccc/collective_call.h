@@ -31,6 +31,20 @@ struct CollectiveCall {
   // own rank only (they may not overlap any rank's recv).
   Epilogue epilogue = Epilogue::None;
   std::span<const void* const> residual = {};  // [N]
+  // Epilogue::ResidualRmsNorm: each rank's weight (`hidden` elements), where each rank's pre-norm
+  // sum goes too (`count` elements, written by its rank; empty, or a null entry: nowhere), the
+  // row length (count is rows x hidden) and eps.
+  std::span<const void* const> weight = {};  // [N]
+  std::span<void* const> residual_out = {};  // [N] or empty
+  uint64_t hidden = 0;
+  float eps = 1e-6f;
+};
+
+// One rank's epilogue operands, for calls issued rank by rank (Communicator::run_rank).
+struct RankEpilogue {
+  const void* residual = nullptr;
+  const void* weight = nullptr;
+  void* residual_out = nullptr;
 };
 
 // Whether rank `rank` needs its send (recv) buffer: false only where NCCL allows NULL (above).
@@ -65,10 +79,11 @@ void validate_call(const CollectiveCall& call, int nranks);
 
 // The same checks for one rank's part of `call` (its spans are not read), issued rank by rank:
 // what one rank can know alone. Overlaps with other ranks' buffers cannot be seen from here.
-// `residual`: the rank's epilogue input (CollectiveCall::residual), where the call has one.
+// `epilogue`: the rank's epilogue operands, where the call has an epilogue.
 void validate_rank_call(const CollectiveCall& call, int nranks, int rank, const void* send, const void* recv,
-                        const void* residual = nullptr);
-// Error(InvalidArgument) for an epilogue on a collective other than allreduce.
+                        const RankEpilogue& epilogue = {});
+// Error(InvalidArgument) for an epilogue on a collective other than allreduce, and an RMSNorm's
+// bad shape (hidden 0 or not dividing count, eps negative or not finite, a type it cannot norm).
 void validate_epilogue(const CollectiveCall& call);
 
 }  // namespace ccc

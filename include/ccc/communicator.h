@@ -211,10 +211,10 @@ class Communicator {
 
   // Rank `rank`'s part of `call` (its collective, count, dtype, op, root, epilogue; the buffer
   // spans are not read): queues the rank's kernel on `stream` (cuda; null: the default stream) or
-  // on the rank's worker threads (host) and returns without waiting for the peers. `residual`:
-  // the rank's, where call.epilogue has one.
+  // on the rank's worker threads (host) and returns without waiting for the peers. `epilogue`:
+  // the rank's operands, where call.epilogue has one.
   void run_rank(const CollectiveCall& call, int rank, const void* send, void* recv, void* stream = nullptr,
-                const void* residual = nullptr);
+                const RankEpilogue& epilogue = {});
 
   // Waits for every rank's outstanding work; throws Error(Remote) if a collective failed.
   void synchronize();

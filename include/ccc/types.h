@@ -44,10 +44,11 @@ std::optional<Protocol> parse_protocol(std::string_view name);
 // reduction. Residual: out = allreduce(x) + residual, the residual a tensor of `count` elements
 // of each rank's (tensor parallelism's residual stream: FlashInfer's and TensorRT-LLM's
 // allreduce_fusion pattern, before the norm), added once per element where the schedule completes
-// it, so the copies that follow carry the sum.
-enum class Epilogue { None, Residual };
-inline constexpr Epilogue kAllEpilogues[] = {Epilogue::None, Epilogue::Residual};
-const char* epilogue_name(Epilogue e);  // "none", "residual"
+// it, so the copies that follow carry the sum. ResidualRmsNorm: then out = rmsnorm(that) * weight
+// over rows of `hidden` elements, the pre-norm sum optionally written out as the next residual.
+enum class Epilogue { None, Residual, ResidualRmsNorm };
+inline constexpr Epilogue kAllEpilogues[] = {Epilogue::None, Epilogue::Residual, Epilogue::ResidualRmsNorm};
+const char* epilogue_name(Epilogue e);  // "none", "residual", "residual-rmsnorm"
 std::optional<Epilogue> parse_epilogue(std::string_view name);
 
 }  // namespace ccc

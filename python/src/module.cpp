@@ -372,7 +372,7 @@ class PyCommunicator {
         return;
       }
       comm_.run_rank(call, rank_, b.send[0], b.recv[0], stream.empty() ? nullptr : stream[0],
-                     b.residual.empty() ? nullptr : b.residual[0]);
+                     {b.residual.empty() ? nullptr : b.residual[0], nullptr, nullptr});
       if (comm_.backend() != ccc::BackendKind::Cuda) comm_.synchronize();
     });
   }

@@ -35,7 +35,7 @@ struct RankLaunch {
   int channels = 0;        // blocks of the rank
   int block_threads = 0;   // threads per block
   ccc_buffers own;         // the rank's buffers, scratch and LL slots
-  const void* residual = nullptr;  // an epilogue kernel's (ccc_launch_args::residual), else null
+  ccc_epilogue_args epilogue{};  // an epilogue kernel's operands (ccc_launch_args::epilogue), else zeros
   uint64_t count = 0;      // the kernel's `count`
   uint64_t timeout_ns = 0;
   void* stream = nullptr;  // the rank's stream (CUDA), null: the default

@@ -177,13 +177,13 @@ Collective collective_of(const cccFunc_t& func) {
 
 // Checks rank handle's part of `call` and queues it, or records it in the thread's open group.
 cccResult_t submit(cccComm_t handle, const ccc::CollectiveCall& call, const void* send, void* recv,
-                   cccStream_t stream, const void* residual = nullptr) {
+                   cccStream_t stream, const ccc::RankEpilogue& epilogue = {}) {
   return guarded([&] {
     int rank = 0;
     std::shared_ptr<Clique> clique = clique_of(handle, &rank);
-    ccc::validate_rank_call(call, clique->comm.size(), rank, send, recv, residual);
-    auto launch = [clique, call, rank, send, recv, stream, residual] {
-      clique->comm.run_rank(call, rank, send, recv, stream, residual);
+    ccc::validate_rank_call(call, clique->comm.size(), rank, send, recv, epilogue);
+    auto launch = [clique, call, rank, send, recv, stream, epilogue] {
+      clique->comm.run_rank(call, rank, send, recv, stream, epilogue);
     };
     if (group_depth > 0)
       group_launches.push_back(std::move(launch));
@@ -398,7 +398,19 @@ cccResult_t cccAllReduceResidual(const void* sendbuff, const void* residual, voi
   return guarded([&] {
     ccc::CollectiveCall call{Collective::AllReduce, count, data_type(datatype), reduce_op(op), -1, {}, {}};
     call.epilogue = ccc::Epilogue::Residual;
-    return submit(comm, call, sendbuff, recvbuff, stream, residual);
+    return submit(comm, call, sendbuff, recvbuff, stream, {residual, nullptr, nullptr});
+  });
+}
+
+cccResult_t cccAllReduceResidualRmsNorm(const void* sendbuff, const void* residual, const void* weight,
+                                        void* recvbuff, void* residualOut, size_t count, size_t hidden, float eps,
+                                        cccDataType_t datatype, cccRedOp_t op, cccComm_t comm, cccStream_t stream) {
+  return guarded([&] {
+    ccc::CollectiveCall call{Collective::AllReduce, count, data_type(datatype), reduce_op(op), -1, {}, {}};
+    call.epilogue = ccc::Epilogue::ResidualRmsNorm;
+    call.hidden = hidden;
+    call.eps = eps;
+    return submit(comm, call, sendbuff, recvbuff, stream, {residual, weight, residualOut});
   });
 }
 

@@ -3,6 +3,7 @@
 #include "rank_call_ledger.h"
 
 #include <algorithm>
+#include <cmath>
 #include <optional>
 #include <tuple>
 #include <vector>
@@ -52,16 +53,31 @@ void validate_buffers(const CollectiveCall& call, int nranks, int rank, size_t i
   validate_shape(call, nranks);
   if (call.count == 0) return;
   if (call.epilogue != Epilogue::None) {
+    const uint64_t elem = data_type_size(call.dtype), bytes = call.count * elem;
+    auto aligned = [&](const char* name, const void* p) {
+      if (p == nullptr) invalid(fmt::format("{}: rank {}: null {} buffer", what, rank, name));
+      if (address(p) % elem != 0)
+        invalid(fmt::format("{}: rank {}: {} buffer {} is not aligned to {} bytes ({})", what, rank, name, p, elem,
+                            data_type_name(call.dtype)));
+    };
     const void* residual = call.residual[i];
-    if (residual == nullptr) invalid(fmt::format("{}: rank {}: null residual buffer", what, rank));
-    if (address(residual) % data_type_size(call.dtype) != 0)
-      invalid(fmt::format("{}: rank {}: residual buffer {} is not aligned to {} bytes ({})", what, rank, residual,
-                          data_type_size(call.dtype), data_type_name(call.dtype)));
-    const uint64_t bytes = call.count * data_type_size(call.dtype);
+    aligned("residual", residual);
     if (call.recv[i] != nullptr && overlap(address(residual), bytes, address(call.recv[i]), bytes))
       invalid(fmt::format("{}: rank {}: the residual buffer overlaps recv; schedules keep partial sums in recv "
                           "before they add the residual, so pass the residual in a buffer of its own",
                           what, rank));
+    if (call.epilogue == Epilogue::ResidualRmsNorm) {
+      aligned("weight", call.weight[i]);
+      const void* out = call.residual_out.empty() ? nullptr : call.residual_out[i];
+      if (out != nullptr) {
+        aligned("residual_out", out);
+        for (auto [name, p, n] : {std::tuple{"send", call.send[i], bytes}, std::tuple{"recv", static_cast<const void*>(call.recv[i]), bytes},
+                                  std::tuple{"residual", residual, bytes},
+                                  std::tuple{"weight", call.weight[i], call.hidden * elem}})
+          if (p != nullptr && overlap(address(out), bytes, address(p), n))
+            invalid(fmt::format("{}: rank {}: residual_out overlaps {}", what, rank, name));
+      }
+    }
   }
   const uint64_t elem = data_type_size(call.dtype);
   const auto [in_bytes, out_bytes] = checked_call_bytes(call, nranks);
@@ -135,22 +151,36 @@ uint64_t recv_bytes(const CollectiveCall& call, int nranks) {
 }
 
 void validate_rank_call(const CollectiveCall& call, int nranks, int rank, const void* send, const void* recv,
-                        const void* residual) {
+                        const RankEpilogue& epilogue) {
   validate_epilogue(call);
   const void* const sends[] = {send};
   void* const recvs[] = {const_cast<void*>(recv)};
-  const void* const residuals[] = {residual};
+  const void* const residuals[] = {epilogue.residual};
+  const void* const weights[] = {epilogue.weight};
+  void* const residual_outs[] = {epilogue.residual_out};
   CollectiveCall one = call;
   one.send = sends;
   one.recv = recvs;
   one.residual = residuals;
+  one.weight = weights;
+  one.residual_out = residual_outs;
   validate_buffers(one, nranks, rank, 0);
 }
 
 void validate_epilogue(const CollectiveCall& call) {
+  const char* what = collective_name(call.collective);
   if (call.epilogue != Epilogue::None && call.collective != Collective::AllReduce)
-    invalid(fmt::format("{}: epilogue {}: only allreduce has one", collective_name(call.collective),
-                        epilogue_name(call.epilogue)));
+    invalid(fmt::format("{}: epilogue {}: only allreduce has one", what, epilogue_name(call.epilogue)));
+  if (call.epilogue != Epilogue::ResidualRmsNorm) return;
+  if (call.dtype != DataType::F32 && call.dtype != DataType::F16 && call.dtype != DataType::BF16)
+    invalid(fmt::format("{}: epilogue {}: normalises f32, f16 or bf16, not {}", what, epilogue_name(call.epilogue),
+                        data_type_name(call.dtype)));
+  if (call.hidden == 0 || call.count % call.hidden != 0)
+    invalid(fmt::format("{}: epilogue {}: count {} is not a whole number of rows of hidden {}", what,
+                        epilogue_name(call.epilogue), call.count, call.hidden));
+  if (!(call.eps >= 0) || !std::isfinite(call.eps))
+    invalid(fmt::format("{}: epilogue {}: eps {} must be finite and not negative", what, epilogue_name(call.epilogue),
+                        call.eps));
 }
 
 namespace {
@@ -187,6 +217,8 @@ void check_cross_rank_overlap(const CollectiveCall& call, int nranks) {
     if (call.recv[r] != nullptr) extents.push_back({address(call.recv[r]), out_bytes, r, true});
     if (call.epilogue != Epilogue::None)
       extents.push_back({address(call.residual[r]), call.count * data_type_size(call.dtype), r, false, true});
+    if (!call.residual_out.empty() && call.residual_out[r] != nullptr)  // written, like recv
+      extents.push_back({address(call.residual_out[r]), call.count * data_type_size(call.dtype), r, true, true});
   }
   // Ties by rank, send first: the same call always gets the same message.
   std::sort(extents.begin(), extents.end(), [](const BufferExtent& a, const BufferExtent& b) {
@@ -210,8 +242,15 @@ void validate_call(const CollectiveCall& call, int nranks) {
     invalid(fmt::format("{}: expected {} send and {} recv buffers (one per rank), got {} and {}",
                         what, nranks, nranks, call.send.size(), call.recv.size()));
   validate_epilogue(call);
-  if (call.epilogue != Epilogue::None && call.residual.size() != static_cast<size_t>(nranks))
-    invalid(fmt::format("{}: expected {} residual buffers (one per rank), got {}", what, nranks, call.residual.size()));
+  auto per_rank = [&](const char* name, size_t size) {
+    if (size != static_cast<size_t>(nranks))
+      invalid(fmt::format("{}: expected {} {} buffers (one per rank), got {}", what, nranks, name, size));
+  };
+  if (call.epilogue != Epilogue::None) per_rank("residual", call.residual.size());
+  if (call.epilogue == Epilogue::ResidualRmsNorm) {
+    per_rank("weight", call.weight.size());
+    if (!call.residual_out.empty()) per_rank("residual_out", call.residual_out.size());
+  }
   for (int r = 0; r < nranks; ++r) validate_buffers(call, nranks, r, r);
   if (call.count == 0) return;
   check_cross_rank_overlap(call, nranks);

@@ -294,8 +294,40 @@ double max_ulp_error(const CollectiveCall& call, int nranks, int rank, std::span
   return worst;
 }
 
-uint64_t count_wrong(const CollectiveCall& call, int nranks, int rank,
-                     std::span<const void* const> inputs, const void* output, const void* residual) {
+namespace {
+
+// An allreduce + residual + RMSNorm's rank output (and residual_out) against the norm of the
+// exact sums, computed in double.
+uint64_t rmsnorm_wrong(const CollectiveCall& call, int nranks, std::span<const void* const> inputs, const void* output,
+                       const RankEpilogue& e) {
+  const DataType t = call.dtype;
+  const double tolerance = std::ldexp(1.0, -mantissa_bits(t)) + std::ldexp(1.0, -20);
+  std::vector<Value> in(nranks);
+  std::vector<double> sum(call.hidden);
+  uint64_t wrong = 0;
+  for (uint64_t row = 0; row < call.count; row += call.hidden) {
+    double squares = 0;
+    for (uint64_t j = 0; j < call.hidden; ++j) {
+      for (int p = 0; p < nranks; ++p) in[p] = load(t, inputs[p], row + j);
+      sum[j] = reduced_exactly(call.op, nranks, in.data(), nranks) + load(t, e.residual, row + j).f;
+      squares += sum[j] * sum[j];
+      if (e.residual_out != nullptr) wrong += load(t, e.residual_out, row + j).f != sum[j];
+    }
+    const double scale = 1 / std::sqrt(squares / static_cast<double>(call.hidden) + call.eps);
+    for (uint64_t j = 0; j < call.hidden; ++j) {
+      const double want = sum[j] * scale * load(t, e.weight, j).f, got = load(t, output, row + j).f;
+      wrong += !(std::fabs(got - want) <= tolerance * std::fabs(want));
+    }
+  }
+  return wrong;
+}
+
+}  // namespace
+
+uint64_t count_wrong(const CollectiveCall& call, int nranks, int rank, std::span<const void* const> inputs,
+                     const void* output, const RankEpilogue& epilogue) {
+  if (call.epilogue == Epilogue::ResidualRmsNorm) return rmsnorm_wrong(call, nranks, inputs, output, epilogue);
+  const void* residual = epilogue.residual;
   const DataType t = call.dtype;
   const uint64_t n = call.count;
   uint64_t wrong = 0;
@@ -350,11 +382,21 @@ HostCollectiveBuffers::HostCollectiveBuffers(const CollectiveCall& shape, int nr
   call_.send = send_;
   call_.recv = recv_;
   if (shape.epilogue != Epilogue::None) {
+    auto buffer = [&](uint64_t bytes) {
+      epilogue_storage_.emplace_back((offset + bytes) / 8 + 1);
+      return reinterpret_cast<unsigned char*>(epilogue_storage_.back().data()) + offset;
+    };
+    const bool norm = shape.epilogue == Epilogue::ResidualRmsNorm;
     for (int r = 0; r < nranks; ++r) {
-      residual_storage_.emplace_back((offset + block) / 8 + 1);
-      residual_.push_back(reinterpret_cast<unsigned char*>(residual_storage_.back().data()) + offset);
+      residual_.push_back(buffer(block));
+      if (norm) {
+        weight_.push_back(buffer(shape.hidden * data_type_size(shape.dtype)));
+        residual_out_.push_back(buffer(block));
+      }
     }
     call_.residual = residual_;
+    call_.weight = weight_;
+    call_.residual_out = residual_out_;
   }
 }
 
@@ -369,14 +411,23 @@ void HostCollectiveBuffers::prepare(uint64_t salt) {
   }
   for (const void* residual : residual_)  // rank 0's values of a later salt, on every rank
     fill_input(call_.dtype, 0, salt + 0x5eed, call_.count, const_cast<void*>(residual));
+  for (const void* weight : weight_) fill_input(call_.dtype, 1, salt + 0x5eed, call_.hidden, const_cast<void*>(weight));
+  for (void* out : residual_out_) poison(call_.dtype, call_.count, out);
 }
 
 uint64_t HostCollectiveBuffers::wrong_elements() const {
   std::vector<const void*> inputs;
   for (const auto& in : inputs_) inputs.push_back(in.data());
   uint64_t wrong = 0;
-  for (int r = 0; r < nranks_; ++r)
-    wrong += count_wrong(call_, nranks_, r, inputs, recv_[r], residual_.empty() ? nullptr : residual_[r]);
+  for (int r = 0; r < nranks_; ++r) {
+    RankEpilogue e;
+    if (!residual_.empty()) e.residual = residual_[r];
+    if (!weight_.empty()) {
+      e.weight = weight_[r];
+      e.residual_out = residual_out_[r];
+    }
+    wrong += count_wrong(call_, nranks_, r, inputs, recv_[r], e);
+  }
   return wrong;
 }
 

@@ -24,11 +24,13 @@ void fill_input(DataType dtype, int rank, uint64_t salt, uint64_t elems, void* d
 void poison(DataType dtype, uint64_t elems, void* dst);
 
 // The number of elements of rank `rank`'s recv buffer (`output`) that differ from what `call`
-// must produce from `inputs` (every rank's send buffer as it was before the call), plus
-// `residual` (the rank's, for an allreduce with Epilogue::Residual; else null). Reduce checks
-// only the root's output.
-uint64_t count_wrong(const CollectiveCall& call, int nranks, int rank,
-                     std::span<const void* const> inputs, const void* output, const void* residual = nullptr);
+// must produce from `inputs` (every rank's send buffer as it was before the call), with the
+// call's epilogue applied from `epilogue` (the rank's operands; for an RMSNorm the elements of
+// its residual_out that differ from the pre-norm sum count too). Reduce checks only the root's
+// output. An RMSNorm's output may differ from the norm computed in double by the float
+// arithmetic and one rounding: within 2^-m + 2^-20 of it, relatively, for a type of m mantissa bits.
+uint64_t count_wrong(const CollectiveCall& call, int nranks, int rank, std::span<const void* const> inputs,
+                     const void* output, const RankEpilogue& epilogue = {});
 
 // Rank `rank`'s input for measuring rounding rather than checking: floats uniform in [-1, 1) on a
 // grid of 2^-12 (every sum of up to 2^11 of them is exact in float and double, so what a kernel
@@ -72,8 +74,9 @@ class HostCollectiveBuffers {
   std::vector<const void*> send_;
   std::vector<void*> recv_;
   std::vector<std::vector<unsigned char>> inputs_;
-  std::vector<std::vector<uint64_t>> residual_storage_;  // shape.epilogue: each rank's residual
-  std::vector<const void*> residual_;
+  std::vector<std::vector<uint64_t>> epilogue_storage_;  // shape.epilogue: each rank's operands
+  std::vector<const void*> residual_, weight_;
+  std::vector<void*> residual_out_;
 };
 
 }  // namespace ccc

@@ -210,32 +210,44 @@ struct Communicator::Impl {
   // A multi-process communicator's rank here (-1: every rank is).
   int local_rank() const { return backend->local_rank(); }
 
-  // `residual`: the rank's epilogue input (read by its own rank only: never staged or shared).
+  // `epilogue`: the rank's epilogue operands (used by its own rank only: never staged or shared).
   RankLaunch rank_launch(const Prepared& p, const CollectiveCall& call, const PlacedBuffers& placed, void* stream,
-                         const void* residual) const {
+                         const RankEpilogue& epilogue) const {
     const EmittedKernel& k = p.loaded->kernel;
-    return {p.loaded->handle, k.channels, k.block_threads, placed.own, residual, call.count, timeout_ns, stream, nullptr,
+    const ccc_epilogue_args e{epilogue.residual, epilogue.weight, epilogue.residual_out, call.hidden, call.eps, 0};
+    return {p.loaded->handle, k.channels, k.block_threads, placed.own, e, call.count, timeout_ns, stream, nullptr,
             placed.before ? &*placed.before : nullptr, placed.after ? &*placed.after : nullptr};
   }
 
   void launch_rank(const Prepared& p, const CollectiveCall& call, int rank, const void* send, void* recv,
-                   void* stream, const void* residual) {
+                   void* stream, const RankEpilogue& epilogue) {
     const PlacedBuffers placed = place_buffers(*backend, p.needs, call, rank, send, recv, stream, registrations->graph());
-    RankLaunch launch = rank_launch(p, call, placed, stream, residual);
+    RankLaunch launch = rank_launch(p, call, placed, stream, epilogue);
     launch.trace = tracer->records(p.loaded->kernel, call, rank, stream);
     backend->launch(rank, launch);
   }
 
   // Each buffer a rank passed must be memory its kernel can use (NULL ones are validated already).
   void check_buffers(int rank, const void* send, const void* recv, const CollectiveCall& call,
-                     const void* residual) const {
+                     const RankEpilogue& epilogue) const {
     const int n = nranks();
     if (send != nullptr) backend->check_buffer(rank, send, send_bytes(call, n), "send");
     if (recv != nullptr) backend->check_buffer(rank, recv, recv_bytes(call, n), "recv");
-    if (residual != nullptr) backend->check_buffer(rank, residual, recv_bytes(call, n), "residual");
+    if (epilogue.residual != nullptr) backend->check_buffer(rank, epilogue.residual, recv_bytes(call, n), "residual");
+    if (epilogue.weight != nullptr)
+      backend->check_buffer(rank, epilogue.weight, call.hidden * data_type_size(call.dtype), "weight");
+    if (epilogue.residual_out != nullptr)
+      backend->check_buffer(rank, epilogue.residual_out, recv_bytes(call, n), "residual_out");
   }
-  static const void* residual_of(const CollectiveCall& call, int rank) {
-    return call.epilogue == Epilogue::None ? nullptr : call.residual[rank];
+  static RankEpilogue epilogue_of(const CollectiveCall& call, int rank) {
+    RankEpilogue e;
+    if (call.epilogue == Epilogue::None) return e;
+    e.residual = call.residual[rank];
+    if (call.epilogue == Epilogue::ResidualRmsNorm) {
+      e.weight = call.weight[rank];
+      e.residual_out = call.residual_out.empty() ? nullptr : call.residual_out[rank];
+    }
+    return e;
   }
 
   // Builds the kernel `call` needs if it is not loaded yet, with `lock` (on `mutex`) released
@@ -283,7 +295,7 @@ struct Communicator::Impl {
       invalid(fmt::format("{}: expected {} streams (one per rank), got {}",
                           collective_name(call.collective), n, streams.size()));
     if (call.count == 0) return;
-    for (int r = 0; r < n; ++r) check_buffers(r, call.send[r], call.recv[r], call, residual_of(call, r));
+    for (int r = 0; r < n; ++r) check_buffers(r, call.send[r], call.recv[r], call, epilogue_of(call, r));
     const bool in_place = call_is_in_place(call, n);
     build_unlocked(lock, call, in_place);
     // One grid: a kernel that fit_grid rebuilds with fewer channels is built under the lock, as
@@ -296,20 +308,20 @@ struct Communicator::Impl {
       std::vector<RankLaunch> launches(n);
       for (int r = 0; r < n; ++r) {
         placed[r] = place_buffers(*backend, p.needs, call, r, call.send[r], call.recv[r], stream, registrations->graph());
-        launches[r] = rank_launch(p, call, placed[r], stream, residual_of(call, r));
+        launches[r] = rank_launch(p, call, placed[r], stream, epilogue_of(call, r));
       }
       launches[0].trace = tracer->records(p.loaded->kernel, call, -1, stream);
       backend->launch_all(launches);
       return;
     }
     for (int r = 0; r < n; ++r)
-      launch_rank(p, call, r, call.send[r], call.recv[r], streams.empty() ? nullptr : streams[r], residual_of(call, r));
+      launch_rank(p, call, r, call.send[r], call.recv[r], streams.empty() ? nullptr : streams[r], epilogue_of(call, r));
     if (ledger) ledger->record_all();
     if (backend->calls_complete()) synchronized(-1, [&] { backend->synchronize(-1); });
   }
 
   void run_rank(std::unique_lock<std::mutex>& lock, const CollectiveCall& call, int rank, const void* send, void* recv,
-                void* stream, const void* residual) {
+                void* stream, const RankEpilogue& epilogue) {
     const int n = nranks();
     if (rank < 0 || rank >= n)
       invalid(fmt::format("{}: rank {} is not a rank of this communicator (0..{})",
@@ -317,12 +329,12 @@ struct Communicator::Impl {
     if (multi_process() && rank != local_rank())
       invalid(fmt::format("{}: rank {} is in another process; this one holds rank {}",
                           collective_name(call.collective), rank, local_rank()));
-    validate_rank_call(call, n, rank, send, recv, residual);
+    validate_rank_call(call, n, rank, send, recv, epilogue);
     if (call.count == 0) return;
     if (backend->one_grid())
       throw Error(ErrorKind::InvalidUsage, "virtual ranks launch as one grid: issue the collective for "
                                            "every rank at once, not rank by rank");
-    check_buffers(rank, send, recv, call, residual);
+    check_buffers(rank, send, recv, call, epilogue);
     std::vector<BufferExtent> extents;
     const bool in_place = is_in_place(call, rank, send, recv);
     if (ledger) ledger->check(call, rank, send, recv);  // an overlap is refused before any compile
@@ -341,7 +353,7 @@ struct Communicator::Impl {
       }
     }
     const Prepared p = catalogue->prepare(call, in_place);
-    launch_rank(p, call, rank, send, recv, stream, residual);
+    launch_rank(p, call, rank, send, recv, stream, epilogue);
     if (ledger) ledger->record(rank, extents, shape);
   }
 };
@@ -542,10 +554,10 @@ void Communicator::run(const CollectiveCall& call, Streams streams) {
 }
 
 void Communicator::run_rank(const CollectiveCall& call, int rank, const void* send, void* recv, void* stream,
-                            const void* residual) {
+                            const RankEpilogue& epilogue) {
   Impl& impl = live();
   std::unique_lock lock(impl.mutex);
-  translating([&] { impl.run_rank(lock, call, rank, send, recv, stream, residual); });
+  translating([&] { impl.run_rank(lock, call, rank, send, recv, stream, epilogue); });
 }
 
 void Communicator::all_reduce(Sends send, Recvs recv, uint64_t count, DataType dtype, ReduceOp op,

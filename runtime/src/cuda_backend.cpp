@@ -392,7 +392,7 @@ void CudaRanks::launch(int rank, const RankLaunch& l) {
   const Device& d = devices_[ranks_.at(rank).device];
   use(d);
   ccc_launch_args args{reinterpret_cast<const ccc_rank_state*>(d.state), l.own, nullptr, l.count, rank, l.timeout_ns,
-                       l.trace, l.residual, nullptr};
+                       l.trace, l.epilogue, nullptr};
   const CudaLaunchShape shape = cuda_launch_shape(rank, nranks(), channels, l.block_threads);
   std::vector<void*> params = cuda_kernel_params(args);
   const auto s = static_cast<CUstream>(l.stream);
@@ -479,14 +479,14 @@ void CudaRanks::launch_all(std::span<const RankLaunch> launches) {
   if (static_cast<int64_t>(n) * channels > o.blocks())
     invalid(fmt::format("{} virtual ranks x {} channels need {} co-resident blocks; device {} holds {} ({} per SM x {} SMs)",
                         n, channels, n * channels, d.ordinal, o.blocks(), o.per_sm, o.sms));
-  std::vector<const void*> residual;
-  for (const RankLaunch& l : launches) residual.push_back(l.residual);
-  const bool epilogue = first.residual != nullptr;
+  std::vector<ccc_epilogue_args> epilogues;
+  for (const RankLaunch& l : launches) epilogues.push_back(l.epilogue);
+  const bool epilogue = first.epilogue.residual != nullptr;
   ccc_launch_args args{reinterpret_cast<const ccc_rank_state*>(d.state), {},
                        reinterpret_cast<const ccc_buffers*>(virtual_table('b', own.data(), own.size() * sizeof(ccc_buffers), stream)),
-                       first.count, -1, first.timeout_ns, first.trace, nullptr,
-                       epilogue ? reinterpret_cast<const void* const*>(
-                                      virtual_table('r', residual.data(), residual.size() * sizeof(void*), stream))
+                       first.count, -1, first.timeout_ns, first.trace, {},
+                       epilogue ? reinterpret_cast<const ccc_epilogue_args*>(virtual_table(
+                                      'e', epilogues.data(), epilogues.size() * sizeof(ccc_epilogue_args), stream))
                                 : nullptr};
   const CudaLaunchShape shape = cuda_launch_shape(-1, n, channels, threads);
   std::vector<void*> params = cuda_kernel_params(args);

@@ -214,8 +214,8 @@ class CudaRanks : public Backend, public PeerRegistry {
   std::vector<Device> devices_;
   std::vector<Rank> ranks_;
   std::vector<ccc_rank_state> table_;  // the fixed state, as written to every device
-  // Virtual ranks: one immutable device table per buffer set ('b': ccc_buffers) and residual set
-  // ('r': epilogue kernels' pointers), keyed by the kind and the table's bytes.
+  // Virtual ranks: one immutable device table per buffer set ('b': ccc_buffers) and epilogue set
+  // ('e': ccc_epilogue_args), keyed by the kind and the table's bytes.
   std::map<std::string, CUdeviceptr> virtual_tables_;
 };
 

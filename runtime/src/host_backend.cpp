@@ -264,11 +264,12 @@ void* HostRanks::grow(int rank, Pool Rank::*pool, uint64_t bytes, const char* wh
 
 void HostRanks::launch(int rank, const HostKernel& kernel, int channels, const ccc_buffers& own,
                        uint64_t count, uint64_t timeout_ns, ccc_trace_channel* trace,
-                       std::function<void()> before, std::function<void()> after, const void* residual) {
+                       std::function<void()> before, std::function<void()> after,
+                       const ccc_epilogue_args& epilogue) {
   if (channels < 1 || channels > CCC_MAX_CHANNELS)
     throw Error(ErrorKind::Internal, fmt::format("a kernel with {} channels; the launch ABI allows "
                                                  "at most {}", channels, CCC_MAX_CHANNELS));
-  const ccc_launch_args args{table_.data(), own, nullptr, count, rank, timeout_ns, trace, residual, nullptr};
+  const ccc_launch_args args{table_.data(), own, nullptr, count, rank, timeout_ns, trace, epilogue, nullptr};
   std::lock_guard lock(mutex_);  // not while a reset zeroes the counters
   Rank& r = *ranks_.at(rank);
   r.reported_early = false;  // if the error word is still set, this launch fails too: report it
@@ -369,7 +370,7 @@ void HostRanks::launch(int rank, const RankLaunch& l) {
     return [c = *c] { std::memcpy(c.to, c.from, c.bytes); };
   };
   launch(rank, kernels_.at(static_cast<size_t>(l.kernel)), l.channels, l.own, l.count, l.timeout_ns, l.trace,
-         task(l.before), task(l.after), l.residual);
+         task(l.before), task(l.after), l.epilogue);
 }
 
 void HostRanks::synchronize(int rank) {

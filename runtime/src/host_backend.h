@@ -203,11 +203,11 @@ class HostRanks : public Backend {
   // Queues rank `rank`'s part of a collective on its stream and returns. `trace`: [channels]
   // records a traced kernel fills in (ccc_abi.h), or null.
   // `before`/`after`: host tasks queued just before and after the kernel (staging copies).
-  // `residual`: an epilogue kernel's (ccc_launch_args::residual).
+  // `epilogue`: an epilogue kernel's operands (ccc_launch_args::epilogue).
   void launch(int rank, const HostKernel& kernel, int channels, const ccc_buffers& own,
               uint64_t count, uint64_t timeout_ns, ccc_trace_channel* trace = nullptr,
               std::function<void()> before = {}, std::function<void()> after = {},
-              const void* residual = nullptr);
+              const ccc_epilogue_args& epilogue = {});
   // Waits for rank `rank`'s stream (-1: every stream). Throws Error(Remote) if the rank failed
   // (naming each failed rank); the sync state is reset once every stream is idle.
   void synchronize(int rank) override;

@@ -26,9 +26,9 @@ struct BufferExtent {
   uint64_t bytes = 0;
   int rank = 0;
   bool written = false;  // recv; send is only read
-  bool residual = false;  // an epilogue's residual, only read
+  bool residual = false;  // an epilogue's residual (read) or residual_out (written)
   uintptr_t end() const { return begin + bytes; }
-  const char* name() const { return written ? "recv" : residual ? "residual" : "send"; }
+  const char* name() const { return residual ? (written ? "residual_out" : "residual") : written ? "recv" : "send"; }
 };
 
 // Whether two ranks' buffers may not share bytes: they belong to different ranks, one of them

@@ -65,7 +65,7 @@ struct HostBuffers {
   std::vector<Sync> sync;
   std::vector<ccc_rank_state> state;  // [N] the kernels' fixed table
   std::vector<ccc_buffers> own;       // [N] each rank's buffers for the launch
-  std::vector<const void*> residual;  // [N] epilogue kernels' residuals (ccc_abi.h), else empty
+  std::vector<ccc_epilogue_args> epilogue;  // [N] epilogue kernels' operands (ccc_abi.h), else empty
   unsigned error(int r) const { return sync[r].error; }
   unsigned char* input(int r) const { return static_cast<unsigned char*>(const_cast<void*>(own[r].input)); }
   unsigned char* output(int r) const { return static_cast<unsigned char*>(own[r].output); }

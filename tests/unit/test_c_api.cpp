@@ -11,6 +11,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 #include <chrono>
+#include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <string>
@@ -370,6 +371,54 @@ TEST(CApi, AllReduceResidualAddsTheResidualOnce) {
     EXPECT_NE(last_error().find("allreduce: rank 1 passed epilogue none, rank 0 epilogue residual"), std::string::npos)
         << last_error();
   }
+  for (cccComm_t c : comms) EXPECT_EQ(cccCommDestroy(c), cccSuccess);
+}
+
+// Allreduce + residual + RMSNorm: recv is the norm of each row of the sum with the residual,
+// times the weight; residualOut the sum itself. The shape's errors come back at the call.
+TEST(CApi, AllReduceResidualRmsNormNormalisesEachRow) {
+  const int n = 2;
+  const size_t hidden = 3, rows = 2, count = rows * hidden;
+  std::vector<cccComm_t> comms(n);
+  ASSERT_EQ(cccCommInitAllHost(comms.data(), n), cccSuccess);
+  const float in[2][6] = {{1, 2, 3, 4, 5, 6}, {0, 1, 0, -1, 0, 1}}, residual[6] = {1, 1, 1, 1, 1, 1};
+  const float weight[3] = {1, 2, 0.5f};
+  float out[2][6] = {}, sums[2][6] = {};
+  ASSERT_EQ(cccGroupStart(), cccSuccess);
+  for (int r = 0; r < n; ++r)
+    EXPECT_EQ(cccAllReduceResidualRmsNorm(in[r], residual, weight, out[r], sums[r], count, hidden, 1e-6f, cccFloat32,
+                                          cccSum, comms[r], nullptr),
+              cccSuccess)
+        << last_error();
+  ASSERT_EQ(cccGroupEnd(), cccSuccess);
+  for (int r = 0; r < n; ++r) ASSERT_EQ(cccCommSynchronize(comms[r]), cccSuccess) << last_error();
+  for (size_t row = 0; row < rows; ++row) {
+    double s[3], squares = 0;
+    for (size_t j = 0; j < hidden; ++j) {
+      s[j] = in[0][row * hidden + j] + in[1][row * hidden + j] + 1;
+      squares += s[j] * s[j];
+    }
+    const double scale = 1 / std::sqrt(squares / hidden + 1e-6);
+    for (int r = 0; r < n; ++r)
+      for (size_t j = 0; j < hidden; ++j) {
+        EXPECT_EQ(sums[r][row * hidden + j], static_cast<float>(s[j])) << "rank " << r;
+        EXPECT_NEAR(out[r][row * hidden + j], s[j] * scale * weight[j], 1e-6) << "rank " << r << " row " << row;
+      }
+  }
+  auto call = [&](size_t c, size_t h, float eps, cccDataType_t t, const float* w, float* res_out) {
+    return cccAllReduceResidualRmsNorm(in[0], residual, w, out[0], res_out, c, h, eps, t, cccSum, comms[0], nullptr);
+  };
+  EXPECT_EQ(call(count, 4, 1e-6f, cccFloat32, weight, nullptr), cccInvalidArgument);
+  EXPECT_EQ(last_error(), "allreduce: epilogue residual-rmsnorm: count 6 is not a whole number of rows of hidden 4");
+  EXPECT_EQ(call(count, 0, 1e-6f, cccFloat32, weight, nullptr), cccInvalidArgument);
+  EXPECT_EQ(call(count, hidden, -1.0f, cccFloat32, weight, nullptr), cccInvalidArgument);
+  EXPECT_EQ(last_error(), "allreduce: epilogue residual-rmsnorm: eps -1 must be finite and not negative");
+  EXPECT_EQ(call(count, hidden, 1e-6f, cccFloat64, weight, nullptr), cccInvalidArgument);
+  EXPECT_EQ(last_error(), "allreduce: epilogue residual-rmsnorm: normalises f32, f16 or bf16, not f64");
+  EXPECT_EQ(call(count, hidden, 1e-6f, cccFloat32, nullptr, nullptr), cccInvalidArgument);
+  EXPECT_EQ(last_error(), "allreduce: rank 0: null weight buffer");
+  EXPECT_EQ(call(count, hidden, 1e-6f, cccFloat32, weight, out[0] + 1), cccInvalidArgument);
+  EXPECT_EQ(last_error(), "allreduce: rank 0: residual_out overlaps recv");
   for (cccComm_t c : comms) EXPECT_EQ(cccCommDestroy(c), cccSuccess);
 }
 

@@ -139,7 +139,7 @@ Check run_and_check(testing::HostEntry entry, const EmittedKernel& k, const Kern
     unsigned char* at = residual_alloc[r].data() + (16 - reinterpret_cast<uintptr_t>(residual_alloc[r].data()) % 16) % 16 +
                         (count % 2 == 0 ? offset : offset ^ size);
     for (uint64_t i = 0; i < count; ++i) std::memcpy(at + i * size, &residual_values[i], size);
-    b.residual.push_back(at);
+    b.epilogue.push_back({at, nullptr, nullptr, 0, 0.0f, 0});
   }
   Check check;
   std::vector<unsigned char> previous;
@@ -686,7 +686,7 @@ TEST(HostRunVirtualRanks, OneGridRunsEveryRank) {
     for (int r = 0; r < n; ++r)
       for (uint64_t i = 0; i < count; ++i) reinterpret_cast<int*>(b.input(r))[i] = static_cast<int>(i) * (r + 1);
     std::vector<std::thread> blocks;
-    const ccc_launch_args args{b.state.data(), {}, b.own.data(), count, -1, kTimeoutNs, nullptr, nullptr, nullptr};
+    const ccc_launch_args args{b.state.data(), {}, b.own.data(), count, -1, kTimeoutNs, nullptr, {}, nullptr};
     for (int block = 0; block < n * k.channels; ++block)
       blocks.emplace_back(run_host_block, lib.entry(k.kernel_name), args, block, k.channels,
                           testing::tsan_block_threads(testing::kTestBlockThreads));

@@ -223,6 +223,14 @@ TEST(Nvrtc, ResidualEpilogueKernelsCompileWithoutSpills) {
       EXPECT_NE(k.source.find(" + residual"), std::string::npos) << k.kernel_name;
       for (const char* arch : {"sm_80", "sm_90"}) expect_compiles(k, arch);
     }
+    // RMSNorm after the exit waits (rmsnorm_rows, block_sum's shuffles): bf16, the models' type.
+    KernelOptions o;
+    o.dtype = DataType::BF16;
+    o.protocol = protocol;
+    o.epilogue = Epilogue::ResidualRmsNorm;
+    EmittedKernel k = emit_cuda(testing::lowered(pp, o));
+    EXPECT_NE(k.source.find("ccc::add_residual_rmsnorm<ccc::op_sum>"), std::string::npos) << k.kernel_name;
+    for (const char* arch : {"sm_80", "sm_90"}) expect_compiles(k, arch);
   }
 }
 
