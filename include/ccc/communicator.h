@@ -193,6 +193,13 @@ class Communicator {
   // overlapping any recv (docs/epilogue.md).
   void all_reduce_residual(Sends send, Sends residual, Recvs recv, uint64_t count, DataType dtype, ReduceOp op,
                            Streams streams = {});
+  // Then RMSNorm (Epilogue::ResidualRmsNorm): with s the above, recv = s / sqrt(mean(s^2) + eps)
+  // * weight over each row of `hidden` elements (count = rows x hidden), after the collective's
+  // last write, in the same kernel; residual_out (empty: none) gets s. weight: `hidden` elements
+  // per rank. f32, f16 and bf16.
+  void all_reduce_residual_rmsnorm(Sends send, Sends residual, Sends weight, Recvs recv, Recvs residual_out,
+                                   uint64_t count, uint64_t hidden, float eps, DataType dtype, ReduceOp op,
+                                   Streams streams = {});
   // send holds size() * recv_count elements per rank; recv gets the rank's block.
   void reduce_scatter(Sends send, Recvs recv, uint64_t recv_count, DataType dtype, ReduceOp op,
                       Streams streams = {});

@@ -391,16 +391,27 @@ class Communicator(_CommunicatorHandle):
         return [_current_stream(a) for a in send]
 
     def all_reduce(self, send: Sequence[Any], recv: Optional[Sequence[Any]] = None, *, op: Union[ReduceOp, str] = ReduceOp.SUM,
-                   residual: Optional[Sequence[Any]] = None, streams: Optional[Sequence[int]] = None) -> None:
+                   residual: Optional[Sequence[Any]] = None, rms_weight: Optional[Sequence[Any]] = None,
+                   eps: float = 1e-6, residual_out: Optional[Sequence[Any]] = None,
+                   streams: Optional[Sequence[int]] = None) -> None:
         """Every rank's recv gets the element-wise reduction of all sends; recv None: in place.
 
         residual: one array per rank (send's type and size; tensor parallelism's residual
         stream, the same on every rank) for the fused allreduce + residual: recv = reduction +
         residual, added inside the collective where each element completes (docs/epilogue.md).
-        It must not overlap any recv, so it cannot be in place on the residual."""
+        It must not overlap any recv, so it cannot be in place on the residual.
+
+        rms_weight (with residual): one array per rank of the row's length (``hidden``; send's
+        size must be a whole number of rows) for the fused RMSNorm after it: recv = s /
+        sqrt(mean(s**2) + eps) * rms_weight per row, s the sum with the residual, which
+        residual_out (one array per rank, send's size), when given, receives. f32 and f16 here
+        (NumPy has no bf16)."""
+        def per_rank(arrays: Any) -> list[Any]:
+            return list(self._ranks(arrays)) if arrays is not None else []
         send, recv = self._ranks(send), self._ranks(recv)
         self._comm.all_reduce(list(send), self._recv(send, recv), _enum(ReduceOp, op, "op"),
-                              self._streams(send, streams), list(self._ranks(residual)) if residual is not None else [])
+                              self._streams(send, streams), per_rank(residual), per_rank(rms_weight),
+                              per_rank(residual_out), float(eps))
 
     def reduce(self, send: Sequence[Any], recv: Optional[Sequence[Any]] = None, *, root: int = 0,
                op: Union[ReduceOp, str] = ReduceOp.SUM, streams: Optional[Sequence[int]] = None) -> None:

@@ -128,16 +128,24 @@ class Communicator(_CommunicatorHandle):
         return tensor.detach()
 
     def all_reduce(self, tensor: "torch.Tensor", op: Op = dist.ReduceOp.SUM,
-                   residual: Optional["torch.Tensor"] = None) -> None:
+                   residual: Optional["torch.Tensor"] = None, rms_weight: Optional["torch.Tensor"] = None,
+                   eps: float = 1e-6, residual_out: Optional["torch.Tensor"] = None) -> None:
         """Every rank's tensor becomes the element-wise reduction of all ranks' tensors.
 
         ``residual`` (a tensor like ``tensor``, the same on every rank, as tensor parallelism's
         residual stream is): the fused allreduce + residual, ``tensor = allreduce(tensor) +
         residual`` in the collective's kernel, the residual added where each element completes
-        (docs/epilogue.md). It is only read and must not be ``tensor`` itself."""
+        (docs/epilogue.md). It is only read and must not be ``tensor`` itself.
+
+        ``rms_weight`` (with ``residual``; the row's ``hidden`` elements): then RMSNorm over each
+        row, ``tensor = s / sqrt(mean(s**2) + eps) * rms_weight`` with ``s`` the sum with the
+        residual, which ``residual_out`` (a tensor like ``tensor``), when given, receives."""
         x = self._tensor("tensor", tensor)
-        self._comm.all_reduce(x, op=_op(op),
-                              residual=None if residual is None else self._tensor("residual", residual, like=x))
+        def like_x(name: str, t: Optional["torch.Tensor"]) -> Optional["torch.Tensor"]:
+            return None if t is None else self._tensor(name, t, like=x)
+        self._comm.all_reduce(x, op=_op(op), residual=like_x("residual", residual),
+                              rms_weight=like_x("rms_weight", rms_weight), eps=eps,
+                              residual_out=like_x("residual_out", residual_out))
 
     def reduce(self, tensor: "torch.Tensor", dst: int = 0, op: Op = dist.ReduceOp.SUM) -> None:
         """Rank ``dst``'s tensor becomes the reduction of all ranks' tensors; the others' are left

@@ -256,6 +256,10 @@ struct Buffers {
   std::vector<const void*> send;
   std::vector<void*> recv;
   std::vector<const void*> residual;  // all_reduce's epilogue, or none
+  std::vector<const void*> weight;    // its RMSNorm, or none
+  std::vector<void*> residual_out;
+  uint64_t hidden = 0;
+  float eps = 0;
   uint64_t send_count = 0;
   uint64_t recv_count = 0;
   ccc::DataType dtype = ccc::DataType::F32;
@@ -362,8 +366,12 @@ class PyCommunicator {
               const std::vector<uintptr_t>& streams) {
     ccc::CollectiveCall call{collective, count, b.dtype, op, root, b.send, b.recv};
     if (!b.residual.empty()) {
-      call.epilogue = ccc::Epilogue::Residual;
+      call.epilogue = b.weight.empty() ? ccc::Epilogue::Residual : ccc::Epilogue::ResidualRmsNorm;
       call.residual = b.residual;
+      call.weight = b.weight;
+      call.residual_out = b.residual_out;
+      call.hidden = b.hidden;
+      call.eps = b.eps;
     }
     const ccc::Communicator::Streams stream = stream_span(streams);
     run([&] {
@@ -372,15 +380,41 @@ class PyCommunicator {
         return;
       }
       comm_.run_rank(call, rank_, b.send[0], b.recv[0], stream.empty() ? nullptr : stream[0],
-                     {b.residual.empty() ? nullptr : b.residual[0], nullptr, nullptr});
+                     {b.residual.empty() ? nullptr : b.residual[0], b.weight.empty() ? nullptr : b.weight[0],
+                      b.residual_out.empty() ? nullptr : b.residual_out[0]});
       if (comm_.backend() != ccc::BackendKind::Cuda) comm_.synchronize();
     });
   }
 
-  // `residual`: one array per rank for the fused allreduce + residual (Epilogue::Residual), or none.
+  // `residual`: one array per rank for the fused allreduce + residual (Epilogue::Residual), or
+  // none; `weight` (one per rank, the row's length) adds the RMSNorm, `residual_out` (none, or one
+  // per rank) its pre-norm sums.
   void all_reduce(const std::vector<Array>& send, const std::vector<WritableArray>& recv, ccc::ReduceOp op,
-                  const std::vector<uintptr_t>& streams, const std::vector<Array>& residual) {
+                  const std::vector<uintptr_t>& streams, const std::vector<Array>& residual,
+                  const std::vector<Array>& weight, const std::vector<WritableArray>& residual_out, float eps) {
     Buffers b = buffers(send, recv, residual);
+    if (!weight.empty()) {
+      auto invalid = [](const std::string& m) { throw ccc::Error(ccc::ErrorKind::InvalidArgument, m); };
+      if (residual.empty()) invalid("rms_weight: the RMSNorm comes after the residual add: pass residual too");
+      if (weight.size() != b.send.size())
+        invalid(fmt::format("rms_weight: expected one array per rank ({}), got {}", b.send.size(), weight.size()));
+      if (!residual_out.empty() && residual_out.size() != b.send.size())
+        invalid(fmt::format("residual_out: expected one array per rank ({}), got {}", b.send.size(), residual_out.size()));
+      for (size_t r = 0; r < weight.size(); ++r) {
+        if (array_dtype(weight[r], "rms_weight", r) != b.dtype || !is_c_contiguous(weight[r]) ||
+            weight[r].size() != weight[0].size())
+          invalid(fmt::format("rms_weight[{}]: must be contiguous, of send's type, and as long as rms_weight[0]", r));
+        b.weight.push_back(weight[r].data());
+      }
+      for (size_t r = 0; r < residual_out.size(); ++r) {
+        if (array_dtype(residual_out[r], "residual_out", r) != b.dtype || !is_c_contiguous(residual_out[r]) ||
+            residual_out[r].size() != b.send_count)
+          invalid(fmt::format("residual_out[{}]: must be contiguous, of send's type and size", r));
+        b.residual_out.push_back(residual_out[r].data());
+      }
+      b.hidden = weight[0].size();
+      b.eps = eps;
+    }
     same_counts("all_reduce", b);
     launch(ccc::Collective::AllReduce, b, b.send_count, op, -1, streams);
   }
@@ -652,7 +686,7 @@ NB_MODULE(_ccc, m) {
       .def("virtual_seconds", &PyCommunicator::virtual_seconds)
       .def("critical_path", &PyCommunicator::critical_path)
       .def("all_reduce", &PyCommunicator::all_reduce, nb::arg("send"), nb::arg("recv"), nb::arg("op"),
-           nb::arg("streams"), nb::arg("residual"))
+           nb::arg("streams"), nb::arg("residual"), nb::arg("weight"), nb::arg("residual_out"), nb::arg("eps"))
       .def("reduce", &PyCommunicator::reduce, nb::arg("send"), nb::arg("recv"), nb::arg("root"), nb::arg("op"),
            nb::arg("streams"))
       .def("broadcast", &PyCommunicator::broadcast, nb::arg("send"), nb::arg("recv"), nb::arg("root"),

@@ -60,6 +60,28 @@ def test_all_reduce_with_residual_adds_it_once(comm, dtype, in_place):
         comm.all_reduce(f32(), [np.zeros(COUNT, np.float32) for _ in range(RANKS)], residual=f32(COUNT + 1))
 
 
+@pytest.mark.parametrize("dtype, rtol", [(np.float32, 1e-6), (np.float16, 2e-3)])
+def test_all_reduce_with_residual_and_rmsnorm(comm, dtype, rtol):
+    """Then RMSNorm over rows of rms_weight's length, in the same kernel; residual_out gets the
+    pre-norm sums (docs/epilogue.md). Three rows of 77: not a multiple of a vector."""
+    hidden, rows = 77, 3
+    xs = [((np.arange(rows * hidden) * (r + 1)) % 7 - 3).astype(dtype) for r in range(RANKS)]
+    residual = [(np.arange(rows * hidden) % 5).astype(dtype) for _ in range(RANKS)]
+    weight = [np.linspace(0.5, 2.0, hidden).astype(dtype) for _ in range(RANKS)]
+    out = [np.zeros_like(x) for x in xs]
+    sums = [np.zeros_like(x) for x in xs]
+    comm.all_reduce(xs, out, residual=residual, rms_weight=weight, eps=1e-5, residual_out=sums)
+    s = (sum(x.astype(np.float64) for x in xs) + residual[0]).reshape(rows, hidden)
+    want = s / np.sqrt((s * s).mean(axis=1, keepdims=True) + 1e-5) * weight[0].astype(np.float64)
+    for o, t in zip(out, sums):
+        np.testing.assert_array_equal(t.astype(np.float64).reshape(rows, hidden), s)
+        np.testing.assert_allclose(o.astype(np.float64).reshape(rows, hidden), want, rtol=rtol, atol=rtol)
+    with pytest.raises(ccc.InvalidArgumentError, match="count 231 is not a whole number of rows of hidden 50"):
+        comm.all_reduce(xs, out, residual=residual, rms_weight=[w[:50] for w in weight])
+    with pytest.raises(ccc.InvalidArgumentError, match="the RMSNorm comes after the residual add"):
+        comm.all_reduce(xs, out, rms_weight=weight)
+
+
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("in_place", [False, True])
 def test_reduce(comm, dtype, in_place):

@@ -67,6 +67,13 @@ def check_collectives(comm, nranks, rank):
         x, residual = data(rank, dtype), data(7, dtype)  # the same residual on every rank
         comm.all_reduce(x, residual=residual)
         assert_equal(x, rows.sum(0) + data(7, dtype).to(rows.dtype), f"all_reduce + residual {dtype}")
+        if dtype in (torch.float32, torch.float16, torch.bfloat16):  # then RMSNorm over rows of 7
+            x, sums, weight = data(rank, dtype, 7 * 11), torch.zeros(7 * 11, dtype=dtype), data(3, dtype, 7)
+            comm.all_reduce(x, residual=data(7, dtype, 7 * 11), rms_weight=weight, residual_out=sums)
+            s = (everyone(nranks, dtype, 7 * 11).sum(0) + data(7, dtype, 7 * 11).double()).reshape(11, 7)
+            want = s / torch.sqrt((s * s).mean(1, keepdim=True) + 1e-6) * weight.double()
+            assert_equal(sums, s.flatten(), f"all_reduce + residual + rmsnorm {dtype}: residual_out")
+            torch.testing.assert_close(x.double().reshape(11, 7), want, rtol=1e-2, atol=1e-2)
         root = nranks - 1
         x = data(rank, dtype)
         comm.reduce(x, dst=root)

@@ -570,6 +570,14 @@ void Communicator::all_reduce_residual(Sends send, Sends residual, Recvs recv, u
   run({Collective::AllReduce, count, dtype, op, -1, send, recv, Epilogue::Residual, residual}, streams);
 }
 
+void Communicator::all_reduce_residual_rmsnorm(Sends send, Sends residual, Sends weight, Recvs recv,
+                                               Recvs residual_out, uint64_t count, uint64_t hidden, float eps,
+                                               DataType dtype, ReduceOp op, Streams streams) {
+  run({Collective::AllReduce, count, dtype, op, -1, send, recv, Epilogue::ResidualRmsNorm, residual, weight,
+       residual_out, hidden, eps},
+      streams);
+}
+
 void Communicator::reduce_scatter(Sends send, Recvs recv, uint64_t recv_count, DataType dtype,
                                   ReduceOp op, Streams streams) {
   run({Collective::ReduceScatter, recv_count, dtype, op, -1, send, recv}, streams);
