@@ -555,6 +555,26 @@ TEST(CApi, AMissingRankFailsTheOthersWithinTheTimeout) {
   }
 }
 
+// The fused epilogue's kernel waits as the plain one does: a rank that never calls fails the
+// others within the timeout, and the norm (after the exit waits) never runs on what they hold.
+TEST(CApi, AMissingRankFailsTheFusedAllReduceWithinTheTimeout) {
+  const int n = 3;
+  std::vector<cccComm_t> comms = quick_clique(n);
+  std::vector<std::vector<float>> in(n, std::vector<float>(8, 1.0f)), out(n, std::vector<float>(8, -1.0f));
+  std::vector<float> residual(8, 0.5f), weight(4, 1.0f);
+  const auto start = std::chrono::steady_clock::now();
+  for (int r = 0; r < 2; ++r)
+    EXPECT_EQ(cccAllReduceResidualRmsNorm(in[r].data(), residual.data(), weight.data(), out[r].data(), nullptr, 8, 4,
+                                          1e-6f, cccFloat32, cccSum, comms[r], nullptr),
+              cccSuccess);
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_EQ(cccCommSynchronize(comms[r]), cccRemoteError) << "rank " << r;
+    EXPECT_NE(last_error().find("timed out"), std::string::npos) << last_error();
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
+  for (cccComm_t c : comms) cccCommDestroy(c);
+}
+
 // A child forked from a process with a communicator shares the parent's memory and none of its
 // threads: its calls are refused (they would otherwise queue work nobody runs, or, across
 // processes, write into the arena the parent and its peers use), its destroy drops only its
