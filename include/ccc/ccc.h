@@ -255,6 +255,15 @@ typedef enum {
 cccResult_t cccCommWarmUp(cccComm_t comm, cccFunc_t func, const size_t* counts, int ncounts, cccDataType_t datatype,
                           cccRedOp_t op, int root, int inPlace, int blocking);
 
+/* What the models predict for one call of this shape (count, datatype, op and root as the
+ * collective takes them; no buffers), on the communicator's topology (docs/runtime.md,
+ * "Topology"): *cccSeconds for the kernel ccc would run, by ccc's cost model, and *ncclSeconds for
+ * NCCL's ring by NCCL's own published tuning model on the same GPUs (docs/nccl.md), the baseline
+ * libccc-nccl routes by. Predictions, not measurements. Both 0 without a topology (host backend
+ * without $CCC_TOPO). Either pointer may be NULL. */
+cccResult_t cccCommPredict(cccComm_t comm, cccFunc_t func, size_t count, cccDataType_t datatype, cccRedOp_t op,
+                           int root, double* cccSeconds, double* ncclSeconds);
+
 const char* cccGetErrorString(cccResult_t result);
 /* The message of the calling thread's last failed call ("" if none). */
 const char* cccGetLastError(cccComm_t comm);

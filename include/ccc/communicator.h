@@ -103,6 +103,12 @@ struct KernelChoice {
   friend bool operator==(const KernelChoice&, const KernelChoice&) = default;
 };
 
+// What the models predict for one call on the communicator's topology (Communicator::predict).
+struct Prediction {
+  double ccc_seconds = 0;   // the cost model's time for the kernel choice_for names
+  double nccl_seconds = 0;  // NCCL's own tuning model for its ring on the same GPUs (docs/nccl.md)
+};
+
 // Host: kernels on host threads. Cuda: on GPUs. Sim: host emulation in virtual time on the GPUs
 // of a topology file (docs/simulator.md).
 enum class BackendKind { Host, Cuda, Sim };
@@ -240,6 +246,11 @@ class Communicator {
 
   // The kernel `call` would run (its buffers are not looked at).
   KernelChoice choice_for(const CollectiveCall& call) const;
+  // What the cost model predicts for `call`, and what NCCL's published tuning model predicts for
+  // the same call on the same GPUs (libccc-nccl routes a call to ccc where the first is smaller).
+  // Both 0 without a topology (docs/runtime.md, "Topology"); ccc_seconds 0 when CommOptions gave
+  // the schedule itself (CommOptions::schedule).
+  Prediction predict(const CollectiveCall& call) const;
 
   // Compiles ahead the kernels that calls of these shapes will run (collective, count, dtype,
   // op, root; the buffers are not looked at; `in_place`: calls whose send and recv are one

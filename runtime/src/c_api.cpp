@@ -176,6 +176,17 @@ Collective collective_of(const cccFunc_t& func) {
 }
 
 // Checks rank handle's part of `call` and queues it, or records it in the thread's open group.
+// The shape of a call of `collective` (no buffers): the op only where it reduces, the root only
+// where it has one.
+ccc::CollectiveCall call_shape(Collective collective, size_t count, const cccDataType_t& datatype, const cccRedOp_t& op,
+                               int root) {
+  const bool rooted = collective == Collective::Broadcast || collective == Collective::Reduce;
+  const bool reduces = collective != Collective::AllGather && collective != Collective::Broadcast &&
+                       collective != Collective::AllToAll;
+  return {collective, count, data_type(datatype), reduces ? reduce_op(op) : ccc::ReduceOp::Sum, rooted ? root : -1,
+          {}, {}};
+}
+
 cccResult_t submit(cccComm_t handle, const ccc::CollectiveCall& call, const void* send, void* recv,
                    cccStream_t stream, const ccc::RankEpilogue& epilogue = {}) {
   return guarded([&] {
@@ -455,6 +466,17 @@ cccResult_t cccAllToAll(const void* sendbuff, void* recvbuff, size_t count, cccD
   });
 }
 
+cccResult_t cccCommPredict(cccComm_t comm, cccFunc_t func, size_t count, cccDataType_t datatype, cccRedOp_t op,
+                           int root, double* cccSeconds, double* ncclSeconds) {
+  return guarded([&] {
+    std::shared_ptr<Clique> clique = clique_of(comm);
+    const ccc::Prediction p = clique->comm.predict(call_shape(collective_of(func), count, datatype, op, root));
+    if (cccSeconds != nullptr) *cccSeconds = p.ccc_seconds;
+    if (ncclSeconds != nullptr) *ncclSeconds = p.nccl_seconds;
+    return cccSuccess;
+  });
+}
+
 cccResult_t cccCommWarmUp(cccComm_t comm, cccFunc_t func, const size_t* counts, int ncounts, cccDataType_t datatype,
                           cccRedOp_t op, int root, int inPlace, int blocking) {
   return guarded([&] {
@@ -463,13 +485,8 @@ cccResult_t cccCommWarmUp(cccComm_t comm, cccFunc_t func, const size_t* counts, 
     if (ncounts < 0 || (ncounts > 0 && counts == nullptr))
       throw Error(ErrorKind::InvalidArgument, fmt::format("cccCommWarmUp: {} counts at {}", ncounts,
                                                           static_cast<const void*>(counts)));
-    const bool rooted = collective == Collective::Broadcast || collective == Collective::Reduce;
-    const bool reduces = collective != Collective::AllGather && collective != Collective::Broadcast &&
-                         collective != Collective::AllToAll;
     std::vector<ccc::CollectiveCall> shapes;
-    for (int i = 0; i < ncounts; ++i)
-      shapes.push_back({collective, counts[i], data_type(datatype), reduces ? reduce_op(op) : ccc::ReduceOp::Sum,
-                        rooted ? root : -1, {}, {}});
+    for (int i = 0; i < ncounts; ++i) shapes.push_back(call_shape(collective, counts[i], datatype, op, root));
     clique->comm.warm_up(shapes, inPlace != 0,
                          blocking != 0 ? ccc::Communicator::WarmUp::Wait : ccc::Communicator::WarmUp::Background);
     return cccSuccess;

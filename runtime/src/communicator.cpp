@@ -25,6 +25,7 @@
 #include "cuda_arena.h"
 #include "cuda_backend.h"
 #include "cuda_topology.h"
+#include "nccl_model.h"
 #include "debug_log.h"
 #include "host_backend.h"
 #include "instantiate.h"  // kMaxRanks
@@ -633,6 +634,15 @@ KernelChoice Communicator::choice_for(const CollectiveCall& call) const {
   Impl& impl = live();
   std::lock_guard lock(impl.mutex);
   return impl.catalogue->choose(call);
+}
+
+Prediction Communicator::predict(const CollectiveCall& call) const {
+  Impl& impl = live();
+  std::lock_guard lock(impl.mutex);
+  if (!impl.topology) return {};
+  const int n = impl.nranks();
+  const auto bytes = static_cast<int64_t>(std::max(send_bytes(call, n), recv_bytes(call, n)));
+  return {impl.catalogue->predicted_seconds(call), nccl_predicted_seconds(call.collective, bytes, n, *impl.topology)};
 }
 
 void* Communicator::mem_alloc(uint64_t bytes) {

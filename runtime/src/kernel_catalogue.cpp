@@ -77,6 +77,7 @@ void KernelCatalogue::select_for(const CollectiveCall& call, int64_t bytes, int 
       const ccc::Choice best = select_schedule(call.collective, bytes, static_cast<int>(data_type_size(call.dtype)),
                                                *topology_, menu_for(call.collective, call.root).candidates(), select);
       choice = {best.name(), best.params.channels, best.params.tile_bytes, best.params.protocol};
+      predictions_[choice_key(call)] = best.estimate.time;
     } catch (const std::invalid_argument& e) {
       invalid(fmt::format("{}: no schedule fits: {}", collective_name(call.collective), e.what()));
     }
@@ -105,6 +106,12 @@ const KernelCatalogue::Choice& KernelCatalogue::choose(const CollectiveCall& cal
                            or_default(choice.tile_bytes, " B", "tiles")));
   }
   return choices_.emplace(key, choice).first->second;
+}
+
+double KernelCatalogue::predicted_seconds(const CollectiveCall& call) {
+  choose(call);
+  const auto it = predictions_.find(choice_key(call));
+  return it != predictions_.end() ? it->second : 0;
 }
 
 KernelShape KernelCatalogue::kernel_shape(const CollectiveCall& call, bool in_place) {

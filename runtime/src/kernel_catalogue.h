@@ -44,6 +44,9 @@ class KernelCatalogue {
 
   // The selection for `call`'s shape (made once per shape).
   const Choice& choose(const CollectiveCall& call);
+  // The cost model's time for the kernel choose(call) picks; 0 without a topology or where the
+  // communicator's options fixed the schedule.
+  double predicted_seconds(const CollectiveCall& call);
   // The loaded kernel for `call` (generated, compiled and loaded the first time).
   Prepared prepare(const CollectiveCall& call, bool in_place);
   // The key of the kernel `call` needs when it is not loaded yet (else nullopt), and what to
@@ -84,6 +87,7 @@ class KernelCatalogue {
   const bool traced_;  // fixed for the communicator's life, so kernel keys need not name it
   std::map<std::pair<Collective, int>, std::unique_ptr<ScheduleMenu>> menus_;  // by collective, root
   std::map<std::string, Choice> choices_;  // by call shape
+  std::map<std::string, double> predictions_;  // by call shape: the model's seconds for its choice
   std::map<std::string, Loaded> kernels_;  // by schedule and kernel shape
   // Background warm-ups: compile into the cache only. Last, so they are joined before anything
   // else here goes away.

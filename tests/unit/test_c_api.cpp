@@ -261,6 +261,36 @@ TEST(CApi, BackendSimRunsTheCliqueInVirtualTime) {
   EXPECT_NE(last_error().find("cccCommInitAllHost"), std::string::npos) << last_error();
 }
 
+// cccCommPredict: the cost model's time for the kernel a call would run, beside NCCL's tuning
+// model on the same GPUs (libccc-nccl's baseline); nothing to predict by without a topology.
+TEST(CApi, PredictGivesBothModelsTimesOnTheCommunicatorsTopology) {
+  ASSERT_EQ(setenv("CCC_TOPO", CCC_SOURCE_DIR "/topologies/dgx-h100.topo", 1), 0);
+  const int n = 4;
+  cccComm_t comms[n];
+  ASSERT_EQ(cccCommInitAllHost(comms, n), cccSuccess) << last_error();
+  ASSERT_EQ(unsetenv("CCC_TOPO"), 0);
+  double ccc_small = 0, nccl_small = 0, ccc_large = 0, nccl_large = 0;
+  ASSERT_EQ(cccCommPredict(comms[1], cccFuncAllReduce, 1, cccFloat32, cccSum, 0, &ccc_small, &nccl_small), cccSuccess)
+      << last_error();
+  EXPECT_GT(ccc_small, 2.5e-6);  // at least the topology's launch
+  EXPECT_GT(nccl_small, 2.5e-6);
+  ASSERT_EQ(cccCommPredict(comms[1], cccFuncAllReduce, 64 << 20, cccFloat32, cccSum, 0, &ccc_large, nullptr),
+            cccSuccess);
+  EXPECT_EQ(cccCommPredict(comms[1], cccFuncAllReduce, 64 << 20, cccFloat32, cccSum, 0, nullptr, &nccl_large),
+            cccSuccess);
+  EXPECT_GT(ccc_large, 50 * ccc_small);  // 256 MiB over 450 GB/s links: far beyond the latency
+  EXPECT_GT(nccl_large, 50 * nccl_small);
+  EXPECT_EQ(cccCommPredict(comms[0], static_cast<cccFunc_t>(5), 1, cccFloat32, cccSum, 0, nullptr, nullptr),
+            cccInvalidArgument);
+  for (cccComm_t c : comms) EXPECT_EQ(cccCommDestroy(c), cccSuccess);
+
+  ASSERT_EQ(cccCommInitAllHost(comms, n), cccSuccess) << last_error();
+  ASSERT_EQ(cccCommPredict(comms[0], cccFuncBroadcast, 10, cccInt8, cccSum, 1, &ccc_small, &nccl_small), cccSuccess);
+  EXPECT_EQ(ccc_small, 0);
+  EXPECT_EQ(nccl_small, 0);
+  for (cccComm_t c : comms) EXPECT_EQ(cccCommDestroy(c), cccSuccess);
+}
+
 // cccCommWarmUp puts the kernels the declared calls will run into the process's JIT cache (built,
 // or read from the disk cache), so the calls themselves fill nothing.
 TEST(CApi, WarmUpLoadsWhatTheCallsRunAhead) {
