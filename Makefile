@@ -53,8 +53,10 @@ SANITIZER_OPT := -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBI
 # ccc-bench's sweep of every type and op (a kernel compile each; the other BenchCli tests run its
 # code). The epilogues run here on two shapes (HostRunResidual ring3 and oneshot3ll), the C API's
 # tests and the lit test's RMSNorm runs; their sweep over every schedule (HostRunResidual's other
-# shapes, CommunicatorEpilogue) adds minutes and no other code. `make test` runs them all.
-ASAN_SKIP ?= HostRun.*/(ring[2358]|oneshot[39]|twoshot7|butterfly8|tree5|dbtree6|allpairs_slots5)( |$$)|HostRun.*/(ring5|oneshot9|twoshot[47]|butterfly8|tree5|dbtree6)ll|Nvcc\.CompilesTheGeneratedKernels|NvrtcSchedule\.Compiles|Nvrtc\.(Ll)?EveryDtypeForAmpereAndHopper|Nvrtc\.LlPerRankTablesSpillNothingInsideTheChunkLoop|Trace\.TracedKernelsCompileForAmpereAndHopper|Nvrtc\.RingAtTheMostRanksAGpuKernelHasCompiles|Nvrtc\.ResidualEpilogueKernelsCompileWithoutSpills|BenchCli\.EveryTypeAndEveryOp|HostRunResidual.*/(oneshot4|twoshot5|butterfly4|tree5|dbtree3|ring4ll|twoshot4ll)( |$$)|CommunicatorEpilogue\.
+# shapes, CommunicatorEpilogue) adds minutes and no other code. Nor libccc-nccl's user program, an
+# uninstrumented executable (as a user's is) that cannot load an instrumented libccc-nccl. `make
+# test` runs them all.
+ASAN_SKIP ?= HostRun.*/(ring[2358]|oneshot[39]|twoshot7|butterfly8|tree5|dbtree6|allpairs_slots5)( |$$)|HostRun.*/(ring5|oneshot9|twoshot[47]|butterfly8|tree5|dbtree6)ll|Nvcc\.CompilesTheGeneratedKernels|NvrtcSchedule\.Compiles|Nvrtc\.(Ll)?EveryDtypeForAmpereAndHopper|Nvrtc\.LlPerRankTablesSpillNothingInsideTheChunkLoop|Trace\.TracedKernelsCompileForAmpereAndHopper|Nvrtc\.RingAtTheMostRanksAGpuKernelHasCompiles|Nvrtc\.ResidualEpilogueKernelsCompileWithoutSpills|BenchCli\.EveryTypeAndEveryOp|HostRunResidual.*/(oneshot4|twoshot5|butterfly4|tree5|dbtree3|ring4ll|twoshot4ll)( |$$)|CommunicatorEpilogue\.|LibcccNccl\.
 test-asan: deps
 	cmake -S . -B build-asan $(SANITIZER_OPT) -DCCC_SANITIZE=address,undefined $(CMAKE_FLAGS)
 	cmake --build build-asan -j$(JOBS) --target ccc_tests ccc_gpu_tests ccc_cuda_call_path_tests ccc ccc_example_allreduce_host

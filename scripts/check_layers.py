@@ -2,7 +2,7 @@
 """Checks that the source tree keeps its layers (docs/architecture.md, "Layers").
 
 From the bottom: device/ (the device prelude), include/ccc/ (the public API), compiler/,
-runtime/, then the tools over them (cli/, python/, tools/, bench/, tests/). A file may include
+runtime/, nccl/ (libccc-nccl, NCCL's API over the runtime), then the tools over them (cli/, python/, tools/, bench/, tests/). A file may include
 headers of its own layer and of the layers below, never one above; no two headers include each
 other; and a public header includes only public headers, so that what `cmake --install` ships
 compiles alone. Prints each violation and exits 1 if there is one.
@@ -11,7 +11,7 @@ import pathlib
 import re
 import sys
 
-LAYERS = ["device", "include/ccc", "compiler/src", "runtime/src"]  # bottom to top
+LAYERS = ["device", "include/ccc", "compiler/src", "runtime/src", "nccl"]  # bottom to top
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.MULTILINE)
 
 

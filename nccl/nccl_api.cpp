@@ -1,0 +1,627 @@
+// libccc-nccl's exported functions: NCCL 2.28's API (the toolkit's nccl.h, and nccl_device.h's
+// host functions), each also under its profiling name pnccl*, over ccc and the real NCCL.
+// docs/nccl.md has the table of what each one does. A collective ccc can run (a built-in op on a
+// communicator ccc joined) goes where the route policy sends it (route.h); everything else goes
+// to the real NCCL with the same arguments, the real communicator in place of ours.
+#include <nccl.h>
+#include <nccl_device.h>
+
+#include <functional>
+#include <memory>
+#include <new>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "ccc/ccc.h"
+#include "ccc/types.h"
+#include "route.h"
+#include "shim_comm.h"
+
+#define CCC_NCCL_API extern "C" __attribute__((visibility("default")))
+
+using ccc::Collective;
+using namespace ccc::nccl;
+
+// ccc's enums take NCCL's values (ccc.h), so a cast translates.
+static_assert(static_cast<int>(cccFloat8e5m2) == static_cast<int>(ncclFloat8e5m2) &&
+              static_cast<int>(cccNumTypes) == static_cast<int>(ncclNumTypes));
+static_assert(static_cast<int>(cccAvg) == static_cast<int>(ncclAvg) &&
+              static_cast<int>(cccNumOps) == static_cast<int>(ncclNumOps));
+static_assert(static_cast<int>(cccRemoteError) == static_cast<int>(ncclRemoteError));
+
+namespace {
+
+thread_local std::string last_error;
+
+ncclResult_t fail(ncclResult_t result, std::string message) {
+  last_error = std::move(message);
+  return result;
+}
+
+template <class Body>
+ncclResult_t guarded(Body&& body) {
+  try {
+    return body();
+  } catch (const ShimError& e) {
+    return fail(e.result, e.message);
+  } catch (const std::bad_alloc&) {
+    return fail(ncclSystemError, "libccc-nccl: out of memory");
+  } catch (const std::exception& e) {
+    return fail(ncclInternalError, std::string("libccc-nccl: ") + e.what());
+  }
+}
+
+// A real NCCL function, or a ShimError when this NCCL lacks it.
+template <class F>
+F require(F function, const char* name) {
+  if (function == nullptr)
+    throw ShimError{ncclInvalidUsage, fmt::format("libccc-nccl: the NCCL at {} has no {} (older than 2.28?)",
+                                                  real_nccl().path, name)};
+  return function;
+}
+#define REAL(name) require(real_nccl().name, #name)
+
+// A forwarded call's result; a failure leaves NCCL's own message for ncclGetLastError.
+ncclResult_t forwarded(ncclResult_t result, ncclComm_t real_comm) {
+  if (result != ncclSuccess && result != ncclInProgress) {
+    const char* message = real_nccl().ncclGetLastError != nullptr ? real_nccl().ncclGetLastError(real_comm) : nullptr;
+    last_error = message != nullptr ? message : "";
+  }
+  return result;
+}
+
+ncclResult_t from_ccc(cccResult_t result, cccComm_t comm) {
+  if (result != cccSuccess) last_error = std::string("ccc: ") + cccGetLastError(comm);
+  return static_cast<ncclResult_t>(result);
+}
+
+ncclComm& live(ncclComm_t comm) {
+  if (comm == nullptr) throw ShimError{ncclInvalidArgument, "libccc-nccl: null communicator"};
+  return *comm;
+}
+
+cccDataType_t ccc_type(ncclDataType_t t) { return static_cast<cccDataType_t>(t); }
+cccRedOp_t ccc_op(ncclRedOp_t op) { return static_cast<cccRedOp_t>(op); }
+
+cccFunc_t ccc_func(Collective c) {
+  switch (c) {
+    case Collective::AllReduce: return cccFuncAllReduce;
+    case Collective::ReduceScatter: return cccFuncReduceScatter;
+    case Collective::AllGather: return cccFuncAllGather;
+    case Collective::Broadcast: return cccFuncBroadcast;
+    case Collective::Reduce: return cccFuncReduce;
+    case Collective::AllToAll: return cccFuncAllToAll;
+  }
+  return cccFuncAllReduce;
+}
+
+// The larger of a rank's send and receive bytes, as the models count them (NCCL's nBytes).
+int64_t call_bytes(Collective c, size_t count, ncclDataType_t t, int nranks) {
+  static constexpr int kElementBytes[ncclNumTypes] = {1, 1, 4, 4, 8, 8, 2, 4, 8, 2, 1, 1};
+  const auto bytes = static_cast<int64_t>(count) * kElementBytes[t];
+  const bool per_rank = c == Collective::AllGather || c == Collective::ReduceScatter || c == Collective::AllToAll;
+  return per_rank ? bytes * nranks : bytes;
+}
+
+// Whether this call goes to ccc. NCCL keeps what ccc cannot run (user-defined reduction ops, a
+// communicator ccc did not join, an empty call) and what NCCL itself must reject (a bad type).
+bool to_ccc(ncclComm& comm, Collective collective, size_t count, ncclDataType_t dtype, ncclRedOp_t op, int root,
+            double* predicted) {
+  if (comm.ccc == nullptr || count == 0) return false;
+  if (static_cast<int>(dtype) < 0 || static_cast<int>(dtype) >= ncclNumTypes) return false;
+  if (static_cast<int>(op) < 0 || static_cast<int>(op) >= ncclNumOps) return false;
+  const Side side = comm.policy.side(collective);
+  double ccc_seconds = 0, nccl_seconds = 0;
+  if (side == Side::Auto &&
+      cccCommPredict(comm.ccc, ccc_func(collective), count, ccc_type(dtype), ccc_op(op), root, &ccc_seconds,
+                     &nccl_seconds) != cccSuccess)
+    ccc_seconds = nccl_seconds = 0;  // no prediction: auto keeps NCCL
+  const int64_t bytes = call_bytes(collective, count, dtype, comm.nranks);
+  const RouteDecision decision = decide(side, bytes, ccc_seconds, nccl_seconds, comm.arena_bytes);
+  log_decision(comm.rank, comm.nranks, collective, bytes, decision);
+  *predicted = ccc_seconds;
+  return decision.to_ccc;
+}
+
+// The calling thread's group (ncclGroupStart .. End): its depth, and the calls routed to ccc,
+// which run at the outermost end inside one ccc group (so one thread may drive several ranks).
+struct DeferredCall {
+  ncclComm* comm;
+  std::function<cccResult_t(cccComm_t)> call;
+  double predicted;
+};
+thread_local int group_depth = 0;
+thread_local std::vector<DeferredCall> group_calls;
+
+// On ccc's host backend nothing orders a call behind the stream's earlier work or the caller's
+// later work: it finishes before the NCCL call that made it returns.
+ncclResult_t finish_if_host(ncclComm& comm) {
+  return comm.ccc_host ? from_ccc(cccCommSynchronize(comm.ccc), comm.ccc) : ncclSuccess;
+}
+
+ncclResult_t on_ccc(ncclComm& comm, double predicted, std::function<cccResult_t(cccComm_t)> call) {
+  if (group_depth > 0) {
+    group_calls.push_back({&comm, std::move(call), predicted});
+    return ncclSuccess;
+  }
+  const ncclResult_t r = from_ccc(call(comm.ccc), comm.ccc);
+  return r != ncclSuccess ? r : finish_if_host(comm);
+}
+
+// Queues the group's ccc calls at its outermost end; the first failure.
+ncclResult_t run_group_calls() {
+  std::vector<DeferredCall> calls = std::move(group_calls);
+  group_calls.clear();
+  if (calls.empty()) return ncclSuccess;
+  ncclResult_t first = from_ccc(cccGroupStart(), nullptr);
+  for (DeferredCall& c : calls) {
+    const ncclResult_t r = from_ccc(c.call(c.comm->ccc), c.comm->ccc);
+    if (first == ncclSuccess) first = r;
+  }
+  const ncclResult_t end = from_ccc(cccGroupEnd(), nullptr);
+  if (first == ncclSuccess) first = end;
+  for (DeferredCall& c : calls) {
+    const ncclResult_t r = finish_if_host(*c.comm);
+    if (first == ncclSuccess) first = r;
+  }
+  return first;
+}
+
+// Makes a communicator around a real one just made, and joins ccc where it may.
+ncclResult_t adopt(ncclComm_t real, ncclComm_t* newcomm, const ncclConfig_t* config) {
+  auto comm = std::make_unique<ncclComm>(make_shim(real));
+  if (config != nullptr && config->blocking == 0) {  // a non-blocking init: ccc's exchange needs it done
+    ncclResult_t state = ncclInProgress;
+    while (state == ncclInProgress) REAL(ncclCommGetAsyncError)(real, &state);
+    if (state != ncclSuccess) return forwarded(state, real);
+  }
+  try {
+    attach_ccc(*comm);
+  } catch (const ShimError&) {
+    REAL(ncclCommAbort)(real);
+    throw;
+  }
+  *newcomm = comm.release();
+  return ncclSuccess;
+}
+
+}  // namespace
+
+// ---- Communicators ----
+
+CCC_NCCL_API ncclResult_t ncclGetVersion(int* version) {
+  return guarded([&] { return forwarded(REAL(ncclGetVersion)(version), nullptr); });
+}
+
+CCC_NCCL_API ncclResult_t ncclGetUniqueId(ncclUniqueId* uniqueId) {
+  return guarded([&] { return forwarded(REAL(ncclGetUniqueId)(uniqueId), nullptr); });
+}
+
+CCC_NCCL_API ncclResult_t ncclCommInitRankConfig(ncclComm_t* comm, int nranks, ncclUniqueId commId, int rank,
+                                                 ncclConfig_t* config) {
+  return guarded([&] {
+    if (comm == nullptr) return fail(ncclInvalidArgument, "libccc-nccl: ncclCommInitRankConfig: comm is null");
+    ncclComm_t real = nullptr;
+    const ncclResult_t r = REAL(ncclCommInitRankConfig)(&real, nranks, commId, rank, config);
+    if (r != ncclSuccess && r != ncclInProgress) return forwarded(r, real);
+    return adopt(real, comm, config);
+  });
+}
+
+CCC_NCCL_API ncclResult_t ncclCommInitRank(ncclComm_t* comm, int nranks, ncclUniqueId commId, int rank) {
+  return ncclCommInitRankConfig(comm, nranks, commId, rank, nullptr);
+}
+
+CCC_NCCL_API ncclResult_t ncclCommInitRankScalable(ncclComm_t* newcomm, int nranks, int myrank, int nId,
+                                                   ncclUniqueId* commIds, ncclConfig_t* config) {
+  return guarded([&] {
+    if (newcomm == nullptr) return fail(ncclInvalidArgument, "libccc-nccl: ncclCommInitRankScalable: newcomm is null");
+    ncclComm_t real = nullptr;
+    const ncclResult_t r = REAL(ncclCommInitRankScalable)(&real, nranks, myrank, nId, commIds, config);
+    if (r != ncclSuccess && r != ncclInProgress) return forwarded(r, real);
+    return adopt(real, newcomm, config);
+  });
+}
+
+CCC_NCCL_API ncclResult_t ncclCommInitAll(ncclComm_t* comms, int ndev, const int* devlist) {
+  return guarded([&] {
+    if (comms == nullptr || ndev < 1)
+      return fail(ncclInvalidArgument, fmt::format("libccc-nccl: ncclCommInitAll: {} communicators at {}", ndev,
+                                                   static_cast<const void*>(comms)));
+    std::vector<ncclComm_t> real(ndev, nullptr);
+    const ncclResult_t r = REAL(ncclCommInitAll)(real.data(), ndev, devlist);
+    if (r != ncclSuccess) return forwarded(r, nullptr);
+    std::vector<std::unique_ptr<ncclComm>> made;
+    std::vector<ncclComm*> raw;
+    for (ncclComm_t c : real) {
+      made.push_back(std::make_unique<ncclComm>(make_shim(c)));
+      raw.push_back(made.back().get());
+    }
+    attach_ccc_all(raw.data(), ndev, devlist);
+    for (int i = 0; i < ndev; ++i) comms[i] = made[i].release();
+    return ncclSuccess;
+  });
+}
+
+CCC_NCCL_API ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newcomm,
+                                        ncclConfig_t* config) {
+  return guarded([&] {
+    if (newcomm == nullptr) return fail(ncclInvalidArgument, "libccc-nccl: ncclCommSplit: newcomm is null");
+    ncclComm_t real = nullptr;
+    const ncclResult_t r = REAL(ncclCommSplit)(live(comm).real, color, key, &real, config);
+    if (r != ncclSuccess && r != ncclInProgress) return forwarded(r, live(comm).real);
+    if (real == nullptr) {  // NCCL_SPLIT_NOCOLOR: no child for this rank
+      *newcomm = nullptr;
+      return ncclSuccess;
+    }
+    return adopt(real, newcomm, config);
+  });
+}
+
+CCC_NCCL_API ncclResult_t ncclCommShrink(ncclComm_t comm, int* excludeRanksList, int excludeRanksCount,
+                                         ncclComm_t* newcomm, ncclConfig_t* config, int shrinkFlags) {
+  return guarded([&] {
+    if (newcomm == nullptr) return fail(ncclInvalidArgument, "libccc-nccl: ncclCommShrink: newcomm is null");
+    ncclComm_t real = nullptr;
+    const ncclResult_t r =
+        REAL(ncclCommShrink)(live(comm).real, excludeRanksList, excludeRanksCount, &real, config, shrinkFlags);
+    if (r != ncclSuccess && r != ncclInProgress) return forwarded(r, live(comm).real);
+    return adopt(real, newcomm, config);
+  });
+}
+
+CCC_NCCL_API ncclResult_t ncclCommFinalize(ncclComm_t comm) {
+  return guarded([&] {
+    ncclComm& c = live(comm);
+    if (c.ccc != nullptr) {
+      const ncclResult_t r = from_ccc(cccCommSynchronize(c.ccc), c.ccc);
+      if (r != ncclSuccess) return r;
+    }
+    return forwarded(REAL(ncclCommFinalize)(c.real), c.real);
+  });
+}
+
+CCC_NCCL_API ncclResult_t ncclCommDestroy(ncclComm_t comm) {
+  return guarded([&] {
+    std::unique_ptr<ncclComm> c(&live(comm));
+    const ncclResult_t own = c->ccc != nullptr ? from_ccc(cccCommDestroy(c->ccc), c->ccc) : ncclSuccess;
+    const ncclResult_t r = forwarded(REAL(ncclCommDestroy)(c->real), c->real);
+    return own != ncclSuccess ? own : r;
+  });
+}
+
+CCC_NCCL_API ncclResult_t ncclCommAbort(ncclComm_t comm) {
+  return guarded([&] {
+    std::unique_ptr<ncclComm> c(&live(comm));
+    const ncclResult_t own = c->ccc != nullptr ? from_ccc(cccCommAbort(c->ccc), c->ccc) : ncclSuccess;
+    const ncclResult_t r = forwarded(REAL(ncclCommAbort)(c->real), c->real);
+    return own != ncclSuccess ? own : r;
+  });
+}
+
+CCC_NCCL_API ncclResult_t ncclCommRevoke(ncclComm_t comm, int revokeFlags) {
+  return guarded([&] { return forwarded(REAL(ncclCommRevoke)(live(comm).real, revokeFlags), live(comm).real); });
+}
+
+CCC_NCCL_API ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* asyncError) {
+  return guarded([&] {
+    ncclComm& c = live(comm);
+    if (asyncError == nullptr) return fail(ncclInvalidArgument, "libccc-nccl: ncclCommGetAsyncError: asyncError is null");
+    const ncclResult_t r = forwarded(REAL(ncclCommGetAsyncError)(c.real, asyncError), c.real);
+    if (r != ncclSuccess || *asyncError != ncclSuccess || c.ccc == nullptr) return r;
+    // ccc's collectives fail on their own; ccc cannot tell for CUDA ranks in one process
+    // (cccInvalidUsage), whose failures cccCommSynchronize reports instead.
+    cccResult_t own = cccSuccess;
+    if (cccCommGetAsyncError(c.ccc, &own) == cccSuccess && own != cccSuccess) {
+      *asyncError = static_cast<ncclResult_t>(own);
+      last_error = std::string("ccc: ") + cccGetLastError(c.ccc);
+    }
+    return ncclSuccess;
+  });
+}
+
+CCC_NCCL_API ncclResult_t ncclCommCount(const ncclComm_t comm, int* count) {
+  return guarded([&] { return forwarded(REAL(ncclCommCount)(live(comm).real, count), live(comm).real); });
+}
+
+CCC_NCCL_API ncclResult_t ncclCommCuDevice(const ncclComm_t comm, int* device) {
+  return guarded([&] { return forwarded(REAL(ncclCommCuDevice)(live(comm).real, device), live(comm).real); });
+}
+
+CCC_NCCL_API ncclResult_t ncclCommUserRank(const ncclComm_t comm, int* rank) {
+  return guarded([&] { return forwarded(REAL(ncclCommUserRank)(live(comm).real, rank), live(comm).real); });
+}
+
+// ---- Memory and registration: NCCL's (ccc stages or registers buffers its own way) ----
+
+CCC_NCCL_API ncclResult_t ncclMemAlloc(void** ptr, size_t size) {
+  return guarded([&] { return forwarded(REAL(ncclMemAlloc)(ptr, size), nullptr); });
+}
+
+CCC_NCCL_API ncclResult_t ncclMemFree(void* ptr) {
+  return guarded([&] { return forwarded(REAL(ncclMemFree)(ptr), nullptr); });
+}
+
+CCC_NCCL_API ncclResult_t ncclCommRegister(const ncclComm_t comm, void* buff, size_t size, void** handle) {
+  return guarded([&] { return forwarded(REAL(ncclCommRegister)(live(comm).real, buff, size, handle), live(comm).real); });
+}
+
+CCC_NCCL_API ncclResult_t ncclCommDeregister(const ncclComm_t comm, void* handle) {
+  return guarded([&] { return forwarded(REAL(ncclCommDeregister)(live(comm).real, handle), live(comm).real); });
+}
+
+CCC_NCCL_API ncclResult_t ncclCommWindowRegister(ncclComm_t comm, void* buff, size_t size, ncclWindow_t* win,
+                                                 int winFlags) {
+  return guarded([&] {
+    return forwarded(REAL(ncclCommWindowRegister)(live(comm).real, buff, size, win, winFlags), live(comm).real);
+  });
+}
+
+CCC_NCCL_API ncclResult_t ncclCommWindowDeregister(ncclComm_t comm, ncclWindow_t win) {
+  return guarded([&] { return forwarded(REAL(ncclCommWindowDeregister)(live(comm).real, win), live(comm).real); });
+}
+
+// ---- Reduction ops: NCCL's; a call with one goes to NCCL ----
+
+CCC_NCCL_API ncclResult_t ncclRedOpCreatePreMulSum(ncclRedOp_t* op, void* scalar, ncclDataType_t datatype,
+                                                   ncclScalarResidence_t residence, ncclComm_t comm) {
+  return guarded([&] {
+    return forwarded(REAL(ncclRedOpCreatePreMulSum)(op, scalar, datatype, residence, live(comm).real), live(comm).real);
+  });
+}
+
+CCC_NCCL_API ncclResult_t ncclRedOpDestroy(ncclRedOp_t op, ncclComm_t comm) {
+  return guarded([&] { return forwarded(REAL(ncclRedOpDestroy)(op, live(comm).real), live(comm).real); });
+}
+
+// ---- Errors ----
+
+CCC_NCCL_API const char* ncclGetErrorString(ncclResult_t result) {
+  const RealNccl* real = RealNccl::get();
+  if (real != nullptr && real->ncclGetErrorString != nullptr) return real->ncclGetErrorString(result);
+  return result == ncclInProgress ? "NCCL operation in progress" : cccGetErrorString(static_cast<cccResult_t>(result));
+}
+
+CCC_NCCL_API const char* ncclGetLastError(ncclComm_t) { return last_error.c_str(); }
+
+CCC_NCCL_API void ncclResetDebugInit() {
+  const RealNccl* real = RealNccl::get();
+  if (real != nullptr && real->ncclResetDebugInit != nullptr) real->ncclResetDebugInit();
+}
+
+// ---- Collectives: ccc or NCCL ----
+
+CCC_NCCL_API ncclResult_t ncclAllReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
+                                        ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
+  return guarded([&] {
+    ncclComm& c = live(comm);
+    double predicted = 0;
+    if (to_ccc(c, Collective::AllReduce, count, datatype, op, -1, &predicted))
+      return on_ccc(c, predicted, [=](cccComm_t cc) {
+        return cccAllReduce(sendbuff, recvbuff, count, ccc_type(datatype), ccc_op(op), cc, stream);
+      });
+    return forwarded(REAL(ncclAllReduce)(sendbuff, recvbuff, count, datatype, op, c.real, stream), c.real);
+  });
+}
+
+CCC_NCCL_API ncclResult_t ncclReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount,
+                                            ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
+                                            cudaStream_t stream) {
+  return guarded([&] {
+    ncclComm& c = live(comm);
+    double predicted = 0;
+    if (to_ccc(c, Collective::ReduceScatter, recvcount, datatype, op, -1, &predicted))
+      return on_ccc(c, predicted, [=](cccComm_t cc) {
+        return cccReduceScatter(sendbuff, recvbuff, recvcount, ccc_type(datatype), ccc_op(op), cc, stream);
+      });
+    return forwarded(REAL(ncclReduceScatter)(sendbuff, recvbuff, recvcount, datatype, op, c.real, stream), c.real);
+  });
+}
+
+CCC_NCCL_API ncclResult_t ncclAllGather(const void* sendbuff, void* recvbuff, size_t sendcount,
+                                        ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream) {
+  return guarded([&] {
+    ncclComm& c = live(comm);
+    double predicted = 0;
+    if (to_ccc(c, Collective::AllGather, sendcount, datatype, ncclSum, -1, &predicted))
+      return on_ccc(c, predicted, [=](cccComm_t cc) {
+        return cccAllGather(sendbuff, recvbuff, sendcount, ccc_type(datatype), cc, stream);
+      });
+    return forwarded(REAL(ncclAllGather)(sendbuff, recvbuff, sendcount, datatype, c.real, stream), c.real);
+  });
+}
+
+CCC_NCCL_API ncclResult_t ncclBroadcast(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
+                                        int root, ncclComm_t comm, cudaStream_t stream) {
+  return guarded([&] {
+    ncclComm& c = live(comm);
+    double predicted = 0;
+    if (to_ccc(c, Collective::Broadcast, count, datatype, ncclSum, root, &predicted))
+      return on_ccc(c, predicted, [=](cccComm_t cc) {
+        return cccBroadcast(sendbuff, recvbuff, count, ccc_type(datatype), root, cc, stream);
+      });
+    return forwarded(REAL(ncclBroadcast)(sendbuff, recvbuff, count, datatype, root, c.real, stream), c.real);
+  });
+}
+
+CCC_NCCL_API ncclResult_t ncclBcast(void* buff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm,
+                                    cudaStream_t stream) {
+  return ncclBroadcast(buff, buff, count, datatype, root, comm, stream);
+}
+
+CCC_NCCL_API ncclResult_t ncclReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
+                                     ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t stream) {
+  return guarded([&] {
+    ncclComm& c = live(comm);
+    double predicted = 0;
+    if (to_ccc(c, Collective::Reduce, count, datatype, op, root, &predicted))
+      return on_ccc(c, predicted, [=](cccComm_t cc) {
+        return cccReduce(sendbuff, recvbuff, count, ccc_type(datatype), ccc_op(op), root, cc, stream);
+      });
+    return forwarded(REAL(ncclReduce)(sendbuff, recvbuff, count, datatype, op, root, c.real, stream), c.real);
+  });
+}
+
+CCC_NCCL_API ncclResult_t ncclAlltoAll(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
+                                       ncclComm_t comm, cudaStream_t stream) {
+  return guarded([&] {
+    ncclComm& c = live(comm);
+    double predicted = 0;
+    // ccc refuses an in-place all-to-all; NCCL takes it.
+    if (sendbuff != recvbuff && to_ccc(c, Collective::AllToAll, count, datatype, ncclSum, -1, &predicted))
+      return on_ccc(c, predicted, [=](cccComm_t cc) {
+        return cccAllToAll(sendbuff, recvbuff, count, ccc_type(datatype), cc, stream);
+      });
+    return forwarded(REAL(ncclAlltoAll)(sendbuff, recvbuff, count, datatype, c.real, stream), c.real);
+  });
+}
+
+// ---- NCCL's alone: gather, scatter, point-to-point ----
+
+CCC_NCCL_API ncclResult_t ncclGather(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
+                                     int root, ncclComm_t comm, cudaStream_t stream) {
+  return guarded([&] {
+    return forwarded(REAL(ncclGather)(sendbuff, recvbuff, count, datatype, root, live(comm).real, stream),
+                     live(comm).real);
+  });
+}
+
+CCC_NCCL_API ncclResult_t ncclScatter(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
+                                      int root, ncclComm_t comm, cudaStream_t stream) {
+  return guarded([&] {
+    return forwarded(REAL(ncclScatter)(sendbuff, recvbuff, count, datatype, root, live(comm).real, stream),
+                     live(comm).real);
+  });
+}
+
+CCC_NCCL_API ncclResult_t ncclSend(const void* sendbuff, size_t count, ncclDataType_t datatype, int peer,
+                                   ncclComm_t comm, cudaStream_t stream) {
+  return guarded([&] {
+    return forwarded(REAL(ncclSend)(sendbuff, count, datatype, peer, live(comm).real, stream), live(comm).real);
+  });
+}
+
+CCC_NCCL_API ncclResult_t ncclRecv(void* recvbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm,
+                                   cudaStream_t stream) {
+  return guarded([&] {
+    return forwarded(REAL(ncclRecv)(recvbuff, count, datatype, peer, live(comm).real, stream), live(comm).real);
+  });
+}
+
+// ---- Groups: NCCL's, with the calls routed to ccc held to the outermost end ----
+
+CCC_NCCL_API ncclResult_t ncclGroupStart() {
+  return guarded([&] {
+    const ncclResult_t r = forwarded(REAL(ncclGroupStart)(), nullptr);
+    if (r == ncclSuccess) ++group_depth;
+    return r;
+  });
+}
+
+CCC_NCCL_API ncclResult_t ncclGroupEnd() {
+  return guarded([&] {
+    if (group_depth > 0 && --group_depth == 0) {
+      const ncclResult_t own = run_group_calls();
+      const ncclResult_t r = forwarded(REAL(ncclGroupEnd)(), nullptr);
+      return own != ncclSuccess ? own : r;
+    }
+    return forwarded(REAL(ncclGroupEnd)(), nullptr);  // nested, or without a start: NCCL's to judge
+  });
+}
+
+// Ends the group without running it, as NCCL's does: the calls routed to ccc are dropped, and
+// their predicted time joins NCCL's estimate.
+CCC_NCCL_API ncclResult_t ncclGroupSimulateEnd(ncclSimInfo_t* simInfo) {
+  return guarded([&] {
+    double ccc_seconds = 0;
+    if (group_depth > 0 && --group_depth == 0) {
+      for (const DeferredCall& c : group_calls) ccc_seconds += c.predicted;
+      group_calls.clear();
+    }
+    const ncclResult_t r = forwarded(REAL(ncclGroupSimulateEnd)(simInfo), nullptr);
+    if (r == ncclSuccess && simInfo != nullptr) simInfo->estimatedTime += static_cast<float>(ccc_seconds * 1e6);
+    return r;
+  });
+}
+
+// ---- nccl_device.h's host functions: NCCL's device API, on the real communicator ----
+
+CCC_NCCL_API ncclResult_t ncclDevCommCreate(ncclComm_t comm, ncclDevCommRequirements_t const* reqs,
+                                            ncclDevComm_t* outDevComm) {
+  return guarded([&] { return forwarded(REAL(ncclDevCommCreate)(live(comm).real, reqs, outDevComm), live(comm).real); });
+}
+
+CCC_NCCL_API ncclResult_t ncclDevCommDestroy(ncclComm_t comm, ncclDevComm_t const* devComm) {
+  return guarded([&] { return forwarded(REAL(ncclDevCommDestroy)(live(comm).real, devComm), live(comm).real); });
+}
+
+CCC_NCCL_API ncclResult_t ncclLsaBarrierCreateRequirement(ncclTeam_t team, int nBarriers,
+                                                          ncclLsaBarrierHandle_t* outHandle,
+                                                          ncclDevResourceRequirements_t* outReq) {
+  return guarded([&] { return forwarded(REAL(ncclLsaBarrierCreateRequirement)(team, nBarriers, outHandle, outReq), nullptr); });
+}
+
+CCC_NCCL_API ncclResult_t ncclGinBarrierCreateRequirement(ncclComm_t comm, ncclTeam_t team, int nBarriers,
+                                                          ncclGinBarrierHandle_t* outHandle,
+                                                          ncclDevResourceRequirements_t* outReq) {
+  return guarded([&] {
+    return forwarded(REAL(ncclGinBarrierCreateRequirement)(live(comm).real, team, nBarriers, outHandle, outReq),
+                     live(comm).real);
+  });
+}
+
+CCC_NCCL_API ncclResult_t ncclLLA2ACreateRequirement(int nBlocks, int nSlots, ncclLLA2AHandle_t* outHandle,
+                                                     ncclDevResourceRequirements_t* outReq) {
+  return guarded([&] { return forwarded(REAL(ncclLLA2ACreateRequirement)(nBlocks, nSlots, outHandle, outReq), nullptr); });
+}
+
+// The functions below return a value, not a result: without a real NCCL (or the function) they
+// return a zero team or -1, with ncclGetLastError saying why.
+namespace {
+template <class T, class Body>
+T or_value(T fallback, Body&& body) {
+  T out = fallback;
+  guarded([&] {
+    out = body();
+    return ncclSuccess;
+  });
+  return out;
+}
+}  // namespace
+
+CCC_NCCL_API int ncclLLA2ACalcSlots(int maxElts, int maxEltSize) {
+  return or_value(-1, [&] { return REAL(ncclLLA2ACalcSlots)(maxElts, maxEltSize); });
+}
+
+CCC_NCCL_API ncclTeam_t ncclTeamWorld(ncclComm_t comm) {
+  return or_value(ncclTeam_t{}, [&] { return REAL(ncclTeamWorld)(live(comm).real); });
+}
+
+CCC_NCCL_API ncclTeam_t ncclTeamLsa(ncclComm_t comm) {
+  return or_value(ncclTeam_t{}, [&] { return REAL(ncclTeamLsa)(live(comm).real); });
+}
+
+CCC_NCCL_API ncclTeam_t ncclTeamRail(ncclComm_t comm) {
+  return or_value(ncclTeam_t{}, [&] { return REAL(ncclTeamRail)(live(comm).real); });
+}
+
+CCC_NCCL_API int ncclTeamRankToWorld(ncclComm_t comm, ncclTeam_t team, int rank) {
+  return or_value(-1, [&] { return REAL(ncclTeamRankToWorld)(live(comm).real, team, rank); });
+}
+
+CCC_NCCL_API int ncclTeamRankToLsa(ncclComm_t comm, ncclTeam_t team, int rank) {
+  return or_value(-1, [&] { return REAL(ncclTeamRankToLsa)(live(comm).real, team, rank); });
+}
+
+// ---- The profiling names (pncclX), which NCCL exports beside every ncclX ----
+
+#define CCC_NCCL_PROFILING_ALIAS(name) \
+  CCC_NCCL_API decltype(name) p##name __attribute__((alias(#name)));
+CCC_NCCL_FUNCTIONS(CCC_NCCL_PROFILING_ALIAS)
+#undef CCC_NCCL_PROFILING_ALIAS
+#define CCC_NCCL_TEAM_PROFILING_ALIAS(name, type) \
+  CCC_NCCL_API std::remove_pointer_t<type> p##name __attribute__((alias(#name)));
+CCC_NCCL_TEAM_FUNCTIONS(CCC_NCCL_TEAM_PROFILING_ALIAS)
+#undef CCC_NCCL_TEAM_PROFILING_ALIAS

@@ -1,0 +1,202 @@
+#include "shim_comm.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <functional>
+#include <stdexcept>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "cuda_driver.h"
+#include "debug_log.h"
+
+namespace ccc::nccl {
+namespace {
+
+constexpr uint64_t kDefaultArenaBytes = uint64_t{64} << 20;  // cccConfig_t's default
+
+// This machine's name for the node grouping: $CCC_NODE_ID (tests put one machine's processes on
+// several "nodes" with it), else the host name and the boot id.
+std::string node_name() {
+  if (const char* forced = std::getenv("CCC_NODE_ID"); forced != nullptr && *forced != '\0') return forced;
+  char host[256] = {};
+  gethostname(host, sizeof host - 1);
+  std::string boot;
+  std::ifstream("/proc/sys/kernel/random/boot_id") >> boot;
+  return fmt::format("{}/{}", host, boot);
+}
+
+uint64_t arena_bytes_from_environment() {
+  const char* env = std::getenv("CCC_ARENA_BYTES");
+  if (env == nullptr || *env == '\0') return kDefaultArenaBytes;
+  char* end = nullptr;
+  const unsigned long long bytes = std::strtoull(env, &end, 10);
+  if (*end != '\0' || bytes == 0)
+    throw ShimError{ncclInvalidArgument, fmt::format("CCC_ARENA_BYTES=\"{}\" is not a positive byte count", env)};
+  return bytes;
+}
+
+}  // namespace
+
+void copy_text(char (&to)[128], const std::string& text) {
+  std::memset(to, 0, sizeof to);
+  // A longer name is told apart by its hash.
+  const std::string fitted = text.size() < sizeof to ? text : fmt::format("{:.100}#{:016x}", text, std::hash<std::string>{}(text));
+  std::memcpy(to, fitted.data(), std::min(fitted.size(), sizeof to - 1));
+}
+
+bool one_node(const std::vector<RankCard>& cards, int rank) {
+  const RankCard& mine = cards.at(rank);
+  for (size_t r = 0; r < cards.size(); ++r) {
+    if (std::strcmp(cards[r].policy, mine.policy) != 0 || cards[r].arena_bytes != mine.arena_bytes)
+      throw ShimError{ncclInvalidUsage,
+                      fmt::format("libccc-nccl: ranks {} and {} route differently (CCC_NCCL_ROUTE, CCC_ARENA_BYTES): "
+                                  "\"{}\" with {} arena bytes against \"{}\" with {}; set the same on every rank",
+                                  rank, r, mine.policy, mine.arena_bytes, cards[r].policy, cards[r].arena_bytes)};
+  }
+  return std::all_of(cards.begin(), cards.end(), [&](const RankCard& c) { return std::strcmp(c.node, mine.node) == 0; });
+}
+
+namespace {
+
+// Every rank's `bytes` bytes of `mine` in rank order, all-gathered by the real NCCL through device
+// memory on a stream of its own, in the calling thread's current context (the one the rank's
+// NCCL communicator was made in).
+std::vector<char> all_gather(const RealNccl& real, const ncclComm& comm, const void* mine, size_t bytes) {
+  const CudaDriver& cu = CudaDriver::get();
+  CUdeviceptr buffer = 0;
+  CUstream stream = nullptr;
+  std::vector<char> out(bytes * comm.nranks);
+  auto release = [&] {
+    if (stream != nullptr) cu.cuStreamDestroy(stream);
+    if (buffer != 0) cu.cuMemFree(buffer);
+  };
+  try {
+    cu.check(cu.cuMemAlloc(&buffer, bytes * (comm.nranks + 1)), "cuMemAlloc");
+    cu.check(cu.cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
+    cu.check(cu.cuMemcpyHtoD(buffer, mine, bytes), "cuMemcpyHtoD");
+    const ncclResult_t r = real.ncclAllGather(reinterpret_cast<const void*>(buffer),
+                                              reinterpret_cast<void*>(buffer + bytes), bytes, ncclUint8, comm.real, stream);
+    if (r != ncclSuccess)
+      throw ShimError{r, fmt::format("libccc-nccl's all-gather of the ranks' settings through NCCL failed: {}",
+                                     real.ncclGetLastError(comm.real))};
+    cu.check(cu.cuStreamSynchronize(stream), "cuStreamSynchronize");
+    cu.check(cu.cuMemcpyDtoH(out.data(), buffer + bytes, out.size()), "cuMemcpyDtoH");
+  } catch (const CudaError& e) {
+    release();
+    throw ShimError{ncclUnhandledCudaError, fmt::format("libccc-nccl's all-gather of the ranks' settings: {}", e.what())};
+  } catch (...) {
+    release();
+    throw;
+  }
+  release();
+  return out;
+}
+
+// The same, for one trivially copyable value per rank.
+template <class T>
+std::vector<T> all_gather(const RealNccl& real, const ncclComm& comm, const T& mine) {
+  const std::vector<char> bytes = all_gather(real, comm, &mine, sizeof mine);
+  std::vector<T> values(comm.nranks);
+  std::memcpy(values.data(), bytes.data(), bytes.size());
+  return values;
+}
+
+cccConfig_t ccc_config(const ncclComm& comm) {
+  cccConfig_t config = CCC_CONFIG_INITIALIZER;
+  const char* backend = std::getenv("CCC_BACKEND");
+  config.backend = backend != nullptr && *backend != '\0' ? backend : "cuda";
+  config.arenaBytes = comm.arena_bytes;
+  return config;
+}
+
+void log_info(const std::string& line) {
+  if (debug_info_on()) debug_info("ccc-nccl " + line);
+}
+
+void warn(const std::string& line) { fmt::print(stderr, "ccc-nccl WARN {}\n", line); }
+
+}  // namespace
+
+const RealNccl& real_nccl() {
+  const RealNccl* real = RealNccl::get();
+  if (real == nullptr) throw ShimError{ncclSystemError, "libccc-nccl: " + RealNccl::why_missing()};
+  return *real;
+}
+
+ncclComm make_shim(ncclComm_t real) {
+  ncclComm comm;
+  comm.real = real;
+  try {
+    comm.policy = RoutePolicy::from_environment();
+  } catch (const std::invalid_argument& e) {
+    throw ShimError{ncclInvalidArgument, e.what()};
+  }
+  comm.arena_bytes = arena_bytes_from_environment();
+  const char* backend = std::getenv("CCC_BACKEND");
+  comm.ccc_host = backend != nullptr && std::string_view(backend) == "host";
+  return comm;
+}
+
+void attach_ccc(ncclComm& comm) {
+  const RealNccl& real = real_nccl();
+  real.ncclCommCount(comm.real, &comm.nranks);
+  real.ncclCommUserRank(comm.real, &comm.rank);
+  RankCard card{};
+  copy_text(card.node, node_name());
+  copy_text(card.policy, comm.policy.canonical());
+  card.arena_bytes = comm.arena_bytes;
+  if (!one_node(all_gather(real, comm, card), comm.rank)) {
+    log_info(fmt::format("rank {}: the ranks span several nodes: every collective goes to NCCL", comm.rank));
+    return;
+  }
+  if (!comm.policy.uses_ccc()) return;
+
+  // Rank 0 names ccc's communicator; every rank joins it.
+  cccUniqueId id{};
+  int32_t ok = 1;
+  std::string why;
+  if (comm.rank == 0 && cccGetUniqueId(&id) != cccSuccess) ok = 0, why = cccGetLastError(nullptr);
+  id = all_gather(real, comm, id)[0];
+  const cccConfig_t config = ccc_config(comm);
+  if (ok != 0 && cccCommInitRankConfig(&comm.ccc, comm.nranks, id, comm.rank, &config) != cccSuccess)
+    ok = 0, why = cccGetLastError(nullptr), comm.ccc = nullptr;
+  // Every rank routes alike, or a call would wait on a peer that went the other way.
+  const std::vector<int32_t> oks = all_gather(real, comm, ok);
+  if (std::find(oks.begin(), oks.end(), 0) != oks.end()) {
+    if (comm.ccc != nullptr) cccCommDestroy(comm.ccc);
+    comm.ccc = nullptr;
+    warn(fmt::format("rank {}: ccc's communicator could not be made{}{}: every collective goes to NCCL", comm.rank,
+                     why.empty() ? " on another rank" : ": ", why));
+    return;
+  }
+  log_info(fmt::format("rank {} of {}: ccc joined on backend {}, routes {}", comm.rank, comm.nranks, config.backend,
+                       comm.policy.canonical()));
+}
+
+void attach_ccc_all(ncclComm* const* comms, int ndev, const int* devlist) {
+  for (int i = 0; i < ndev; ++i) {
+    comms[i]->rank = i;
+    comms[i]->nranks = ndev;
+  }
+  ncclComm& first = *comms[0];
+  if (!first.policy.uses_ccc()) return;
+  std::vector<cccComm_t> ccc(ndev, nullptr);
+  const cccConfig_t config = ccc_config(first);
+  const cccResult_t r = first.ccc_host ? cccCommInitAllHostConfig(ccc.data(), ndev, &config)
+                                       : cccCommInitAllConfig(ccc.data(), ndev, devlist, &config);
+  if (r != cccSuccess) {
+    warn(fmt::format("ccc's communicators could not be made: {}: every collective goes to NCCL", cccGetLastError(nullptr)));
+    return;
+  }
+  for (int i = 0; i < ndev; ++i) comms[i]->ccc = ccc[i];
+  log_info(fmt::format("{} ranks in one process: ccc joined on backend {}, routes {}", ndev, config.backend,
+                       first.policy.canonical()));
+}
+
+}  // namespace ccc::nccl

@@ -1,0 +1,62 @@
+// One rank's communicator as libccc-nccl hands it out (ncclComm_t): the real NCCL's communicator,
+// and ccc's over the same ranks when they share one node. docs/nccl.md.
+#pragma once
+
+#include <nccl.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ccc/ccc.h"
+#include "real_nccl.h"
+#include "route.h"
+
+struct ncclComm {
+  ncclComm_t real = nullptr;  // the real NCCL's handle (its own struct, never dereferenced here)
+  cccComm_t ccc = nullptr;    // null: every call goes to NCCL
+  int rank = 0;
+  int nranks = 0;
+  ccc::nccl::RoutePolicy policy;
+  bool ccc_host = false;  // ccc's host backend: no stream orders its calls, so they finish before returning
+  uint64_t arena_bytes = 0;  // ccc's arena per rank, which staged buffers must fit
+};
+
+namespace ccc::nccl {
+
+// Thrown by the shim's own checks; the result it maps to and a message for ncclGetLastError.
+struct ShimError {
+  ncclResult_t result;
+  std::string message;
+};
+
+// What each rank tells the others before ccc's communicator is made.
+struct RankCard {
+  char node[128];    // node_name(): $CCC_NODE_ID, else the host name and boot id
+  char policy[128];  // RoutePolicy::canonical()
+  uint64_t arena_bytes;
+};
+// Fills a card's text field, a name too long for it told apart by its hash.
+void copy_text(char (&to)[128], const std::string& text);
+// Whether every card names rank `rank`'s node. Throws ShimError(ncclInvalidUsage) naming the
+// first rank whose route policy or arena differs: every rank must route every call alike.
+bool one_node(const std::vector<RankCard>& cards, int rank);
+
+// The real NCCL, or a ShimError saying why there is none.
+const RealNccl& real_nccl();
+
+// The route policy and ccc's settings every communicator of the process starts with.
+ncclComm make_shim(ncclComm_t real);
+
+// Makes ccc's communicator for `comm` (whose real communicator is up) when the policy may use
+// ccc and every rank shares one node: a collective call on every rank of the communicator,
+// which exchanges the node names, the route policies and ccc's unique id through the real NCCL
+// (an all-gather on a stream of its own). Ranks that disagree on the policy fail with
+// ncclInvalidUsage; a ccc communicator that fails on any rank is given up on every rank, which
+// then route everything to NCCL (logged).
+void attach_ccc(ncclComm& comm);
+
+// The same for the communicators of one ncclCommInitAll call (one process, one node).
+void attach_ccc_all(ncclComm* const* comms, int ndev, const int* devlist);
+
+}  // namespace ccc::nccl

@@ -1,0 +1,89 @@
+#!/bin/bash
+# libccc-nccl end to end on the host (tests/nccl/CMakeLists.txt): the user's program, 4 processes,
+# over the fake CUDA driver and the NCCL stand-in, ccc on its host backend.
+#   1. linked against libccc-nccl, routed to NCCL: every collective reaches the stand-in (every
+#      datatype);
+#   2. routed to ccc: no collective ccc can run reaches it (gather, scatter, send/recv and the
+#      PreMulSum ops still do);
+#   3. routed by the model over a DGX H100 topology: right results, decisions logged once;
+#   4. a program built for NCCL, with LD_PRELOAD=libccc-nccl;
+#   5. the same with libccc-nccl first on the library path as libnccl.so.2;
+#   6. one rank aborts: the others see the error, on either route.
+# Usage: test_libccc_nccl.sh PROGRAM_CCC PROGRAM_NCCL LIBCCC_NCCL FAKE_NCCL FAKE_LIBCUDA TOPOLOGY WORKDIR
+set -u
+program_ccc=$1 program_nccl=$2 shim=$3 fake_nccl=$4 fake_cuda=$5 topology=$6 work=$7
+rm -rf "$work" && mkdir -p "$work/driver" "$work/first"
+# The program's -lcuda (libcuda.so.1) and ccc's dlopen of $CCC_LIBCUDA must find the same fake.
+ln -s "$fake_cuda" "$work/driver/libcuda.so.1"
+ln -s "$shim" "$work/first/libnccl.so.2"
+export CCC_LIBCUDA=$work/driver/libcuda.so.1 FAKE_CUDA_DEVICES=1 CCC_BACKEND=host CCC_TIMEOUT=60 FAKE_NCCL_TIMEOUT=60
+# Routed to NCCL the program checks every datatype (the stand-in's work only). ccc compiles a
+# host kernel per datatype, op and collective (about 0.9 s each, 3.5 min for all 12 datatypes
+# cold), so its routes check one datatype of each kind; CCC_NCCL_TEST_DTYPES=all checks all.
+ccc_dtypes=${CCC_NCCL_TEST_DTYPES:-int8,bfloat16,float32,float8e4m3}
+base_path=$work/driver:$(dirname "$fake_nccl")
+failures=0
+
+fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+
+# run NAME [VAR=VALUE ...] -- COMMAND...: runs it, its output in $work/NAME.out, its calls to the
+# stand-in in $work/NAME.log.
+run() {
+  local name=$1; shift
+  local vars=()
+  while [ "$1" != "--" ]; do vars+=("$1"); shift; done
+  shift
+  rm -f "$work/$name.log"
+  env LD_LIBRARY_PATH="$base_path" FAKE_NCCL_LOG="$work/$name.log" "${vars[@]}" timeout 300 "$@" > "$work/$name.out" 2>&1
+  local rc=$?
+  echo "== $name: exit $rc, $(grep -c . "$work/$name.log" 2>/dev/null || echo 0) calls to the stand-in"
+  tail -n 3 "$work/$name.out"
+  return $rc
+}
+
+# calls NAME PATTERN: how many of the stand-in's log lines match.
+calls() { grep -E -c "$2" "$work/$1.log" 2>/dev/null || true; }
+
+# The collectives ccc runs (a built-in op). Joining ccc takes three uint8 all-gathers of
+# libccc-nccl's own through NCCL (RankCard, ccc's unique id, the outcome), which user all-gathers
+# (counts 1, 13 and 1000) are told apart from.
+exchange='count=(264|128|4) datatype=1 '
+ccc_collectives='ncclAllReduce .*op=[0-4]( |$)|ncclReduceScatter|ncclBroadcast|ncclBcast|ncclReduce |ncclAlltoAll'
+
+run to_nccl CCC_NCCL_ROUTE=nccl CCC_NCCL_LIB="$fake_nccl" -- "$program_ccc" collectives 4 || fail "routed to NCCL"
+[ "$(calls to_nccl 'ncclAllReduce')" -gt 1000 ] || fail "routed to NCCL: the stand-in saw too few allreduces"
+
+run to_ccc CCC_NCCL_ROUTE=ccc CCC_NCCL_LIB="$fake_nccl" -- "$program_ccc" collectives 4 "$ccc_dtypes" || fail "routed to ccc"
+[ "$(calls to_ccc "$ccc_collectives")" -eq 0 ] || fail "routed to ccc: ccc's collectives reached NCCL: $(grep -E -m3 "$ccc_collectives" "$work/to_ccc.log")"
+[ "$(grep ncclAllGather "$work/to_ccc.log" | grep -c -v -E "$exchange")" -eq 0 ] ||
+  fail "routed to ccc: user all-gathers reached NCCL"
+[ "$(calls to_ccc "ncclAllGather .*($exchange)")" -eq $((2 * 3 * 4)) ] ||
+  fail "routed to ccc: not three exchanges per rank for the communicator and its split child"
+[ "$(calls to_ccc 'ncclSend')" -gt 0 ] && [ "$(calls to_ccc 'ncclGather')" -gt 0 ] || fail "routed to ccc: send and gather must go to NCCL"
+[ "$(calls to_ccc 'ncclAllReduce .*op=([5-9]|[1-9][0-9]+)')" -gt 0 ] || fail "routed to ccc: PreMulSum allreduces must go to NCCL"
+
+run auto CCC_NCCL_LIB="$fake_nccl" CCC_TOPO="$topology" CCC_DEBUG=INFO -- "$program_ccc" collectives 4 float32 || fail "routed by the model"
+# On an H100 node the models send small allreduces to ccc and small broadcasts to NCCL.
+grep -q "ccc-nccl rank 0 of 4: allreduce of up to 4 B -> ccc (predicted ccc" "$work/auto.out" ||
+  fail "routed by the model: no logged decision for a 4-byte allreduce"
+grep -q "ccc-nccl rank 0 of 4: broadcast of up to 4 B -> NCCL (predicted ccc" "$work/auto.out" ||
+  fail "routed by the model: no logged decision for a 4-byte broadcast"
+[ "$(grep -c "ccc-nccl rank 0 of 4: allreduce of up to 4 B -> " "$work/auto.out")" -eq 1 ] ||
+  fail "routed by the model: a decision logged more than once per size class"
+[ "$(calls auto 'ncclBroadcast')" -gt 0 ] && [ "$(calls auto 'ncclAllReduce .*op=[0-4]( |$)')" -eq 0 ] ||
+  fail "routed by the model: broadcasts must reach NCCL, allreduces not"
+
+run preload CCC_NCCL_ROUTE=ccc LD_PRELOAD="$shim" -- "$program_nccl" collectives 4 float32 || fail "LD_PRELOAD"
+[ "$(calls preload "$ccc_collectives")" -eq 0 ] || fail "LD_PRELOAD: the calls went around libccc-nccl"
+
+run first CCC_NCCL_ROUTE=ccc LD_LIBRARY_PATH="$work/first:$base_path" -- "$program_nccl" collectives 4 float32 ||
+  fail "libccc-nccl as libnccl.so.2"
+[ "$(calls first "$ccc_collectives")" -eq 0 ] || fail "libccc-nccl as libnccl.so.2: the calls went around it"
+
+for side in nccl ccc; do
+  run abort_$side CCC_NCCL_ROUTE=$side CCC_NCCL_LIB="$fake_nccl" CCC_TIMEOUT=20 FAKE_NCCL_TIMEOUT=20 -- \
+    "$program_ccc" abort 4 || fail "abort routed to $side"
+done
+
+echo "$failures failure(s)"
+[ "$failures" -eq 0 ]
