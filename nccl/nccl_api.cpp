@@ -105,21 +105,34 @@ int64_t call_bytes(Collective c, size_t count, ncclDataType_t t, int nranks) {
   return per_rank ? bytes * nranks : bytes;
 }
 
+bool is_integer(ncclDataType_t t) { return t <= ncclUint64; }
+
+// Whether a call on ranks that span nodes can run hierarchically (hierarchical_allreduce): an
+// allreduce whose count the node's ranks split evenly, and whose op composes (an integer average
+// of averages truncates twice, so NCCL keeps it).
+bool hierarchical(const ncclComm& comm, Collective collective, size_t count, ncclDataType_t dtype, ncclRedOp_t op) {
+  return collective == Collective::AllReduce && count % comm.local_ranks == 0 && !(op == ncclAvg && is_integer(dtype));
+}
+
 // Whether this call goes to ccc. NCCL keeps what ccc cannot run (user-defined reduction ops, a
-// communicator ccc did not join, an empty call) and what NCCL itself must reject (a bad type).
+// communicator ccc did not join, an empty call, across nodes all but hierarchical allreduces) and
+// what NCCL itself must reject (a bad type).
 bool to_ccc(ncclComm& comm, Collective collective, size_t count, ncclDataType_t dtype, ncclRedOp_t op, int root,
             double* predicted) {
   if (comm.ccc == nullptr || count == 0) return false;
   if (static_cast<int>(dtype) < 0 || static_cast<int>(dtype) >= ncclNumTypes) return false;
   if (static_cast<int>(op) < 0 || static_cast<int>(op) >= ncclNumOps) return false;
+  if (comm.nodes > 1 && !hierarchical(comm, collective, count, dtype, op)) return false;
   const Side side = comm.policy.side(collective);
   double ccc_seconds = 0, nccl_seconds = 0;
-  if (side == Side::Auto &&
+  if (side == Side::Auto && comm.nodes == 1 &&
       cccCommPredict(comm.ccc, ccc_func(collective), count, ccc_type(dtype), ccc_op(op), root, &ccc_seconds,
                      &nccl_seconds) != cccSuccess)
     ccc_seconds = nccl_seconds = 0;  // no prediction: auto keeps NCCL
   const int64_t bytes = call_bytes(collective, count, dtype, comm.nranks);
-  const RouteDecision decision = decide(side, bytes, ccc_seconds, nccl_seconds, comm.arena_bytes);
+  const RouteDecision decision = side == Side::Auto && comm.nodes > 1
+                                     ? RouteDecision{false, "no model of the step between nodes yet"}
+                                     : decide(side, bytes, ccc_seconds, nccl_seconds, comm.arena_bytes);
   log_decision(comm.rank, comm.nranks, collective, bytes, decision);
   *predicted = ccc_seconds;
   return decision.to_ccc;
@@ -134,6 +147,9 @@ struct DeferredCall {
 };
 thread_local int group_depth = 0;
 thread_local std::vector<DeferredCall> group_calls;
+// Hierarchical allreduces in the group: each a sequence of ccc and NCCL steps on one stream, run
+// in order once the group has ended.
+thread_local std::vector<std::function<ncclResult_t()>> after_group;
 
 // On ccc's host backend nothing orders a call behind the stream's earlier work or the caller's
 // later work: it finishes before the NCCL call that made it returns.
@@ -148,6 +164,41 @@ ncclResult_t on_ccc(ncclComm& comm, double predicted, std::function<cccResult_t(
   }
   const ncclResult_t r = from_ccc(call(comm.ccc), comm.ccc);
   return r != ncclSuccess ? r : finish_if_host(comm);
+}
+
+ncclResult_t run_after_group() {
+  std::vector<std::function<ncclResult_t()>> calls = std::move(after_group);
+  after_group.clear();
+  ncclResult_t first = ncclSuccess;
+  for (auto& call : calls) {
+    const ncclResult_t r = call();
+    if (first == ncclSuccess) first = r;
+  }
+  return first;
+}
+
+// An allreduce across nodes, in three steps on the caller's stream: ccc's reduce-scatter within
+// the node leaves the rank its block of the node's reduction, in place in recvbuff; NCCL's
+// allreduce of that block among the ranks of the same local index on every node (the rail)
+// completes it; ccc's all-gather within the node gives every rank every block. Every rank ends
+// with the same bits: each block is reduced once, on its rail, and copied.
+ncclResult_t hierarchical_allreduce(ncclComm& c, const void* sendbuff, void* recvbuff, size_t count,
+                                    ncclDataType_t datatype, ncclRedOp_t op, cudaStream_t stream) {
+  const size_t block = count / c.local_ranks;
+  const auto bytes = static_cast<size_t>(call_bytes(Collective::AllReduce, block, datatype, 1));
+  void* mine = static_cast<char*>(recvbuff) + c.local_rank * bytes;
+  auto steps = [&c, sendbuff, recvbuff, block, datatype, op, stream, mine] {
+    ncclResult_t r = from_ccc(cccReduceScatter(sendbuff, mine, block, ccc_type(datatype), ccc_op(op), c.ccc, stream), c.ccc);
+    if (r == ncclSuccess) r = finish_if_host(c);
+    if (r == ncclSuccess) r = forwarded(REAL(ncclAllReduce)(mine, mine, block, datatype, op, c.rail, stream), c.rail);
+    if (r == ncclSuccess) r = from_ccc(cccAllGather(mine, recvbuff, block, ccc_type(datatype), c.ccc, stream), c.ccc);
+    return r == ncclSuccess ? finish_if_host(c) : r;
+  };
+  if (group_depth > 0) {
+    after_group.emplace_back(steps);
+    return ncclSuccess;
+  }
+  return steps();
 }
 
 // Queues the group's ccc calls at its outermost end; the first failure.
@@ -279,6 +330,10 @@ CCC_NCCL_API ncclResult_t ncclCommFinalize(ncclComm_t comm) {
       const ncclResult_t r = from_ccc(cccCommSynchronize(c.ccc), c.ccc);
       if (r != ncclSuccess) return r;
     }
+    if (c.rail != nullptr) {
+      const ncclResult_t r = forwarded(REAL(ncclCommFinalize)(c.rail), c.rail);
+      if (r != ncclSuccess) return r;
+    }
     return forwarded(REAL(ncclCommFinalize)(c.real), c.real);
   });
 }
@@ -287,6 +342,7 @@ CCC_NCCL_API ncclResult_t ncclCommDestroy(ncclComm_t comm) {
   return guarded([&] {
     std::unique_ptr<ncclComm> c(&live(comm));
     const ncclResult_t own = c->ccc != nullptr ? from_ccc(cccCommDestroy(c->ccc), c->ccc) : ncclSuccess;
+    if (c->rail != nullptr) REAL(ncclCommDestroy)(c->rail);
     const ncclResult_t r = forwarded(REAL(ncclCommDestroy)(c->real), c->real);
     return own != ncclSuccess ? own : r;
   });
@@ -296,6 +352,7 @@ CCC_NCCL_API ncclResult_t ncclCommAbort(ncclComm_t comm) {
   return guarded([&] {
     std::unique_ptr<ncclComm> c(&live(comm));
     const ncclResult_t own = c->ccc != nullptr ? from_ccc(cccCommAbort(c->ccc), c->ccc) : ncclSuccess;
+    if (c->rail != nullptr) REAL(ncclCommAbort)(c->rail);
     const ncclResult_t r = forwarded(REAL(ncclCommAbort)(c->real), c->real);
     return own != ncclSuccess ? own : r;
   });
@@ -309,7 +366,9 @@ CCC_NCCL_API ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* a
   return guarded([&] {
     ncclComm& c = live(comm);
     if (asyncError == nullptr) return fail(ncclInvalidArgument, "libccc-nccl: ncclCommGetAsyncError: asyncError is null");
-    const ncclResult_t r = forwarded(REAL(ncclCommGetAsyncError)(c.real, asyncError), c.real);
+    ncclResult_t r = forwarded(REAL(ncclCommGetAsyncError)(c.real, asyncError), c.real);
+    if (r == ncclSuccess && *asyncError == ncclSuccess && c.rail != nullptr)
+      r = forwarded(REAL(ncclCommGetAsyncError)(c.rail, asyncError), c.rail);
     if (r != ncclSuccess || *asyncError != ncclSuccess || c.ccc == nullptr) return r;
     // ccc's collectives fail on their own; ccc cannot tell for CUDA ranks in one process
     // (cccInvalidUsage), whose failures cccCommSynchronize reports instead.
@@ -398,10 +457,12 @@ CCC_NCCL_API ncclResult_t ncclAllReduce(const void* sendbuff, void* recvbuff, si
   return guarded([&] {
     ncclComm& c = live(comm);
     double predicted = 0;
-    if (to_ccc(c, Collective::AllReduce, count, datatype, op, -1, &predicted))
+    if (to_ccc(c, Collective::AllReduce, count, datatype, op, -1, &predicted)) {
+      if (c.nodes > 1) return hierarchical_allreduce(c, sendbuff, recvbuff, count, datatype, op, stream);
       return on_ccc(c, predicted, [=](cccComm_t cc) {
         return cccAllReduce(sendbuff, recvbuff, count, ccc_type(datatype), ccc_op(op), cc, stream);
       });
+    }
     return forwarded(REAL(ncclAllReduce)(sendbuff, recvbuff, count, datatype, op, c.real, stream), c.real);
   });
 }
@@ -525,7 +586,8 @@ CCC_NCCL_API ncclResult_t ncclGroupEnd() {
     if (group_depth > 0 && --group_depth == 0) {
       const ncclResult_t own = run_group_calls();
       const ncclResult_t r = forwarded(REAL(ncclGroupEnd)(), nullptr);
-      return own != ncclSuccess ? own : r;
+      const ncclResult_t after = run_after_group();
+      return own != ncclSuccess ? own : r != ncclSuccess ? r : after;
     }
     return forwarded(REAL(ncclGroupEnd)(), nullptr);  // nested, or without a start: NCCL's to judge
   });
@@ -539,6 +601,7 @@ CCC_NCCL_API ncclResult_t ncclGroupSimulateEnd(ncclSimInfo_t* simInfo) {
     if (group_depth > 0 && --group_depth == 0) {
       for (const DeferredCall& c : group_calls) ccc_seconds += c.predicted;
       group_calls.clear();
+      after_group.clear();  // hierarchical allreduces: no model of them yet, so no estimate
     }
     const ncclResult_t r = forwarded(REAL(ncclGroupSimulateEnd)(simInfo), nullptr);
     if (r == ncclSuccess && simInfo != nullptr) simInfo->estimatedTime += static_cast<float>(ccc_seconds * 1e6);

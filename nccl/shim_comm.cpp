@@ -20,9 +20,11 @@ namespace {
 
 constexpr uint64_t kDefaultArenaBytes = uint64_t{64} << 20;  // cccConfig_t's default
 
-// This machine's name for the node grouping: $CCC_NODE_ID (tests put one machine's processes on
-// several "nodes" with it), else the host name and the boot id.
-std::string node_name() {
+// Rank `rank`'s node: $CCC_NCCL_RANKS_PER_NODE=K puts one machine's processes on several
+// "nodes" (rank / K) for tests; else $CCC_NODE_ID; else the host name and the boot id.
+std::string node_name(int rank) {
+  if (const char* per_node = std::getenv("CCC_NCCL_RANKS_PER_NODE"); per_node != nullptr && std::atoi(per_node) > 0)
+    return fmt::format("simulated node {}", rank / std::atoi(per_node));
   if (const char* forced = std::getenv("CCC_NODE_ID"); forced != nullptr && *forced != '\0') return forced;
   char host[256] = {};
   gethostname(host, sizeof host - 1);
@@ -50,7 +52,7 @@ void copy_text(char (&to)[128], const std::string& text) {
   std::memcpy(to, fitted.data(), std::min(fitted.size(), sizeof to - 1));
 }
 
-bool one_node(const std::vector<RankCard>& cards, int rank) {
+NodePlace node_place(const std::vector<RankCard>& cards, int rank) {
   const RankCard& mine = cards.at(rank);
   for (size_t r = 0; r < cards.size(); ++r) {
     if (std::strcmp(cards[r].policy, mine.policy) != 0 || cards[r].arena_bytes != mine.arena_bytes)
@@ -59,7 +61,21 @@ bool one_node(const std::vector<RankCard>& cards, int rank) {
                                   "\"{}\" with {} arena bytes against \"{}\" with {}; set the same on every rank",
                                   rank, r, mine.policy, mine.arena_bytes, cards[r].policy, cards[r].arena_bytes)};
   }
-  return std::all_of(cards.begin(), cards.end(), [&](const RankCard& c) { return std::strcmp(c.node, mine.node) == 0; });
+  std::vector<std::string> nodes;  // in order of their first rank
+  std::vector<int> ranks_on;       // per node
+  NodePlace place;
+  for (size_t r = 0; r < cards.size(); ++r) {
+    const auto at = std::find(nodes.begin(), nodes.end(), cards[r].node);
+    const auto node = static_cast<int>(at - nodes.begin());
+    if (at == nodes.end()) nodes.emplace_back(cards[r].node), ranks_on.push_back(0);
+    if (static_cast<int>(r) == rank) place.node = node, place.local_rank = ranks_on[node];
+    if (std::strcmp(cards[r].node, mine.node) == 0 && ranks_on[node] == 0) place.leader = static_cast<int>(r);
+    ++ranks_on[node];
+  }
+  place.nodes = static_cast<int>(nodes.size());
+  place.local_ranks = ranks_on[place.node];
+  place.even = std::all_of(ranks_on.begin(), ranks_on.end(), [&](int n) { return n == ranks_on[0]; });
+  return place;
 }
 
 namespace {
@@ -148,35 +164,48 @@ void attach_ccc(ncclComm& comm) {
   real.ncclCommCount(comm.real, &comm.nranks);
   real.ncclCommUserRank(comm.real, &comm.rank);
   RankCard card{};
-  copy_text(card.node, node_name());
+  copy_text(card.node, node_name(comm.rank));
   copy_text(card.policy, comm.policy.canonical());
   card.arena_bytes = comm.arena_bytes;
-  if (!one_node(all_gather(real, comm, card), comm.rank)) {
-    log_info(fmt::format("rank {}: the ranks span several nodes: every collective goes to NCCL", comm.rank));
+  const NodePlace place = node_place(all_gather(real, comm, card), comm.rank);
+  if (!comm.policy.uses_ccc()) return;
+  if (!place.even) {
+    log_info(fmt::format("rank {}: the nodes hold different numbers of ranks: every collective goes to NCCL", comm.rank));
     return;
   }
-  if (!comm.policy.uses_ccc()) return;
+  if (place.nodes > 1) {
+    const ncclResult_t r = real.ncclCommSplit(comm.real, place.local_rank, place.node, &comm.rail, nullptr);
+    if (r != ncclSuccess)
+      throw ShimError{r, fmt::format("libccc-nccl: splitting the ranks of local index {} across the nodes: {}",
+                                     place.local_rank, real.ncclGetLastError(comm.real))};
+  }
 
-  // Rank 0 names ccc's communicator; every rank joins it.
+  // Each node's first rank names its ccc communicator; the node's ranks join it.
   cccUniqueId id{};
   int32_t ok = 1;
   std::string why;
-  if (comm.rank == 0 && cccGetUniqueId(&id) != cccSuccess) ok = 0, why = cccGetLastError(nullptr);
-  id = all_gather(real, comm, id)[0];
+  if (comm.rank == place.leader && cccGetUniqueId(&id) != cccSuccess) ok = 0, why = cccGetLastError(nullptr);
+  id = all_gather(real, comm, id)[place.leader];
   const cccConfig_t config = ccc_config(comm);
-  if (ok != 0 && cccCommInitRankConfig(&comm.ccc, comm.nranks, id, comm.rank, &config) != cccSuccess)
+  if (ok != 0 && cccCommInitRankConfig(&comm.ccc, place.local_ranks, id, place.local_rank, &config) != cccSuccess)
     ok = 0, why = cccGetLastError(nullptr), comm.ccc = nullptr;
   // Every rank routes alike, or a call would wait on a peer that went the other way.
   const std::vector<int32_t> oks = all_gather(real, comm, ok);
   if (std::find(oks.begin(), oks.end(), 0) != oks.end()) {
     if (comm.ccc != nullptr) cccCommDestroy(comm.ccc);
+    if (comm.rail != nullptr) real.ncclCommDestroy(comm.rail);
     comm.ccc = nullptr;
+    comm.rail = nullptr;
     warn(fmt::format("rank {}: ccc's communicator could not be made{}{}: every collective goes to NCCL", comm.rank,
                      why.empty() ? " on another rank" : ": ", why));
     return;
   }
-  log_info(fmt::format("rank {} of {}: ccc joined on backend {}, routes {}", comm.rank, comm.nranks, config.backend,
-                       comm.policy.canonical()));
+  comm.nodes = place.nodes;
+  comm.local_rank = place.local_rank;
+  comm.local_ranks = place.local_ranks;
+  log_info(fmt::format("rank {} of {}: ccc joined on backend {} as rank {} of {} on node {} of {}, routes {}",
+                       comm.rank, comm.nranks, config.backend, place.local_rank, place.local_ranks, place.node,
+                       place.nodes, comm.policy.canonical()));
 }
 
 void attach_ccc_all(ncclComm* const* comms, int ndev, const int* devlist) {

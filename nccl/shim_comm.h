@@ -14,9 +14,16 @@
 
 struct ncclComm {
   ncclComm_t real = nullptr;  // the real NCCL's handle (its own struct, never dereferenced here)
-  cccComm_t ccc = nullptr;    // null: every call goes to NCCL
+  cccComm_t ccc = nullptr;    // over the ranks of this rank's node; null: every call goes to NCCL
   int rank = 0;
   int nranks = 0;
+  // Ranks on several nodes (nodes > 1): the rank's place on its node, and `rail`, the real NCCL's
+  // communicator of the ranks with its local index on every node (the step between nodes of a
+  // hierarchical allreduce).
+  int nodes = 1;
+  int local_rank = 0;
+  int local_ranks = 0;
+  ncclComm_t rail = nullptr;
   ccc::nccl::RoutePolicy policy;
   bool ccc_host = false;  // ccc's host backend: no stream orders its calls, so they finish before returning
   uint64_t arena_bytes = 0;  // ccc's arena per rank, which staged buffers must fit
@@ -38,9 +45,18 @@ struct RankCard {
 };
 // Fills a card's text field, a name too long for it told apart by its hash.
 void copy_text(char (&to)[128], const std::string& text);
-// Whether every card names rank `rank`'s node. Throws ShimError(ncclInvalidUsage) naming the
-// first rank whose route policy or arena differs: every rank must route every call alike.
-bool one_node(const std::vector<RankCard>& cards, int rank);
+// Where a rank stands among the nodes, by the cards: nodes numbered in order of their first rank.
+struct NodePlace {
+  int node = 0;
+  int nodes = 1;
+  int local_rank = 0;
+  int local_ranks = 1;
+  int leader = 0;     // the node's first rank, which names its ccc communicator
+  bool even = true;   // every node holds as many ranks
+};
+// Rank `rank`'s place. Throws ShimError(ncclInvalidUsage) naming the first rank whose route policy
+// or arena differs: every rank must route every call alike.
+NodePlace node_place(const std::vector<RankCard>& cards, int rank);
 
 // The real NCCL, or a ShimError saying why there is none.
 const RealNccl& real_nccl();
@@ -49,11 +65,13 @@ const RealNccl& real_nccl();
 ncclComm make_shim(ncclComm_t real);
 
 // Makes ccc's communicator for `comm` (whose real communicator is up) when the policy may use
-// ccc and every rank shares one node: a collective call on every rank of the communicator,
-// which exchanges the node names, the route policies and ccc's unique id through the real NCCL
-// (an all-gather on a stream of its own). Ranks that disagree on the policy fail with
+// ccc: over the ranks of each node, and, when the ranks span nodes that hold as many each, the
+// rail communicators (ncclCommSplit by local index). A collective call on every rank of the
+// communicator, which exchanges the node names, the route policies and ccc's unique ids through
+// the real NCCL (all-gathers on a stream of its own). Ranks that disagree on the policy fail with
 // ncclInvalidUsage; a ccc communicator that fails on any rank is given up on every rank, which
-// then route everything to NCCL (logged).
+// then route everything to NCCL (logged). A node is $CCC_NODE_ID, else the host name and boot
+// id; $CCC_NCCL_RANKS_PER_NODE=K (for tests) puts rank r on node r / K.
 void attach_ccc(ncclComm& comm);
 
 // The same for the communicators of one ncclCommInitAll call (one process, one node).

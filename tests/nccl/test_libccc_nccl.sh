@@ -8,7 +8,8 @@
 #   3. routed by the model over a DGX H100 topology: right results, decisions logged once;
 #   4. a program built for NCCL, with LD_PRELOAD=libccc-nccl;
 #   5. the same with libccc-nccl first on the library path as libnccl.so.2;
-#   6. one rank aborts: the others see the error, on either route.
+#   6. two simulated nodes of 4 ranks: hierarchical allreduce;
+#   7. one rank aborts: the others see the error, on either route.
 # Usage: test_libccc_nccl.sh PROGRAM_CCC PROGRAM_NCCL LIBCCC_NCCL FAKE_NCCL FAKE_LIBCUDA TOPOLOGY WORKDIR
 set -u
 program_ccc=$1 program_nccl=$2 shim=$3 fake_nccl=$4 fake_cuda=$5 topology=$6 work=$7
@@ -79,6 +80,17 @@ run preload CCC_NCCL_ROUTE=ccc LD_PRELOAD="$shim" -- "$program_nccl" collectives
 run first CCC_NCCL_ROUTE=ccc LD_LIBRARY_PATH="$work/first:$base_path" -- "$program_nccl" collectives 4 float32 ||
   fail "libccc-nccl as libnccl.so.2"
 [ "$(calls first "$ccc_collectives")" -eq 0 ] || fail "libccc-nccl as libnccl.so.2: the calls went around it"
+
+# Two simulated nodes of 4 ranks: allreduces whose count 4 divides run hierarchically (ccc within
+# each node, NCCL between them on the rail of each local index: a quarter of the count); the rest
+# goes to NCCL whole, as do the other collectives.
+run nodes CCC_NCCL_ROUTE=ccc CCC_NCCL_RANKS_PER_NODE=4 CCC_NCCL_LIB="$fake_nccl" -- \
+  "$program_ccc" collectives 8 "$ccc_dtypes" || fail "two nodes"
+[ "$(calls nodes 'ncclAllReduce count=250 ')" -gt 0 ] || fail "two nodes: no allreduce between the nodes"
+# (An integer average stays whole: averaging the nodes' truncated averages would truncate twice.)
+[ "$(calls nodes 'ncclAllReduce count=1000 (datatype=[0-9]+ op=[0-3]|datatype=([6-9]|1[01]) op=4)( |$)')" -eq 0 ] ||
+  fail "two nodes: a whole allreduce reached NCCL"
+[ "$(calls nodes 'ncclAllGather count=1000 ')" -gt 0 ] || fail "two nodes: all-gathers must go to NCCL"
 
 for side in nccl ccc; do
   run abort_$side CCC_NCCL_ROUTE=$side CCC_NCCL_LIB="$fake_nccl" CCC_TIMEOUT=20 FAKE_NCCL_TIMEOUT=20 -- \

@@ -96,22 +96,35 @@ nccl::RankCard card(const std::string& node, const std::string& policy, uint64_t
 }
 
 // What libccc-nccl's ranks decide from the cards they all-gather at init.
-TEST(NcclRoute, RanksThatRouteDifferentlyAreRefusedAndNodesCounted) {
+TEST(NcclRoute, RanksThatRouteDifferentlyAreRefusedAndPlacedOnTheirNodes) {
   const std::string a = RoutePolicy::parse("auto").canonical(), n = RoutePolicy::parse("nccl").canonical();
-  EXPECT_TRUE(nccl::one_node({card("h/1", a), card("h/1", a)}, 1));
-  EXPECT_FALSE(nccl::one_node({card("h/1", a), card("h/1", a), card("g/2", a)}, 0));
+  const nccl::NodePlace one = nccl::node_place({card("h/1", a), card("h/1", a)}, 1);
+  EXPECT_EQ(one.nodes, 1);
+  EXPECT_EQ(one.local_rank, 1);
+  EXPECT_EQ(one.local_ranks, 2);
+  EXPECT_EQ(one.leader, 0);
+  // Two nodes, their ranks interleaved: places by node, in rank order within each.
+  const std::vector<nccl::RankCard> two = {card("h/1", a), card("g/2", a), card("h/1", a), card("g/2", a)};
+  const nccl::NodePlace third = nccl::node_place(two, 3);
+  EXPECT_EQ(third.nodes, 2);
+  EXPECT_EQ(third.node, 1);
+  EXPECT_EQ(third.local_rank, 1);
+  EXPECT_EQ(third.local_ranks, 2);
+  EXPECT_EQ(third.leader, 1);
+  EXPECT_TRUE(third.even);
+  EXPECT_FALSE(nccl::node_place({card("h/1", a), card("h/1", a), card("g/2", a)}, 2).even);
   try {
-    nccl::one_node({card("h/1", a), card("h/1", a), card("h/1", n)}, 0);
+    nccl::node_place({card("h/1", a), card("h/1", a), card("h/1", n)}, 0);
     ADD_FAILURE() << "accepted";
   } catch (const nccl::ShimError& e) {
     EXPECT_EQ(e.result, ncclInvalidUsage);
     EXPECT_NE(e.message.find("ranks 0 and 2 route differently (CCC_NCCL_ROUTE, CCC_ARENA_BYTES)"), std::string::npos)
         << e.message;
   }
-  EXPECT_THROW(nccl::one_node({card("h/1", a), card("h/1", a, 1 << 20)}, 1), nccl::ShimError);
+  EXPECT_THROW(nccl::node_place({card("h/1", a), card("h/1", a, 1 << 20)}, 1), nccl::ShimError);
   // Names longer than a card's field stay apart.
   const std::string long_name(200, 'x');
-  EXPECT_FALSE(nccl::one_node({card(long_name + "1", a), card(long_name + "2", a)}, 0));
+  EXPECT_EQ(nccl::node_place({card(long_name + "1", a), card(long_name + "2", a)}, 0).nodes, 2);
 }
 
 }  // namespace
