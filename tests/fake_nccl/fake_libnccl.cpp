@@ -805,6 +805,20 @@ void record_op(const char* function, const Op& o, const char* extra) {
          static_cast<int>(o.datatype), extra, hex(o.send), hex(o.recv));
 }
 
+// Records one collective (its op where it reduces, its root where it has one) and runs it.
+ncclResult_t collective(const char* function, const Op& o, ncclRedOp_t op, cudaStream_t stream) {
+  const bool reduces = o.kind == Kind::AllReduce || o.kind == Kind::Reduce || o.kind == Kind::ReduceScatter;
+  const bool rooted =
+      o.kind == Kind::Reduce || o.kind == Kind::Broadcast || o.kind == Kind::Gather || o.kind == Kind::Scatter;
+  char extra[64] = "";
+  int at = 0;
+  if (reduces) at += snprintf(extra + at, sizeof extra - at, "op=%d ", static_cast<int>(op));
+  if (rooted) at += snprintf(extra + at, sizeof extra - at, "root=%d ", o.root);
+  snprintf(extra + at, sizeof extra - at, "stream=0x%lx ", hex(stream));
+  record_op(function, o, extra);
+  return post(o, op, function);
+}
+
 ncclResult_t unsupported(const char* function) {
   return fail(ncclInvalidUsage, "%s: not in the stand-in (no device here)", function);
 }
@@ -1101,10 +1115,7 @@ ncclResult_t ncclReduce(const void* sendbuff, void* recvbuff, size_t count, nccl
                         int root, ncclComm_t comm, cudaStream_t stream) {
   Op o{Kind::Reduce, comm, sendbuff, recvbuff, count, datatype};
   o.root = root;
-  char extra[64];
-  snprintf(extra, sizeof extra, "op=%d root=%d stream=0x%lx ", static_cast<int>(op), root, hex(stream));
-  record_op("ncclReduce", o, extra);
-  return post(o, op, "ncclReduce");
+  return collective("ncclReduce", o, op, stream);
 }
 
 ncclResult_t ncclBcast(void* buff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm,
@@ -1120,66 +1131,45 @@ ncclResult_t ncclBroadcast(const void* sendbuff, void* recvbuff, size_t count, n
                            ncclComm_t comm, cudaStream_t stream) {
   Op o{Kind::Broadcast, comm, sendbuff, recvbuff, count, datatype};
   o.root = root;
-  char extra[64];
-  snprintf(extra, sizeof extra, "root=%d stream=0x%lx ", root, hex(stream));
-  record_op("ncclBroadcast", o, extra);
-  return post(o, ncclSum, "ncclBroadcast");
+  return collective("ncclBroadcast", o, ncclSum, stream);
 }
 
 ncclResult_t ncclAllReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, ncclRedOp_t op,
                            ncclComm_t comm, cudaStream_t stream) {
   Op o{Kind::AllReduce, comm, sendbuff, recvbuff, count, datatype};
-  char extra[64];
-  snprintf(extra, sizeof extra, "op=%d stream=0x%lx ", static_cast<int>(op), hex(stream));
-  record_op("ncclAllReduce", o, extra);
-  return post(o, op, "ncclAllReduce");
+  return collective("ncclAllReduce", o, op, stream);
 }
 
 ncclResult_t ncclReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount, ncclDataType_t datatype,
                                ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
   Op o{Kind::ReduceScatter, comm, sendbuff, recvbuff, recvcount, datatype};
-  char extra[64];
-  snprintf(extra, sizeof extra, "op=%d stream=0x%lx ", static_cast<int>(op), hex(stream));
-  record_op("ncclReduceScatter", o, extra);
-  return post(o, op, "ncclReduceScatter");
+  return collective("ncclReduceScatter", o, op, stream);
 }
 
 ncclResult_t ncclAllGather(const void* sendbuff, void* recvbuff, size_t sendcount, ncclDataType_t datatype,
                            ncclComm_t comm, cudaStream_t stream) {
   Op o{Kind::AllGather, comm, sendbuff, recvbuff, sendcount, datatype};
-  char extra[64];
-  snprintf(extra, sizeof extra, "stream=0x%lx ", hex(stream));
-  record_op("ncclAllGather", o, extra);
-  return post(o, ncclSum, "ncclAllGather");
+  return collective("ncclAllGather", o, ncclSum, stream);
 }
 
 ncclResult_t ncclAlltoAll(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, ncclComm_t comm,
                           cudaStream_t stream) {
   Op o{Kind::AlltoAll, comm, sendbuff, recvbuff, count, datatype};
-  char extra[64];
-  snprintf(extra, sizeof extra, "stream=0x%lx ", hex(stream));
-  record_op("ncclAlltoAll", o, extra);
-  return post(o, ncclSum, "ncclAlltoAll");
+  return collective("ncclAlltoAll", o, ncclSum, stream);
 }
 
 ncclResult_t ncclGather(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root,
                         ncclComm_t comm, cudaStream_t stream) {
   Op o{Kind::Gather, comm, sendbuff, recvbuff, count, datatype};
   o.root = root;
-  char extra[64];
-  snprintf(extra, sizeof extra, "root=%d stream=0x%lx ", root, hex(stream));
-  record_op("ncclGather", o, extra);
-  return post(o, ncclSum, "ncclGather");
+  return collective("ncclGather", o, ncclSum, stream);
 }
 
 ncclResult_t ncclScatter(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype, int root,
                          ncclComm_t comm, cudaStream_t stream) {
   Op o{Kind::Scatter, comm, sendbuff, recvbuff, count, datatype};
   o.root = root;
-  char extra[64];
-  snprintf(extra, sizeof extra, "root=%d stream=0x%lx ", root, hex(stream));
-  record_op("ncclScatter", o, extra);
-  return post(o, ncclSum, "ncclScatter");
+  return collective("ncclScatter", o, ncclSum, stream);
 }
 
 ncclResult_t ncclSend(const void* sendbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm,

@@ -24,6 +24,7 @@
 //   abort        the last rank aborts its communicator right after init; every other rank must
 //                see an error (from its ncclAllReduce or from ncclCommGetAsyncError within 30 s).
 //   init-only    init, print rank and count, destroy (a quick linkage check).
+//   one-process  no fork: ncclCommInitAll's NRANKS ranks, driven from one thread in a group.
 // A child exits 0 when every check passed, 1 otherwise (a failed NCCL or CUDA call ends it at
 // once, naming the call). The parent kills every child if they are not all done within 300 s,
 // prints one summary line and exits non-zero if any child failed.
@@ -950,18 +951,99 @@ void run_init_only(Rank& self) {
   nccl_ok(self, ncclCommDestroy(std::exchange(self.comm, nullptr)), "ncclCommDestroy");
 }
 
-enum class Mode { Collectives, Abort, InitOnly };
+enum class Mode { Collectives, Abort, InitOnly, OneProcess };
 
 struct ModeName {
   Mode mode;
   const char* name;
 };
 
-constexpr std::array<ModeName, 3> kModes = {{
+constexpr std::array<ModeName, 4> kModes = {{
     {Mode::Collectives, "collectives"},
     {Mode::Abort, "abort"},
     {Mode::InitOnly, "init-only"},
+    {Mode::OneProcess, "one-process"},
 }};
+
+// ---------------------------------------------------------------------------------------------
+// Mode one-process: the ranks of one ncclCommInitAll call, all driven from this thread inside a
+// group (NCCL's rule for several ranks per thread): a float32 sum allreduce and an all-gather.
+
+void detach_device(Rank& self);
+
+float one_process_input(int rank, size_t i) { return static_cast<float>(rank + 1 + static_cast<int>(i % 3)); }
+
+int run_one_process(int nranks) {
+  constexpr size_t kCount = 1000;
+  std::vector<Rank> ranks(nranks);
+  cuda_ok(ranks[0], cuInit(0), "cuInit");
+  int devices = 0;
+  cuda_ok(ranks[0], cuDeviceGetCount(&devices), "cuDeviceGetCount");
+  std::vector<int> devlist;
+  for (int r = 0; r < nranks; ++r) {
+    Rank& self = ranks[r];
+    self.rank = r;
+    self.nranks = nranks;
+    cuda_ok(self, cuDeviceGet(&self.device, r % devices), "cuDeviceGet");
+    cuda_ok(self, cuDevicePrimaryCtxRetain(&self.context, self.device), "cuDevicePrimaryCtxRetain");
+    devlist.push_back(r % devices);
+  }
+  std::vector<ncclComm_t> comms(nranks);
+  nccl_ok(ranks[0], ncclCommInitAll(comms.data(), nranks, devlist.data()), "ncclCommInitAll");
+  std::vector<std::unique_ptr<DeviceBuffer>> send, sum, gathered;
+  for (int r = 0; r < nranks; ++r) {
+    Rank& self = ranks[r];
+    self.comm = comms[r];
+    cuda_ok(self, cuCtxSetCurrent(self.context), "cuCtxSetCurrent");
+    cuda_ok(self, cuStreamCreate(&self.stream, CU_STREAM_DEFAULT), "cuStreamCreate");
+    send.push_back(std::make_unique<DeviceBuffer>(self, kCount * sizeof(float)));
+    sum.push_back(std::make_unique<DeviceBuffer>(self, kCount * sizeof(float)));
+    gathered.push_back(std::make_unique<DeviceBuffer>(self, nranks * kCount * sizeof(float)));
+    std::vector<float> input(kCount);
+    for (size_t i = 0; i < kCount; ++i) input[i] = one_process_input(r, i);
+    upload(self, send[r]->address(), std::as_bytes(std::span(input)));
+    poison_device_memory(self, sum[r]->address(), kCount * sizeof(float));
+    poison_device_memory(self, gathered[r]->address(), nranks * kCount * sizeof(float));
+  }
+  nccl_ok(ranks[0], ncclGroupStart(), "ncclGroupStart");
+  for (int r = 0; r < nranks; ++r) {
+    Rank& self = ranks[r];
+    cuda_ok(self, cuCtxSetCurrent(self.context), "cuCtxSetCurrent");
+    nccl_ok(self, ncclAllReduce(send[r]->pointer(), sum[r]->pointer(), kCount, ncclFloat32, ncclSum, self.comm, self.stream),
+            "ncclAllReduce");
+    nccl_ok(self, ncclAllGather(send[r]->pointer(), gathered[r]->pointer(), kCount, ncclFloat32, self.comm, self.stream),
+            "ncclAllGather");
+  }
+  nccl_ok(ranks[0], ncclGroupEnd(), "ncclGroupEnd");
+  int failed = 0;
+  for (int r = 0; r < nranks; ++r) {
+    Rank& self = ranks[r];
+    cuda_ok(self, cuCtxSetCurrent(self.context), "cuCtxSetCurrent");
+    synchronize(self);
+    const std::vector<std::byte> sums = download(self, sum[r]->address(), kCount * sizeof(float));
+    const std::vector<std::byte> all = download(self, gathered[r]->address(), nranks * kCount * sizeof(float));
+    size_t wrong = 0;
+    for (size_t i = 0; i < kCount; ++i) {
+      float expected = 0, got = 0;
+      for (int p = 0; p < nranks; ++p) expected += one_process_input(p, i);
+      std::memcpy(&got, sums.data() + i * sizeof(float), sizeof got);
+      wrong += got != expected;
+      for (int p = 0; p < nranks; ++p) {
+        std::memcpy(&got, all.data() + (p * kCount + i) * sizeof(float), sizeof got);
+        wrong += got != one_process_input(p, i);
+      }
+    }
+    check_that(self, wrong == 0, strprintf("one-process allreduce and all-gather: %zu elements wrong", wrong));
+    failed += self.checks_failed;
+  }
+  send.clear(), sum.clear(), gathered.clear();
+  for (Rank& self : ranks) {
+    nccl_ok(self, ncclCommDestroy(std::exchange(self.comm, nullptr)), "ncclCommDestroy");
+    detach_device(self);
+  }
+  say("nccl_user_program one-process: %d rank(s), %s", nranks, failed == 0 ? "all passed" : "FAILED");
+  return failed == 0 ? 0 : 1;
+}
 
 // ---------------------------------------------------------------------------------------------
 // One child: the device, the communicator, the mode's checks.
@@ -994,6 +1076,7 @@ int run_rank(Mode mode, int rank, int nranks, const ncclUniqueId& id) {
     case Mode::Collectives: run_collectives(self); break;
     case Mode::Abort: run_abort(self); break;
     case Mode::InitOnly: run_init_only(self); break;
+    case Mode::OneProcess: break;  // no fork: launch() runs it
   }
   detach_device(self);
   if (self.checks_failed == 0) say("rank %d: %d checks passed", rank, self.checks_passed);
@@ -1079,7 +1162,7 @@ void wait_for_children(std::vector<Child>& children) {
 }
 
 int usage(const char* program) {
-  complain("usage: %s collectives|abort|init-only [nranks (1..%d, default %d) [datatypes (all, or names such as "
+  complain("usage: %s collectives|abort|init-only|one-process [nranks (1..%d, default %d) [datatypes (all, or names such as "
            "float32,bfloat16)]]",
            program, kMaxRanks, kDefaultRanks);
   return 2;
@@ -1104,6 +1187,7 @@ int launch(int argc, char** argv) {
   const std::optional<Mode> mode = parse_mode(argv[1]);
   const std::optional<int> nranks = argc >= 3 ? parse_nranks(argv[2]) : std::optional<int>(kDefaultRanks);
   if (!mode || !nranks || !select_dtypes(argc == 4 ? argv[3] : "all")) return usage(argv[0]);
+  if (*mode == Mode::OneProcess) return run_one_process(*nranks);
 
   ncclUniqueId id;
   if (const ncclResult_t result = ncclGetUniqueId(&id); result != ncclSuccess) {

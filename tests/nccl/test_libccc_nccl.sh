@@ -9,7 +9,8 @@
 #   4. a program built for NCCL, with LD_PRELOAD=libccc-nccl;
 #   5. the same with libccc-nccl first on the library path as libnccl.so.2;
 #   6. two simulated nodes of 4 ranks: hierarchical allreduce;
-#   7. one rank aborts: the others see the error, on either route.
+#   7. ncclCommInitAll's ranks in one process, driven from one thread, on either route;
+#   8. one rank aborts: the others see the error, on either route.
 # Usage: test_libccc_nccl.sh PROGRAM_CCC PROGRAM_NCCL LIBCCC_NCCL FAKE_NCCL FAKE_LIBCUDA TOPOLOGY WORKDIR
 set -u
 program_ccc=$1 program_nccl=$2 shim=$3 fake_nccl=$4 fake_cuda=$5 topology=$6 work=$7
@@ -91,6 +92,14 @@ run nodes CCC_NCCL_ROUTE=ccc CCC_NCCL_RANKS_PER_NODE=4 CCC_NCCL_LIB="$fake_nccl"
 [ "$(calls nodes 'ncclAllReduce count=1000 (datatype=[0-9]+ op=[0-3]|datatype=([6-9]|1[01]) op=4)( |$)')" -eq 0 ] ||
   fail "two nodes: a whole allreduce reached NCCL"
 [ "$(calls nodes 'ncclAllGather count=1000 ')" -gt 0 ] || fail "two nodes: all-gathers must go to NCCL"
+
+# ncclCommInitAll: four ranks in one process, driven from one thread in a group.
+for side in nccl ccc; do
+  run one_process_$side CCC_NCCL_ROUTE=$side FAKE_CUDA_DEVICES=4 CCC_NCCL_LIB="$fake_nccl" -- \
+    "$program_ccc" one-process 4 || fail "one process routed to $side"
+done
+[ "$(calls one_process_nccl 'ncclAllReduce|ncclAllGather')" -eq 8 ] || fail "one process: NCCL did not run the calls"
+[ "$(calls one_process_ccc 'ncclAllReduce|ncclAllGather')" -eq 0 ] || fail "one process: ccc's calls reached NCCL"
 
 for side in nccl ccc; do
   run abort_$side CCC_NCCL_ROUTE=$side CCC_NCCL_LIB="$fake_nccl" CCC_TIMEOUT=20 FAKE_NCCL_TIMEOUT=20 -- \
