@@ -13,7 +13,8 @@
 #   8. one rank aborts: the others see the error, on either route.
 # Usage: test_libccc_nccl.sh PROGRAM_CCC PROGRAM_NCCL LIBCCC_NCCL FAKE_NCCL FAKE_LIBCUDA TOPOLOGY WORKDIR
 set -u
-program_ccc=$1 program_nccl=$2 shim=$3 fake_nccl=$4 fake_cuda=$5 topology=$6 work=$7
+program_ccc=$(realpath "$1") program_nccl=$(realpath "$2") shim=$(realpath "$3") fake_nccl=$(realpath "$4")
+fake_cuda=$(realpath "$5") topology=$(realpath "$6") work=$(realpath -m "$7")
 rm -rf "$work" && mkdir -p "$work/driver" "$work/first"
 # The program's -lcuda (libcuda.so.1) and ccc's dlopen of $CCC_LIBCUDA must find the same fake.
 ln -s "$fake_cuda" "$work/driver/libcuda.so.1"
@@ -44,7 +45,9 @@ run() {
 }
 
 # calls NAME PATTERN: how many of the stand-in's log lines match.
-calls() { grep -E -c "$2" "$work/$1.log" 2>/dev/null || true; }
+calls() {
+  if [ -f "$work/$1.log" ]; then grep -E -c "$2" "$work/$1.log" || true; else echo 0; fi
+}
 
 # The collectives ccc runs (a built-in op). Joining ccc takes three uint8 all-gathers of
 # libccc-nccl's own through NCCL (RankCard, ccc's unique id, the outcome), which user all-gathers
