@@ -6,6 +6,7 @@
 #include <nccl.h>
 #include <nccl_device.h>
 
+#include <algorithm>
 #include <functional>
 #include <memory>
 #include <new>
@@ -16,6 +17,7 @@
 
 #include "ccc/ccc.h"
 #include "ccc/types.h"
+#include "debug_log.h"
 #include "route.h"
 #include "shim_comm.h"
 
@@ -77,10 +79,11 @@ ncclResult_t from_ccc(cccResult_t result, cccComm_t comm) {
   return static_cast<ncclResult_t>(result);
 }
 
-ncclComm& live(ncclComm_t comm) {
-  if (comm == nullptr) throw ShimError{ncclInvalidArgument, "libccc-nccl: null communicator"};
-  return *comm;
-}
+// The real NCCL calls its own exported functions through the PLT, so with libccc-nccl first in
+// the process's symbol scope (LD_PRELOAD, linked directly, or installed as libnccl.so.2) those
+// calls land here with NCCL's own communicators: anything that is not one of ours is NCCL's, and
+// goes back to it unchanged.
+ncclComm_t real_of(ncclComm_t comm) { return is_ours(comm) ? comm->real : comm; }
 
 cccDataType_t ccc_type(ncclDataType_t t) { return static_cast<cccDataType_t>(t); }
 cccRedOp_t ccc_op(ncclRedOp_t op) { return static_cast<cccRedOp_t>(op); }
@@ -220,21 +223,32 @@ ncclResult_t run_group_calls() {
   return first;
 }
 
-// Makes a communicator around a real one just made, and joins ccc where it may.
-ncclResult_t adopt(ncclComm_t real, ncclComm_t* newcomm, const ncclConfig_t* config) {
-  auto comm = std::make_unique<ncclComm>(make_shim(real));
-  if (config != nullptr && config->blocking == 0) {  // a non-blocking init: ccc's exchange needs it done
-    ncclResult_t state = ncclInProgress;
-    while (state == ncclInProgress) REAL(ncclCommGetAsyncError)(real, &state);
-    if (state != ncclSuccess) return forwarded(state, real);
-  }
+// Whether a new communicator can join ccc now. Inside a group NCCL makes it at the group's end,
+// and a non-blocking one later still, writing the handle into the caller's pointer then: such a
+// communicator stays NCCL's own (every call on it goes to NCCL), and the caller's pointer goes to
+// NCCL as it is.
+bool joins_now(const ncclConfig_t* config) { return group_depth == 0 && (config == nullptr || config->blocking != 0); }
+
+void log_nccl_only(const char* what) {
+  if (ccc::debug_info_on())
+    ccc::debug_info(fmt::format("ccc-nccl: {} inside a group, non-blocking, or of NCCL's own: NCCL's alone", what));
+}
+
+// Wraps `real`, a communicator NCCL has just made, in one of ours (`shell`, made before NCCL's so
+// that a bad environment fails first) and joins ccc where it may. On any failure every part made
+// so far is aborted, NCCL's included.
+ncclResult_t adopt(std::unique_ptr<ncclComm> shell, ncclComm_t real, ncclComm_t* newcomm) {
+  shell->real = real;
   try {
-    attach_ccc(*comm);
-  } catch (const ShimError&) {
-    REAL(ncclCommAbort)(real);
+    attach_ccc(*shell);
+  } catch (...) {
+    if (shell->ccc != nullptr) cccCommAbort(shell->ccc);
+    if (shell->rail != nullptr) real_nccl().ncclCommAbort(shell->rail);
+    real_nccl().ncclCommAbort(real);
     throw;
   }
-  *newcomm = comm.release();
+  register_comm(shell.get());
+  *newcomm = shell.release();
   return ncclSuccess;
 }
 
@@ -254,10 +268,15 @@ CCC_NCCL_API ncclResult_t ncclCommInitRankConfig(ncclComm_t* comm, int nranks, n
                                                  ncclConfig_t* config) {
   return guarded([&] {
     if (comm == nullptr) return fail(ncclInvalidArgument, "libccc-nccl: ncclCommInitRankConfig: comm is null");
+    if (!joins_now(config)) {
+      log_nccl_only("ncclCommInitRank");
+      return forwarded(REAL(ncclCommInitRankConfig)(comm, nranks, commId, rank, config), nullptr);
+    }
+    auto shell = std::make_unique<ncclComm>(make_shim());
     ncclComm_t real = nullptr;
     const ncclResult_t r = REAL(ncclCommInitRankConfig)(&real, nranks, commId, rank, config);
-    if (r != ncclSuccess && r != ncclInProgress) return forwarded(r, real);
-    return adopt(real, comm, config);
+    if (r != ncclSuccess) return forwarded(r, real);
+    return adopt(std::move(shell), real, comm);
   });
 }
 
@@ -269,10 +288,15 @@ CCC_NCCL_API ncclResult_t ncclCommInitRankScalable(ncclComm_t* newcomm, int nran
                                                    ncclUniqueId* commIds, ncclConfig_t* config) {
   return guarded([&] {
     if (newcomm == nullptr) return fail(ncclInvalidArgument, "libccc-nccl: ncclCommInitRankScalable: newcomm is null");
+    if (!joins_now(config)) {
+      log_nccl_only("ncclCommInitRankScalable");
+      return forwarded(REAL(ncclCommInitRankScalable)(newcomm, nranks, myrank, nId, commIds, config), nullptr);
+    }
+    auto shell = std::make_unique<ncclComm>(make_shim());
     ncclComm_t real = nullptr;
     const ncclResult_t r = REAL(ncclCommInitRankScalable)(&real, nranks, myrank, nId, commIds, config);
-    if (r != ncclSuccess && r != ncclInProgress) return forwarded(r, real);
-    return adopt(real, newcomm, config);
+    if (r != ncclSuccess) return forwarded(r, real);
+    return adopt(std::move(shell), real, newcomm);
   });
 }
 
@@ -281,17 +305,21 @@ CCC_NCCL_API ncclResult_t ncclCommInitAll(ncclComm_t* comms, int ndev, const int
     if (comms == nullptr || ndev < 1)
       return fail(ncclInvalidArgument, fmt::format("libccc-nccl: ncclCommInitAll: {} communicators at {}", ndev,
                                                    static_cast<const void*>(comms)));
+    std::vector<std::unique_ptr<ncclComm>> made;
+    std::vector<ncclComm*> raw;
+    for (int i = 0; i < ndev; ++i) {
+      made.push_back(std::make_unique<ncclComm>(make_shim()));
+      raw.push_back(made.back().get());
+    }
     std::vector<ncclComm_t> real(ndev, nullptr);
     const ncclResult_t r = REAL(ncclCommInitAll)(real.data(), ndev, devlist);
     if (r != ncclSuccess) return forwarded(r, nullptr);
-    std::vector<std::unique_ptr<ncclComm>> made;
-    std::vector<ncclComm*> raw;
-    for (ncclComm_t c : real) {
-      made.push_back(std::make_unique<ncclComm>(make_shim(c)));
-      raw.push_back(made.back().get());
-    }
+    for (int i = 0; i < ndev; ++i) made[i]->real = real[i];
     attach_ccc_all(raw.data(), ndev, devlist);
-    for (int i = 0; i < ndev; ++i) comms[i] = made[i].release();
+    for (int i = 0; i < ndev; ++i) {
+      register_comm(raw[i]);
+      comms[i] = made[i].release();
+    }
     return ncclSuccess;
   });
 }
@@ -300,14 +328,19 @@ CCC_NCCL_API ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncc
                                         ncclConfig_t* config) {
   return guarded([&] {
     if (newcomm == nullptr) return fail(ncclInvalidArgument, "libccc-nccl: ncclCommSplit: newcomm is null");
+    if (!joins_now(config) || !is_ours(comm)) {
+      log_nccl_only("ncclCommSplit");
+      return forwarded(REAL(ncclCommSplit)(real_of(comm), color, key, newcomm, config), real_of(comm));
+    }
+    auto shell = std::make_unique<ncclComm>(make_shim());
     ncclComm_t real = nullptr;
-    const ncclResult_t r = REAL(ncclCommSplit)(live(comm).real, color, key, &real, config);
-    if (r != ncclSuccess && r != ncclInProgress) return forwarded(r, live(comm).real);
+    const ncclResult_t r = REAL(ncclCommSplit)(real_of(comm), color, key, &real, config);
+    if (r != ncclSuccess) return forwarded(r, real_of(comm));
     if (real == nullptr) {  // NCCL_SPLIT_NOCOLOR: no child for this rank
       *newcomm = nullptr;
       return ncclSuccess;
     }
-    return adopt(real, newcomm, config);
+    return adopt(std::move(shell), real, newcomm);
   });
 }
 
@@ -315,32 +348,40 @@ CCC_NCCL_API ncclResult_t ncclCommShrink(ncclComm_t comm, int* excludeRanksList,
                                          ncclComm_t* newcomm, ncclConfig_t* config, int shrinkFlags) {
   return guarded([&] {
     if (newcomm == nullptr) return fail(ncclInvalidArgument, "libccc-nccl: ncclCommShrink: newcomm is null");
+    if (!joins_now(config) || !is_ours(comm)) {
+      log_nccl_only("ncclCommShrink");
+      return forwarded(REAL(ncclCommShrink)(real_of(comm), excludeRanksList, excludeRanksCount, newcomm, config,
+                                            shrinkFlags),
+                       real_of(comm));
+    }
+    auto shell = std::make_unique<ncclComm>(make_shim());
     ncclComm_t real = nullptr;
     const ncclResult_t r =
-        REAL(ncclCommShrink)(live(comm).real, excludeRanksList, excludeRanksCount, &real, config, shrinkFlags);
-    if (r != ncclSuccess && r != ncclInProgress) return forwarded(r, live(comm).real);
-    return adopt(real, newcomm, config);
+        REAL(ncclCommShrink)(real_of(comm), excludeRanksList, excludeRanksCount, &real, config, shrinkFlags);
+    if (r != ncclSuccess) return forwarded(r, real_of(comm));
+    return adopt(std::move(shell), real, newcomm);
   });
 }
 
 CCC_NCCL_API ncclResult_t ncclCommFinalize(ncclComm_t comm) {
   return guarded([&] {
-    ncclComm& c = live(comm);
+    if (!is_ours(comm)) return forwarded(REAL(ncclCommFinalize)(comm), comm);
+    ncclComm& c = *comm;
     if (c.ccc != nullptr) {
       const ncclResult_t r = from_ccc(cccCommSynchronize(c.ccc), c.ccc);
       if (r != ncclSuccess) return r;
     }
-    if (c.rail != nullptr) {
-      const ncclResult_t r = forwarded(REAL(ncclCommFinalize)(c.rail), c.rail);
-      if (r != ncclSuccess) return r;
-    }
-    return forwarded(REAL(ncclCommFinalize)(c.real), c.real);
+    const ncclResult_t rail = c.rail != nullptr ? forwarded(REAL(ncclCommFinalize)(c.rail), c.rail) : ncclSuccess;
+    const ncclResult_t r = forwarded(REAL(ncclCommFinalize)(c.real), c.real);
+    return rail != ncclSuccess && rail != ncclInProgress ? rail : r;
   });
 }
 
 CCC_NCCL_API ncclResult_t ncclCommDestroy(ncclComm_t comm) {
   return guarded([&] {
-    std::unique_ptr<ncclComm> c(&live(comm));
+    if (!is_ours(comm)) return forwarded(REAL(ncclCommDestroy)(comm), comm);
+    unregister_comm(comm);
+    std::unique_ptr<ncclComm> c(comm);
     const ncclResult_t own = c->ccc != nullptr ? from_ccc(cccCommDestroy(c->ccc), c->ccc) : ncclSuccess;
     if (c->rail != nullptr) REAL(ncclCommDestroy)(c->rail);
     const ncclResult_t r = forwarded(REAL(ncclCommDestroy)(c->real), c->real);
@@ -348,23 +389,28 @@ CCC_NCCL_API ncclResult_t ncclCommDestroy(ncclComm_t comm) {
   });
 }
 
+// NCCL's parts first: a kernel of NCCL's that waits for ever holds the device, and ccc's abort
+// waits for the rank's device to drain.
 CCC_NCCL_API ncclResult_t ncclCommAbort(ncclComm_t comm) {
   return guarded([&] {
-    std::unique_ptr<ncclComm> c(&live(comm));
-    const ncclResult_t own = c->ccc != nullptr ? from_ccc(cccCommAbort(c->ccc), c->ccc) : ncclSuccess;
+    if (!is_ours(comm)) return forwarded(REAL(ncclCommAbort)(comm), comm);
+    unregister_comm(comm);
+    std::unique_ptr<ncclComm> c(comm);
     if (c->rail != nullptr) REAL(ncclCommAbort)(c->rail);
     const ncclResult_t r = forwarded(REAL(ncclCommAbort)(c->real), c->real);
+    const ncclResult_t own = c->ccc != nullptr ? from_ccc(cccCommAbort(c->ccc), c->ccc) : ncclSuccess;
     return own != ncclSuccess ? own : r;
   });
 }
 
 CCC_NCCL_API ncclResult_t ncclCommRevoke(ncclComm_t comm, int revokeFlags) {
-  return guarded([&] { return forwarded(REAL(ncclCommRevoke)(live(comm).real, revokeFlags), live(comm).real); });
+  return guarded([&] { return forwarded(REAL(ncclCommRevoke)(real_of(comm), revokeFlags), real_of(comm)); });
 }
 
 CCC_NCCL_API ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* asyncError) {
   return guarded([&] {
-    ncclComm& c = live(comm);
+    if (!is_ours(comm)) return forwarded(REAL(ncclCommGetAsyncError)(comm, asyncError), comm);
+    ncclComm& c = *comm;
     if (asyncError == nullptr) return fail(ncclInvalidArgument, "libccc-nccl: ncclCommGetAsyncError: asyncError is null");
     ncclResult_t r = forwarded(REAL(ncclCommGetAsyncError)(c.real, asyncError), c.real);
     if (r == ncclSuccess && *asyncError == ncclSuccess && c.rail != nullptr)
@@ -382,15 +428,15 @@ CCC_NCCL_API ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* a
 }
 
 CCC_NCCL_API ncclResult_t ncclCommCount(const ncclComm_t comm, int* count) {
-  return guarded([&] { return forwarded(REAL(ncclCommCount)(live(comm).real, count), live(comm).real); });
+  return guarded([&] { return forwarded(REAL(ncclCommCount)(real_of(comm), count), real_of(comm)); });
 }
 
 CCC_NCCL_API ncclResult_t ncclCommCuDevice(const ncclComm_t comm, int* device) {
-  return guarded([&] { return forwarded(REAL(ncclCommCuDevice)(live(comm).real, device), live(comm).real); });
+  return guarded([&] { return forwarded(REAL(ncclCommCuDevice)(real_of(comm), device), real_of(comm)); });
 }
 
 CCC_NCCL_API ncclResult_t ncclCommUserRank(const ncclComm_t comm, int* rank) {
-  return guarded([&] { return forwarded(REAL(ncclCommUserRank)(live(comm).real, rank), live(comm).real); });
+  return guarded([&] { return forwarded(REAL(ncclCommUserRank)(real_of(comm), rank), real_of(comm)); });
 }
 
 // ---- Memory and registration: NCCL's (ccc stages or registers buffers its own way) ----
@@ -404,22 +450,22 @@ CCC_NCCL_API ncclResult_t ncclMemFree(void* ptr) {
 }
 
 CCC_NCCL_API ncclResult_t ncclCommRegister(const ncclComm_t comm, void* buff, size_t size, void** handle) {
-  return guarded([&] { return forwarded(REAL(ncclCommRegister)(live(comm).real, buff, size, handle), live(comm).real); });
+  return guarded([&] { return forwarded(REAL(ncclCommRegister)(real_of(comm), buff, size, handle), real_of(comm)); });
 }
 
 CCC_NCCL_API ncclResult_t ncclCommDeregister(const ncclComm_t comm, void* handle) {
-  return guarded([&] { return forwarded(REAL(ncclCommDeregister)(live(comm).real, handle), live(comm).real); });
+  return guarded([&] { return forwarded(REAL(ncclCommDeregister)(real_of(comm), handle), real_of(comm)); });
 }
 
 CCC_NCCL_API ncclResult_t ncclCommWindowRegister(ncclComm_t comm, void* buff, size_t size, ncclWindow_t* win,
                                                  int winFlags) {
   return guarded([&] {
-    return forwarded(REAL(ncclCommWindowRegister)(live(comm).real, buff, size, win, winFlags), live(comm).real);
+    return forwarded(REAL(ncclCommWindowRegister)(real_of(comm), buff, size, win, winFlags), real_of(comm));
   });
 }
 
 CCC_NCCL_API ncclResult_t ncclCommWindowDeregister(ncclComm_t comm, ncclWindow_t win) {
-  return guarded([&] { return forwarded(REAL(ncclCommWindowDeregister)(live(comm).real, win), live(comm).real); });
+  return guarded([&] { return forwarded(REAL(ncclCommWindowDeregister)(real_of(comm), win), real_of(comm)); });
 }
 
 // ---- Reduction ops: NCCL's; a call with one goes to NCCL ----
@@ -427,12 +473,12 @@ CCC_NCCL_API ncclResult_t ncclCommWindowDeregister(ncclComm_t comm, ncclWindow_t
 CCC_NCCL_API ncclResult_t ncclRedOpCreatePreMulSum(ncclRedOp_t* op, void* scalar, ncclDataType_t datatype,
                                                    ncclScalarResidence_t residence, ncclComm_t comm) {
   return guarded([&] {
-    return forwarded(REAL(ncclRedOpCreatePreMulSum)(op, scalar, datatype, residence, live(comm).real), live(comm).real);
+    return forwarded(REAL(ncclRedOpCreatePreMulSum)(op, scalar, datatype, residence, real_of(comm)), real_of(comm));
   });
 }
 
 CCC_NCCL_API ncclResult_t ncclRedOpDestroy(ncclRedOp_t op, ncclComm_t comm) {
-  return guarded([&] { return forwarded(REAL(ncclRedOpDestroy)(op, live(comm).real), live(comm).real); });
+  return guarded([&] { return forwarded(REAL(ncclRedOpDestroy)(op, real_of(comm)), real_of(comm)); });
 }
 
 // ---- Errors ----
@@ -455,15 +501,14 @@ CCC_NCCL_API void ncclResetDebugInit() {
 CCC_NCCL_API ncclResult_t ncclAllReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
                                         ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
   return guarded([&] {
-    ncclComm& c = live(comm);
     double predicted = 0;
-    if (to_ccc(c, Collective::AllReduce, count, datatype, op, -1, &predicted)) {
-      if (c.nodes > 1) return hierarchical_allreduce(c, sendbuff, recvbuff, count, datatype, op, stream);
-      return on_ccc(c, predicted, [=](cccComm_t cc) {
+    if (is_ours(comm) && to_ccc(*comm, Collective::AllReduce, count, datatype, op, -1, &predicted)) {
+      if (comm->nodes > 1) return hierarchical_allreduce(*comm, sendbuff, recvbuff, count, datatype, op, stream);
+      return on_ccc(*comm, predicted, [=](cccComm_t cc) {
         return cccAllReduce(sendbuff, recvbuff, count, ccc_type(datatype), ccc_op(op), cc, stream);
       });
     }
-    return forwarded(REAL(ncclAllReduce)(sendbuff, recvbuff, count, datatype, op, c.real, stream), c.real);
+    return forwarded(REAL(ncclAllReduce)(sendbuff, recvbuff, count, datatype, op, real_of(comm), stream), real_of(comm));
   });
 }
 
@@ -471,39 +516,36 @@ CCC_NCCL_API ncclResult_t ncclReduceScatter(const void* sendbuff, void* recvbuff
                                             ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
                                             cudaStream_t stream) {
   return guarded([&] {
-    ncclComm& c = live(comm);
     double predicted = 0;
-    if (to_ccc(c, Collective::ReduceScatter, recvcount, datatype, op, -1, &predicted))
-      return on_ccc(c, predicted, [=](cccComm_t cc) {
+    if (is_ours(comm) && to_ccc(*comm, Collective::ReduceScatter, recvcount, datatype, op, -1, &predicted))
+      return on_ccc(*comm, predicted, [=](cccComm_t cc) {
         return cccReduceScatter(sendbuff, recvbuff, recvcount, ccc_type(datatype), ccc_op(op), cc, stream);
       });
-    return forwarded(REAL(ncclReduceScatter)(sendbuff, recvbuff, recvcount, datatype, op, c.real, stream), c.real);
+    return forwarded(REAL(ncclReduceScatter)(sendbuff, recvbuff, recvcount, datatype, op, real_of(comm), stream), real_of(comm));
   });
 }
 
 CCC_NCCL_API ncclResult_t ncclAllGather(const void* sendbuff, void* recvbuff, size_t sendcount,
                                         ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream) {
   return guarded([&] {
-    ncclComm& c = live(comm);
     double predicted = 0;
-    if (to_ccc(c, Collective::AllGather, sendcount, datatype, ncclSum, -1, &predicted))
-      return on_ccc(c, predicted, [=](cccComm_t cc) {
+    if (is_ours(comm) && to_ccc(*comm, Collective::AllGather, sendcount, datatype, ncclSum, -1, &predicted))
+      return on_ccc(*comm, predicted, [=](cccComm_t cc) {
         return cccAllGather(sendbuff, recvbuff, sendcount, ccc_type(datatype), cc, stream);
       });
-    return forwarded(REAL(ncclAllGather)(sendbuff, recvbuff, sendcount, datatype, c.real, stream), c.real);
+    return forwarded(REAL(ncclAllGather)(sendbuff, recvbuff, sendcount, datatype, real_of(comm), stream), real_of(comm));
   });
 }
 
 CCC_NCCL_API ncclResult_t ncclBroadcast(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
                                         int root, ncclComm_t comm, cudaStream_t stream) {
   return guarded([&] {
-    ncclComm& c = live(comm);
     double predicted = 0;
-    if (to_ccc(c, Collective::Broadcast, count, datatype, ncclSum, root, &predicted))
-      return on_ccc(c, predicted, [=](cccComm_t cc) {
+    if (is_ours(comm) && to_ccc(*comm, Collective::Broadcast, count, datatype, ncclSum, root, &predicted))
+      return on_ccc(*comm, predicted, [=](cccComm_t cc) {
         return cccBroadcast(sendbuff, recvbuff, count, ccc_type(datatype), root, cc, stream);
       });
-    return forwarded(REAL(ncclBroadcast)(sendbuff, recvbuff, count, datatype, root, c.real, stream), c.real);
+    return forwarded(REAL(ncclBroadcast)(sendbuff, recvbuff, count, datatype, root, real_of(comm), stream), real_of(comm));
   });
 }
 
@@ -515,27 +557,26 @@ CCC_NCCL_API ncclResult_t ncclBcast(void* buff, size_t count, ncclDataType_t dat
 CCC_NCCL_API ncclResult_t ncclReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
                                      ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t stream) {
   return guarded([&] {
-    ncclComm& c = live(comm);
     double predicted = 0;
-    if (to_ccc(c, Collective::Reduce, count, datatype, op, root, &predicted))
-      return on_ccc(c, predicted, [=](cccComm_t cc) {
+    if (is_ours(comm) && to_ccc(*comm, Collective::Reduce, count, datatype, op, root, &predicted))
+      return on_ccc(*comm, predicted, [=](cccComm_t cc) {
         return cccReduce(sendbuff, recvbuff, count, ccc_type(datatype), ccc_op(op), root, cc, stream);
       });
-    return forwarded(REAL(ncclReduce)(sendbuff, recvbuff, count, datatype, op, root, c.real, stream), c.real);
+    return forwarded(REAL(ncclReduce)(sendbuff, recvbuff, count, datatype, op, root, real_of(comm), stream), real_of(comm));
   });
 }
 
 CCC_NCCL_API ncclResult_t ncclAlltoAll(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
                                        ncclComm_t comm, cudaStream_t stream) {
   return guarded([&] {
-    ncclComm& c = live(comm);
     double predicted = 0;
-    // ccc refuses an in-place all-to-all; NCCL takes it.
-    if (sendbuff != recvbuff && to_ccc(c, Collective::AllToAll, count, datatype, ncclSum, -1, &predicted))
-      return on_ccc(c, predicted, [=](cccComm_t cc) {
+    // Routed by the policy alone, never by this rank's placement, so every rank goes one way; ccc
+    // refuses an in-place all-to-all (ncclInvalidArgument).
+    if (is_ours(comm) && to_ccc(*comm, Collective::AllToAll, count, datatype, ncclSum, -1, &predicted))
+      return on_ccc(*comm, predicted, [=](cccComm_t cc) {
         return cccAllToAll(sendbuff, recvbuff, count, ccc_type(datatype), cc, stream);
       });
-    return forwarded(REAL(ncclAlltoAll)(sendbuff, recvbuff, count, datatype, c.real, stream), c.real);
+    return forwarded(REAL(ncclAlltoAll)(sendbuff, recvbuff, count, datatype, real_of(comm), stream), real_of(comm));
   });
 }
 
@@ -544,30 +585,30 @@ CCC_NCCL_API ncclResult_t ncclAlltoAll(const void* sendbuff, void* recvbuff, siz
 CCC_NCCL_API ncclResult_t ncclGather(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
                                      int root, ncclComm_t comm, cudaStream_t stream) {
   return guarded([&] {
-    return forwarded(REAL(ncclGather)(sendbuff, recvbuff, count, datatype, root, live(comm).real, stream),
-                     live(comm).real);
+    return forwarded(REAL(ncclGather)(sendbuff, recvbuff, count, datatype, root, real_of(comm), stream),
+                     real_of(comm));
   });
 }
 
 CCC_NCCL_API ncclResult_t ncclScatter(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
                                       int root, ncclComm_t comm, cudaStream_t stream) {
   return guarded([&] {
-    return forwarded(REAL(ncclScatter)(sendbuff, recvbuff, count, datatype, root, live(comm).real, stream),
-                     live(comm).real);
+    return forwarded(REAL(ncclScatter)(sendbuff, recvbuff, count, datatype, root, real_of(comm), stream),
+                     real_of(comm));
   });
 }
 
 CCC_NCCL_API ncclResult_t ncclSend(const void* sendbuff, size_t count, ncclDataType_t datatype, int peer,
                                    ncclComm_t comm, cudaStream_t stream) {
   return guarded([&] {
-    return forwarded(REAL(ncclSend)(sendbuff, count, datatype, peer, live(comm).real, stream), live(comm).real);
+    return forwarded(REAL(ncclSend)(sendbuff, count, datatype, peer, real_of(comm), stream), real_of(comm));
   });
 }
 
 CCC_NCCL_API ncclResult_t ncclRecv(void* recvbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm,
                                    cudaStream_t stream) {
   return guarded([&] {
-    return forwarded(REAL(ncclRecv)(recvbuff, count, datatype, peer, live(comm).real, stream), live(comm).real);
+    return forwarded(REAL(ncclRecv)(recvbuff, count, datatype, peer, real_of(comm), stream), real_of(comm));
   });
 }
 
@@ -604,7 +645,9 @@ CCC_NCCL_API ncclResult_t ncclGroupSimulateEnd(ncclSimInfo_t* simInfo) {
       after_group.clear();  // hierarchical allreduces: no model of them yet, so no estimate
     }
     const ncclResult_t r = forwarded(REAL(ncclGroupSimulateEnd)(simInfo), nullptr);
-    if (r == ncclSuccess && simInfo != nullptr) simInfo->estimatedTime += static_cast<float>(ccc_seconds * 1e6);
+    // NCCL_UNDEF_FLOAT (-1): NCCL had nothing to estimate.
+    if (r == ncclSuccess && simInfo != nullptr && ccc_seconds > 0)
+      simInfo->estimatedTime = std::max(simInfo->estimatedTime, 0.0f) + static_cast<float>(ccc_seconds * 1e6);
     return r;
   });
 }
@@ -613,11 +656,11 @@ CCC_NCCL_API ncclResult_t ncclGroupSimulateEnd(ncclSimInfo_t* simInfo) {
 
 CCC_NCCL_API ncclResult_t ncclDevCommCreate(ncclComm_t comm, ncclDevCommRequirements_t const* reqs,
                                             ncclDevComm_t* outDevComm) {
-  return guarded([&] { return forwarded(REAL(ncclDevCommCreate)(live(comm).real, reqs, outDevComm), live(comm).real); });
+  return guarded([&] { return forwarded(REAL(ncclDevCommCreate)(real_of(comm), reqs, outDevComm), real_of(comm)); });
 }
 
 CCC_NCCL_API ncclResult_t ncclDevCommDestroy(ncclComm_t comm, ncclDevComm_t const* devComm) {
-  return guarded([&] { return forwarded(REAL(ncclDevCommDestroy)(live(comm).real, devComm), live(comm).real); });
+  return guarded([&] { return forwarded(REAL(ncclDevCommDestroy)(real_of(comm), devComm), real_of(comm)); });
 }
 
 CCC_NCCL_API ncclResult_t ncclLsaBarrierCreateRequirement(ncclTeam_t team, int nBarriers,
@@ -630,8 +673,8 @@ CCC_NCCL_API ncclResult_t ncclGinBarrierCreateRequirement(ncclComm_t comm, ncclT
                                                           ncclGinBarrierHandle_t* outHandle,
                                                           ncclDevResourceRequirements_t* outReq) {
   return guarded([&] {
-    return forwarded(REAL(ncclGinBarrierCreateRequirement)(live(comm).real, team, nBarriers, outHandle, outReq),
-                     live(comm).real);
+    return forwarded(REAL(ncclGinBarrierCreateRequirement)(real_of(comm), team, nBarriers, outHandle, outReq),
+                     real_of(comm));
   });
 }
 
@@ -659,23 +702,23 @@ CCC_NCCL_API int ncclLLA2ACalcSlots(int maxElts, int maxEltSize) {
 }
 
 CCC_NCCL_API ncclTeam_t ncclTeamWorld(ncclComm_t comm) {
-  return or_value(ncclTeam_t{}, [&] { return REAL(ncclTeamWorld)(live(comm).real); });
+  return or_value(ncclTeam_t{}, [&] { return REAL(ncclTeamWorld)(real_of(comm)); });
 }
 
 CCC_NCCL_API ncclTeam_t ncclTeamLsa(ncclComm_t comm) {
-  return or_value(ncclTeam_t{}, [&] { return REAL(ncclTeamLsa)(live(comm).real); });
+  return or_value(ncclTeam_t{}, [&] { return REAL(ncclTeamLsa)(real_of(comm)); });
 }
 
 CCC_NCCL_API ncclTeam_t ncclTeamRail(ncclComm_t comm) {
-  return or_value(ncclTeam_t{}, [&] { return REAL(ncclTeamRail)(live(comm).real); });
+  return or_value(ncclTeam_t{}, [&] { return REAL(ncclTeamRail)(real_of(comm)); });
 }
 
 CCC_NCCL_API int ncclTeamRankToWorld(ncclComm_t comm, ncclTeam_t team, int rank) {
-  return or_value(-1, [&] { return REAL(ncclTeamRankToWorld)(live(comm).real, team, rank); });
+  return or_value(-1, [&] { return REAL(ncclTeamRankToWorld)(real_of(comm), team, rank); });
 }
 
 CCC_NCCL_API int ncclTeamRankToLsa(ncclComm_t comm, ncclTeam_t team, int rank) {
-  return or_value(-1, [&] { return REAL(ncclTeamRankToLsa)(live(comm).real, team, rank); });
+  return or_value(-1, [&] { return REAL(ncclTeamRankToLsa)(real_of(comm), team, rank); });
 }
 
 // ---- The profiling names (pncclX), which NCCL exports beside every ncclX ----

@@ -2,7 +2,6 @@
 
 #include <dlfcn.h>
 #include <link.h>
-#include <sys/stat.h>
 
 #include <cstdlib>
 #include <memory>
@@ -18,21 +17,20 @@ namespace {
 
 constexpr const char* kSoname = "libnccl.so.2";
 
-// The file an address of a loaded object lives in.
+// The file an address of a loaded object lives in, and where that object is loaded.
 std::string file_of(const void* address) {
   Dl_info info{};
   return dladdr(address, &info) != 0 && info.dli_fname != nullptr ? info.dli_fname : "";
 }
-
-bool same_file(const std::string& a, const std::string& b) {
-  struct stat sa {}, sb {};
-  return stat(a.c_str(), &sa) == 0 && stat(b.c_str(), &sb) == 0 && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+const void* object_of(const void* address) {
+  Dl_info info{};
+  return dladdr(address, &info) != 0 ? info.dli_fbase : nullptr;
 }
 
-// This library's own file: a real NCCL must be another.
-const std::string& own_file() {
-  static const std::string file = file_of(reinterpret_cast<const void*>(&own_file));
-  return file;
+// This library, by its load address (a file name can be relative, or renamed under us): a real
+// NCCL must be another object.
+bool is_this_library(const void* address) {
+  return object_of(address) == object_of(reinterpret_cast<const void*>(&is_this_library));
 }
 
 // The nvidia-nccl wheel's library beside every site-packages directory in sight.
@@ -77,15 +75,17 @@ std::vector<std::string> library_path_candidates() {
 }
 
 // Opens `file` as the real NCCL: a library that is not this one and has ncclGetVersion.
-void* open_real(const std::string& file, std::string& why) {
-  void* handle = dlopen(file.c_str(), RTLD_NOW | RTLD_LOCAL);
+// RTLD_DEEPBIND: a NCCL opened here binds its calls of its own API to itself, not to ours (a NCCL
+// the program loaded itself still calls ours: nccl_api.cpp's real_of passes those through).
+void* open_real(const std::string& file, std::string& why, int extra_flags = 0) {
+  void* handle = dlopen(file.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_DEEPBIND | extra_flags);
   if (handle == nullptr) {
     const char* error = dlerror();
     why = error != nullptr ? error : "dlopen failed";
     return nullptr;
   }
   void* version = dlsym(handle, "ncclGetVersion");
-  if (version == nullptr || same_file(file_of(version), own_file())) {
+  if (version == nullptr || is_this_library(version)) {
     why = version == nullptr ? "it has no ncclGetVersion" : "it is libccc-nccl itself";
     dlclose(handle);
     return nullptr;
@@ -111,8 +111,10 @@ Loaded load() {
       return out;
     }
   }
+  // The program's own NCCL, already loaded (libccc-nccl preloaded in front of it), comes first.
+  if (handle == nullptr) handle = open_real(kSoname, why, RTLD_NOLOAD), file = kSoname;
   std::vector<std::string> candidates = wheel_candidates();
-  candidates.emplace_back(kSoname);  // the loader's own search, first
+  candidates.emplace_back(kSoname);  // the loader's own search
   for (std::string& c : library_path_candidates()) candidates.push_back(std::move(c));
   for (size_t i = 0; handle == nullptr && i < candidates.size(); ++i) {
     file = candidates[i];

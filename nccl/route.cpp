@@ -99,7 +99,8 @@ RouteDecision decide(Side side, int64_t bytes, double ccc_seconds, double nccl_s
   // kernel's scratch: past half the arena, leave it to NCCL rather than fail for lack of room.
   if (static_cast<uint64_t>(bytes) * 2 > arena_bytes / 2)
     return {false, fmt::format("too large to stage in ccc's arena of {}", human_bytes(static_cast<int64_t>(arena_bytes)))};
-  if (ccc_seconds <= 0 || nccl_seconds <= 0) return {false, "no topology to predict by (set CCC_TOPO)"};
+  if (ccc_seconds <= 0) return {false, "no topology to predict by (set CCC_TOPO)"};
+  if (nccl_seconds <= 0) return {false, "NCCL's tuning model does not price it"};
   const bool to_ccc = ccc_seconds < nccl_seconds;
   return {to_ccc, fmt::format("predicted ccc {:.2f} us, NCCL {:.2f} us", ccc_seconds * 1e6, nccl_seconds * 1e6)};
 }

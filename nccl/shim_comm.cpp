@@ -6,6 +6,10 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <optional>
+#include <mutex>
+#include <shared_mutex>
+#include <unordered_set>
 #include <functional>
 #include <stdexcept>
 #include <vector>
@@ -131,6 +135,36 @@ cccConfig_t ccc_config(const ncclComm& comm) {
   return config;
 }
 
+// What every rank must share for every call to route alike: the policy, and what ccc's
+// predictions read (the backend, the topology file, the calibration).
+std::string routing_settings(const ncclComm& comm) {
+  auto env = [](const char* name) {
+    const char* value = std::getenv(name);
+    return std::string(value != nullptr ? value : "");
+  };
+  return fmt::format("{};backend={};topo={};calibration={}", comm.policy.canonical(), env("CCC_BACKEND"),
+                     env("CCC_TOPO"), env("CCC_CALIBRATION"));
+}
+
+// Makes the primary context of `device` current for its life, and the caller's again after.
+class DeviceContext {
+ public:
+  explicit DeviceContext(int device) : cu_(CudaDriver::get()), guard_(cu_) {
+    cu_.check(cu_.cuDeviceGet(&device_, device), "cuDeviceGet");
+    cu_.check(cu_.cuDevicePrimaryCtxRetain(&context_, device_), "cuDevicePrimaryCtxRetain");
+    cu_.check(cu_.cuCtxSetCurrent(context_), "cuCtxSetCurrent");
+  }
+  ~DeviceContext() { cu_.cuDevicePrimaryCtxRelease(device_); }
+  DeviceContext(const DeviceContext&) = delete;
+  DeviceContext& operator=(const DeviceContext&) = delete;
+
+ private:
+  const CudaDriver& cu_;
+  CudaContextGuard guard_;
+  CUdevice device_ = 0;
+  CUcontext context_ = nullptr;
+};
+
 void log_info(const std::string& line) {
   if (debug_info_on()) debug_info("ccc-nccl " + line);
 }
@@ -145,9 +179,28 @@ const RealNccl& real_nccl() {
   return *real;
 }
 
-ncclComm make_shim(ncclComm_t real) {
+namespace {
+std::shared_mutex registry_mutex;
+std::unordered_set<const ncclComm*> registry;
+}  // namespace
+
+void register_comm(ncclComm* comm) {
+  std::unique_lock lock(registry_mutex);
+  registry.insert(comm);
+}
+
+void unregister_comm(ncclComm* comm) {
+  std::unique_lock lock(registry_mutex);
+  registry.erase(comm);
+}
+
+bool is_ours(const ncclComm* comm) {
+  std::shared_lock lock(registry_mutex);
+  return registry.contains(comm);
+}
+
+ncclComm make_shim() {
   ncclComm comm;
-  comm.real = real;
   try {
     comm.policy = RoutePolicy::from_environment();
   } catch (const std::invalid_argument& e) {
@@ -161,11 +214,22 @@ ncclComm make_shim(ncclComm_t real) {
 
 void attach_ccc(ncclComm& comm) {
   const RealNccl& real = real_nccl();
-  real.ncclCommCount(comm.real, &comm.nranks);
-  real.ncclCommUserRank(comm.real, &comm.rank);
+  int device = 0;
+  if (real.ncclCommCount(comm.real, &comm.nranks) != ncclSuccess ||
+      real.ncclCommUserRank(comm.real, &comm.rank) != ncclSuccess ||
+      real.ncclCommCuDevice(comm.real, &device) != ncclSuccess)
+    throw ShimError{ncclInternalError, fmt::format("libccc-nccl: NCCL's new communicator does not answer: {}",
+                                                   real.ncclGetLastError(comm.real))};
+  // The exchange's buffers and ccc's ranks on the communicator's device, whichever is current.
+  std::optional<DeviceContext> on_device;
+  try {
+    on_device.emplace(device);
+  } catch (const CudaError& e) {
+    throw ShimError{ncclUnhandledCudaError, fmt::format("libccc-nccl: device {}: {}", device, e.what())};
+  }
   RankCard card{};
   copy_text(card.node, node_name(comm.rank));
-  copy_text(card.policy, comm.policy.canonical());
+  copy_text(card.policy, routing_settings(comm));
   card.arena_bytes = comm.arena_bytes;
   const NodePlace place = node_place(all_gather(real, comm, card), comm.rank);
   if (!comm.policy.uses_ccc()) return;
@@ -173,8 +237,13 @@ void attach_ccc(ncclComm& comm) {
     log_info(fmt::format("rank {}: the nodes hold different numbers of ranks: every collective goes to NCCL", comm.rank));
     return;
   }
+  // Across nodes only an allreduce routed to ccc by name uses ccc (auto has no model of the step
+  // between nodes): without one, no ccc communicator and no rail.
+  if (place.nodes > 1 && comm.policy.side(Collective::AllReduce) != Side::Ccc) return;
   if (place.nodes > 1) {
-    const ncclResult_t r = real.ncclCommSplit(comm.real, place.local_rank, place.node, &comm.rail, nullptr);
+    ncclConfig_t blocking = NCCL_CONFIG_INITIALIZER;
+    blocking.blocking = 1;  // not the parent's: the hierarchy's steps wait for it
+    const ncclResult_t r = real.ncclCommSplit(comm.real, place.local_rank, place.node, &comm.rail, &blocking);
     if (r != ncclSuccess)
       throw ShimError{r, fmt::format("libccc-nccl: splitting the ranks of local index {} across the nodes: {}",
                                      place.local_rank, real.ncclGetLastError(comm.real))};

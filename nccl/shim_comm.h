@@ -40,7 +40,7 @@ struct ShimError {
 // What each rank tells the others before ccc's communicator is made.
 struct RankCard {
   char node[128];    // node_name(): $CCC_NODE_ID, else the host name and boot id
-  char policy[128];  // RoutePolicy::canonical()
+  char policy[128];  // RoutePolicy::canonical(), and what the models read: backend, topology, calibration
   uint64_t arena_bytes;
 };
 // Fills a card's text field, a name too long for it told apart by its hash.
@@ -61,8 +61,15 @@ NodePlace node_place(const std::vector<RankCard>& cards, int rank);
 // The real NCCL, or a ShimError saying why there is none.
 const RealNccl& real_nccl();
 
-// The route policy and ccc's settings every communicator of the process starts with.
-ncclComm make_shim(ncclComm_t real);
+// A communicator of ours, before NCCL's is made: the route policy and ccc's settings from the
+// environment (ShimError for a bad one).
+ncclComm make_shim();
+
+// The communicators this library handed out, told apart from NCCL's own, which reach its
+// functions too (nccl_api.cpp, real_of).
+void register_comm(ncclComm* comm);
+void unregister_comm(ncclComm* comm);
+bool is_ours(const ncclComm* comm);
 
 // Makes ccc's communicator for `comm` (whose real communicator is up) when the policy may use
 // ccc: over the ranks of each node, and, when the ranks span nodes that hold as many each, the

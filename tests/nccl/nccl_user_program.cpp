@@ -25,6 +25,7 @@
 //                see an error (from its ncclAllReduce or from ncclCommGetAsyncError within 30 s).
 //   init-only    init, print rank and count, destroy (a quick linkage check).
 //   one-process  no fork: ncclCommInitAll's NRANKS ranks, driven from one thread in a group.
+//   group-init   collectives' checks on a communicator made inside ncclGroupStart/End.
 // A child exits 0 when every check passed, 1 otherwise (a failed NCCL or CUDA call ends it at
 // once, naming the call). The parent kills every child if they are not all done within 300 s,
 // prints one summary line and exits non-zero if any child failed.
@@ -951,18 +952,19 @@ void run_init_only(Rank& self) {
   nccl_ok(self, ncclCommDestroy(std::exchange(self.comm, nullptr)), "ncclCommDestroy");
 }
 
-enum class Mode { Collectives, Abort, InitOnly, OneProcess };
+enum class Mode { Collectives, Abort, InitOnly, OneProcess, GroupInit };
 
 struct ModeName {
   Mode mode;
   const char* name;
 };
 
-constexpr std::array<ModeName, 4> kModes = {{
+constexpr std::array<ModeName, 5> kModes = {{
     {Mode::Collectives, "collectives"},
     {Mode::Abort, "abort"},
     {Mode::InitOnly, "init-only"},
     {Mode::OneProcess, "one-process"},
+    {Mode::GroupInit, "group-init"},
 }};
 
 // ---------------------------------------------------------------------------------------------
@@ -1070,10 +1072,17 @@ int run_rank(Mode mode, int rank, int nranks, const ncclUniqueId& id) {
   self.nranks = nranks;
   attach_device(self);
   ncclComm_t comm = nullptr;
-  nccl_ok(self, ncclCommInitRank(&comm, nranks, id, rank), "ncclCommInitRank");
+  if (mode == Mode::GroupInit) {  // nccl-tests' pattern: the init inside a group
+    nccl_ok(self, ncclGroupStart(), "ncclGroupStart");
+    nccl_ok(self, ncclCommInitRank(&comm, nranks, id, rank), "ncclCommInitRank");
+    nccl_ok(self, ncclGroupEnd(), "ncclGroupEnd");
+  } else {
+    nccl_ok(self, ncclCommInitRank(&comm, nranks, id, rank), "ncclCommInitRank");
+  }
   self.comm = comm;
   switch (mode) {
-    case Mode::Collectives: run_collectives(self); break;
+    case Mode::Collectives:
+    case Mode::GroupInit: run_collectives(self); break;
     case Mode::Abort: run_abort(self); break;
     case Mode::InitOnly: run_init_only(self); break;
     case Mode::OneProcess: break;  // no fork: launch() runs it
@@ -1162,7 +1171,7 @@ void wait_for_children(std::vector<Child>& children) {
 }
 
 int usage(const char* program) {
-  complain("usage: %s collectives|abort|init-only|one-process [nranks (1..%d, default %d) [datatypes (all, or names such as "
+  complain("usage: %s collectives|abort|init-only|one-process|group-init [nranks (1..%d, default %d) [datatypes (all, or names such as "
            "float32,bfloat16)]]",
            program, kMaxRanks, kDefaultRanks);
   return 2;

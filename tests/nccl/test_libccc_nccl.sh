@@ -9,7 +9,8 @@
 #   4. a program built for NCCL, with LD_PRELOAD=libccc-nccl;
 #   5. the same with libccc-nccl first on the library path as libnccl.so.2;
 #   6. two simulated nodes of 4 ranks: hierarchical allreduce;
-#   7. ncclCommInitAll's ranks in one process, driven from one thread, on either route;
+#   7. a communicator made inside a group stays NCCL's; ncclCommInitAll's ranks in one process,
+#      driven from one thread, on either route;
 #   8. one rank aborts: the others see the error, on either route.
 # Usage: test_libccc_nccl.sh PROGRAM_CCC PROGRAM_NCCL LIBCCC_NCCL FAKE_NCCL FAKE_LIBCUDA TOPOLOGY WORKDIR
 set -u
@@ -95,6 +96,12 @@ run nodes CCC_NCCL_ROUTE=ccc CCC_NCCL_RANKS_PER_NODE=4 CCC_NCCL_LIB="$fake_nccl"
 [ "$(calls nodes 'ncclAllReduce count=1000 (datatype=[0-9]+ op=[0-3]|datatype=([6-9]|1[01]) op=4)( |$)')" -eq 0 ] ||
   fail "two nodes: a whole allreduce reached NCCL"
 [ "$(calls nodes 'ncclAllGather count=1000 ')" -gt 0 ] || fail "two nodes: all-gathers must go to NCCL"
+
+# A communicator made inside a group is NCCL's own (libccc-nccl cannot join ccc before NCCL has
+# made it): every call on it goes to NCCL, through libccc-nccl's functions.
+run group_init CCC_NCCL_ROUTE=ccc CCC_NCCL_LIB="$fake_nccl" -- "$program_ccc" group-init 4 float32 ||
+  fail "a communicator made in a group"
+[ "$(calls group_init 'ncclAllReduce .*op=[0-4]( |$)')" -gt 0 ] || fail "a communicator made in a group: not NCCL's"
 
 # ncclCommInitAll: four ranks in one process, driven from one thread in a group.
 for side in nccl ccc; do

@@ -2,6 +2,7 @@
 // library's calls themselves run in tests/nccl (processes over a stand-in NCCL).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <stdexcept>
 
 #include "cost_model_util.h"
@@ -54,6 +55,7 @@ TEST(NcclRoute, AutoTakesCccWhereItIsPredictedFasterAndFits) {
   EXPECT_FALSE(slower.to_ccc);
   EXPECT_EQ(slower.why, "predicted ccc 13.00 us, NCCL 7.00 us");
   EXPECT_EQ(nccl::decide(Side::Auto, 8, 0, 0, arena).why, "no topology to predict by (set CCC_TOPO)");
+  EXPECT_EQ(nccl::decide(Side::Auto, 8, 5e-6, 0, arena).why, "NCCL's tuning model does not price it");
   // Send and receive staged beside the scratch: a quarter of the arena each at most.
   EXPECT_TRUE(nccl::decide(Side::Auto, 16 << 20, 1e-6, 2e-6, arena).to_ccc);
   const nccl::RouteDecision big = nccl::decide(Side::Auto, (16 << 20) + 1, 1e-6, 2e-6, arena);
@@ -61,20 +63,24 @@ TEST(NcclRoute, AutoTakesCccWhereItIsPredictedFasterAndFits) {
   EXPECT_EQ(big.why, "too large to stage in ccc's arena of 64 MiB");
 }
 
-// NCCL's tuning model (tuning.cc's ring constants) on an NVSwitch machine: LL's latency for a
-// small allreduce, Simple's bandwidth for a large one.
+// NCCL's tuning model (tuning.cc's ring constants) on an NVSwitch machine: LL's latency and capped
+// bandwidth for a small allreduce, Simple's bandwidth for a large one.
 TEST(NcclModel, TheRingOfNcclsTuningModelOnDgxH100) {
   const Topology dgx = test::shipped_topology("dgx-h100");
-  const double launch = 2.5e-6, bus = 450e9;
+  const double launch = 2.5e-6, bus = 450e9, ll_max = 87.7e9;
   const int n = 8, steps = 2 * (n - 1);
-  const double ll = launch + (6.6 + steps * 0.47) * 1e-6 + 8 / (bus / 4 * n / steps);
+  const double ll = launch + (6.6 + steps * 0.6) * 1e-6 + 8 / (std::min(ll_max, bus / 4) * n / steps);
   EXPECT_NEAR(nccl_predicted_seconds(Collective::AllReduce, 8, n, dgx), ll, 1e-12);
   const double big = 256.0 * (1 << 20);
   const double simple = launch + (8.4 + steps * 3.4) * 1e-6 + big / (bus * n / steps);
   EXPECT_NEAR(nccl_predicted_seconds(Collective::AllReduce, static_cast<int64_t>(big), n, dgx), simple, 1e-12);
-  // An all-gather takes N-1 steps, and LL a third of the bus.
-  const double gather = launch + (6.6 + (n - 1) * 0.47) * 1e-6 + 64 / (bus / 3 * n / (n - 1));
+  // An all-gather takes N-1 steps, and LL a third of the bus (capped).
+  const double gather = launch + (6.6 + (n - 1) * 0.6) * 1e-6 + 64 / (std::min(ll_max, bus / 3) * n / (n - 1));
   EXPECT_NEAR(nccl_predicted_seconds(Collective::AllGather, 64, n, dgx), gather, 1e-12);
+  // A broadcast pipelines down the ring: one hop of latency, N steps of bandwidth.
+  const double broadcast = launch + (6.6 + 0.6) * 1e-6 + 4 / (std::min(ll_max, bus / 3) * n / n);
+  EXPECT_NEAR(nccl_predicted_seconds(Collective::Broadcast, 4, n, dgx), broadcast, 1e-12);
+  EXPECT_EQ(nccl_predicted_seconds(Collective::AllToAll, 8, n, dgx), 0) << "NCCL's model has no all-to-all";
   EXPECT_EQ(nccl_predicted_seconds(Collective::AllReduce, 8, 1, dgx), 0);
   EXPECT_EQ(nccl_predicted_seconds(Collective::AllReduce, 8, 9, dgx), 0);
 }
