@@ -3,6 +3,7 @@
 // docs/nccl.md has the table of what each one does. A collective ccc can run (a built-in op on a
 // communicator ccc joined) goes where the route policy sends it (route.h); everything else goes
 // to the real NCCL with the same arguments, the real communicator in place of ours.
+#include <fmt/format.h>
 #include <nccl.h>
 #include <nccl_device.h>
 
@@ -12,8 +13,6 @@
 #include <new>
 #include <string>
 #include <vector>
-
-#include <fmt/format.h>
 
 #include "ccc/ccc.h"
 #include "ccc/types.h"
@@ -59,8 +58,8 @@ ncclResult_t guarded(Body&& body) {
 template <class F>
 F require(F function, const char* name) {
   if (function == nullptr)
-    throw ShimError{ncclInvalidUsage, fmt::format("libccc-nccl: the NCCL at {} has no {} (older than 2.28?)",
-                                                  real_nccl().path, name)};
+    throw ShimError{ncclInvalidUsage,
+                    fmt::format("libccc-nccl: the NCCL at {} has no {} (older than 2.28?)", real_nccl().path, name)};
   return function;
 }
 #define REAL(name) require(real_nccl().name, #name)
@@ -90,12 +89,18 @@ cccRedOp_t ccc_op(ncclRedOp_t op) { return static_cast<cccRedOp_t>(op); }
 
 cccFunc_t ccc_func(Collective c) {
   switch (c) {
-    case Collective::AllReduce: return cccFuncAllReduce;
-    case Collective::ReduceScatter: return cccFuncReduceScatter;
-    case Collective::AllGather: return cccFuncAllGather;
-    case Collective::Broadcast: return cccFuncBroadcast;
-    case Collective::Reduce: return cccFuncReduce;
-    case Collective::AllToAll: return cccFuncAllToAll;
+    case Collective::AllReduce:
+      return cccFuncAllReduce;
+    case Collective::ReduceScatter:
+      return cccFuncReduceScatter;
+    case Collective::AllGather:
+      return cccFuncAllGather;
+    case Collective::Broadcast:
+      return cccFuncBroadcast;
+    case Collective::Reduce:
+      return cccFuncReduce;
+    case Collective::AllToAll:
+      return cccFuncAllToAll;
   }
   return cccFuncAllReduce;
 }
@@ -191,7 +196,8 @@ ncclResult_t hierarchical_allreduce(ncclComm& c, const void* sendbuff, void* rec
   const auto bytes = static_cast<size_t>(call_bytes(Collective::AllReduce, block, datatype, 1));
   void* mine = static_cast<char*>(recvbuff) + c.local_rank * bytes;
   auto steps = [&c, sendbuff, recvbuff, block, datatype, op, stream, mine] {
-    ncclResult_t r = from_ccc(cccReduceScatter(sendbuff, mine, block, ccc_type(datatype), ccc_op(op), c.ccc, stream), c.ccc);
+    ncclResult_t r =
+        from_ccc(cccReduceScatter(sendbuff, mine, block, ccc_type(datatype), ccc_op(op), c.ccc, stream), c.ccc);
     if (r == ncclSuccess) r = finish_if_host(c);
     if (r == ncclSuccess) r = forwarded(REAL(ncclAllReduce)(mine, mine, block, datatype, op, c.rail, stream), c.rail);
     if (r == ncclSuccess) r = from_ccc(cccAllGather(mine, recvbuff, block, ccc_type(datatype), c.ccc, stream), c.ccc);
@@ -221,6 +227,19 @@ ncclResult_t run_group_calls() {
     if (first == ncclSuccess) first = r;
   }
   return first;
+}
+
+// One collective on one rank: on ccc when routed there (`on_ccc_side`), else NCCL's with the
+// caller's arguments on NCCL's communicator (`on_nccl_side`).
+template <class OnCcc, class OnNccl>
+ncclResult_t collective(ncclComm_t comm, Collective c, size_t count, ncclDataType_t dtype, ncclRedOp_t op, int root,
+                        OnCcc&& on_ccc_side, OnNccl&& on_nccl_side) {
+  return guarded([&] {
+    double predicted = 0;
+    if (is_ours(comm) && to_ccc(*comm, c, count, dtype, op, root, &predicted))
+      return on_ccc(*comm, predicted, std::forward<OnCcc>(on_ccc_side));
+    return forwarded(on_nccl_side(real_of(comm)), real_of(comm));
+  });
 }
 
 // Whether a new communicator can join ccc now. Inside a group NCCL makes it at the group's end,
@@ -350,9 +369,9 @@ CCC_NCCL_API ncclResult_t ncclCommShrink(ncclComm_t comm, int* excludeRanksList,
     if (newcomm == nullptr) return fail(ncclInvalidArgument, "libccc-nccl: ncclCommShrink: newcomm is null");
     if (!joins_now(config) || !is_ours(comm)) {
       log_nccl_only("ncclCommShrink");
-      return forwarded(REAL(ncclCommShrink)(real_of(comm), excludeRanksList, excludeRanksCount, newcomm, config,
-                                            shrinkFlags),
-                       real_of(comm));
+      return forwarded(
+          REAL(ncclCommShrink)(real_of(comm), excludeRanksList, excludeRanksCount, newcomm, config, shrinkFlags),
+          real_of(comm));
     }
     auto shell = std::make_unique<ncclComm>(make_shim());
     ncclComm_t real = nullptr;
@@ -411,7 +430,8 @@ CCC_NCCL_API ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* a
   return guarded([&] {
     if (!is_ours(comm)) return forwarded(REAL(ncclCommGetAsyncError)(comm, asyncError), comm);
     ncclComm& c = *comm;
-    if (asyncError == nullptr) return fail(ncclInvalidArgument, "libccc-nccl: ncclCommGetAsyncError: asyncError is null");
+    if (asyncError == nullptr)
+      return fail(ncclInvalidArgument, "libccc-nccl: ncclCommGetAsyncError: asyncError is null");
     ncclResult_t r = forwarded(REAL(ncclCommGetAsyncError)(c.real, asyncError), c.real);
     if (r == ncclSuccess && *asyncError == ncclSuccess && c.rail != nullptr)
       r = forwarded(REAL(ncclCommGetAsyncError)(c.rail, asyncError), c.rail);
@@ -459,9 +479,8 @@ CCC_NCCL_API ncclResult_t ncclCommDeregister(const ncclComm_t comm, void* handle
 
 CCC_NCCL_API ncclResult_t ncclCommWindowRegister(ncclComm_t comm, void* buff, size_t size, ncclWindow_t* win,
                                                  int winFlags) {
-  return guarded([&] {
-    return forwarded(REAL(ncclCommWindowRegister)(real_of(comm), buff, size, win, winFlags), real_of(comm));
-  });
+  return guarded(
+      [&] { return forwarded(REAL(ncclCommWindowRegister)(real_of(comm), buff, size, win, winFlags), real_of(comm)); });
 }
 
 CCC_NCCL_API ncclResult_t ncclCommWindowDeregister(ncclComm_t comm, ncclWindow_t win) {
@@ -508,45 +527,38 @@ CCC_NCCL_API ncclResult_t ncclAllReduce(const void* sendbuff, void* recvbuff, si
         return cccAllReduce(sendbuff, recvbuff, count, ccc_type(datatype), ccc_op(op), cc, stream);
       });
     }
-    return forwarded(REAL(ncclAllReduce)(sendbuff, recvbuff, count, datatype, op, real_of(comm), stream), real_of(comm));
+    return forwarded(REAL(ncclAllReduce)(sendbuff, recvbuff, count, datatype, op, real_of(comm), stream),
+                     real_of(comm));
   });
 }
 
 CCC_NCCL_API ncclResult_t ncclReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount,
                                             ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
                                             cudaStream_t stream) {
-  return guarded([&] {
-    double predicted = 0;
-    if (is_ours(comm) && to_ccc(*comm, Collective::ReduceScatter, recvcount, datatype, op, -1, &predicted))
-      return on_ccc(*comm, predicted, [=](cccComm_t cc) {
+  return collective(
+      comm, Collective::ReduceScatter, recvcount, datatype, op, -1,
+      [=](cccComm_t cc) {
         return cccReduceScatter(sendbuff, recvbuff, recvcount, ccc_type(datatype), ccc_op(op), cc, stream);
+      },
+      [&](ncclComm_t real) {
+        return REAL(ncclReduceScatter)(sendbuff, recvbuff, recvcount, datatype, op, real, stream);
       });
-    return forwarded(REAL(ncclReduceScatter)(sendbuff, recvbuff, recvcount, datatype, op, real_of(comm), stream), real_of(comm));
-  });
 }
 
-CCC_NCCL_API ncclResult_t ncclAllGather(const void* sendbuff, void* recvbuff, size_t sendcount,
-                                        ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream) {
-  return guarded([&] {
-    double predicted = 0;
-    if (is_ours(comm) && to_ccc(*comm, Collective::AllGather, sendcount, datatype, ncclSum, -1, &predicted))
-      return on_ccc(*comm, predicted, [=](cccComm_t cc) {
-        return cccAllGather(sendbuff, recvbuff, sendcount, ccc_type(datatype), cc, stream);
-      });
-    return forwarded(REAL(ncclAllGather)(sendbuff, recvbuff, sendcount, datatype, real_of(comm), stream), real_of(comm));
-  });
+CCC_NCCL_API ncclResult_t ncclAllGather(const void* sendbuff, void* recvbuff, size_t sendcount, ncclDataType_t datatype,
+                                        ncclComm_t comm, cudaStream_t stream) {
+  return collective(
+      comm, Collective::AllGather, sendcount, datatype, ncclSum, -1,
+      [=](cccComm_t cc) { return cccAllGather(sendbuff, recvbuff, sendcount, ccc_type(datatype), cc, stream); },
+      [&](ncclComm_t real) { return REAL(ncclAllGather)(sendbuff, recvbuff, sendcount, datatype, real, stream); });
 }
 
 CCC_NCCL_API ncclResult_t ncclBroadcast(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
                                         int root, ncclComm_t comm, cudaStream_t stream) {
-  return guarded([&] {
-    double predicted = 0;
-    if (is_ours(comm) && to_ccc(*comm, Collective::Broadcast, count, datatype, ncclSum, root, &predicted))
-      return on_ccc(*comm, predicted, [=](cccComm_t cc) {
-        return cccBroadcast(sendbuff, recvbuff, count, ccc_type(datatype), root, cc, stream);
-      });
-    return forwarded(REAL(ncclBroadcast)(sendbuff, recvbuff, count, datatype, root, real_of(comm), stream), real_of(comm));
-  });
+  return collective(
+      comm, Collective::Broadcast, count, datatype, ncclSum, root,
+      [=](cccComm_t cc) { return cccBroadcast(sendbuff, recvbuff, count, ccc_type(datatype), root, cc, stream); },
+      [&](ncclComm_t real) { return REAL(ncclBroadcast)(sendbuff, recvbuff, count, datatype, root, real, stream); });
 }
 
 CCC_NCCL_API ncclResult_t ncclBcast(void* buff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm,
@@ -556,28 +568,22 @@ CCC_NCCL_API ncclResult_t ncclBcast(void* buff, size_t count, ncclDataType_t dat
 
 CCC_NCCL_API ncclResult_t ncclReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
                                      ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t stream) {
-  return guarded([&] {
-    double predicted = 0;
-    if (is_ours(comm) && to_ccc(*comm, Collective::Reduce, count, datatype, op, root, &predicted))
-      return on_ccc(*comm, predicted, [=](cccComm_t cc) {
+  return collective(
+      comm, Collective::Reduce, count, datatype, op, root,
+      [=](cccComm_t cc) {
         return cccReduce(sendbuff, recvbuff, count, ccc_type(datatype), ccc_op(op), root, cc, stream);
-      });
-    return forwarded(REAL(ncclReduce)(sendbuff, recvbuff, count, datatype, op, root, real_of(comm), stream), real_of(comm));
-  });
+      },
+      [&](ncclComm_t real) { return REAL(ncclReduce)(sendbuff, recvbuff, count, datatype, op, root, real, stream); });
 }
 
 CCC_NCCL_API ncclResult_t ncclAlltoAll(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
                                        ncclComm_t comm, cudaStream_t stream) {
-  return guarded([&] {
-    double predicted = 0;
-    // Routed by the policy alone, never by this rank's placement, so every rank goes one way; ccc
-    // refuses an in-place all-to-all (ncclInvalidArgument).
-    if (is_ours(comm) && to_ccc(*comm, Collective::AllToAll, count, datatype, ncclSum, -1, &predicted))
-      return on_ccc(*comm, predicted, [=](cccComm_t cc) {
-        return cccAllToAll(sendbuff, recvbuff, count, ccc_type(datatype), cc, stream);
-      });
-    return forwarded(REAL(ncclAlltoAll)(sendbuff, recvbuff, count, datatype, real_of(comm), stream), real_of(comm));
-  });
+  // Routed by the policy alone, never by this rank's placement, so every rank goes one way; ccc
+  // refuses an in-place all-to-all (ncclInvalidArgument).
+  return collective(
+      comm, Collective::AllToAll, count, datatype, ncclSum, -1,
+      [=](cccComm_t cc) { return cccAllToAll(sendbuff, recvbuff, count, ccc_type(datatype), cc, stream); },
+      [&](ncclComm_t real) { return REAL(ncclAlltoAll)(sendbuff, recvbuff, count, datatype, real, stream); });
 }
 
 // ---- NCCL's alone: gather, scatter, point-to-point ----
@@ -585,8 +591,7 @@ CCC_NCCL_API ncclResult_t ncclAlltoAll(const void* sendbuff, void* recvbuff, siz
 CCC_NCCL_API ncclResult_t ncclGather(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
                                      int root, ncclComm_t comm, cudaStream_t stream) {
   return guarded([&] {
-    return forwarded(REAL(ncclGather)(sendbuff, recvbuff, count, datatype, root, real_of(comm), stream),
-                     real_of(comm));
+    return forwarded(REAL(ncclGather)(sendbuff, recvbuff, count, datatype, root, real_of(comm), stream), real_of(comm));
   });
 }
 
@@ -600,16 +605,14 @@ CCC_NCCL_API ncclResult_t ncclScatter(const void* sendbuff, void* recvbuff, size
 
 CCC_NCCL_API ncclResult_t ncclSend(const void* sendbuff, size_t count, ncclDataType_t datatype, int peer,
                                    ncclComm_t comm, cudaStream_t stream) {
-  return guarded([&] {
-    return forwarded(REAL(ncclSend)(sendbuff, count, datatype, peer, real_of(comm), stream), real_of(comm));
-  });
+  return guarded(
+      [&] { return forwarded(REAL(ncclSend)(sendbuff, count, datatype, peer, real_of(comm), stream), real_of(comm)); });
 }
 
 CCC_NCCL_API ncclResult_t ncclRecv(void* recvbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm,
                                    cudaStream_t stream) {
-  return guarded([&] {
-    return forwarded(REAL(ncclRecv)(recvbuff, count, datatype, peer, real_of(comm), stream), real_of(comm));
-  });
+  return guarded(
+      [&] { return forwarded(REAL(ncclRecv)(recvbuff, count, datatype, peer, real_of(comm), stream), real_of(comm)); });
 }
 
 // ---- Groups: NCCL's, with the calls routed to ccc held to the outermost end ----
@@ -666,7 +669,8 @@ CCC_NCCL_API ncclResult_t ncclDevCommDestroy(ncclComm_t comm, ncclDevComm_t cons
 CCC_NCCL_API ncclResult_t ncclLsaBarrierCreateRequirement(ncclTeam_t team, int nBarriers,
                                                           ncclLsaBarrierHandle_t* outHandle,
                                                           ncclDevResourceRequirements_t* outReq) {
-  return guarded([&] { return forwarded(REAL(ncclLsaBarrierCreateRequirement)(team, nBarriers, outHandle, outReq), nullptr); });
+  return guarded(
+      [&] { return forwarded(REAL(ncclLsaBarrierCreateRequirement)(team, nBarriers, outHandle, outReq), nullptr); });
 }
 
 CCC_NCCL_API ncclResult_t ncclGinBarrierCreateRequirement(ncclComm_t comm, ncclTeam_t team, int nBarriers,
@@ -680,7 +684,8 @@ CCC_NCCL_API ncclResult_t ncclGinBarrierCreateRequirement(ncclComm_t comm, ncclT
 
 CCC_NCCL_API ncclResult_t ncclLLA2ACreateRequirement(int nBlocks, int nSlots, ncclLLA2AHandle_t* outHandle,
                                                      ncclDevResourceRequirements_t* outReq) {
-  return guarded([&] { return forwarded(REAL(ncclLLA2ACreateRequirement)(nBlocks, nSlots, outHandle, outReq), nullptr); });
+  return guarded(
+      [&] { return forwarded(REAL(ncclLLA2ACreateRequirement)(nBlocks, nSlots, outHandle, outReq), nullptr); });
 }
 
 // The functions below return a value, not a result: without a real NCCL (or the function) they
@@ -723,8 +728,7 @@ CCC_NCCL_API int ncclTeamRankToLsa(ncclComm_t comm, ncclTeam_t team, int rank) {
 
 // ---- The profiling names (pncclX), which NCCL exports beside every ncclX ----
 
-#define CCC_NCCL_PROFILING_ALIAS(name) \
-  CCC_NCCL_API decltype(name) p##name __attribute__((alias(#name)));
+#define CCC_NCCL_PROFILING_ALIAS(name) CCC_NCCL_API decltype(name) p##name __attribute__((alias(#name)));
 CCC_NCCL_FUNCTIONS(CCC_NCCL_PROFILING_ALIAS)
 #undef CCC_NCCL_PROFILING_ALIAS
 #define CCC_NCCL_TEAM_PROFILING_ALIAS(name, type) \

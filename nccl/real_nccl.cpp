@@ -1,6 +1,7 @@
 #include "real_nccl.h"
 
 #include <dlfcn.h>
+#include <fmt/format.h>
 #include <link.h>
 
 #include <cstdlib>
@@ -9,8 +10,6 @@
 #include <optional>
 #include <string_view>
 #include <vector>
-
-#include <fmt/format.h>
 
 namespace ccc::nccl {
 namespace {
@@ -122,9 +121,10 @@ Loaded load() {
     if (handle == nullptr && why.find("No such file") == std::string::npos) tried.push_back(file + ": " + why);
   }
   if (handle == nullptr) {
-    out.why_missing = fmt::format("no real NCCL ({}) was found: set $CCC_NCCL_LIB to its path, or install the "
-                                  "nvidia-nccl-cu13 (or -cu12) wheel{}{}",
-                                  kSoname, tried.empty() ? "" : "; tried ", fmt::join(tried, "; "));
+    out.why_missing = fmt::format(
+        "no real NCCL ({}) was found: set $CCC_NCCL_LIB to its path, or install the "
+        "nvidia-nccl-cu13 (or -cu12) wheel{}{}",
+        kSoname, tried.empty() ? "" : "; tried ", fmt::join(tried, "; "));
     return out;
   }
   auto nccl = std::make_unique<RealNccl>();

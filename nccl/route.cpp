@@ -1,5 +1,7 @@
 #include "route.h"
 
+#include <fmt/format.h>
+
 #include <bit>
 #include <mutex>
 #include <set>
@@ -7,8 +9,6 @@
 #include <string_view>
 #include <tuple>
 #include <vector>
-
-#include <fmt/format.h>
 
 #include "debug_log.h"
 
@@ -27,9 +27,12 @@ std::optional<Side> side_named(std::string_view name) {
 
 const char* side_name(Side side) {
   switch (side) {
-    case Side::Nccl: return "nccl";
-    case Side::Ccc: return "ccc";
-    case Side::Auto: return "auto";
+    case Side::Nccl:
+      return "nccl";
+    case Side::Ccc:
+      return "ccc";
+    case Side::Auto:
+      return "auto";
   }
   return "?";
 }
@@ -98,7 +101,8 @@ RouteDecision decide(Side side, int64_t bytes, double ccc_seconds, double nccl_s
   // A buffer outside ccc's arena is staged through it, send and receive both, beside the
   // kernel's scratch: past half the arena, leave it to NCCL rather than fail for lack of room.
   if (static_cast<uint64_t>(bytes) * 2 > arena_bytes / 2)
-    return {false, fmt::format("too large to stage in ccc's arena of {}", human_bytes(static_cast<int64_t>(arena_bytes)))};
+    return {false,
+            fmt::format("too large to stage in ccc's arena of {}", human_bytes(static_cast<int64_t>(arena_bytes)))};
   if (ccc_seconds <= 0) return {false, "no topology to predict by (set CCC_TOPO)"};
   if (nccl_seconds <= 0) return {false, "NCCL's tuning model does not price it"};
   const bool to_ccc = ccc_seconds < nccl_seconds;

@@ -1,20 +1,19 @@
 #include "shim_comm.h"
 
+#include <fmt/format.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
-#include <optional>
-#include <mutex>
-#include <shared_mutex>
-#include <unordered_set>
 #include <functional>
+#include <mutex>
+#include <optional>
+#include <shared_mutex>
 #include <stdexcept>
+#include <unordered_set>
 #include <vector>
-
-#include <fmt/format.h>
 
 #include "cuda_driver.h"
 #include "debug_log.h"
@@ -52,7 +51,8 @@ uint64_t arena_bytes_from_environment() {
 void copy_text(char (&to)[128], const std::string& text) {
   std::memset(to, 0, sizeof to);
   // A longer name is told apart by its hash.
-  const std::string fitted = text.size() < sizeof to ? text : fmt::format("{:.100}#{:016x}", text, std::hash<std::string>{}(text));
+  const std::string fitted =
+      text.size() < sizeof to ? text : fmt::format("{:.100}#{:016x}", text, std::hash<std::string>{}(text));
   std::memcpy(to, fitted.data(), std::min(fitted.size(), sizeof to - 1));
 }
 
@@ -100,8 +100,9 @@ std::vector<char> all_gather(const RealNccl& real, const ncclComm& comm, const v
     cu.check(cu.cuMemAlloc(&buffer, bytes * (comm.nranks + 1)), "cuMemAlloc");
     cu.check(cu.cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
     cu.check(cu.cuMemcpyHtoD(buffer, mine, bytes), "cuMemcpyHtoD");
-    const ncclResult_t r = real.ncclAllGather(reinterpret_cast<const void*>(buffer),
-                                              reinterpret_cast<void*>(buffer + bytes), bytes, ncclUint8, comm.real, stream);
+    const ncclResult_t r =
+        real.ncclAllGather(reinterpret_cast<const void*>(buffer), reinterpret_cast<void*>(buffer + bytes), bytes,
+                           ncclUint8, comm.real, stream);
     if (r != ncclSuccess)
       throw ShimError{r, fmt::format("libccc-nccl's all-gather of the ranks' settings through NCCL failed: {}",
                                      real.ncclGetLastError(comm.real))};
@@ -109,7 +110,8 @@ std::vector<char> all_gather(const RealNccl& real, const ncclComm& comm, const v
     cu.check(cu.cuMemcpyDtoH(out.data(), buffer + bytes, out.size()), "cuMemcpyDtoH");
   } catch (const CudaError& e) {
     release();
-    throw ShimError{ncclUnhandledCudaError, fmt::format("libccc-nccl's all-gather of the ranks' settings: {}", e.what())};
+    throw ShimError{ncclUnhandledCudaError,
+                    fmt::format("libccc-nccl's all-gather of the ranks' settings: {}", e.what())};
   } catch (...) {
     release();
     throw;
@@ -234,7 +236,8 @@ void attach_ccc(ncclComm& comm) {
   const NodePlace place = node_place(all_gather(real, comm, card), comm.rank);
   if (!comm.policy.uses_ccc()) return;
   if (!place.even) {
-    log_info(fmt::format("rank {}: the nodes hold different numbers of ranks: every collective goes to NCCL", comm.rank));
+    log_info(
+        fmt::format("rank {}: the nodes hold different numbers of ranks: every collective goes to NCCL", comm.rank));
     return;
   }
   // Across nodes only an allreduce routed to ccc by name uses ccc (auto has no model of the step
@@ -289,7 +292,8 @@ void attach_ccc_all(ncclComm* const* comms, int ndev, const int* devlist) {
   const cccResult_t r = first.ccc_host ? cccCommInitAllHostConfig(ccc.data(), ndev, &config)
                                        : cccCommInitAllConfig(ccc.data(), ndev, devlist, &config);
   if (r != cccSuccess) {
-    warn(fmt::format("ccc's communicators could not be made: {}: every collective goes to NCCL", cccGetLastError(nullptr)));
+    warn(fmt::format("ccc's communicators could not be made: {}: every collective goes to NCCL",
+                     cccGetLastError(nullptr)));
     return;
   }
   for (int i = 0; i < ndev; ++i) comms[i]->ccc = ccc[i];

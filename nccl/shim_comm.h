@@ -25,7 +25,7 @@ struct ncclComm {
   int local_ranks = 0;
   ncclComm_t rail = nullptr;
   ccc::nccl::RoutePolicy policy;
-  bool ccc_host = false;  // ccc's host backend: no stream orders its calls, so they finish before returning
+  bool ccc_host = false;     // ccc's host backend: no stream orders its calls, so they finish before returning
   uint64_t arena_bytes = 0;  // ccc's arena per rank, which staged buffers must fit
 };
 
@@ -51,8 +51,8 @@ struct NodePlace {
   int nodes = 1;
   int local_rank = 0;
   int local_ranks = 1;
-  int leader = 0;     // the node's first rank, which names its ccc communicator
-  bool even = true;   // every node holds as many ranks
+  int leader = 0;    // the node's first rank, which names its ccc communicator
+  bool even = true;  // every node holds as many ranks
 };
 // Rank `rank`'s place. Throws ShimError(ncclInvalidUsage) naming the first rank whose route policy
 // or arena differs: every rank must route every call alike.

@@ -36,7 +36,7 @@ double nccl_predicted_seconds(Collective collective, int64_t bytes, int nranks, 
     arch = std::min(arch, topology.gpus[r].arch);
   }
   const int n = nranks;
-  const int nsteps = collective == Collective::AllReduce ? 2 * (n - 1)
+  const int nsteps = collective == Collective::AllReduce                                              ? 2 * (n - 1)
                      : collective == Collective::ReduceScatter || collective == Collective::AllGather ? n - 1
                                                                                                       : n;
   // Broadcast and reduce pipeline down the ring: one hop of latency (NCCL's sameChannels case).
