@@ -9,6 +9,7 @@
 #include <map>
 
 #include "data_type.h"
+#include "hierarchy_model.h"
 #include "schedule_menu.h"
 #include "shipped_schedules.h"
 #include "cli.h"
@@ -34,6 +35,37 @@ std::vector<SourceFile> read_schedules(const std::string& dir, std::ostream& err
     err << diags.render(nullptr);
   }
   return files;
+}
+
+// A topology of several nodes: an allreduce hierarchical (ccc within each node, NCCL between)
+// against NCCL's ring over every rank (hierarchy_model.h).
+int tune_across_nodes(const ParsedArgs& args, const Topology& topo, Collective collective, DataType dtype,
+                      std::ostream& out, std::ostream& err) {
+  const Command& cmd = tune_command();
+  if (collective != Collective::AllReduce)
+    return usage_error(cmd, fmt::format("across nodes ccc tune prices allreduce only (ccc's hierarchy), not {}",
+                                        collective_name(collective)),
+                       err);
+  for (const char* option : {"--ranks", "--schedules", "--define", "--algo"})
+    if (args.get(option))
+      return usage_error(cmd, fmt::format("{} is for one node; this topology has {}", option, topo.network.nodes), err);
+  std::vector<SourceFile> sources;
+  for (const ShippedSchedule& s : shipped_schedules()) sources.push_back(s.file);
+  const ScheduleMenu reduce_scatter(Collective::ReduceScatter, topo.ngpus(), sources);
+  const ScheduleMenu all_gather(Collective::AllGather, topo.ngpus(), sources);
+  try {
+    const auto rows = hierarchy_table(static_cast<int>(data_type_size(dtype)), topo, reduce_scatter.candidates(),
+                                      all_gather.candidates());
+    out << format_hierarchy_table(
+        rows, fmt::format("{}: {} nodes x {} ranks of {}, {} NICs of {:.0f} GB/s each, allreduce {}, the shipped "
+                          "schedules",
+                          topo.name, topo.network.nodes, topo.ngpus(), topo.gpus[0].model, topo.network.nics,
+                          topo.network.nic.bandwidth / 1e9, data_type_name(dtype)));
+  } catch (const std::invalid_argument& e) {
+    err << fmt::format("ccc tune: error: {}\n", e.what());
+    return kExitScheduleError;
+  }
+  return kExitOk;
 }
 
 int run_tune(const ParsedArgs& args, std::ostream& out, std::ostream& err) {
@@ -69,6 +101,7 @@ int run_tune(const ParsedArgs& args, std::ostream& out, std::ostream& err) {
     apply_calibration(*topo, *cal);
   }
   if (args.has("--graph")) price_graph_replays(*topo);
+  if (topo->network.nodes > 1) return tune_across_nodes(args, *topo, *collective, *dtype, out, err);
   int nranks = topo->ngpus();
   if (std::optional<std::string> ranks = args.get("--ranks")) {
     std::optional<int> n = parse_int(*ranks, 1, topo->ngpus());

@@ -98,6 +98,9 @@ std::string format_topology(const Topology& t) {
   for (const Switch& s : t.switches)
     out += fmt::format("switch {} kind={} gpus={} bandwidth={} latency={}\n", s.name, fabric_kind_name(s.kind),
                        gpu_list_text(s.gpus), bandwidth_text(s.port.bandwidth), latency_text(s.port.latency));
+  if (t.network.nodes > 1)
+    out += fmt::format("nodes {} nics={} bandwidth={} latency={}\n", t.network.nodes, t.network.nics,
+                       bandwidth_text(t.network.nic.bandwidth), latency_text(t.network.nic.latency));
   return out;
 }
 
@@ -119,6 +122,10 @@ std::string describe_topology(const Topology& t) {
     out += fmt::format("  {} switch {} over gpus {}: {} per port and direction, latency {}\n",
                        fabric_kind_name(s.kind), s.name, gpu_list_text(s.gpus), bandwidth_text(s.port.bandwidth),
                        latency_text(s.port.latency));
+  if (t.network.nodes > 1)
+    out += fmt::format("  {} nodes like this one, {} NICs each: {} per NIC and direction, latency {}\n",
+                       t.network.nodes, t.network.nics, bandwidth_text(t.network.nic.bandwidth),
+                       latency_text(t.network.nic.latency));
   return out;
 }
 

@@ -67,11 +67,22 @@ struct Switch {
   friend bool operator==(const Switch&, const Switch&) = default;
 };
 
+// Several nodes like the one the GPUs, links and switches describe, joined by a network: each
+// node has `nics` NICs of `nic` bandwidth (per direction) and latency, which its GPUs share for
+// traffic between nodes (`nodes COUNT nics=K bandwidth=BW latency=T`). One node: no network.
+struct Network {
+  int nodes = 1;
+  int nics = 0;
+  LinkSpec nic;
+  friend bool operator==(const Network&, const Network&) = default;
+};
+
 struct Topology {
   std::string name;
-  std::vector<Gpu> gpus;
+  std::vector<Gpu> gpus;  // one node's
   std::vector<DirectLink> links;
   std::vector<Switch> switches;
+  Network network;
 
   int ngpus() const { return static_cast<int>(gpus.size()); }
   friend bool operator==(const Topology&, const Topology&) = default;

@@ -20,6 +20,7 @@ namespace ccc {
 namespace {
 
 constexpr int kMaxGpus = 4096;                 // the front end's rank limit
+constexpr int kMaxNodes = 4096;                // nodes of a network, as GPUs of a node
 constexpr size_t kMaxFileBytes = size_t{1} << 20;  // as for schedules: keeps parsing fast
 
 struct Token {
@@ -154,8 +155,10 @@ class Parser {
       link_directive(w);
     } else if (d == "switch") {
       switch_directive(w);
+    } else if (d == "nodes") {
+      nodes_directive(w);
     } else {
-      error(w[0].col, fmt::format("unknown directive '{}' (expected name, gpus, gpu, link or switch)", d));
+      error(w[0].col, fmt::format("unknown directive '{}' (expected name, gpus, gpu, link, switch or nodes)", d));
     }
   }
 
@@ -382,6 +385,20 @@ class Parser {
     topo_.switches.push_back(Switch{w[1].text, *kind, *spec, *list});
   }
 
+  void nodes_directive(const std::vector<Token>& w) {
+    if (nodes_line_) return error(w[0].col, fmt::format("'nodes' given twice (first on line {})", nodes_line_));
+    if (w.size() < 2) return error(w[0].col, "expected 'nodes COUNT nics=K bandwidth=BW latency=T'");
+    std::map<std::string, Token> kv;
+    auto n = integer(w[1], 1, kMaxNodes, "the node count");
+    if (!keys(w, 2, {"nics", "bandwidth", "latency"}, kv) || !require(w, kv, {"nics", "bandwidth", "latency"}) || !n)
+      return;
+    auto nics = integer(kv.at("nics"), 1, 64, "nics");
+    auto spec = link_spec(kv);
+    if (!nics || !spec) return;
+    nodes_line_ = line_;
+    topo_.network = Network{static_cast<int>(*n), static_cast<int>(*nics), *spec};
+  }
+
   // Whole-file checks: every GPU fully described, every pair reachable.
   void finish() {
     if (diags_.error_count() > errors_before_) return;
@@ -411,6 +428,7 @@ class Parser {
   int errors_before_ = 0;
   int line_ = 0;
   int gpus_line_ = 0;
+  int nodes_line_ = 0;
 };
 
 }  // namespace

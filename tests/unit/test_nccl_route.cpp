@@ -6,6 +6,9 @@
 #include <stdexcept>
 
 #include "cost_model_util.h"
+#include "hierarchy_model.h"
+#include "schedule_menu.h"
+#include "shipped_schedules.h"
 #include "nccl_model.h"
 #include "route.h"
 #include "shim_comm.h"
@@ -83,6 +86,47 @@ TEST(NcclModel, TheRingOfNcclsTuningModelOnDgxH100) {
   EXPECT_EQ(nccl_predicted_seconds(Collective::AllToAll, 8, n, dgx), 0) << "NCCL's model has no all-to-all";
   EXPECT_EQ(nccl_predicted_seconds(Collective::AllReduce, 8, 1, dgx), 0);
   EXPECT_EQ(nccl_predicted_seconds(Collective::AllReduce, 8, 9, dgx), 0);
+}
+
+// Across two DGX H100: the ring's network steps pay NCCL's network latency and the NIC's, the
+// others NCCL's host overhead per step (1 us, above NVLink's 0.6); the eight NICs (400 GB/s)
+// bound the bus below NVLink's 450, and LL is capped at 39 GB/s.
+TEST(NcclModel, TheRingAcrossNodesPaysTheNetwork) {
+  const Topology two = test::shipped_topology("dgx-h100-2nodes");
+  const int n = 16, steps = 2 * (n - 1), network_steps = 4;
+  const double ll = 2.5e-6 + (6.6 + (steps - network_steps) * 1.0 + network_steps * (2.7 + 2.0)) * 1e-6 +
+                    8 / (39e9 * n / steps);
+  EXPECT_NEAR(nccl_predicted_seconds(Collective::AllReduce, 8, n, two), ll, 1e-12);
+  const double big = 1 << 30;
+  const double simple = 2.5e-6 + (8.4 + (steps - network_steps) * 3.4 + network_steps * (14.0 + 2 * 2.0)) * 1e-6 +
+                        big / (400e9 * n / steps);
+  EXPECT_NEAR(nccl_predicted_seconds(Collective::AllReduce, 1 << 30, n, two), simple, 1e-12);
+  EXPECT_EQ(nccl_predicted_seconds(Collective::AllReduce, 8, 8, two), 0) << "every rank of both nodes, or none";
+}
+
+// ccc's hierarchy against NCCL's ring on the two multi-node files: on DGX H100 it wins small
+// allreduces (two network steps instead of NCCL's four, and ccc's kernels in the nodes) and loses
+// large ones (each rank's block crosses one NIC of 50 GB/s, NCCL's ring all eight); on the PCIe
+// pair, whose four GPUs share one NIC, NCCL's ring wins throughout.
+TEST(NcclModel, HierarchyWinsSmallAllreducesAcrossDgxH100s) {
+  std::vector<SourceFile> sources;
+  for (const ShippedSchedule& s : shipped_schedules()) sources.push_back(s.file);
+  for (const char* name : {"dgx-h100-2nodes", "pcie-2nodes"}) {
+    const Topology topo = test::shipped_topology(name);
+    const ScheduleMenu rs(Collective::ReduceScatter, topo.ngpus(), sources);
+    const ScheduleMenu ag(Collective::AllGather, topo.ngpus(), sources);
+    const std::vector<HierarchyRow> rows = hierarchy_table(4, topo, rs.candidates(), ag.candidates());
+    ASSERT_FALSE(rows.empty());
+    EXPECT_EQ(rows.back().bytes, int64_t{1} << 30);
+    for (const HierarchyRow& row : rows)
+      EXPECT_NEAR(row.hierarchical, row.reduce_scatter.estimate.time + row.rail + row.all_gather.estimate.time, 1e-15);
+    const bool dgx = std::string(name) == "dgx-h100-2nodes";
+    EXPECT_EQ(rows.front().hierarchical_wins(), dgx) << name;
+    EXPECT_FALSE(rows.back().hierarchical_wins()) << name;
+    const std::string table = format_hierarchy_table(rows, name);
+    EXPECT_NE(table.find(dgx ? "  hierarchical\n" : "  nccl_ring\n"), std::string::npos) << table;
+  }
+  EXPECT_THROW(hierarchy_table(4, test::shipped_topology("dgx-h100"), {}, {}), std::invalid_argument);
 }
 
 TEST(NcclModel, APcieRingTakesPciLatenciesAndNoLl128) {

@@ -37,6 +37,28 @@ TEST(TuneCommand, OneRowPerSizeWithTheSizeFirst) {
   EXPECT_NE(r.out.find("# dgx-h100: 8 ranks of H100-SXM5-80GB, allreduce f32"), std::string::npos) << r.out;
 }
 
+// A topology of several nodes: an allreduce hierarchical (ccc in the nodes, NCCL between them)
+// against NCCL's ring over every rank, the choice by name.
+TEST(TuneCommand, AcrossNodesNamesTheHierarchyWhereItBeatsNcclsRing) {
+  auto r = run_cli({"tune", "--topo", kTopologies + "dgx-h100-2nodes.topo"});
+  ASSERT_EQ(r.code, cli::kExitOk) << r.err;
+  EXPECT_NE(r.out.find("# dgx-h100-2nodes: 2 nodes x 8 ranks of H100-SXM5-80GB, 8 NICs of 50 GB/s each, allreduce f32"),
+            std::string::npos)
+      << r.out;
+  const std::vector<std::string> rows = lines(r.out);
+  auto row_of = [&](const std::string& bytes) {
+    for (const std::string& line : rows)
+      if (line.substr(0, 12) == std::string(12 - bytes.size(), ' ') + bytes) return line;
+    return std::string();
+  };
+  EXPECT_NE(row_of("32").find("ring_reduce_scatter"), std::string::npos) << r.out;
+  EXPECT_EQ(row_of("32").substr(row_of("32").size() - 12), "hierarchical") << r.out;
+  EXPECT_EQ(row_of("1073741824").substr(row_of("1073741824").size() - 9), "nccl_ring") << r.out;
+  auto other = run_cli({"tune", "--topo", kTopologies + "dgx-h100-2nodes.topo", "--collective", "allgather"});
+  EXPECT_EQ(other.code, cli::kExitUsage);
+  EXPECT_NE(other.err.find("across nodes ccc tune prices allreduce only"), std::string::npos) << other.err;
+}
+
 TEST(TuneCommand, TakesTheShippedSchedulesByDefault) {
   auto r = run_cli({"tune", "--topo", kTopologies + "nvlink-ring-4.topo", "--dtype", "bf16"});
   ASSERT_EQ(r.code, cli::kExitOk) << r.err;

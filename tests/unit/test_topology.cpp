@@ -51,6 +51,18 @@ TEST(Topology, EveryShippedFileParsesAndRoundTrips) {
   }
 }
 
+// Two nodes like dgx-h100.topo, joined by eight 50 GB/s NICs each.
+TEST(Topology, NodesJoinedByNics) {
+  const Topology two = test::shipped_topology("dgx-h100-2nodes");
+  EXPECT_EQ(two.ngpus(), 8);
+  EXPECT_EQ(two.network, (Network{2, 8, LinkSpec{50e9, 2e-6}}));
+  EXPECT_NE(describe_topology(two).find("2 nodes like this one, 8 NICs each: 50GB/s per NIC and direction, latency 2us"),
+            std::string::npos)
+      << describe_topology(two);
+  EXPECT_NE(format_topology(two).find("nodes 2 nics=8 bandwidth=50GB/s latency=2us\n"), std::string::npos);
+  EXPECT_EQ(test::shipped_topology("dgx-h100").network, Network{});
+}
+
 TEST(Topology, RingPrefersNvlinkNeighboursAndFallsBackToPcie) {
   Topology t = shipped_topology("nvlink-ring-4");
   auto near = route(t, 3, 0);
@@ -117,7 +129,7 @@ INSTANTIATE_TEST_SUITE_P(
         BadCase{"", "t.topo: error: no 'gpus COUNT ...' line"},
         BadCase{"# only a comment\n\n", "t.topo: error: no 'gpus COUNT ...' line"},
         BadCase{"gpu 0 arch=sm_80\n", "t.topo:1:5: error: GPU indices need a 'gpus COUNT' line first"},
-        BadCase{"frobnicate 3\n", "t.topo:1:1: error: unknown directive 'frobnicate' (expected name, gpus, gpu, link or switch)"},
+        BadCase{"frobnicate 3\n", "t.topo:1:1: error: unknown directive 'frobnicate' (expected name, gpus, gpu, link, switch or nodes)"},
         BadCase{"gpus 0\n", "t.topo:1:6: error: the GPU count must be an integer in 1..4096, got '0'"},
         BadCase{"gpus 99999\n", "t.topo:1:6: error: the GPU count must be an integer in 1..4096, got '99999'"},
         BadCase{"gpus 4 arch=sm_80 memory=1TB/s reduce=500GB/s channel=20GB/s\n",
@@ -158,7 +170,15 @@ INSTANTIATE_TEST_SUITE_P(
                 "t.topo:1:15: error: memory '1e300TB/s' is out of range: it is infinite in bytes/s"},
         BadCase{kSw + "link 0 1 bandwidth=1GB/s latency=1e-320ns\n",
                 "t.topo:3:34: error: latency '1e-320ns' is out of range: it is 0 in seconds"},
-        BadCase{"\x01\x02\xff\n", "t.topo:1:1: error: unknown directive '?\?\?' (expected name, gpus, gpu, link or switch)"}));
+        BadCase{kSw + "nodes 2 nics=1 bandwidth=1GB/s latency=1us\nnodes 2 nics=1 bandwidth=1GB/s latency=1us\n",
+                "t.topo:4:1: error: 'nodes' given twice (first on line 3)"},
+        BadCase{kSw + "nodes 2 bandwidth=1GB/s latency=1us\n", "t.topo:3:1: error: 'nodes' needs nics="},
+        BadCase{kSw + "nodes 2 nics=0 bandwidth=1GB/s latency=1us\n",
+                "t.topo:3:14: error: nics must be an integer in 1..64, got '0'"},
+        BadCase{kSw + "nodes 0 nics=1 bandwidth=1GB/s latency=1us\n",
+                "t.topo:3:7: error: the node count must be an integer in 1..4096, got '0'"},
+        BadCase{"\x01\x02\xff\n",
+                "t.topo:1:1: error: unknown directive '?\?\?' (expected name, gpus, gpu, link, switch or nodes)"}));
 
 TEST(Topology, EveryBadLineIsReportedNotJustTheFirst) {
   std::string out = parse_errors("gpus 2 arch=sm_80\nbogus\nlink 0 0 bandwidth=1GB/s latency=1us\n");
