@@ -11,6 +11,7 @@
 #include <functional>
 #include <memory>
 #include <new>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -105,10 +106,14 @@ cccFunc_t ccc_func(Collective c) {
   return cccFuncAllReduce;
 }
 
+int element_bytes(ncclDataType_t t) {
+  static constexpr int kElementBytes[ncclNumTypes] = {1, 1, 4, 4, 8, 8, 2, 4, 8, 2, 1, 1};
+  return kElementBytes[t];
+}
+
 // The larger of a rank's send and receive bytes, as the models count them (NCCL's nBytes).
 int64_t call_bytes(Collective c, size_t count, ncclDataType_t t, int nranks) {
-  static constexpr int kElementBytes[ncclNumTypes] = {1, 1, 4, 4, 8, 8, 2, 4, 8, 2, 1, 1};
-  const auto bytes = static_cast<int64_t>(count) * kElementBytes[t];
+  const auto bytes = static_cast<int64_t>(count) * element_bytes(t);
   const bool per_rank = c == Collective::AllGather || c == Collective::ReduceScatter || c == Collective::AllToAll;
   return per_rank ? bytes * nranks : bytes;
 }
@@ -138,9 +143,15 @@ bool to_ccc(ncclComm& comm, Collective collective, size_t count, ncclDataType_t 
                      &nccl_seconds) != cccSuccess)
     ccc_seconds = nccl_seconds = 0;  // no prediction: auto keeps NCCL
   const int64_t bytes = call_bytes(collective, count, dtype, comm.nranks);
-  const RouteDecision decision = side == Side::Auto && comm.nodes > 1
-                                     ? RouteDecision{false, "no model of the step between nodes yet"}
-                                     : decide(side, bytes, ccc_seconds, nccl_seconds, comm.arena_bytes);
+  if (side == Side::Auto && comm.nodes > 1) {  // ccc's hierarchy against NCCL's ring (hierarchy_model.h)
+    try {
+      const ccc::HierarchyRow row = comm.hierarchy->row(bytes, element_bytes(dtype));
+      ccc_seconds = row.hierarchical;
+      nccl_seconds = row.nccl;
+    } catch (const std::invalid_argument&) {  // no schedule fits: no prediction, NCCL keeps it
+    }
+  }
+  const RouteDecision decision = decide(side, bytes, ccc_seconds, nccl_seconds, comm.arena_bytes);
   log_decision(comm.rank, comm.nranks, collective, bytes, decision);
   *predicted = ccc_seconds;
   return decision.to_ccc;

@@ -17,6 +17,7 @@
 
 #include "cuda_driver.h"
 #include "debug_log.h"
+#include "shipped_schedules.h"
 
 namespace ccc::nccl {
 namespace {
@@ -148,6 +149,32 @@ std::string routing_settings(const ncclComm& comm) {
                      env("CCC_TOPO"), env("CCC_CALIBRATION"));
 }
 
+void log_info(const std::string& line) {
+  if (debug_info_on()) debug_info("ccc-nccl " + line);
+}
+
+std::vector<SourceFile> shipped_sources() {
+  std::vector<SourceFile> sources;
+  for (const ShippedSchedule& s : shipped_schedules()) sources.push_back(s.file);
+  return sources;
+}
+
+// The model for `auto` across nodes, when $CCC_TOPO describes nodes like these (as many, each
+// with as many GPUs as the node's ranks); else null (logged): NCCL keeps every call.
+std::shared_ptr<HierarchyPredictor> hierarchy_predictor(const NodePlace& place) {
+  const char* path = std::getenv("CCC_TOPO");
+  std::string errors;
+  std::optional<Topology> topology;
+  if (path != nullptr && *path != '\0') topology = load_topology(path, errors);
+  if (!topology || topology->network.nodes != place.nodes || topology->ngpus() != place.local_ranks) {
+    log_info(fmt::format("the ranks span {} nodes of {}, which {}: across nodes every collective goes to NCCL",
+                         place.nodes, place.local_ranks,
+                         path == nullptr ? "no $CCC_TOPO describes" : fmt::format("$CCC_TOPO={} does not describe", path)));
+    return nullptr;
+  }
+  return std::make_shared<HierarchyPredictor>(std::move(*topology));
+}
+
 // Makes the primary context of `device` current for its life, and the caller's again after.
 class DeviceContext {
  public:
@@ -167,13 +194,22 @@ class DeviceContext {
   CUcontext context_ = nullptr;
 };
 
-void log_info(const std::string& line) {
-  if (debug_info_on()) debug_info("ccc-nccl " + line);
-}
 
 void warn(const std::string& line) { fmt::print(stderr, "ccc-nccl WARN {}\n", line); }
 
 }  // namespace
+
+HierarchyPredictor::HierarchyPredictor(Topology topology)
+    : topology_(std::move(topology)),
+      reduce_scatter_(Collective::ReduceScatter, topology_.ngpus(), shipped_sources()),
+      all_gather_(Collective::AllGather, topology_.ngpus(), shipped_sources()) {}
+
+HierarchyRow HierarchyPredictor::row(int64_t bytes, int elem_size) {
+  std::lock_guard lock(mutex_);
+  const auto key = std::make_pair(bytes, elem_size);
+  if (auto it = rows_.find(key); it != rows_.end()) return it->second;
+  return rows_[key] = hierarchy_row(bytes, elem_size, topology_, reduce_scatter_.candidates(), all_gather_.candidates());
+}
 
 const RealNccl& real_nccl() {
   const RealNccl* real = RealNccl::get();
@@ -240,9 +276,13 @@ void attach_ccc(ncclComm& comm) {
         fmt::format("rank {}: the nodes hold different numbers of ranks: every collective goes to NCCL", comm.rank));
     return;
   }
-  // Across nodes only an allreduce routed to ccc by name uses ccc (auto has no model of the step
-  // between nodes): without one, no ccc communicator and no rail.
-  if (place.nodes > 1 && comm.policy.side(Collective::AllReduce) != Side::Ccc) return;
+  // Across nodes only allreduces use ccc: named by the policy, or by `auto` where $CCC_TOPO
+  // describes these nodes, so that the model can choose. Otherwise no ccc communicator and no rail.
+  if (place.nodes > 1) {
+    const Side side = comm.policy.side(Collective::AllReduce);
+    if (side == Side::Auto) comm.hierarchy = hierarchy_predictor(place);
+    if (side == Side::Nccl || (side == Side::Auto && comm.hierarchy == nullptr)) return;
+  }
   if (place.nodes > 1) {
     ncclConfig_t blocking = NCCL_CONFIG_INITIALIZER;
     blocking.blocking = 1;  // not the parent's: the hierarchy's steps wait for it

@@ -5,12 +5,37 @@
 #include <nccl.h>
 
 #include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <utility>
 #include <string>
 #include <vector>
 
 #include "ccc/ccc.h"
+#include "hierarchy_model.h"
+#include "schedule_menu.h"
+#include "topology.h"
 #include "real_nccl.h"
 #include "route.h"
+
+namespace ccc::nccl {
+
+// Prices an allreduce across nodes both ways, ccc's hierarchy against NCCL's ring
+// (hierarchy_model.h), on the topology $CCC_TOPO describes, for `auto` (each size once).
+class HierarchyPredictor {
+ public:
+  explicit HierarchyPredictor(Topology topology);
+  HierarchyRow row(int64_t bytes, int elem_size);
+
+ private:
+  Topology topology_;
+  ScheduleMenu reduce_scatter_, all_gather_;
+  std::mutex mutex_;
+  std::map<std::pair<int64_t, int>, HierarchyRow> rows_;
+};
+
+}  // namespace ccc::nccl
 
 struct ncclComm {
   ncclComm_t real = nullptr;  // the real NCCL's handle (its own struct, never dereferenced here)
@@ -24,6 +49,7 @@ struct ncclComm {
   int local_rank = 0;
   int local_ranks = 0;
   ncclComm_t rail = nullptr;
+  std::shared_ptr<ccc::nccl::HierarchyPredictor> hierarchy;  // auto across nodes: the model; null: NCCL
   ccc::nccl::RoutePolicy policy;
   bool ccc_host = false;     // ccc's host backend: no stream orders its calls, so they finish before returning
   uint64_t arena_bytes = 0;  // ccc's arena per rank, which staged buffers must fit

@@ -9,10 +9,9 @@
 
 namespace ccc {
 
-std::vector<HierarchyRow> hierarchy_table(int elem_size, const Topology& topology,
-                                          const std::vector<CandidateSchedule>& reduce_scatter,
-                                          const std::vector<CandidateSchedule>& all_gather,
-                                          const SelectOptions& options) {
+HierarchyRow hierarchy_row(int64_t bytes, int elem_size, const Topology& topology,
+                           const std::vector<CandidateSchedule>& reduce_scatter,
+                           const std::vector<CandidateSchedule>& all_gather, const SelectOptions& options) {
   const Network& net = topology.network;
   if (net.nodes < 2) throw std::invalid_argument("the topology has one node: no network to cross");
   const int per_node = topology.ngpus();
@@ -22,20 +21,26 @@ std::vector<HierarchyRow> hierarchy_table(int elem_size, const Topology& topolog
   NcclRing rail = *everyone;
   rail.nranks = rail.nodes = net.nodes;
   rail.network_bus = net.nic.bandwidth * net.nics / per_node;
+  HierarchyRow row;
+  row.bytes = bytes;
+  row.reduce_scatter = select_schedule(Collective::ReduceScatter, bytes, elem_size, topology, reduce_scatter, options);
+  row.rail = nccl_ring_seconds(Collective::AllReduce, bytes / per_node, rail);
+  row.all_gather = select_schedule(Collective::AllGather, bytes, elem_size, topology, all_gather, options);
+  row.hierarchical = row.reduce_scatter.estimate.time + row.rail + row.all_gather.estimate.time;
+  row.nccl = nccl_ring_seconds(Collective::AllReduce, bytes, *everyone);
+  return row;
+}
+
+std::vector<HierarchyRow> hierarchy_table(int elem_size, const Topology& topology,
+                                          const std::vector<CandidateSchedule>& reduce_scatter,
+                                          const std::vector<CandidateSchedule>& all_gather,
+                                          const SelectOptions& options) {
+  const int64_t unit = int64_t{topology.ngpus()} * elem_size;
+  int64_t smallest = 8;
+  while (smallest < unit) smallest *= 2;
   std::vector<HierarchyRow> rows;
-  int64_t smallest = 1;
-  while (smallest < int64_t{per_node} * elem_size) smallest *= 2;
-  for (int64_t bytes = std::max<int64_t>(smallest, 8); bytes <= (int64_t{1} << 30); bytes *= 2) {
-    if (bytes % (int64_t{per_node} * elem_size) != 0) continue;
-    HierarchyRow row;
-    row.bytes = bytes;
-    row.reduce_scatter = select_schedule(Collective::ReduceScatter, bytes, elem_size, topology, reduce_scatter, options);
-    row.rail = nccl_ring_seconds(Collective::AllReduce, bytes / per_node, rail);
-    row.all_gather = select_schedule(Collective::AllGather, bytes, elem_size, topology, all_gather, options);
-    row.hierarchical = row.reduce_scatter.estimate.time + row.rail + row.all_gather.estimate.time;
-    row.nccl = nccl_ring_seconds(Collective::AllReduce, bytes, *everyone);
-    rows.push_back(row);
-  }
+  for (int64_t bytes = smallest; bytes <= (int64_t{1} << 30); bytes *= 2)
+    if (bytes % unit == 0) rows.push_back(hierarchy_row(bytes, elem_size, topology, reduce_scatter, all_gather, options));
   return rows;
 }
 

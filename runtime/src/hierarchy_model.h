@@ -25,6 +25,13 @@ struct HierarchyRow {
   bool hierarchical_wins() const { return hierarchical < nccl; }
 };
 
+// One size. `bytes` must split into whole elements over the ranks of a node; `reduce_scatter` and
+// `all_gather`: every shipped schedule of those collectives for the ranks of one node. Throws
+// std::invalid_argument when the topology has one node or no schedule fits.
+HierarchyRow hierarchy_row(int64_t bytes, int elem_size, const Topology& topology,
+                           const std::vector<CandidateSchedule>& reduce_scatter,
+                           const std::vector<CandidateSchedule>& all_gather, const SelectOptions& options = {});
+
 // One row per size, from the smallest the node's ranks split into whole elements to 1 GiB, by
 // doubling. `reduce_scatter` and `all_gather`: every shipped schedule of those collectives for the
 // ranks of one node. Throws std::invalid_argument when the topology has one node or no schedule

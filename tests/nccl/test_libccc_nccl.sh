@@ -8,7 +8,7 @@
 #   3. routed by the model over a DGX H100 topology: right results, decisions logged once;
 #   4. a program built for NCCL, with LD_PRELOAD=libccc-nccl;
 #   5. the same with libccc-nccl first on the library path as libnccl.so.2;
-#   6. two simulated nodes of 4 ranks: hierarchical allreduce;
+#   6. two simulated nodes of 4 ranks: hierarchical allreduce, named or chosen by the model;
 #   7. a communicator made inside a group stays NCCL's; ncclCommInitAll's ranks in one process,
 #      driven from one thread, on either route;
 #   8. one rank aborts: the others see the error, on either route.
@@ -102,6 +102,20 @@ run nodes CCC_NCCL_ROUTE=ccc CCC_NCCL_RANKS_PER_NODE=4 CCC_NCCL_LIB="$fake_nccl"
 run group_init CCC_NCCL_ROUTE=ccc CCC_NCCL_LIB="$fake_nccl" -- "$program_ccc" group-init 4 float32 ||
   fail "a communicator made in a group"
 [ "$(calls group_init 'ncclAllReduce .*op=[0-4]( |$)')" -gt 0 ] || fail "a communicator made in a group: not NCCL's"
+
+# auto across the two nodes, by the model on a topology that describes them: where ccc's hierarchy
+# is predicted faster (NVLink nodes) the allreduces cross as rail allreduces; where NCCL's ring is
+# (four GPUs sharing one PCIe NIC), NCCL keeps them whole.
+run nodes_auto CCC_NCCL_RANKS_PER_NODE=4 CCC_TOPO="$(dirname "$0")/nvlink-ring-4-2nodes.topo" CCC_DEBUG=INFO \
+  CCC_NCCL_LIB="$fake_nccl" -- "$program_ccc" collectives 8 float32 || fail "auto across nodes"
+grep -q "ccc-nccl rank 0 of 8: allreduce of up to 4 KiB -> ccc (predicted ccc" "$work/nodes_auto.out" ||
+  fail "auto across nodes: no hierarchical allreduce logged"
+[ "$(calls nodes_auto 'ncclAllReduce count=250 ')" -gt 0 ] || fail "auto across nodes: no rail allreduce"
+run nodes_pcie CCC_NCCL_RANKS_PER_NODE=4 CCC_TOPO="$(dirname "$topology")/pcie-2nodes.topo" CCC_DEBUG=INFO \
+  CCC_NCCL_LIB="$fake_nccl" -- "$program_ccc" collectives 8 float32 || fail "auto across PCIe nodes"
+grep -q "ccc-nccl rank 0 of 8: allreduce of up to 4 KiB -> NCCL (predicted ccc" "$work/nodes_pcie.out" ||
+  fail "auto across PCIe nodes: no decision for NCCL logged"
+[ "$(calls nodes_pcie 'ncclAllReduce count=250 ')" -eq 0 ] || fail "auto across PCIe nodes: a rail allreduce ran"
 
 # ncclCommInitAll: four ranks in one process, driven from one thread in a group.
 for side in nccl ccc; do
