@@ -78,10 +78,24 @@ int run_run(const ParsedArgs& args, std::ostream& out, std::ostream& err) {
     options.protocol = named_value("--protocol", *v, kAllProtocols, &protocol_name, error);
     if (!options.protocol) return usage_error(cmd, error, err);
   }
-  if (auto v = args.get("--epilogue")) {
+  // residual-rmsnorm-fp8: the RMSNorm's kernel, with its output quantised to fp8 too
+  // (CollectiveCall::quant_scale), so not an Epilogue of its own.
+  const bool fp8_out = args.get("--epilogue") == "residual-rmsnorm-fp8";
+  if (auto v = args.get("--epilogue"); v && !fp8_out) {
     const std::optional<Epilogue> e = named_value("--epilogue", *v, kAllEpilogues, &epilogue_name, error);
-    if (!e) return usage_error(cmd, error, err);
+    if (!e) return usage_error(cmd, error + ", residual-rmsnorm-fp8", err);
     shape.epilogue = *e;
+  }
+  if (fp8_out) {
+    shape.epilogue = Epilogue::ResidualRmsNorm;
+    shape.quant_scale = 1.0f;
+  }
+  if (auto v = args.get("--scale")) {
+    char* end = nullptr;
+    const float scale = std::strtof(v->c_str(), &end);
+    if (end == v->c_str() || *end != '\0') return usage_error(cmd, fmt::format("--scale expects a number, not '{}'", *v), err);
+    if (!fp8_out) return usage_error(cmd, "--scale is residual-rmsnorm-fp8's (--epilogue residual-rmsnorm-fp8)", err);
+    shape.quant_scale = scale;
   }
   if (auto h = args.get("--hidden")) {
     const std::optional<int> v = parse_int(*h, 1, 1 << 30);
@@ -94,7 +108,7 @@ int run_run(const ParsedArgs& args, std::ostream& out, std::ostream& err) {
     if (end == e->c_str() || *end != '\0') return usage_error(cmd, fmt::format("--eps expects a number, not '{}'", *e), err);
   }
   if (shape.epilogue == Epilogue::ResidualRmsNorm && shape.hidden == 0)
-    return usage_error(cmd, "--epilogue residual-rmsnorm needs --hidden H (the row length)", err);
+    return usage_error(cmd, fmt::format("--epilogue {} needs --hidden H (the row length)", *args.get("--epilogue")), err);
 
   options.trace_file = args.get("--trace").value_or("");
   options.defines = fe->options.defines;  // the kernel runs the schedule as checked
@@ -130,9 +144,9 @@ int run_run(const ParsedArgs& args, std::ostream& out, std::ostream& err) {
     if (sim) second = virtual_seconds;
     const double bytes = static_cast<double>(std::max(send_bytes(shape, n), recv_bytes(shape, n)));
     const double algbw = bytes / second / 1e9;
-    // An RMSNorm's residual_out is checked too.
+    // An RMSNorm's residual_out is checked too, and its fp8 output.
     const uint64_t elements = 2 * n * (recv_bytes(shape, n) / data_type_size(shape.dtype)) *
-                              (shape.epilogue == Epilogue::ResidualRmsNorm ? 2 : 1);
+                              (shape.epilogue == Epilogue::ResidualRmsNorm ? (shape.quant_scale ? 3 : 2) : 1);
     // The op only where the collective reduces, the root only where it has one.
     const bool reduces = shape.collective == Collective::AllReduce ||
                          shape.collective == Collective::ReduceScatter || shape.collective == Collective::Reduce;
@@ -145,8 +159,9 @@ int run_run(const ParsedArgs& args, std::ostream& out, std::ostream& err) {
     if (shape.epilogue == Epilogue::Residual)
       out << "  epilogue: residual (added where each element completes; docs/epilogue.md)\n";
     if (shape.epilogue == Epilogue::ResidualRmsNorm)
-      out << fmt::format("  epilogue: residual-rmsnorm, {} rows of hidden {}, eps {:g} (docs/epilogue.md)\n",
-                         shape.count / shape.hidden, shape.hidden, shape.eps);
+      out << fmt::format("  epilogue: residual-rmsnorm, {} rows of hidden {}, eps {:g}{} (docs/epilogue.md)\n",
+                         shape.count / shape.hidden, shape.hidden, shape.eps,
+                         shape.quant_scale ? fmt::format(", fp8 e4m3 output at scale {:g}", *shape.quant_scale) : "");
     out << fmt::format("  first call (generate + compile + run): {:.1f} ms\n", first * 1e3);
     if (sim)
       out << fmt::format("  run: {:.2f} us of virtual time on {}{} (a prediction), algbw {:.2f} GB/s, busbw {:.2f} GB/s\n",
@@ -185,10 +200,12 @@ std::vector<OptionSpec> run_options() {
   opts.push_back({"--channels", "C", "thread blocks per rank (default: the code generator's)"});
   opts.push_back({"--tile-bytes", "B", "tile size, a multiple of 64 (default: the code generator's)"});
   opts.push_back({"--protocol", "P", "simple or ll (default: simple; ll moves at most 256 KiB per call)"});
-  opts.push_back({"--epilogue", "E", "allreduce: none, residual (out = allreduce + residual, fused), or residual-rmsnorm "
-                                     "(then RMSNorm over rows of --hidden; weight and residual_out checked too)"});
+  opts.push_back({"--epilogue", "E", "allreduce: none, residual (out = allreduce + residual, fused), residual-rmsnorm "
+                                     "(then RMSNorm over rows of --hidden; weight and residual_out checked too), or "
+                                     "residual-rmsnorm-fp8 (and the output quantised to fp8 e4m3, checked too)"});
   opts.push_back({"--hidden", "H", "residual-rmsnorm: the row length (count is rows x H)"});
   opts.push_back({"--eps", "E", "residual-rmsnorm: added to each row's mean square (default 1e-6)"});
+  opts.push_back({"--scale", "S", "residual-rmsnorm-fp8: the per-tensor scale, fp8 out = e4m3(out / S) (default 1)"});
   opts.push_back({"--trace", "F", "write a Chrome trace-event timeline of the runs to F (docs/tracing.md)"});
   return opts;
 }
@@ -199,7 +216,7 @@ const Command& run_command() {
   static const Command cmd{"run", "run a schedule on the host backend, or simulated, and check every element",
                            "ccc run FILE --ranks N --count C [--root R] [--define NAME=V,...] [--in-place] [--Werror] [--dtype D]\n"
                            "       [--op O] [--channels C] [--tile-bytes B] [--protocol P] [--backend host|sim] [--topo F]\n"
-                           "       [--critical-path] [--graph] [--epilogue E] [--hidden H] [--eps E] [--trace F]",
+                           "       [--critical-path] [--graph] [--epilogue E] [--hidden H] [--eps E] [--scale S] [--trace F]",
                            run_options(), &run_run};
   return cmd;
 }

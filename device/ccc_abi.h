@@ -10,7 +10,7 @@
 #ifndef CCC_ABI_H
 #define CCC_ABI_H
 
-#define CCC_ABI_VERSION 10
+#define CCC_ABI_VERSION 11
 
 /* The most channels (thread blocks per rank) a kernel may have: the size of the per-rank
  * progress and mailbox arrays, and of each peer's row of the inbox. */
@@ -112,9 +112,11 @@ typedef struct ccc_epilogue_args {
   const void* residual;     /* [count] added by the write that completes each element */
   const void* weight;       /* RMSNorm: [hidden], each row's elements scaled by it */
   void* residual_out;       /* RMSNorm: [count] gets the pre-norm sum (the next residual), or null */
+  unsigned char* quant_out; /* RMSNorm: [count] f8e4m3 gets each output element times quant_inv_scale
+                               (rounded to nearest even, saturating at 448), or null */
   unsigned long long hidden; /* RMSNorm: the row length; count is rows x hidden */
   float eps;                /* RMSNorm: added to the mean square */
-  int reserved;
+  float quant_inv_scale;    /* RMSNorm with quant_out: 1 / the per-tensor scale, in float */
 } ccc_epilogue_args;
 
 /* The single kernel argument. Counts are in elements of the kernel's dtype:

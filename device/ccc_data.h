@@ -311,13 +311,15 @@ CCC_NOINLINE void combine(T* dst, Sources<T, K> s, long long n, const T* residua
 
 /* RMSNorm of the whole rows [begin, end) of `out` (rows of `hidden` elements), in place: each
  * element times rsqrt(mean square of its row + eps) times weight[column], in float, rounded
- * once; the pre-norm row copied to residual_out first where that is not null. The block's
+ * once; the pre-norm row copied to residual_out first where that is not null, and the rounded
+ * output times quant_inv_scale written to quant_out as f8e4m3 where that is not null (so the fp8
+ * output is the quantisation of `out` itself, as FlashInfer's norm-out + fp8 pattern). The block's
  * threads share each row, each thread the same elements in both loops (so no element is read by
  * one thread after another wrote it); block_sum's barriers make every thread of the block call
  * this, with the same rows. float types only (the lowering refuses the others). */
 template <class T>
-CCC_NOINLINE void rmsnorm_rows(T* out, const T* weight, T* residual_out, long long begin, long long end,
-                               long long hidden, float eps) {
+CCC_NOINLINE void rmsnorm_rows(T* out, const T* weight, T* residual_out, unsigned char* quant_out,
+                               float quant_inv_scale, long long begin, long long end, long long hidden, float eps) {
   if (!moves_data()) return;  // the simulator's timing-only mode (priced by the caller)
   const long long stride = block_threads();
   CCC_ROLLED
@@ -334,7 +336,10 @@ CCC_NOINLINE void rmsnorm_rows(T* out, const T* weight, T* residual_out, long lo
     for (long long i = thread_index(); i < hidden; i += stride) {
       const T v = x[i];
       if (residual_out != nullptr) residual_out[row + i] = v;
-      x[i] = Num<T>::from(static_cast<float>(Num<T>::to(v)) * scale * static_cast<float>(Num<T>::to(weight[i])));
+      const T y = Num<T>::from(static_cast<float>(Num<T>::to(v)) * scale * static_cast<float>(Num<T>::to(weight[i])));
+      x[i] = y;
+      if (quant_out != nullptr)
+        quant_out[row + i] = Fp8E4M3::from_float(static_cast<float>(Num<T>::to(y)) * quant_inv_scale);
     }
   }
 }

@@ -51,10 +51,11 @@ class PeerTable : public Progress<Cfg> {
       for (int c = 0; c < Cfg::chunks; ++c) {
         const Range p = this->piece(c);
         if (p.begin >= p.end) continue;
-        account_move(&rank_, 1, rank_, 2 * (p.end - p.begin) * static_cast<long long>(sizeof(T)), 0);
+        const long long rows_bytes = (p.end - p.begin) * static_cast<long long>(sizeof(T));
+        account_move(&rank_, 1, rank_, 2 * rows_bytes + (epilogue_.quant_out != nullptr ? p.end - p.begin : 0), 0);
         rmsnorm_rows<T>(static_cast<T*>(own_.output), static_cast<const T*>(epilogue_.weight),
-                        static_cast<T*>(epilogue_.residual_out), p.begin, p.end,
-                        static_cast<long long>(epilogue_.hidden), epilogue_.eps);
+                        static_cast<T*>(epilogue_.residual_out), epilogue_.quant_out, epilogue_.quant_inv_scale,
+                        p.begin, p.end, static_cast<long long>(epilogue_.hidden), epilogue_.eps);
       }
     }
   }

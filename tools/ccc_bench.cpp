@@ -58,7 +58,10 @@ struct Config {
   int ranks = 0;  // 0: 4 host ranks, or one per listed CUDA device
   std::vector<int> devices;
   Collective collective = Collective::AllReduce;
-  Epilogue epilogue = Epilogue::None;  // --epilogue: allreduce's fused residual add
+  Epilogue epilogue = Epilogue::None;  // --epilogue: allreduce's fused residual add (and RMSNorm)
+  uint64_t hidden = 0;                 // --hidden: the RMSNorm's row length
+  float eps = 1e-6f;
+  std::optional<float> quant_scale;    // residual-rmsnorm-fp8: the fp8 output's scale
   int root = 0;
   CommOptions comm;
   bool baseline = false;
@@ -82,6 +85,13 @@ uint64_t parse_size(const std::string& text) {
   const double scale = suffix.empty() ? 1 : suffix == "K" ? 1 << 10 : suffix == "M" ? 1 << 20 : suffix == "G" ? 1 << 30 : 0;
   if (end == text.c_str() || scale == 0 || !(v >= 0) || v * scale > 1e18) usage(fmt::format("bad size '{}'", text));
   return static_cast<uint64_t>(v * scale);
+}
+
+double parse_number(const std::string& text, const char* what) {
+  char* end = nullptr;
+  const double v = std::strtod(text.c_str(), &end);
+  if (end == text.c_str() || *end != '\0') usage(fmt::format("bad {} '{}'", what, text));
+  return v;
 }
 
 int parse_int_arg(const std::string& text, const char* what) {
@@ -193,12 +203,24 @@ const std::vector<Option>& options() {
        [](Config& c, const std::string& v) { c.comm.algo = v; }},
       {"", "--collective", "C", "allreduce, reduce_scatter, allgather, broadcast, reduce, alltoall",
        [](Config& c, const std::string& v) { c.collective = parse_collective(v); }},
-      {"", "--epilogue", "E", "allreduce: none, or residual (recv = allreduce + residual, fused; docs/epilogue.md)",
+      {"", "--epilogue", "E",
+       "allreduce: none, residual (recv = allreduce + residual, fused; docs/epilogue.md), residual-rmsnorm "
+       "(then RMSNorm over rows of --hidden, the pre-norm sums written out too), or residual-rmsnorm-fp8 (and "
+       "the output quantised to fp8 e4m3 at --scale); each size rounded down to whole rows",
        [](Config& c, const std::string& v) {
-         const std::optional<Epilogue> e = parse_epilogue(v);
-         if (!e || *e == Epilogue::ResidualRmsNorm) usage(fmt::format("--epilogue is none or residual, not '{}'", v));
+         const bool fp8 = v == "residual-rmsnorm-fp8";
+         const std::optional<Epilogue> e = fp8 ? Epilogue::ResidualRmsNorm : parse_epilogue(v);
+         if (!e)
+           usage(fmt::format("--epilogue is none, residual, residual-rmsnorm or residual-rmsnorm-fp8, not '{}'", v));
          c.epilogue = *e;
+         if (fp8 && !c.quant_scale) c.quant_scale = 1.0f;
        }},
+      {"", "--hidden", "H", "residual-rmsnorm: the row length in elements",
+       [](Config& c, const std::string& v) { c.hidden = static_cast<uint64_t>(parse_int_arg(v, "row length")); }},
+      {"", "--eps", "E", "residual-rmsnorm: added to each row's mean square (default 1e-6)",
+       [](Config& c, const std::string& v) { c.eps = static_cast<float>(parse_number(v, "eps")); }},
+      {"", "--scale", "S", "residual-rmsnorm-fp8: the per-tensor scale, fp8 out = e4m3(out / S) (default 1)",
+       [](Config& c, const std::string& v) { c.quant_scale = static_cast<float>(parse_number(v, "scale")); }},
       {"", "--channels", "C", "channels per rank", [](Config& c, const std::string& v) { c.comm.channels = parse_int_arg(v, "channel count"); }},
       {"", "--block-threads", "T", "host and sim: threads per block, as fibers (default $CCC_HOST_BLOCK_THREADS, else 1; sim: N, 8 to 32)",
        [](Config& c, const std::string& v) { c.comm.host_block_threads = parse_int_arg(v, "thread count"); }},
@@ -274,6 +296,9 @@ Config parse(int argc, char** argv) {
   if (c.critical_path && c.backend != "sim") usage("--critical-path needs --backend sim");
   if (c.epilogue != Epilogue::None && c.collective != Collective::AllReduce)
     usage(fmt::format("--epilogue {}: only allreduce has one", epilogue_name(c.epilogue)));
+  if (c.epilogue == Epilogue::ResidualRmsNorm && c.hidden == 0) usage("--epilogue residual-rmsnorm needs --hidden H");
+  if (c.epilogue != Epilogue::ResidualRmsNorm && c.hidden != 0) usage("--hidden is residual-rmsnorm's");
+  if (c.quant_scale && c.epilogue != Epilogue::ResidualRmsNorm) usage("--scale is residual-rmsnorm-fp8's");
   if (c.comm.sim_timing_only && c.backend != "sim") usage("--timing-only needs --backend sim");
   if (c.comm.sim_timing_only) c.check = 0;  // the outputs are never written
   if (c.baseline && c.backend == "sim") usage("--baseline times a copy on this machine, which says nothing of the simulated GPUs");
@@ -341,6 +366,9 @@ struct Bench {
   std::vector<void*> region_a, region_b;
   std::vector<const void*> residual;  // --epilogue: each rank's residual (region_bytes)
   std::vector<unsigned char> residual_host;  // the values the last fresh-input run gave them
+  std::vector<const void*> weight;           // residual-rmsnorm: each rank's (hidden elements)
+  std::vector<unsigned char> weight_host;
+  std::vector<void*> residual_out, quant_out;  // its pre-norm sums (region_bytes), its fp8 output
   uint64_t region_bytes = 0;
   int devices = 1;  // memories the ranks are spread over
 
@@ -391,6 +419,19 @@ void run_on_fresh_inputs(Bench& b, const CollectiveCall& call, Fill fill, Look l
     for (int r = 0; r < n; ++r) b.mem->upload(r, const_cast<void*>(call.residual[r]), host.data(), out_bytes);
     b.residual_host = host;
   }
+  if (call.epilogue == Epilogue::ResidualRmsNorm) {  // a weight of its own (as a rank n + 1's input)
+    b.weight_host.resize(call.hidden * elem);
+    fill(call.dtype, n + 1, call.hidden, b.weight_host.data());
+    for (int r = 0; r < n; ++r) {
+      b.mem->upload(r, const_cast<void*>(call.weight[r]), b.weight_host.data(), b.weight_host.size());
+      poison(call.dtype, out_bytes / elem, host.data());
+      b.mem->upload(r, call.residual_out[r], host.data(), out_bytes);
+      if (call.quant_scale) {
+        poison(DataType::F8E4M3, call.count, host.data());
+        b.mem->upload(r, call.quant_out[r], host.data(), call.count);
+      }
+    }
+  }
   for (int r = 0; r < n; ++r) {
     poison(call.dtype, out_bytes / elem, host.data());
     b.mem->upload(r, const_cast<void*>(static_cast<const void*>(call.recv[r])), host.data(), out_bytes);
@@ -413,8 +454,21 @@ uint64_t checked_run(Bench& b, const CollectiveCall& call, uint64_t salt) {
   run_on_fresh_inputs(
       b, call, [&](DataType t, int r, uint64_t elems, void* dst) { fill_input(t, r, salt, elems, dst); },
       [&](int r, const std::vector<const void*>& in, const void* out) {
-        wrong += count_wrong(call, b.n, r, in, out,
-                             {call.epilogue == Epilogue::None ? nullptr : b.residual_host.data(), nullptr, nullptr});
+        RankEpilogue e;
+        std::vector<unsigned char> residual_out, quant_out;
+        if (call.epilogue != Epilogue::None) e.residual = b.residual_host.data();
+        if (call.epilogue == Epilogue::ResidualRmsNorm) {
+          e.weight = b.weight_host.data();
+          residual_out.resize(recv_bytes(call, b.n));
+          b.mem->download(r, residual_out.data(), call.residual_out[r], residual_out.size());
+          e.residual_out = residual_out.data();
+        }
+        if (call.quant_scale) {
+          quant_out.resize(call.count);
+          b.mem->download(r, quant_out.data(), call.quant_out[r], quant_out.size());
+          e.quant_out = quant_out.data();
+        }
+        wrong += count_wrong(call, b.n, r, in, out, e);
       });
   return wrong;
 }
@@ -484,8 +538,13 @@ std::string placement_columns(const char* time_unit) {
 
 void print_header(const Bench& b) {
   const Config& cfg = b.cfg;
-  fmt::print("# ccc-bench: {}{} on {} {} ranks{}, schedule {}, {} calls{}\n#\n", collective_name(cfg.collective),
-             cfg.epilogue == Epilogue::None ? "" : fmt::format(" + {} (fused)", epilogue_name(cfg.epilogue)), b.n,
+  const std::string epilogue =
+      cfg.epilogue == Epilogue::None ? ""
+      : cfg.epilogue == Epilogue::Residual
+          ? " + residual (fused)"
+          : fmt::format(" + residual + RMSNorm (fused; rows of {}, the pre-norm sums written out{})", cfg.hidden,
+                        cfg.quant_scale ? fmt::format(", fp8 e4m3 output at scale {:g}", *cfg.quant_scale) : "");
+  fmt::print("# ccc-bench: {}{} on {} {} ranks{}, schedule {}, {} calls{}\n#\n", collective_name(cfg.collective), epilogue, b.n,
              cfg.backend,
              cfg.backend == "sim" ? fmt::format(" ({}, virtual time: a prediction, docs/simulator.md)",
                                                  std::filesystem::path(cfg.comm.topology_file).filename().string())
@@ -582,6 +641,11 @@ int run_bandwidth(const Config& cfg) {
     b.region_a.push_back(b.mem->alloc(r, b.region_bytes));
     b.region_b.push_back(b.mem->alloc(r, b.region_bytes));
     if (cfg.epilogue != Epilogue::None) b.residual.push_back(b.mem->alloc(r, b.region_bytes));
+    if (cfg.epilogue == Epilogue::ResidualRmsNorm) {
+      b.weight.push_back(b.mem->alloc(r, cfg.hidden * 8));
+      b.residual_out.push_back(b.mem->alloc(r, b.region_bytes));
+    }
+    if (cfg.quant_scale) b.quant_out.push_back(b.mem->alloc(r, b.region_bytes));
   }
   print_header(b);
   const bool rooted = cfg.collective == Collective::Broadcast || cfg.collective == Collective::Reduce;
@@ -600,6 +664,15 @@ int run_bandwidth(const Config& cfg) {
         call.count = size / (data_type_size(dtype) * (blocks ? b.n : 1));
         call.epilogue = cfg.epilogue;
         if (cfg.epilogue != Epilogue::None) call.residual = b.residual;
+        if (cfg.epilogue == Epilogue::ResidualRmsNorm) {  // whole rows
+          call.count -= call.count % cfg.hidden;
+          call.weight = b.weight;
+          call.residual_out = b.residual_out;
+          call.hidden = cfg.hidden;
+          call.eps = cfg.eps;
+          call.quant_scale = cfg.quant_scale;
+          call.quant_out = b.quant_out;
+        }
         if (call.count > 0) run_size(b, call, totals);
       }
     }

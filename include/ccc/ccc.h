@@ -220,6 +220,16 @@ cccResult_t cccAllReduceResidual(const void* sendbuff, const void* residual, voi
 cccResult_t cccAllReduceResidualRmsNorm(const void* sendbuff, const void* residual, const void* weight,
                                         void* recvbuff, void* residualOut, size_t count, size_t hidden, float eps,
                                         cccDataType_t datatype, cccRedOp_t op, cccComm_t comm, cccStream_t stream);
+/* The same, and the normalised output quantised to fp8 as well (docs/epilogue.md): quantOut
+ * (count bytes of cccFloat8e4m3, this rank's; not NULL) = e4m3(recvbuff * (1 / scale)), the
+ * reciprocal taken in float, rounded to nearest even and saturating at +-448, written in the
+ * same pass as recvbuff. scale is the per-tensor dequantisation scale (finite, positive; every
+ * rank passes the same). quantOut must overlap none of the call's other buffers. FlashInfer's
+ * and TensorRT-LLM's pattern "residual + RMSNorm + fp8 quant" with the norm's output kept. */
+cccResult_t cccAllReduceResidualRmsNormFp8(const void* sendbuff, const void* residual, const void* weight,
+                                           void* recvbuff, void* residualOut, void* quantOut, size_t count,
+                                           size_t hidden, float eps, float scale, cccDataType_t datatype,
+                                           cccRedOp_t op, cccComm_t comm, cccStream_t stream);
 cccResult_t cccReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount,
                              cccDataType_t datatype, cccRedOp_t op, cccComm_t comm,
                              cccStream_t stream);

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <utility>
 
@@ -38,6 +39,12 @@ struct CollectiveCall {
   std::span<void* const> residual_out = {};  // [N] or empty
   uint64_t hidden = 0;
   float eps = 1e-6f;
+  // Epilogue::ResidualRmsNorm with an fp8 output (FlashInfer's "residual + RMSNorm + fp8 quant"
+  // with the norm's output kept): where quant_scale has a value, each rank's quant_out (`count`
+  // bytes, written by its rank) gets f8e4m3(recv * (1 / quant_scale)), the reciprocal taken in
+  // float, rounded to nearest even and saturating at +-448. quant_scale is finite and positive.
+  std::optional<float> quant_scale = std::nullopt;
+  std::span<void* const> quant_out = {};  // [N] when quant_scale has a value
 };
 
 // One rank's epilogue operands, for calls issued rank by rank (Communicator::run_rank).
@@ -45,6 +52,7 @@ struct RankEpilogue {
   const void* residual = nullptr;
   const void* weight = nullptr;
   void* residual_out = nullptr;
+  void* quant_out = nullptr;
 };
 
 // Whether rank `rank` needs its send (recv) buffer: false only where NCCL allows NULL (above).

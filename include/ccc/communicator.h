@@ -206,6 +206,11 @@ class Communicator {
   void all_reduce_residual_rmsnorm(Sends send, Sends residual, Sends weight, Recvs recv, Recvs residual_out,
                                    uint64_t count, uint64_t hidden, float eps, DataType dtype, ReduceOp op,
                                    Streams streams = {});
+  // And the output quantised to fp8 too: quant_out (`count` bytes of f8e4m3 per rank) gets
+  // e4m3(recv * (1 / scale)), rounded to nearest even, saturating at +-448 (CollectiveCall::quant_scale).
+  void all_reduce_residual_rmsnorm_fp8(Sends send, Sends residual, Sends weight, Recvs recv, Recvs residual_out,
+                                       Recvs quant_out, uint64_t count, uint64_t hidden, float eps, float scale,
+                                       DataType dtype, ReduceOp op, Streams streams = {});
   // send holds size() * recv_count elements per rank; recv gets the rank's block.
   void reduce_scatter(Sends send, Recvs recv, uint64_t recv_count, DataType dtype, ReduceOp op,
                       Streams streams = {});

@@ -393,6 +393,7 @@ class Communicator(_CommunicatorHandle):
     def all_reduce(self, send: Sequence[Any], recv: Optional[Sequence[Any]] = None, *, op: Union[ReduceOp, str] = ReduceOp.SUM,
                    residual: Optional[Sequence[Any]] = None, rms_weight: Optional[Sequence[Any]] = None,
                    eps: float = 1e-6, residual_out: Optional[Sequence[Any]] = None,
+                   quant_out: Optional[Sequence[Any]] = None, scale: Optional[float] = None,
                    streams: Optional[Sequence[int]] = None) -> None:
         """Every rank's recv gets the element-wise reduction of all sends; recv None: in place.
 
@@ -405,13 +406,18 @@ class Communicator(_CommunicatorHandle):
         size must be a whole number of rows) for the fused RMSNorm after it: recv = s /
         sqrt(mean(s**2) + eps) * rms_weight per row, s the sum with the residual, which
         residual_out (one array per rank, send's size), when given, receives. f32 and f16 here
-        (NumPy has no bf16)."""
+        (NumPy has no bf16).
+
+        quant_out with scale (with rms_weight): one uint8 array per rank, send's size, that gets
+        the output quantised to fp8 e4m3 (its bits: NumPy has no fp8), ``e4m3(recv * (1 /
+        scale))`` rounded to nearest even and saturated at +-448, in the same kernel."""
         def per_rank(arrays: Any) -> list[Any]:
             return list(self._ranks(arrays)) if arrays is not None else []
         send, recv = self._ranks(send), self._ranks(recv)
         self._comm.all_reduce(list(send), self._recv(send, recv), _enum(ReduceOp, op, "op"),
                               self._streams(send, streams), per_rank(residual), per_rank(rms_weight),
-                              per_rank(residual_out), float(eps))
+                              per_rank(residual_out), float(eps), per_rank(quant_out),
+                              None if scale is None else float(scale))
 
     def reduce(self, send: Sequence[Any], recv: Optional[Sequence[Any]] = None, *, root: int = 0,
                op: Union[ReduceOp, str] = ReduceOp.SUM, streams: Optional[Sequence[int]] = None) -> None:

@@ -127,9 +127,21 @@ class Communicator(_CommunicatorHandle):
                                        "pass x.contiguous() and copy the result back)")
         return tensor.detach()
 
+    def _fp8(self, name: str, tensor: Optional["torch.Tensor"], like: "torch.Tensor") -> Optional["torch.Tensor"]:
+        """An fp8 e4m3 output as ccc takes it: its bits, viewed as uint8 (DLPack has no fp8)."""
+        if tensor is None:
+            return None
+        if not isinstance(tensor, torch.Tensor) or tensor.dtype != torch.float8_e4m3fn:
+            raise InvalidArgumentError(f"{name}: expected a torch.float8_e4m3fn tensor, not "
+                                       f"{getattr(tensor, 'dtype', type(tensor).__name__)}")
+        if tensor.device != self.device or not tensor.is_contiguous() or tensor.numel() != like.numel():
+            raise InvalidArgumentError(f"{name}: must be contiguous, on {self.device}, with {like.numel()} elements")
+        return tensor.detach().view(torch.uint8)
+
     def all_reduce(self, tensor: "torch.Tensor", op: Op = dist.ReduceOp.SUM,
                    residual: Optional["torch.Tensor"] = None, rms_weight: Optional["torch.Tensor"] = None,
-                   eps: float = 1e-6, residual_out: Optional["torch.Tensor"] = None) -> None:
+                   eps: float = 1e-6, residual_out: Optional["torch.Tensor"] = None,
+                   quant_out: Optional["torch.Tensor"] = None, scale: Optional[float] = None) -> None:
         """Every rank's tensor becomes the element-wise reduction of all ranks' tensors.
 
         ``residual`` (a tensor like ``tensor``, the same on every rank, as tensor parallelism's
@@ -139,13 +151,19 @@ class Communicator(_CommunicatorHandle):
 
         ``rms_weight`` (with ``residual``; the row's ``hidden`` elements): then RMSNorm over each
         row, ``tensor = s / sqrt(mean(s**2) + eps) * rms_weight`` with ``s`` the sum with the
-        residual, which ``residual_out`` (a tensor like ``tensor``), when given, receives."""
+        residual, which ``residual_out`` (a tensor like ``tensor``), when given, receives.
+
+        ``quant_out`` (a ``torch.float8_e4m3fn`` tensor of ``tensor``'s size) with ``scale`` (with
+        ``rms_weight``): the output quantised to fp8 in the same kernel, ``quant_out =
+        (tensor / scale).to(torch.float8_e4m3fn)`` with saturation at +-448 (FlashInfer's
+        "residual + RMSNorm + fp8 quant" pattern, the norm's output kept in ``tensor``)."""
         x = self._tensor("tensor", tensor)
         def like_x(name: str, t: Optional["torch.Tensor"]) -> Optional["torch.Tensor"]:
             return None if t is None else self._tensor(name, t, like=x)
         self._comm.all_reduce(x, op=_op(op), residual=like_x("residual", residual),
                               rms_weight=like_x("rms_weight", rms_weight), eps=eps,
-                              residual_out=like_x("residual_out", residual_out))
+                              residual_out=like_x("residual_out", residual_out),
+                              quant_out=self._fp8("quant_out", quant_out, like=x), scale=scale)
 
     def reduce(self, tensor: "torch.Tensor", dst: int = 0, op: Op = dist.ReduceOp.SUM) -> None:
         """Rank ``dst``'s tensor becomes the reduction of all ranks' tensors; the others' are left

@@ -258,6 +258,8 @@ struct Buffers {
   std::vector<const void*> residual;  // all_reduce's epilogue, or none
   std::vector<const void*> weight;    // its RMSNorm, or none
   std::vector<void*> residual_out;
+  std::vector<void*> quant_out;  // its fp8 output (uint8 arrays of the e4m3 bits), or none
+  std::optional<float> quant_scale;
   uint64_t hidden = 0;
   float eps = 0;
   uint64_t send_count = 0;
@@ -372,6 +374,8 @@ class PyCommunicator {
       call.residual_out = b.residual_out;
       call.hidden = b.hidden;
       call.eps = b.eps;
+      call.quant_scale = b.quant_scale;
+      call.quant_out = b.quant_out;
     }
     const ccc::Communicator::Streams stream = stream_span(streams);
     run([&] {
@@ -381,17 +385,19 @@ class PyCommunicator {
       }
       comm_.run_rank(call, rank_, b.send[0], b.recv[0], stream.empty() ? nullptr : stream[0],
                      {b.residual.empty() ? nullptr : b.residual[0], b.weight.empty() ? nullptr : b.weight[0],
-                      b.residual_out.empty() ? nullptr : b.residual_out[0]});
+                      b.residual_out.empty() ? nullptr : b.residual_out[0], b.quant_out.empty() ? nullptr : b.quant_out[0]});
       if (comm_.backend() != ccc::BackendKind::Cuda) comm_.synchronize();
     });
   }
 
   // `residual`: one array per rank for the fused allreduce + residual (Epilogue::Residual), or
   // none; `weight` (one per rank, the row's length) adds the RMSNorm, `residual_out` (none, or one
-  // per rank) its pre-norm sums.
+  // per rank) its pre-norm sums, `quant_out` (none, or one uint8 array per rank) with
+  // `quant_scale` its output quantised to fp8 e4m3.
   void all_reduce(const std::vector<Array>& send, const std::vector<WritableArray>& recv, ccc::ReduceOp op,
                   const std::vector<uintptr_t>& streams, const std::vector<Array>& residual,
-                  const std::vector<Array>& weight, const std::vector<WritableArray>& residual_out, float eps) {
+                  const std::vector<Array>& weight, const std::vector<WritableArray>& residual_out, float eps,
+                  const std::vector<WritableArray>& quant_out, std::optional<float> quant_scale) {
     Buffers b = buffers(send, recv, residual);
     if (!weight.empty()) {
       auto invalid = [](const std::string& m) { throw ccc::Error(ccc::ErrorKind::InvalidArgument, m); };
@@ -414,6 +420,20 @@ class PyCommunicator {
       }
       b.hidden = weight[0].size();
       b.eps = eps;
+      if (quant_out.empty() != !quant_scale)
+        invalid("quant_out and scale: the fp8 output needs both (one uint8 array per rank, and the scale)");
+      if (!quant_out.empty() && quant_out.size() != b.send.size())
+        invalid(fmt::format("quant_out: expected one array per rank ({}), got {}", b.send.size(), quant_out.size()));
+      for (size_t r = 0; r < quant_out.size(); ++r) {
+        if (array_dtype(quant_out[r], "quant_out", r) != ccc::DataType::U8 || !is_c_contiguous(quant_out[r]) ||
+            quant_out[r].size() != b.send_count)
+          invalid(fmt::format("quant_out[{}]: must be contiguous uint8 (the e4m3 bits) of send's size", r));
+        b.quant_out.push_back(quant_out[r].data());
+      }
+      b.quant_scale = quant_scale;
+    } else if (!quant_out.empty() || quant_scale) {
+      throw ccc::Error(ccc::ErrorKind::InvalidArgument,
+                       "quant_out: the fp8 output quantises the RMSNorm's: pass residual and rms_weight too");
     }
     same_counts("all_reduce", b);
     launch(ccc::Collective::AllReduce, b, b.send_count, op, -1, streams);
@@ -686,7 +706,8 @@ NB_MODULE(_ccc, m) {
       .def("virtual_seconds", &PyCommunicator::virtual_seconds)
       .def("critical_path", &PyCommunicator::critical_path)
       .def("all_reduce", &PyCommunicator::all_reduce, nb::arg("send"), nb::arg("recv"), nb::arg("op"),
-           nb::arg("streams"), nb::arg("residual"), nb::arg("weight"), nb::arg("residual_out"), nb::arg("eps"))
+           nb::arg("streams"), nb::arg("residual"), nb::arg("weight"), nb::arg("residual_out"), nb::arg("eps"),
+           nb::arg("quant_out"), nb::arg("quant_scale").none())
       .def("reduce", &PyCommunicator::reduce, nb::arg("send"), nb::arg("recv"), nb::arg("root"), nb::arg("op"),
            nb::arg("streams"))
       .def("broadcast", &PyCommunicator::broadcast, nb::arg("send"), nb::arg("recv"), nb::arg("root"),

@@ -60,6 +60,15 @@ def test_all_reduce_with_residual_adds_it_once(comm, dtype, in_place):
         comm.all_reduce(f32(), [np.zeros(COUNT, np.float32) for _ in range(RANKS)], residual=f32(COUNT + 1))
 
 
+def e4m3_values():
+    """Every fp8 e4m3 (OCP, 'fn') value by its bits; NaN at 0x7f and 0xff."""
+    bits = np.arange(256)
+    exponent, mantissa = (bits >> 3) & 15, bits & 7
+    magnitude = np.where(exponent == 0, mantissa * 2.0 ** -9, (8 + mantissa) * 2.0 ** (exponent - 10))
+    magnitude[(bits & 0x7f) == 0x7f] = np.nan
+    return np.where(bits & 0x80, -magnitude, magnitude)
+
+
 @pytest.mark.parametrize("dtype, rtol", [(np.float32, 1e-6), (np.float16, 2e-3)])
 def test_all_reduce_with_residual_and_rmsnorm(comm, dtype, rtol):
     """Then RMSNorm over rows of rms_weight's length, in the same kernel; residual_out gets the
@@ -76,6 +85,20 @@ def test_all_reduce_with_residual_and_rmsnorm(comm, dtype, rtol):
     for o, t in zip(out, sums):
         np.testing.assert_array_equal(t.astype(np.float64).reshape(rows, hidden), s)
         np.testing.assert_allclose(o.astype(np.float64).reshape(rows, hidden), want, rtol=rtol, atol=rtol)
+    # The output quantised to fp8 e4m3 too (uint8 bits): each a nearest e4m3 value of out / scale,
+    # saturated at 448 (scale 0.002 puts some past it).
+    quant = [np.zeros(rows * hidden, np.uint8) for _ in xs]
+    comm.all_reduce(xs, out, residual=residual, rms_weight=weight, eps=1e-5, quant_out=quant, scale=0.002)
+    values = e4m3_values()
+    for o, q in zip(out, quant):
+        v = o.astype(np.float32) * np.float32(1 / np.float32(0.002))
+        nearest = np.nanmin(np.abs(values[None, :] - np.clip(v, -448, 448)[:, None]), axis=1)
+        np.testing.assert_array_equal(np.abs(values[q] - np.clip(v, -448, 448)), nearest)
+    assert (np.abs(values[quant[0]]) == 448).any()
+    with pytest.raises(ccc.InvalidArgumentError, match="the fp8 output needs both"):
+        comm.all_reduce(xs, out, residual=residual, rms_weight=weight, quant_out=quant)
+    with pytest.raises(ccc.InvalidArgumentError, match=r"quant_out\[0\]: must be contiguous uint8"):
+        comm.all_reduce(xs, out, residual=residual, rms_weight=weight, quant_out=[q[1:] for q in quant], scale=1.0)
     with pytest.raises(ccc.InvalidArgumentError, match="count 231 is not a whole number of rows of hidden 50"):
         comm.all_reduce(xs, out, residual=residual, rms_weight=[w[:50] for w in weight])
     with pytest.raises(ccc.InvalidArgumentError, match="the RMSNorm comes after the residual add"):

@@ -74,6 +74,11 @@ def check_collectives(comm, nranks, rank):
             want = s / torch.sqrt((s * s).mean(1, keepdim=True) + 1e-6) * weight.double()
             assert_equal(sums, s.flatten(), f"all_reduce + residual + rmsnorm {dtype}: residual_out")
             torch.testing.assert_close(x.double().reshape(11, 7), want, rtol=1e-2, atol=1e-2)
+            # And quantised to fp8 in the same kernel: torch's own conversion of the output / scale.
+            x, quant = data(rank, dtype, 7 * 11), torch.zeros(7 * 11, dtype=torch.float8_e4m3fn)
+            comm.all_reduce(x, residual=data(7, dtype, 7 * 11), rms_weight=weight, quant_out=quant, scale=0.01)
+            want_q = (x.float() * (1 / torch.tensor(0.01))).clamp(-448, 448).to(torch.float8_e4m3fn)
+            assert_equal(quant.view(torch.uint8), want_q.view(torch.uint8), f"all_reduce + rmsnorm + fp8 {dtype}")
         root = nranks - 1
         x = data(rank, dtype)
         comm.reduce(x, dst=root)

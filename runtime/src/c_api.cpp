@@ -425,6 +425,20 @@ cccResult_t cccAllReduceResidualRmsNorm(const void* sendbuff, const void* residu
   });
 }
 
+cccResult_t cccAllReduceResidualRmsNormFp8(const void* sendbuff, const void* residual, const void* weight,
+                                           void* recvbuff, void* residualOut, void* quantOut, size_t count,
+                                           size_t hidden, float eps, float scale, cccDataType_t datatype,
+                                           cccRedOp_t op, cccComm_t comm, cccStream_t stream) {
+  return guarded([&] {
+    ccc::CollectiveCall call{Collective::AllReduce, count, data_type(datatype), reduce_op(op), -1, {}, {}};
+    call.epilogue = ccc::Epilogue::ResidualRmsNorm;
+    call.hidden = hidden;
+    call.eps = eps;
+    call.quant_scale = scale;
+    return submit(comm, call, sendbuff, recvbuff, stream, {residual, weight, residualOut, quantOut});
+  });
+}
+
 cccResult_t cccReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount,
                              cccDataType_t datatype, cccRedOp_t op, cccComm_t comm,
                              cccStream_t stream) {

@@ -77,6 +77,16 @@ void validate_buffers(const CollectiveCall& call, int nranks, int rank, size_t i
           if (p != nullptr && overlap(address(out), bytes, address(p), n))
             invalid(fmt::format("{}: rank {}: residual_out overlaps {}", what, rank, name));
       }
+      if (call.quant_scale) {
+        void* quant = call.quant_out[i];
+        if (quant == nullptr) invalid(fmt::format("{}: rank {}: null quant_out buffer (the fp8 output)", what, rank));
+        for (auto [name, p, n] : {std::tuple{"send", call.send[i], bytes}, std::tuple{"recv", static_cast<const void*>(call.recv[i]), bytes},
+                                  std::tuple{"residual", residual, bytes},
+                                  std::tuple{"weight", call.weight[i], call.hidden * elem},
+                                  std::tuple{"residual_out", static_cast<const void*>(out), bytes}})
+          if (p != nullptr && overlap(address(quant), call.count, address(p), n))
+            invalid(fmt::format("{}: rank {}: quant_out overlaps {}", what, rank, name));
+      }
     }
   }
   const uint64_t elem = data_type_size(call.dtype);
@@ -158,12 +168,14 @@ void validate_rank_call(const CollectiveCall& call, int nranks, int rank, const 
   const void* const residuals[] = {epilogue.residual};
   const void* const weights[] = {epilogue.weight};
   void* const residual_outs[] = {epilogue.residual_out};
+  void* const quant_outs[] = {epilogue.quant_out};
   CollectiveCall one = call;
   one.send = sends;
   one.recv = recvs;
   one.residual = residuals;
   one.weight = weights;
   one.residual_out = residual_outs;
+  one.quant_out = quant_outs;
   validate_buffers(one, nranks, rank, 0);
 }
 
@@ -171,7 +183,13 @@ void validate_epilogue(const CollectiveCall& call) {
   const char* what = collective_name(call.collective);
   if (call.epilogue != Epilogue::None && call.collective != Collective::AllReduce)
     invalid(fmt::format("{}: epilogue {}: only allreduce has one", what, epilogue_name(call.epilogue)));
+  if (call.quant_scale && call.epilogue != Epilogue::ResidualRmsNorm)
+    invalid(fmt::format("{}: an fp8 output (a quant scale) needs epilogue residual-rmsnorm, not {}", what,
+                        epilogue_name(call.epilogue)));
   if (call.epilogue != Epilogue::ResidualRmsNorm) return;
+  if (call.quant_scale && !(*call.quant_scale > 0 && std::isfinite(*call.quant_scale)))
+    invalid(fmt::format("{}: epilogue {}: fp8 scale {} must be finite and positive", what,
+                        epilogue_name(call.epilogue), *call.quant_scale));
   if (call.dtype != DataType::F32 && call.dtype != DataType::F16 && call.dtype != DataType::BF16)
     invalid(fmt::format("{}: epilogue {}: normalises f32, f16 or bf16, not {}", what, epilogue_name(call.epilogue),
                         data_type_name(call.dtype)));
@@ -216,9 +234,10 @@ void check_cross_rank_overlap(const CollectiveCall& call, int nranks) {
     if (call.send[r] != nullptr) extents.push_back({address(call.send[r]), in_bytes, r, false});
     if (call.recv[r] != nullptr) extents.push_back({address(call.recv[r]), out_bytes, r, true});
     if (call.epilogue != Epilogue::None)
-      extents.push_back({address(call.residual[r]), call.count * data_type_size(call.dtype), r, false, true});
+      extents.push_back({address(call.residual[r]), call.count * data_type_size(call.dtype), r, false, "residual"});
     if (!call.residual_out.empty() && call.residual_out[r] != nullptr)  // written, like recv
-      extents.push_back({address(call.residual_out[r]), call.count * data_type_size(call.dtype), r, true, true});
+      extents.push_back({address(call.residual_out[r]), call.count * data_type_size(call.dtype), r, true, "residual_out"});
+    if (call.quant_scale) extents.push_back({address(call.quant_out[r]), call.count, r, true, "quant_out"});
   }
   // Ties by rank, send first: the same call always gets the same message.
   std::sort(extents.begin(), extents.end(), [](const BufferExtent& a, const BufferExtent& b) {
@@ -250,6 +269,7 @@ void validate_call(const CollectiveCall& call, int nranks) {
   if (call.epilogue == Epilogue::ResidualRmsNorm) {
     per_rank("weight", call.weight.size());
     if (!call.residual_out.empty()) per_rank("residual_out", call.residual_out.size());
+    if (call.quant_scale) per_rank("quant_out", call.quant_out.size());
   }
   for (int r = 0; r < nranks; ++r) validate_buffers(call, nranks, r, r);
   if (call.count == 0) return;

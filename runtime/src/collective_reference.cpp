@@ -296,8 +296,19 @@ double max_ulp_error(const CollectiveCall& call, int nranks, int rank, std::span
 
 namespace {
 
-// An allreduce + residual + RMSNorm's rank output (and residual_out) against the norm of the
-// exact sums, computed in double.
+// Whether fp8 e4m3 `q` is not `v` rounded to the nearest e4m3 value (within half a unit in the
+// last place at v, either way at a tie), saturated at +-448. Independent of the kernels'
+// conversion: it only asks where the decoded value lies.
+bool e4m3_misquantised(float v, uint8_t q) {
+  const double got = fp8_to_double(q, 4, 3);
+  if (std::isnan(v)) return !std::isnan(got);
+  if (std::fabs(v) >= 448) return got != std::copysign(448.0, v);
+  const int exponent = std::max(std::ilogb(v == 0 ? 1.0f : v), -6);  // below 2^-6: the subnormals' spacing
+  return !(std::fabs(got - v) <= std::ldexp(1.0, exponent - 3) / 2);
+}
+
+// An allreduce + residual + RMSNorm's rank output (and residual_out, and the fp8 output) against
+// the norm of the exact sums, computed in double.
 uint64_t rmsnorm_wrong(const CollectiveCall& call, int nranks, std::span<const void* const> inputs, const void* output,
                        const RankEpilogue& e) {
   const DataType t = call.dtype;
@@ -317,6 +328,9 @@ uint64_t rmsnorm_wrong(const CollectiveCall& call, int nranks, std::span<const v
     for (uint64_t j = 0; j < call.hidden; ++j) {
       const double want = sum[j] * scale * load(t, e.weight, j).f, got = load(t, output, row + j).f;
       wrong += !(std::fabs(got - want) <= tolerance * std::fabs(want));
+      if (e.quant_out != nullptr)
+        wrong += e4m3_misquantised(static_cast<float>(got) * (1.0f / *call.quant_scale),
+                                   static_cast<const uint8_t*>(e.quant_out)[row + j]);
     }
   }
   return wrong;
@@ -392,11 +406,13 @@ HostCollectiveBuffers::HostCollectiveBuffers(const CollectiveCall& shape, int nr
       if (norm) {
         weight_.push_back(buffer(shape.hidden * data_type_size(shape.dtype)));
         residual_out_.push_back(buffer(block));
+        if (shape.quant_scale) quant_out_.push_back(buffer(shape.count));
       }
     }
     call_.residual = residual_;
     call_.weight = weight_;
     call_.residual_out = residual_out_;
+    call_.quant_out = quant_out_;
   }
 }
 
@@ -413,6 +429,7 @@ void HostCollectiveBuffers::prepare(uint64_t salt) {
     fill_input(call_.dtype, 0, salt + 0x5eed, call_.count, const_cast<void*>(residual));
   for (const void* weight : weight_) fill_input(call_.dtype, 1, salt + 0x5eed, call_.hidden, const_cast<void*>(weight));
   for (void* out : residual_out_) poison(call_.dtype, call_.count, out);
+  for (void* out : quant_out_) poison(DataType::F8E4M3, call_.count, out);
 }
 
 uint64_t HostCollectiveBuffers::wrong_elements() const {
@@ -426,6 +443,7 @@ uint64_t HostCollectiveBuffers::wrong_elements() const {
       e.weight = weight_[r];
       e.residual_out = residual_out_[r];
     }
+    if (!quant_out_.empty()) e.quant_out = quant_out_[r];
     wrong += count_wrong(call_, nranks_, r, inputs, recv_[r], e);
   }
   return wrong;

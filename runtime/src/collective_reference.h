@@ -26,7 +26,8 @@ void poison(DataType dtype, uint64_t elems, void* dst);
 // The number of elements of rank `rank`'s recv buffer (`output`) that differ from what `call`
 // must produce from `inputs` (every rank's send buffer as it was before the call), with the
 // call's epilogue applied from `epilogue` (the rank's operands; for an RMSNorm the elements of
-// its residual_out that differ from the pre-norm sum count too). Reduce checks only the root's
+// its residual_out that differ from the pre-norm sum count too, and those of its fp8 quant_out that
+// are not the output times 1 / quant_scale rounded to nearest e4m3). Reduce checks only the root's
 // output. An RMSNorm's output may differ from the norm computed in double by the float
 // arithmetic and one rounding: within 2^-m + 2^-20 of it, relatively, for a type of m mantissa bits.
 uint64_t count_wrong(const CollectiveCall& call, int nranks, int rank, std::span<const void* const> inputs,
@@ -76,7 +77,7 @@ class HostCollectiveBuffers {
   std::vector<std::vector<unsigned char>> inputs_;
   std::vector<std::vector<uint64_t>> epilogue_storage_;  // shape.epilogue: each rank's operands
   std::vector<const void*> residual_, weight_;
-  std::vector<void*> residual_out_;
+  std::vector<void*> residual_out_, quant_out_;
 };
 
 }  // namespace ccc

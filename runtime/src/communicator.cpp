@@ -215,7 +215,13 @@ struct Communicator::Impl {
   RankLaunch rank_launch(const Prepared& p, const CollectiveCall& call, const PlacedBuffers& placed, void* stream,
                          const RankEpilogue& epilogue) const {
     const EmittedKernel& k = p.loaded->kernel;
-    const ccc_epilogue_args e{epilogue.residual, epilogue.weight, epilogue.residual_out, call.hidden, call.eps, 0};
+    const ccc_epilogue_args e{epilogue.residual,
+                              epilogue.weight,
+                              epilogue.residual_out,
+                              static_cast<unsigned char*>(epilogue.quant_out),
+                              call.hidden,
+                              call.eps,
+                              call.quant_scale ? 1.0f / *call.quant_scale : 0.0f};
     return {p.loaded->handle, k.channels, k.block_threads, placed.own, e, call.count, timeout_ns, stream, nullptr,
             placed.before ? &*placed.before : nullptr, placed.after ? &*placed.after : nullptr};
   }
@@ -239,6 +245,7 @@ struct Communicator::Impl {
       backend->check_buffer(rank, epilogue.weight, call.hidden * data_type_size(call.dtype), "weight");
     if (epilogue.residual_out != nullptr)
       backend->check_buffer(rank, epilogue.residual_out, recv_bytes(call, n), "residual_out");
+    if (epilogue.quant_out != nullptr) backend->check_buffer(rank, epilogue.quant_out, call.count, "quant_out");
   }
   static RankEpilogue epilogue_of(const CollectiveCall& call, int rank) {
     RankEpilogue e;
@@ -247,6 +254,7 @@ struct Communicator::Impl {
     if (call.epilogue == Epilogue::ResidualRmsNorm) {
       e.weight = call.weight[rank];
       e.residual_out = call.residual_out.empty() ? nullptr : call.residual_out[rank];
+      if (call.quant_scale) e.quant_out = call.quant_out[rank];
     }
     return e;
   }
@@ -340,7 +348,8 @@ struct Communicator::Impl {
     const bool in_place = is_in_place(call, rank, send, recv);
     if (ledger) ledger->check(call, rank, send, recv);  // an overlap is refused before any compile
     build_unlocked(lock, call, in_place);
-    const CallShape shape{call.collective, call.count, call.dtype, call.op, call.root, in_place, call.epilogue};
+    const CallShape shape{call.collective, call.count,  call.dtype, call.op,         call.root,
+                          in_place,        call.epilogue, call.hidden, call.eps, call.quant_scale};
     if (ledger) {
       extents = ledger->check(call, rank, send, recv);  // again: other ranks may have issued meanwhile
       if (!ledger->agree(shape, rank).empty()) {
@@ -577,6 +586,17 @@ void Communicator::all_reduce_residual_rmsnorm(Sends send, Sends residual, Sends
   run({Collective::AllReduce, count, dtype, op, -1, send, recv, Epilogue::ResidualRmsNorm, residual, weight,
        residual_out, hidden, eps},
       streams);
+}
+
+void Communicator::all_reduce_residual_rmsnorm_fp8(Sends send, Sends residual, Sends weight, Recvs recv,
+                                                   Recvs residual_out, Recvs quant_out, uint64_t count,
+                                                   uint64_t hidden, float eps, float scale, DataType dtype,
+                                                   ReduceOp op, Streams streams) {
+  CollectiveCall call{Collective::AllReduce, count, dtype, op, -1, send, recv, Epilogue::ResidualRmsNorm, residual,
+                      weight, residual_out, hidden, eps};
+  call.quant_scale = scale;
+  call.quant_out = quant_out;
+  run(call, streams);
 }
 
 void Communicator::reduce_scatter(Sends send, Recvs recv, uint64_t recv_count, DataType dtype,

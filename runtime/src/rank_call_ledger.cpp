@@ -56,6 +56,12 @@ std::string difference(const CallShape& a, int ra, const CallShape& b, int rb) {
   const bool rooted = a.collective == Collective::Broadcast || a.collective == Collective::Reduce;
   if (rooted && a.root != b.root) return differs("root", std::to_string(a.root), std::to_string(b.root));
   if (a.epilogue != b.epilogue) return differs("epilogue", epilogue_name(a.epilogue), epilogue_name(b.epilogue));
+  if (a.epilogue == Epilogue::ResidualRmsNorm) {
+    if (a.hidden != b.hidden) return differs("hidden", std::to_string(a.hidden), std::to_string(b.hidden));
+    if (a.eps != b.eps) return differs("eps", fmt::format("{}", a.eps), fmt::format("{}", b.eps));
+    auto scale = [](const std::optional<float>& s) { return s ? fmt::format("{}", *s) : std::string("none (no fp8 output)"); };
+    if (a.quant_scale != b.quant_scale) return differs("fp8 scale", scale(a.quant_scale), scale(b.quant_scale));
+  }
   if (a.in_place != b.in_place)
     return fmt::format("{}: rank {} runs {}, rank {} {} (all ranks in place or none)", what, ra,
                        a.in_place ? "in place" : "out of place", rb, b.in_place ? "in place" : "out of place");

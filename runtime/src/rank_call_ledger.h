@@ -26,9 +26,9 @@ struct BufferExtent {
   uint64_t bytes = 0;
   int rank = 0;
   bool written = false;  // recv; send is only read
-  bool residual = false;  // an epilogue's residual (read) or residual_out (written)
+  const char* epilogue_name = nullptr;  // an epilogue's operand ("residual", "residual_out", ...), else null
   uintptr_t end() const { return begin + bytes; }
-  const char* name() const { return residual ? (written ? "residual_out" : "residual") : written ? "recv" : "send"; }
+  const char* name() const { return epilogue_name != nullptr ? epilogue_name : written ? "recv" : "send"; }
 };
 
 // Whether two ranks' buffers may not share bytes: they belong to different ranks, one of them
@@ -49,6 +49,11 @@ struct CallShape {
   int root = -1;
   bool in_place = false;
   Epilogue epilogue = Epilogue::None;
+  // Epilogue::ResidualRmsNorm's row length, eps and fp8 scale: the rows decide where the kernel
+  // cuts the vector, so ranks that disagree would cut it differently.
+  uint64_t hidden = 0;
+  float eps = 0;
+  std::optional<float> quant_scale;
 };
 
 class RankCallLedger {

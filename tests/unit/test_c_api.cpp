@@ -1,6 +1,7 @@
 // The C API's handle management and argument checks (collectives that run are tested in
 // test_communicator.cpp).
 #include <gtest/gtest.h>
+#include <cuda_fp8.h>
 
 #include <algorithm>
 #include <atomic>
@@ -449,6 +450,71 @@ TEST(CApi, AllReduceResidualRmsNormNormalisesEachRow) {
   EXPECT_EQ(last_error(), "allreduce: rank 0: null weight buffer");
   EXPECT_EQ(call(count, hidden, 1e-6f, cccFloat32, weight, out[0] + 1), cccInvalidArgument);
   EXPECT_EQ(last_error(), "allreduce: rank 0: residual_out overlaps recv");
+  for (cccComm_t c : comms) EXPECT_EQ(cccCommDestroy(c), cccSuccess);
+}
+
+// The fp8 output: every element of quantOut is the rank's normalised output times 1 / scale,
+// converted as the toolkit's __nv_cvt_float_to_fp8 does with __NV_SATFINITE (values past 448
+// saturate); the bad scales and buffers are refused, and ranks that disagree on the scale (or on
+// hidden) fail together, naming it.
+TEST(CApi, AllReduceResidualRmsNormFp8QuantisesTheOutput) {
+  const int n = 2;
+  const size_t hidden = 4, rows = 2, count = rows * hidden;
+  const float scale = 0.01f;
+  std::vector<cccComm_t> comms(n);
+  ASSERT_EQ(cccCommInitAllHost(comms.data(), n), cccSuccess);
+  const float in[2][8] = {{1, 2, 3, 4, 5, 6, 7, 8}, {0, 1, 0, -1, 0, 1, 0, -3}}, residual[8] = {1, 1, 1, 1, 1, 1, 1, 1};
+  const float weight[8] = {1, -2, 0.5f, 9, 1, 1, 1, 1};  // 9: past 448 / 100 for some rows; 8: for hidden 8
+  float out[2][8] = {}, sums[2][8] = {};
+  uint8_t quant[2][8] = {};
+  ASSERT_EQ(cccGroupStart(), cccSuccess);
+  for (int r = 0; r < n; ++r)
+    EXPECT_EQ(cccAllReduceResidualRmsNormFp8(in[r], residual, weight, out[r], sums[r], quant[r], count, hidden, 1e-6f,
+                                             scale, cccFloat32, cccSum, comms[r], nullptr),
+              cccSuccess)
+        << last_error();
+  ASSERT_EQ(cccGroupEnd(), cccSuccess);
+  for (int r = 0; r < n; ++r) ASSERT_EQ(cccCommSynchronize(comms[r]), cccSuccess) << last_error();
+  int saturated = 0;
+  for (int r = 0; r < n; ++r)
+    for (size_t i = 0; i < count; ++i) {
+      const float scaled = out[r][i] * (1.0f / scale);
+      saturated += std::fabs(scaled) > 448;
+      EXPECT_EQ(quant[r][i], __nv_cvt_float_to_fp8(scaled, __NV_SATFINITE, __NV_E4M3)) << "rank " << r << " at " << i;
+      EXPECT_EQ(out[r][i], out[0][i]);
+    }
+  EXPECT_GT(saturated, 0);
+  auto call = [&](float s, void* q) {
+    return cccAllReduceResidualRmsNormFp8(in[0], residual, weight, out[0], nullptr, q, count, hidden, 1e-6f, s, cccFloat32,
+                                          cccSum, comms[0], nullptr);
+  };
+  EXPECT_EQ(call(0.0f, quant[0]), cccInvalidArgument);
+  EXPECT_EQ(last_error(), "allreduce: epilogue residual-rmsnorm: fp8 scale 0 must be finite and positive");
+  EXPECT_EQ(call(INFINITY, quant[0]), cccInvalidArgument);
+  EXPECT_EQ(call(scale, nullptr), cccInvalidArgument);
+  EXPECT_EQ(last_error(), "allreduce: rank 0: null quant_out buffer (the fp8 output)");
+  EXPECT_EQ(call(scale, reinterpret_cast<uint8_t*>(out[0]) + 3), cccInvalidArgument);
+  EXPECT_EQ(last_error(), "allreduce: rank 0: quant_out overlaps recv");
+  // Rank 1 asks for another scale: both fail, each told what differs.
+  EXPECT_EQ(call(scale, quant[0]), cccSuccess) << last_error();
+  EXPECT_EQ(cccAllReduceResidualRmsNormFp8(in[1], residual, weight, out[1], nullptr, quant[1], count, hidden, 1e-6f,
+                                           2 * scale, cccFloat32, cccSum, comms[1], nullptr),
+            cccSuccess);
+  for (int r = 0; r < n; ++r) {
+    EXPECT_EQ(cccCommSynchronize(comms[r]), cccRemoteError) << "rank " << r;
+    EXPECT_NE(last_error().find("allreduce: rank 1 passed fp8 scale 0.02, rank 0 fp8 scale 0.01"), std::string::npos)
+        << last_error();
+  }
+  EXPECT_EQ(call(scale, quant[0]), cccSuccess) << last_error();
+  EXPECT_EQ(cccAllReduceResidualRmsNormFp8(in[1], residual, weight, out[1], nullptr, quant[1], count, 2 * hidden,
+                                           1e-6f, scale, cccFloat32, cccSum, comms[1], nullptr),
+            cccSuccess)
+      << last_error();
+  for (int r = 0; r < n; ++r) {
+    EXPECT_EQ(cccCommSynchronize(comms[r]), cccRemoteError) << "rank " << r;
+    EXPECT_NE(last_error().find("allreduce: rank 1 passed hidden 8, rank 0 hidden 4"), std::string::npos)
+        << last_error();
+  }
   for (cccComm_t c : comms) EXPECT_EQ(cccCommDestroy(c), cccSuccess);
 }
 

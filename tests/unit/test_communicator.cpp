@@ -141,14 +141,18 @@ TEST(Communicator, AllReduceEveryShippedSchedule) {
 // schedule (and protocol ll where the small sizes take it), with blocks of several threads
 // (block_sum): rows from one (fewer than the ranks) to ten, row lengths that are not a multiple
 // of a vector, in place and out, each type it takes. Every rank's output must be within the
-// norm's rounding of the norm of the exact sums, and its residual_out exactly those sums.
+// norm's rounding of the norm of the exact sums, its residual_out exactly those sums, and its
+// fp8 output, where it has one, the output scaled and rounded to nearest e4m3 (saturated).
 TEST(CommunicatorEpilogue, ResidualRmsNormOnEveryShippedAllreduce) {
   struct Case {
     uint64_t rows, hidden;
     DataType dtype;
     bool in_place;
+    std::optional<float> quant_scale;  // an fp8 output too (some of it saturated at 448)
   };
-  const Case cases[] = {{1, 1001, DataType::BF16, false}, {3, 100, DataType::F16, true}, {10, 64, DataType::F32, false}};
+  const Case cases[] = {{1, 1001, DataType::BF16, false, 1 / 256.0f},
+                        {3, 100, DataType::F16, true, std::nullopt},
+                        {10, 64, DataType::F32, false, 0.01f}};
   for (const auto& [algo, protocol] :
        {std::pair{"ring", Protocol::Simple}, std::pair{"oneshot", Protocol::Simple}, std::pair{"twoshot", Protocol::Simple},
         std::pair{"butterfly", Protocol::Simple}, std::pair{"tree", Protocol::Simple}, std::pair{"dbtree", Protocol::Simple},
@@ -163,6 +167,7 @@ TEST(CommunicatorEpilogue, ResidualRmsNormOnEveryShippedAllreduce) {
       shape.epilogue = Epilogue::ResidualRmsNorm;
       shape.hidden = c.hidden;
       shape.eps = 1e-5f;
+      shape.quant_scale = c.quant_scale;
       HostCollectiveBuffers buffers(shape, n, c.in_place, /*offset*/ 8);
       buffers.prepare(c.rows);
       comm.run(buffers.call());

@@ -139,7 +139,7 @@ Check run_and_check(testing::HostEntry entry, const EmittedKernel& k, const Kern
     unsigned char* at = residual_alloc[r].data() + (16 - reinterpret_cast<uintptr_t>(residual_alloc[r].data()) % 16) % 16 +
                         (count % 2 == 0 ? offset : offset ^ size);
     for (uint64_t i = 0; i < count; ++i) std::memcpy(at + i * size, &residual_values[i], size);
-    b.epilogue.push_back({at, nullptr, nullptr, 0, 0.0f, 0});
+    b.epilogue.push_back({at, nullptr, nullptr, nullptr, 0, 0.0f, 0.0f});
   }
   Check check;
   std::vector<unsigned char> previous;
