@@ -16,6 +16,9 @@
  * progress and mailbox arrays, and of each peer's row of the inbox. */
 #define CCC_MAX_CHANNELS 64
 
+/* The words of a rank's ccc_rank_state::progress. */
+#define CCC_PROGRESS_WORDS (2 * CCC_MAX_CHANNELS + 1)
+
 /* The threads of a block of every generated kernel on the GPU (its launch bounds). Host
  * emulation may run fewer; a choice that depends on the block's size takes this one, so every
  * backend runs the path the GPU runs. */
@@ -68,8 +71,11 @@ typedef struct ccc_registry {
  * for the rank's own `registry` pointer, which a registration switches between two tables whose
  * addresses share their high 32 bits (CudaRegistry::device). */
 typedef struct ccc_rank_state {
-  unsigned long long* progress; /* [CCC_MAX_CHANNELS] the epoch each channel last entered, read
-                                   only by the rank itself (its next launch's epoch) */
+  unsigned long long* progress; /* [CCC_PROGRESS_WORDS], read and written only by the rank
+                                   itself: [0, CCC_MAX_CHANNELS) the epoch each channel last
+                                   entered (its next launch's epoch), then where its channels
+                                   meet (Progress::meet_own_channels): arrive[CCC_MAX_CHANNELS]
+                                   and the generation */
   ccc_buffers* mailbox;         /* [CCC_MAX_CHANNELS][2] its buffers, per channel, by launch parity */
   unsigned int* error;          /* its error word: CCC_OK or a CCC_ERR_* code, written only by it */
   unsigned long long* inbox;    /* [CCC_MAX_CHANNELS][N] in the rank's own memory: slot

@@ -143,7 +143,10 @@ class Channel : public ProtocolFor<Cfg_>::type {
     CCC_ROLLED
     while (end->code != instr_end) ++end;
     if (!wait_all(program, end, -1, map)) return false;
-    this->rmsnorm_own_rows();
+    if constexpr (HasRmsNorm<typename Cfg::Op>::value) {
+      if (!this->meet_own_channels()) return false;
+      this->rmsnorm_own_rows();
+    }
 #ifdef CCC_TRACE_ENABLED
     if (trace_ != nullptr) trace_->exit = now_ns();
 #endif

@@ -23,27 +23,12 @@ class ChannelGeometry {
   CCC_FN ChannelGeometry(const ccc_launch_args& args, int block) : count_(static_cast<long long>(args.count)) {
     rank_ = args.rank >= 0 ? args.rank : block / Cfg::channels;
     channel_ = args.rank >= 0 ? block : block % Cfg::channels;
-    if constexpr (HasRmsNorm<typename Cfg::Op>::value) {
-      // Cuts on whole rows too: the least common multiple of the row and the 64-byte unit.
-      const ccc_epilogue_args& e = args.rank >= 0 ? args.epilogue : args.virtual_epilogue[rank_ < Cfg::ranks ? rank_ : 0];
-      long long a = static_cast<long long>(e.hidden), b = Cfg::unit;
-      while (b != 0) {
-        const long long t = a % b;
-        a = b;
-        b = t;
-      }
-      unit_ = a == 0 ? Cfg::unit : static_cast<long long>(e.hidden) / a * Cfg::unit;
-    }
     const Range last = piece(Cfg::chunks - 1);
     windows_ = (last.end - last.begin + Cfg::window - 1) / Cfg::window;
   }
 
-  /* Elements every cut falls on a multiple of: 64 bytes' worth, and for an RMSNorm epilogue
-   * whole rows too (so each row lies in one channel's slice of one chunk: rmsnorm_rows). */
-  CCC_FN long long unit() const {
-    if constexpr (HasRmsNorm<typename Cfg::Op>::value) return unit_;
-    else return Cfg::unit;
-  }
+  /* Elements every cut falls on a multiple of: 64 bytes' worth. */
+  CCC_FN long long unit() const { return Cfg::unit; }
 
   /* Chunk c, in vector elements. */
   CCC_FN Range chunk_range(int c) const {
@@ -85,7 +70,6 @@ class ChannelGeometry {
   }
 
   long long count_;
-  long long unit_ = Cfg::unit;  // unit() of an RMSNorm kernel
   int rank_ = 0;
   int channel_ = 0;
   long long windows_ = 0;  // windows of the longest slice: every slice of the channel runs this many

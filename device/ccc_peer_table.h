@@ -41,22 +41,23 @@ class PeerTable : public Progress<Cfg> {
                   : args.rank >= 0                      ? args.epilogue
                                                         : args.virtual_epilogue[rank_ < Cfg::ranks ? rank_ : 0]) {}
 
-  /* An RMSNorm epilogue's last phase, once every write of this rank's output is done (after the
-   * exit waits: every peer is done with this rank's buffers): the rows of this channel's slice of
-   * every chunk, whole rows because every cut falls on a row (unit()). Channel c of every rank
-   * writes this rank's slice c only, so the channels need not wait for each other. */
+  /* An RMSNorm epilogue's last phase, once every channel of this rank has passed its exit waits
+   * (meet_own_channels: every write of this rank's output is done, and every peer is done
+   * reading it): channel c of C norms the c-th of C runs of whole rows, wherever the schedule's
+   * cuts put them. One row takes one block, so one token's row is one block's work (thousands of
+   * elements: a few passes of 512 threads on the GPU). */
   CCC_FN void rmsnorm_own_rows() {
     if constexpr (HasRmsNorm<typename Cfg::Op>::value) {
-      CCC_ROLLED
-      for (int c = 0; c < Cfg::chunks; ++c) {
-        const Range p = this->piece(c);
-        if (p.begin >= p.end) continue;
-        const long long rows_bytes = (p.end - p.begin) * static_cast<long long>(sizeof(T));
-        account_move(&rank_, 1, rank_, 2 * rows_bytes + (epilogue_.quant_out != nullptr ? p.end - p.begin : 0), 0);
-        rmsnorm_rows<T>(static_cast<T*>(own_.output), static_cast<const T*>(epilogue_.weight),
-                        static_cast<T*>(epilogue_.residual_out), epilogue_.quant_out, epilogue_.quant_inv_scale,
-                        p.begin, p.end, static_cast<long long>(epilogue_.hidden), epilogue_.eps);
-      }
+      const long long hidden = static_cast<long long>(epilogue_.hidden);
+      const long long rows = hidden > 0 ? this->count_ / hidden : 0;
+      const long long first = rows * channel_ / Cfg::channels, last = rows * (channel_ + 1) / Cfg::channels;
+      if (first >= last) return;
+      const long long elements = (last - first) * hidden;
+      account_move(&rank_, 1, rank_,
+                   2 * elements * static_cast<long long>(sizeof(T)) + (epilogue_.quant_out != nullptr ? elements : 0), 0);
+      rmsnorm_rows<T>(static_cast<T*>(own_.output), static_cast<const T*>(epilogue_.weight),
+                      static_cast<T*>(epilogue_.residual_out), epilogue_.quant_out, epilogue_.quant_inv_scale,
+                      first * hidden, last * hidden, hidden, epilogue_.eps);
     }
   }
 
@@ -83,8 +84,6 @@ class PeerTable : public Progress<Cfg> {
     const long long block = static_cast<long long>(rank) * count_;
     View v;
     v.shift = -static_cast<long long>(ref.block) * count_;
-    // Only kernels with slots have the slot branch: its chunk and slot arithmetic divides by
-    // unit(), which an RMSNorm kernel (no slots) has at run time, and ll_pass spilled with it.
     if (Cfg::scratch_slots > 0 && ref.buffer == buffer_slot) {
       v.base = static_cast<T*>(b.scratch);
       v.shift = this->chunk_range(chunk).begin - ref.block * this->slot_stride();

@@ -82,6 +82,50 @@ class Progress : public ChannelGeometry<Cfg> {
     }
   }
 
+  /* The rank's channels meet (an RMSNorm epilogue's rows cross the channels' slices): returns
+   * once every channel of this rank has called it in this launch, every write each made before
+   * the call visible to every thread of this block; false (error recorded) on a timeout or a
+   * failure. A generation barrier in the rank's own memory, past its channels' epochs
+   * (ccc_abi.h, ccc_rank_state::progress): arrive[c], one writer each, and the generation,
+   * written by channel 0 only. Every thread reads the generation g before the block's barrier
+   * and thread 0 stores arrive[c] = g + 1 after it, so g cannot move before this channel has
+   * read it: channel 0 publishes g + 1 only once every arrive[c] holds g + 1. Monotonic and never
+   * reset between launches (a graph replays unchanged; an error reset zeroes it all), and exact
+   * comparisons, so an arrive[c] left by an older launch, or by a kernel with more channels,
+   * never counts. Ordering: each channel's writes, bar.sync, thread 0's st.release of arrive[c];
+   * channel 0's ld.acquire of it, bar.sync, its st.release of the generation; this channel's
+   * ld.acquire of that, bar.sync: a chain of release/acquire patterns joined by CTA barriers,
+   * so causality order carries every channel's writes to every thread here (PTX ISA, memory
+   * consistency model, as in push). Channel 0 waits for its siblings, so a rank's blocks must be
+   * co-resident, which the launch already needs (a channel waits for its peers' channels). */
+  CCC_NOINLINE bool meet_own_channels() {
+    unsigned long long* const arrive = state_[rank_].progress + CCC_MAX_CHANNELS;
+    unsigned long long* const generation = arrive + CCC_MAX_CHANNELS;
+    const unsigned long long g = load_acquire(generation);
+    barrier();
+    if (thread_index() == 0) store_release(arrive + channel_, g + 1);
+    bool ok = true;
+    unsigned long long start = 0;
+    if (channel_ == 0) {
+      CCC_ROLLED
+      for (int c = static_cast<int>(thread_index()); ok && c < Cfg::channels; c += static_cast<int>(block_threads()))
+        for (unsigned polls = 0; ok && load_acquire(arrive + c) != g + 1; ++polls) {
+          ok = keep_waiting(rank_, polls, start);
+          relax();
+        }
+      ok = barrier_and(ok);
+      if (ok && thread_index() == 0) store_release(generation, g + 1);
+    } else {
+      if (thread_index() == 0)
+        for (unsigned polls = 0; ok && load_acquire(generation) == g; ++polls) {
+          ok = keep_waiting(rank_, polls, start);
+          relax();
+        }
+      ok = barrier_and(ok);
+    }
+    return ok;
+  }
+
   /* The checks of a wait on `peer` that has polled `polls` times, every 64 polls: the peer's
    * error word (in its memory: a round trip), this rank's and the clock (`start`: when the
    * first check ran). False, with the error recorded, when the wait must give up. */

@@ -87,11 +87,6 @@ void check_epilogue(const StepProgram& p, const KernelOptions& o) {
     throw LowerError({}, fmt::format("epilogue {}: only an allreduce has one; this schedule is a {}",
                                      epilogue_name(o.epilogue), collective_name(p.collective)));
   if (o.epilogue != Epilogue::ResidualRmsNorm) return;
-  // The norm's rows: the device cuts chunks on whole rows (ChannelGeometry::unit), which a slot's
-  // size (the largest chunk on 64 bytes, EmittedKernel::slot_elements) does not follow.
-  if (p.scratch_slots)
-    throw LowerError({}, fmt::format("epilogue {}: a schedule with scratch slots cannot cut its chunks on rows",
-                                     epilogue_name(o.epilogue)));
   if (o.dtype != DataType::F32 && o.dtype != DataType::F16 && o.dtype != DataType::BF16)
     throw LowerError({}, fmt::format("epilogue {}: normalises f32, f16 or bf16, not {}", epilogue_name(o.epilogue),
                                      data_type_name(o.dtype)));

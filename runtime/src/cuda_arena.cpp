@@ -18,7 +18,7 @@ namespace ccc {
 
 namespace {
 
-constexpr uint64_t kProgressBytes = sizeof(unsigned long long) * CCC_MAX_CHANNELS;
+constexpr uint64_t kProgressBytes = sizeof(unsigned long long) * CCC_PROGRESS_WORDS;
 constexpr uint64_t kMailboxBytes = sizeof(ccc_buffers) * 2 * CCC_MAX_CHANNELS;
 
 uint64_t round_up(uint64_t bytes, uint64_t to) { return (bytes + to - 1) / to * to; }

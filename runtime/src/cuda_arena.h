@@ -24,7 +24,7 @@ namespace ccc {
 class ControlChannel;  // bootstrap.h
 
 // One rank's sync state in device memory, as CudaRanks lays it out (also outside an arena):
-// progress[CCC_MAX_CHANNELS], mailbox[2 * CCC_MAX_CHANNELS], the error word, then (8-byte
+// progress[CCC_PROGRESS_WORDS], mailbox[2 * CCC_MAX_CHANNELS], the error word, then (8-byte
 // aligned) the inbox of CCC_MAX_CHANNELS * N slots.
 struct CudaSyncLayout {
   static const uint64_t kMailbox, kError, kInbox;  // offsets; progress is at 0

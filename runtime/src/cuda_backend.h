@@ -182,7 +182,7 @@ class CudaRanks : public Backend, public PeerRegistry {
   };
   struct Rank {
     int device = 0;           // index into devices_
-    CUdeviceptr sync = 0;     // progress[CCC_MAX_CHANNELS], mailbox[2 * CCC_MAX_CHANNELS], error,
+    CUdeviceptr sync = 0;     // progress[CCC_PROGRESS_WORDS], mailbox[2 * CCC_MAX_CHANNELS], error,
                               // inbox[CCC_MAX_CHANNELS * N] (sync_bytes)
     Pool scratch, ll;
     std::string failure;      // a failure found by a synchronize, until this rank's reports it

@@ -105,7 +105,7 @@ class HostStream : public HostQueue {
 // One rank's state that its peers' kernels read (the targets of its ccc_rank_state), as laid out
 // in memory: in the process for HostRanks(n), in the shared arena across processes.
 struct HostRankSync {
-  unsigned long long progress[CCC_MAX_CHANNELS];
+  unsigned long long progress[CCC_PROGRESS_WORDS];
   ccc_buffers mailbox[2 * CCC_MAX_CHANNELS];
   unsigned error;
 };

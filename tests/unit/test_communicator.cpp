@@ -177,6 +177,26 @@ TEST(CommunicatorEpilogue, ResidualRmsNormOnEveryShippedAllreduce) {
   }
 }
 
+// A rank's channels meet before the norm (Progress::meet_own_channels): each channel norms a run
+// of whole rows that every channel's slices cut across, so a channel that went ahead would norm
+// rows its siblings (or the peers' copies) had not written yet: poisoned NaN, or a race under
+// ThreadSanitizer (make test-tsan runs this test). Several calls, four channels, two to a core.
+TEST(CommunicatorEpilogue, ChannelsMeetBeforeTheyNormRowsTheirSiblingsWrote) {
+  CommOptions o = options("twoshot");
+  o.channels = 4;
+  o.host_block_threads = 4;
+  Communicator comm = Communicator::host(3, o);
+  CollectiveCall shape = shape_of(Collective::AllReduce, 24 * 96, DataType::F32, ReduceOp::Sum, -1);
+  shape.epilogue = Epilogue::ResidualRmsNorm;
+  shape.hidden = 96;
+  HostCollectiveBuffers buffers(shape, 3, /*in_place*/ false);
+  for (uint64_t call = 1; call <= 6; ++call) {
+    buffers.prepare(call);
+    comm.run(buffers.call());
+    ASSERT_EQ(buffers.wrong_elements(), 0u) << "call " << call;
+  }
+}
+
 // Reduce_scatter, allgather, broadcast and reduce through their shipped ring schedules.
 class CommunicatorCollective : public ::testing::TestWithParam<Collective> {};
 
