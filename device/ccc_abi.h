@@ -10,7 +10,7 @@
 #ifndef CCC_ABI_H
 #define CCC_ABI_H
 
-#define CCC_ABI_VERSION 11
+#define CCC_ABI_VERSION 12
 
 /* The most channels (thread blocks per rank) a kernel may have: the size of the per-rank
  * progress and mailbox arrays, and of each peer's row of the inbox. */

@@ -97,11 +97,15 @@ class Progress : public ChannelGeometry<Cfg> {
    * ld.acquire of that, bar.sync: a chain of release/acquire patterns joined by CTA barriers,
    * so causality order carries every channel's writes to every thread here (PTX ISA, memory
    * consistency model, as in push). Channel 0 waits for its siblings, so a rank's blocks must be
-   * co-resident, which the launch already needs (a channel waits for its peers' channels). */
+   * co-resident: a cooperative virtual-rank launch guarantees it, and a rank's own grid of at
+   * most 64 blocks is checked against the occupancy the driver reports (CudaRanks::launch). A
+   * sibling that failed records the error, which the waits see (keep_waiting). */
   CCC_NOINLINE bool meet_own_channels() {
     unsigned long long* const arrive = state_[rank_].progress + CCC_MAX_CHANNELS;
     unsigned long long* const generation = arrive + CCC_MAX_CHANNELS;
-    const unsigned long long g = load_acquire(generation);
+    // Relaxed: the generation is fixed for this launch by the stream order (or griddepcontrol.wait)
+    // until this channel arrives.
+    const unsigned long long g = load_relaxed(generation);
     barrier();
     if (thread_index() == 0) store_release(arrive + channel_, g + 1);
     bool ok = true;

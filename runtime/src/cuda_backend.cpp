@@ -394,6 +394,16 @@ void CudaRanks::launch(int rank, const RankLaunch& l) {
   ccc_launch_args args{reinterpret_cast<const ccc_rank_state*>(d.state), l.own, nullptr, l.count, rank, l.timeout_ns,
                        l.trace, l.epilogue, nullptr};
   const CudaLaunchShape shape = cuda_launch_shape(rank, nranks(), channels, l.block_threads);
+  // An RMSNorm kernel's channels wait for each other (Progress::meet_own_channels), so they must
+  // all be resident at once: on a GPU that holds them they are, once other work leaves room
+  // (nothing they wait for waits for them); more than it holds could never meet.
+  if (l.epilogue.weight != nullptr) {
+    const Occupancy o = occupancy(l.kernel, shape.block);
+    if (channels > o.blocks())
+      invalid(fmt::format("an allreduce + RMSNorm kernel's {} channels must be co-resident; device {} holds {} ({} per "
+                          "SM x {} SMs)",
+                          channels, d.ordinal, o.blocks(), o.per_sm, o.sms));
+  }
   std::vector<void*> params = cuda_kernel_params(args);
   const auto s = static_cast<CUstream>(l.stream);
   auto copy = [&](const StagingCopy* c, const char* what) {

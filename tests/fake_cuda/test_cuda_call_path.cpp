@@ -212,6 +212,33 @@ TEST_F(CudaCallPath, EachRankIsEnqueuedOnItsDeviceAndStreamWhenItCalls) {
   for (cccComm_t c : comms) EXPECT_EQ(cccCommDestroy(c), cccSuccess);
 }
 
+// An allreduce + RMSNorm kernel's channels wait for each other (Progress::meet_own_channels), so a
+// rank's own grid must fit the device at once: checked against the driver's occupancy for the
+// kernel before anything is queued, as virtual ranks' cooperative grids are.
+TEST_F(CudaCallPath, ARanksRmsNormGridMustFitTheDeviceAtOnce) {
+  const int devlist[2] = {0, 1};
+  cccComm_t comms[2];
+  ASSERT_EQ(cccCommInitAll(comms, 2, devlist), cccSuccess) << cccGetLastError(nullptr);
+  const size_t hidden = 64;
+  void* buf[2] = {device_alloc(0, kCount * 4), device_alloc(1, kCount * 4)};
+  void* residual[2] = {device_alloc(0, kCount * 4), device_alloc(1, kCount * 4)};
+  void* weight[2] = {device_alloc(0, hidden * 4), device_alloc(1, hidden * 4)};
+  auto call = [&](int r) {
+    return cccAllReduceResidualRmsNorm(buf[r], residual[r], weight[r], buf[r], nullptr, kCount / hidden * hidden,
+                                       hidden, 1e-6f, cccFloat32, cccSum, comms[r], stream(r));
+  };
+  for (int r = 0; r < 2; ++r) ASSERT_EQ(call(r), cccSuccess) << cccGetLastError(nullptr);
+  EXPECT_EQ(kernel_launches(take_log()).size(), 2u);
+  fake().set_blocks_per_sm(0);
+  EXPECT_EQ(call(0), cccInvalidArgument);
+  EXPECT_NE(std::string(cccGetLastError(comms[0])).find("channels must be co-resident; device 0 holds 0"),
+            std::string::npos)
+      << cccGetLastError(comms[0]);
+  EXPECT_TRUE(kernel_launches(take_log()).empty());
+  fake().set_blocks_per_sm(4);
+  for (cccComm_t c : comms) EXPECT_EQ(cccCommAbort(c), cccSuccess);
+}
+
 // Ranks' threads that need the same new kernel at once build it once: one thread compiles and
 // loads it (with the communicator's lock released), the others wait for that build instead of
 // loading copies of their own, whose loads could wait on a device for a kernel that waits for

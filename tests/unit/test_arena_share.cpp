@@ -38,7 +38,7 @@ TEST(CudaArenaLayout, PartsAreWholeGranulesWithTheSyncStateFirstAndTheSlackInThe
   const ccc::CudaArenaLayout l = ccc::cuda_arena_layout(3, 5 * kMiB, granule);
   EXPECT_EQ(l.sync_bytes, ccc::CudaSyncLayout::bytes(3));
   EXPECT_EQ(ccc::CudaSyncLayout::bytes(3),
-            CCC_MAX_CHANNELS * 8 + 2 * CCC_MAX_CHANNELS * sizeof(ccc_buffers) + 8 + 3 * CCC_MAX_CHANNELS * 8);
+            CCC_PROGRESS_WORDS * 8 + 2 * CCC_MAX_CHANNELS * sizeof(ccc_buffers) + 8 + 3 * CCC_MAX_CHANNELS * 8);
   EXPECT_EQ(l.heap_offset % 256, 0u);
   EXPECT_GE(l.heap_offset, l.sync_bytes);
   EXPECT_EQ(l.part_bytes % granule, 0u);

@@ -105,7 +105,9 @@ TEST(BenchCli, ErrorAgainstFloat64InUlps) {
 }
 
 // --epilogue residual: the fused allreduce + residual, checked against the reference plus the
-// residual in both placements (in place: recv = send, the residual apart); allreduce only.
+// residual in both placements (in place: recv = send, the residual apart); allreduce only. Then
+// residual + RMSNorm + fp8 over rows of 100 (each size rounded down to whole rows), its
+// residual_out and fp8 output checked too.
 TEST(BenchCli, EpilogueResidualIsCheckedInBothPlacements) {
   for (const char* algo : {"ring", "oneshot"}) {
     const BenchResult r = run_bench(std::string("--ranks 3 -b 1K -e 64K -f 8 -n 1 -w 0 -d bfloat16 --epilogue residual --algo ") +
@@ -117,7 +119,19 @@ TEST(BenchCli, EpilogueResidualIsCheckedInBothPlacements) {
   }
   EXPECT_TRUE(has(run_bench("--collective allgather --epilogue residual").output,
                   "--epilogue residual: only allreduce has one"));
-  EXPECT_TRUE(has(run_bench("--epilogue rmsnorm").output, "--epilogue is none or residual, not 'rmsnorm'"));
+  const BenchResult norm = run_bench(
+      "--ranks 3 -b 1K -e 64K -f 8 -n 1 -w 0 -d bfloat16 --algo twoshot --epilogue residual-rmsnorm-fp8 --hidden 100 "
+      "--scale 0.01");
+  ASSERT_EQ(norm.code, 0) << norm.output;
+  EXPECT_TRUE(has(norm.output, "allreduce + residual + RMSNorm (fused; rows of 100, the pre-norm sums written out, fp8 "
+                               "e4m3 output at scale 0.01)"))
+      << norm.output;
+  EXPECT_TRUE(has(norm.output, " 1000          500 bfloat16")) << norm.output;  // 1 KiB: 5 rows
+  EXPECT_TRUE(has(norm.output, "\n# Out of bounds values : 0 OK\n")) << norm.output;
+  EXPECT_TRUE(has(run_bench("--epilogue rmsnorm").output,
+                  "--epilogue is none, residual, residual-rmsnorm or residual-rmsnorm-fp8, not 'rmsnorm'"));
+  EXPECT_TRUE(has(run_bench("--epilogue residual-rmsnorm").output, "--epilogue residual-rmsnorm needs --hidden H"));
+  EXPECT_TRUE(has(run_bench("--epilogue residual --scale 2").output, "--scale is residual-rmsnorm-fp8's"));
 }
 
 TEST(BenchCli, ZeroMinimumWithAFactorIsAnErrorAndWithAStepRuns) {
