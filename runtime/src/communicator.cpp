@@ -346,12 +346,12 @@ struct Communicator::Impl {
     check_buffers(rank, send, recv, call, epilogue);
     std::vector<BufferExtent> extents;
     const bool in_place = is_in_place(call, rank, send, recv);
-    if (ledger) ledger->check(call, rank, send, recv);  // an overlap is refused before any compile
+    if (ledger) ledger->check(call, rank, send, recv, epilogue);  // an overlap is refused before any compile
     build_unlocked(lock, call, in_place);
     const CallShape shape{call.collective, call.count,  call.dtype, call.op,         call.root,
                           in_place,        call.epilogue, call.hidden, call.eps, call.quant_scale};
     if (ledger) {
-      extents = ledger->check(call, rank, send, recv);  // again: other ranks may have issued meanwhile
+      extents = ledger->check(call, rank, send, recv, epilogue);  // again: other ranks may have issued meanwhile
       if (!ledger->agree(shape, rank).empty()) {
         // Nothing of this rank's runs, and the ranks that queued theirs stop waiting for it
         // (host; a CUDA communicator in one process cannot abort a queued kernel, whose ranks wait

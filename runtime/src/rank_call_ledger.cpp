@@ -24,11 +24,19 @@ void refuse_overlap(Collective collective, const BufferExtent& a, const BufferEx
 }
 
 std::vector<BufferExtent> RankCallLedger::check(const CollectiveCall& call, int rank, const void* send,
-                                                const void* recv) {
+                                                const void* recv, const RankEpilogue& epilogue) {
   const int nranks = static_cast<int>(issued_.size());
+  const uint64_t elements = call.count * data_type_size(call.dtype);
   std::vector<BufferExtent> mine;
   if (send != nullptr) mine.push_back({reinterpret_cast<uintptr_t>(send), send_bytes(call, nranks), rank, false});
   if (recv != nullptr) mine.push_back({reinterpret_cast<uintptr_t>(recv), recv_bytes(call, nranks), rank, true});
+  // The epilogue's: the residual is read (ranks may share it), its outputs written.
+  if (epilogue.residual != nullptr)
+    mine.push_back({reinterpret_cast<uintptr_t>(epilogue.residual), elements, rank, false, "residual"});
+  if (epilogue.residual_out != nullptr)
+    mine.push_back({reinterpret_cast<uintptr_t>(epilogue.residual_out), elements, rank, true, "residual_out"});
+  if (epilogue.quant_out != nullptr)
+    mine.push_back({reinterpret_cast<uintptr_t>(epilogue.quant_out), call.count, rank, true, "quant_out"});
   std::lock_guard lock(mutex_);
   const auto meeting = meetings_.find(issued_[rank]);
   if (meeting != meetings_.end())

@@ -60,10 +60,11 @@ class RankCallLedger {
  public:
   explicit RankCallLedger(int nranks) : issued_(static_cast<size_t>(nranks), 0), failed_(static_cast<size_t>(nranks)) {}
 
-  // Rank `rank`'s buffers for its next collective (after validate_rank_call, count > 0): throws
-  // Error(InvalidArgument) if one of them conflicts with a buffer that a peer passed to the same
-  // collective, else returns them for record(). O(N).
-  std::vector<BufferExtent> check(const CollectiveCall& call, int rank, const void* send, const void* recv);
+  // Rank `rank`'s buffers for its next collective (after validate_rank_call, count > 0), its
+  // epilogue's operands included: throws Error(InvalidArgument) if one of them conflicts with a
+  // buffer that a peer passed to the same collective, else returns them for record(). O(N).
+  std::vector<BufferExtent> check(const CollectiveCall& call, int rank, const void* send, const void* recv,
+                                  const RankEpilogue& epilogue = {});
   // Whether rank `rank`'s next collective, of this shape, matches what its peers issued for the
   // same collective so far: "" if it does, else why not, naming both ranks and what differs
   // ("broadcast: rank 1 passed root 1, rank 0 root 0"). Once a collective has mismatched, every

@@ -495,6 +495,24 @@ TEST(CApi, AllReduceResidualRmsNormFp8QuantisesTheOutput) {
   EXPECT_EQ(last_error(), "allreduce: rank 0: null quant_out buffer (the fp8 output)");
   EXPECT_EQ(call(scale, reinterpret_cast<uint8_t*>(out[0]) + 3), cccInvalidArgument);
   EXPECT_EQ(last_error(), "allreduce: rank 0: quant_out overlaps recv");
+  // Issued rank by rank, a rank's fp8 output or pre-norm sums must not land in a peer's buffers
+  // either: the later rank is refused, naming both, and may call again.
+  EXPECT_EQ(call(scale, quant[0]), cccSuccess) << last_error();
+  EXPECT_EQ(cccAllReduceResidualRmsNormFp8(in[1], residual, weight, out[1], sums[1], quant[0] + 2, count, hidden,
+                                           1e-6f, scale, cccFloat32, cccSum, comms[1], nullptr),
+            cccInvalidArgument);
+  EXPECT_EQ(last_error(), "allreduce: rank 0's quant_out buffer overlaps rank 1's quant_out buffer; a buffer that a "
+                          "rank writes must not overlap another rank's buffers");
+  EXPECT_EQ(cccAllReduceResidualRmsNormFp8(in[1], residual, weight, out[1], out[0], quant[1], count, hidden,
+                                           1e-6f, scale, cccFloat32, cccSum, comms[1], nullptr),
+            cccInvalidArgument);
+  EXPECT_EQ(last_error(), "allreduce: rank 0's recv buffer overlaps rank 1's residual_out buffer; a buffer that a "
+                          "rank writes must not overlap another rank's buffers");
+  EXPECT_EQ(cccAllReduceResidualRmsNormFp8(in[1], residual, weight, out[1], sums[1], quant[1], count, hidden, 1e-6f,
+                                           scale, cccFloat32, cccSum, comms[1], nullptr),
+            cccSuccess)
+      << last_error();
+  for (int r = 0; r < n; ++r) ASSERT_EQ(cccCommSynchronize(comms[r]), cccSuccess) << last_error();
   // Rank 1 asks for another scale: both fail, each told what differs.
   EXPECT_EQ(call(scale, quant[0]), cccSuccess) << last_error();
   EXPECT_EQ(cccAllReduceResidualRmsNormFp8(in[1], residual, weight, out[1], nullptr, quant[1], count, hidden, 1e-6f,
