@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <optional>
+#include <string_view>
 #include <tuple>
 #include <vector>
 
@@ -69,23 +70,26 @@ void validate_buffers(const CollectiveCall& call, int nranks, int rank, size_t i
     if (call.epilogue == Epilogue::ResidualRmsNorm) {
       aligned("weight", call.weight[i]);
       const void* out = call.residual_out.empty() ? nullptr : call.residual_out[i];
+      // A buffer the norm writes must not overlap any other of the call's buffers.
+      auto written_alone = [&](const char* written, const void* p, uint64_t n) {
+        const std::tuple<const char*, const void*, uint64_t> others[] = {
+            {"send", call.send[i], bytes},
+            {"recv", call.recv[i], bytes},
+            {"residual", residual, bytes},
+            {"weight", call.weight[i], call.hidden * elem},
+            {"residual_out", out, bytes}};
+        for (auto [name, q, m] : others)
+          if (q != nullptr && std::string_view(name) != written && overlap(address(p), n, address(q), m))
+            invalid(fmt::format("{}: rank {}: {} overlaps {}", what, rank, written, name));
+      };
       if (out != nullptr) {
         aligned("residual_out", out);
-        for (auto [name, p, n] : {std::tuple{"send", call.send[i], bytes}, std::tuple{"recv", static_cast<const void*>(call.recv[i]), bytes},
-                                  std::tuple{"residual", residual, bytes},
-                                  std::tuple{"weight", call.weight[i], call.hidden * elem}})
-          if (p != nullptr && overlap(address(out), bytes, address(p), n))
-            invalid(fmt::format("{}: rank {}: residual_out overlaps {}", what, rank, name));
+        written_alone("residual_out", out, bytes);
       }
       if (call.quant_scale) {
         void* quant = call.quant_out[i];
         if (quant == nullptr) invalid(fmt::format("{}: rank {}: null quant_out buffer (the fp8 output)", what, rank));
-        for (auto [name, p, n] : {std::tuple{"send", call.send[i], bytes}, std::tuple{"recv", static_cast<const void*>(call.recv[i]), bytes},
-                                  std::tuple{"residual", residual, bytes},
-                                  std::tuple{"weight", call.weight[i], call.hidden * elem},
-                                  std::tuple{"residual_out", static_cast<const void*>(out), bytes}})
-          if (p != nullptr && overlap(address(quant), call.count, address(p), n))
-            invalid(fmt::format("{}: rank {}: quant_out overlaps {}", what, rank, name));
+        written_alone("quant_out", quant, call.count);
       }
     }
   }
