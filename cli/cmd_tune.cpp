@@ -68,6 +68,34 @@ int tune_across_nodes(const ParsedArgs& args, const Topology& topo, Collective c
   return kExitOk;
 }
 
+// --epilogue E [--hidden H]: a fused allreduce, priced with its epilogue (the norm writes
+// residual_out, as ccc-bench's calls do) beside the unfused alternative.
+int epilogue_option(const ParsedArgs& args, Collective collective, int elem_size, EpilogueShape& shape,
+                    std::ostream& err) {
+  const Command& cmd = tune_command();
+  const std::optional<std::string> name = args.get("--epilogue");
+  const std::optional<std::string> hidden = args.get("--hidden");
+  if (!name) return hidden ? usage_error(cmd, "--hidden is for --epilogue residual-rmsnorm[-fp8]", err) : kExitOk;
+  const bool fp8 = *name == "residual-rmsnorm-fp8";
+  std::string error;
+  const std::optional<Epilogue> kind =
+      fp8 ? Epilogue::ResidualRmsNorm : named_value("--epilogue", *name, kAllEpilogues, &epilogue_name, error);
+  if (!kind) return usage_error(cmd, error + ", residual-rmsnorm-fp8", err);
+  if (*kind != Epilogue::None && collective != Collective::AllReduce)
+    return usage_error(cmd, fmt::format("--epilogue: only allreduce has one, not {}", collective_name(collective)), err);
+  shape.kind = *kind;
+  shape.elem_size = elem_size;
+  if (*kind != Epilogue::ResidualRmsNorm)
+    return hidden ? usage_error(cmd, "--hidden is for --epilogue residual-rmsnorm[-fp8]", err) : kExitOk;
+  if (!hidden) return usage_error(cmd, fmt::format("--epilogue {} needs --hidden H (the row length)", *name), err);
+  const std::optional<int> h = parse_int(*hidden, 1, 1 << 24);
+  if (!h) return usage_error(cmd, fmt::format("--hidden expects a row length of 1 .. 2^24 elements, not '{}'", *hidden), err);
+  shape.row_bytes = static_cast<int64_t>(*h) * elem_size;
+  shape.residual_out = true;
+  shape.quant_out = fp8;
+  return kExitOk;
+}
+
 int run_tune(const ParsedArgs& args, std::ostream& out, std::ostream& err) {
   const Command& cmd = tune_command();
   if (!args.positional.empty()) return usage_error(cmd, fmt::format("unexpected argument '{}'", args.positional[0]), err);
@@ -133,12 +161,22 @@ int run_tune(const ParsedArgs& args, std::ostream& out, std::ostream& err) {
   }
   SelectOptions options;
   options.algo = args.get("--algo").value_or("");
+  if (int rc = epilogue_option(args, *collective, elem_size, options.epilogue, err); rc != kExitOk) return rc;
   try {
     auto rows = tune_table(*collective, elem_size, *topo, menu.candidates(), options);
     std::string title = fmt::format("{}: {} ranks of {}, {} {}, {} schedules", topo->name, nranks,
                                     topo->gpus[0].model, collective_name(*collective), data_type_name(*dtype),
                                     dir ? "the " + *dir : std::string("the shipped"));
     for (const auto& [name, value] : defines) title += fmt::format(", {} = {}", name, value);
+    if (options.epilogue.kind != Epilogue::None)
+      title += fmt::format("\n# fused with epilogue {}{}{}; unfused: the plain allreduce's choice, then the epilogue "
+                           "as a kernel of its own (one more launch, each buffer once at the memory's bandwidth); "
+                           "speedup: unfused / fused",
+                           epilogue_name(options.epilogue.kind),
+                           options.epilogue.row_bytes > 0
+                               ? fmt::format(" over rows of {} elements, residual_out written", options.epilogue.row_bytes / elem_size)
+                               : "",
+                           options.epilogue.quant_out ? ", fp8 output" : "");
     for (const std::string& s : menu.skipped()) title += "\n# skipped " + s;
     out << (format == "tsv" ? format_tune_tsv(rows) : format_tune_table(rows, title));
   } catch (const std::invalid_argument& e) {
@@ -155,7 +193,7 @@ const Command& tune_command() {
       "tune",
       "predict every schedule's time per message size on a topology, and the choice",
       "ccc tune --topo F [--calibration F] [--graph] [--collective C] [--ranks N] [--dtype D] [--schedules DIR] "
-      "[--define NAME=V,...] [--algo NAME] [--format tsv]",
+      "[--define NAME=V,...] [--algo NAME] [--epilogue E --hidden H] [--format tsv]",
       {{"--topo", "F", "topology file (see docs/topology.md; topologies/ has examples)"},
        {"--calibration", "F", "measured constants replacing the topology's (the GPU check writes one)"},
        {"--graph", "", "price each call replayed from a CUDA graph (the GPUs' graph_launch=, else launch=)"},
@@ -165,8 +203,12 @@ const Command& tune_command() {
        {"--schedules", "DIR", "take the candidates from DIR/*.sched (default: the shipped schedules)"},
        {"--define", "NAME=V,...", "set 'param NAME' to the integer V in every schedule that declares it"},
        {"--algo", "NAME", "force this schedule, as CCC_ALGO does"},
+       {"--epilogue", "E", "allreduce fused with residual, residual-rmsnorm or residual-rmsnorm-fp8 (docs/epilogue.md): "
+                           "each schedule priced with it, beside the unfused allreduce and a kernel of its own"},
+       {"--hidden", "H", "residual-rmsnorm[-fp8]: the row length in elements (sizes start at one row)"},
        {"--format", "F", "table (default: every schedule's time per size) or tsv (the choice per size: bytes, "
-                         "schedule, protocol, time_us, busbw_gbps, serial_latencies, channels, tile_bytes, launch_us)"}},
+                         "schedule, protocol, time_us, busbw_gbps, serial_latencies, channels, tile_bytes, launch_us; with "
+                         "--epilogue also epilogue_us and unfused_us)"}},
       &run_tune};
   return cmd;
 }

@@ -53,8 +53,12 @@ class PeerTable : public Progress<Cfg> {
       const long long first = rows * channel_ / Cfg::channels, last = rows * (channel_ + 1) / Cfg::channels;
       if (first >= last) return;
       const long long elements = (last - first) * hidden;
-      account_move(&rank_, 1, rank_,
-                   2 * elements * static_cast<long long>(sizeof(T)) + (epilogue_.quant_out != nullptr ? elements : 0), 0);
+      // The simulator's price, as the cost model's (cost_model.cpp, norm_seconds): the bytes the
+      // block reads and writes (each row read twice and written once, then residual_out's and
+      // the fp8 output's writes), as moves through the block: a move is one read and one write.
+      const long long accessed = (epilogue_.residual_out != nullptr ? 4 : 3) * elements * static_cast<long long>(sizeof(T)) +
+                                 (epilogue_.quant_out != nullptr ? elements : 0);
+      account_move(&rank_, 1, rank_, accessed / 2, 0);
       rmsnorm_rows<T>(static_cast<T*>(own_.output), static_cast<const T*>(epilogue_.weight),
                       static_cast<T*>(epilogue_.residual_out), epilogue_.quant_out, epilogue_.quant_inv_scale,
                       first * hidden, last * hidden, hidden, epilogue_.eps);

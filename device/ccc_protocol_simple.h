@@ -47,7 +47,7 @@ class ProtocolSimple : public PeerTable<Cfg> {
     const int first = map.first(i);
     const View dst = view(i.dst, to, first);
     View src[S];
-    int from[S];  // the ranks whose buffers the sources are
+    int from[S + 1];  // the ranks whose buffers the sources are, then the residual's (simulator)
     const int lowest = map.lowest(i, sources);  // the fold begins at this source
     CCC_ROLLED
     for (int k = 0; k < sources; ++k) {
@@ -55,6 +55,9 @@ class ProtocolSimple : public PeerTable<Cfg> {
       from[k] = map.peer(ref.rank);
       src[k] = view(ref, from[k], first);
     }
+    // The completing write of an epilogue kernel reads the rank's residual too (finished).
+    const int read_residual = HasResidual<typename Cfg::Op>::value && i.finish != 0 ? 1 : 0;
+    from[sources] = rank_;
     CCC_ROLLED
     for (int c = first; c < first + (i.b - i.a); ++c) {
       const Range r = window_of(w, c);
@@ -62,7 +65,7 @@ class ProtocolSimple : public PeerTable<Cfg> {
       const T* at[S];
       CCC_ROLLED
       for (int k = 0; k < sources; ++k) at[k] = src[k].base + (r.begin - src[k].shift);
-      account_move(from, sources, to, (r.end - r.begin) * static_cast<long long>(sizeof(T)), 0);
+      account_move(from, sources + read_residual, to, (r.end - r.begin) * static_cast<long long>(sizeof(T)), 0);
       PassList::template visit<typename Cfg::Op>(
           i, Fold{dst.base + (r.begin - dst.shift), at, r.end - r.begin, residual_at(r.begin)});
     }

@@ -476,7 +476,7 @@ uint64_t checked_run(Bench& b, const CollectiveCall& call, uint64_t salt) {
 // Whether a call's result rounds (floats reduced), so that its error against float64 means
 // something; the rest are exact or wrong (#wrong).
 bool rounds(const CollectiveCall& call) {
-  return data_type_is_float(call.dtype) && call.epilogue == Epilogue::None &&
+  return data_type_is_float(call.dtype) &&
          (call.collective == Collective::AllReduce ||
                                             call.collective == Collective::Reduce ||
                                             call.collective == Collective::ReduceScatter);
@@ -489,7 +489,9 @@ double accuracy_run(Bench& b, const CollectiveCall& call) {
   run_on_fresh_inputs(
       b, call, [](DataType t, int r, uint64_t elems, void* dst) { fill_random(t, r, 1, elems, dst); },
       [&](int r, const std::vector<const void*>& in, const void* out) {
-        worst = std::max(worst, max_ulp_error(call, b.n, r, in, out));
+        const RankEpilogue e{call.epilogue != Epilogue::None ? b.residual_host.data() : nullptr,
+                             call.epilogue == Epilogue::ResidualRmsNorm ? b.weight_host.data() : nullptr};
+        worst = std::max(worst, max_ulp_error(call, b.n, r, in, out, e));
       });
   return worst;
 }

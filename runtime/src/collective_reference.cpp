@@ -270,9 +270,52 @@ void fill_random(DataType dtype, int rank, uint64_t salt, uint64_t elems, void* 
   }
 }
 
-double max_ulp_error(const CollectiveCall& call, int nranks, int rank, std::span<const void* const> inputs,
-                     const void* output) {
+namespace {
+
+// A fused allreduce's output against its value computed in double: the exact sum plus the
+// residual, then, for the norm, times the row's exact 1 / rms and the weight. The scale is the
+// sum's (its terms' magnitudes, and the residual's) through the same factors: what the output's
+// roundings are relative to (the pre-norm sum rounded once to the type, then the norm's).
+double epilogue_ulp_error(const CollectiveCall& call, int nranks, std::span<const void* const> inputs,
+                          const void* output, const RankEpilogue& e) {
   const DataType t = call.dtype;
+  const bool norm = call.epilogue == Epilogue::ResidualRmsNorm;
+  const uint64_t row_length = norm ? call.hidden : call.count;
+  std::vector<Value> in(nranks);
+  std::vector<double> sum(row_length), scale(row_length);
+  double worst = 0;
+  for (uint64_t row = 0; row < call.count; row += row_length) {
+    double squares = 0;
+    for (uint64_t j = 0; j < row_length; ++j) {
+      for (int p = 0; p < nranks; ++p) in[p] = load(t, inputs[p], row + j);
+      const double exact = reduced_exactly(call.op, nranks, in.data(), nranks), residual = load(t, e.residual, row + j).f;
+      double terms = std::fabs(exact);
+      if (call.op == ReduceOp::Sum || call.op == ReduceOp::Avg) {
+        terms = 0;
+        for (int p = 0; p < nranks; ++p) terms += std::fabs(in[p].f);
+        if (call.op == ReduceOp::Avg) terms /= nranks;
+      }
+      sum[j] = exact + residual;
+      scale[j] = terms + std::fabs(residual);
+      squares += sum[j] * sum[j];
+    }
+    const double factor = norm ? 1 / std::sqrt(squares / static_cast<double>(row_length) + call.eps) : 1;
+    for (uint64_t j = 0; j < row_length; ++j) {
+      const double weight = norm ? load(t, e.weight, j).f : 1, got = load(t, output, row + j).f;
+      if (!std::isfinite(got)) return std::numeric_limits<double>::infinity();
+      worst = std::max(worst, std::fabs(got - sum[j] * factor * weight) / ulp_at(t, scale[j] * factor * std::fabs(weight)));
+    }
+  }
+  return worst;
+}
+
+}  // namespace
+
+double max_ulp_error(const CollectiveCall& call, int nranks, int rank, std::span<const void* const> inputs,
+                     const void* output, const RankEpilogue& epilogue) {
+  const DataType t = call.dtype;
+  if (call.epilogue != Epilogue::None && call.collective == Collective::AllReduce && is_float(t))
+    return epilogue_ulp_error(call, nranks, inputs, output, epilogue);
   const bool reduces = call.collective == Collective::AllReduce || call.collective == Collective::Reduce ||
                        call.collective == Collective::ReduceScatter;
   if (!is_float(t) || !reduces || (call.collective == Collective::Reduce && rank != call.root)) return 0;

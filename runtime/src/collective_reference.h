@@ -45,9 +45,11 @@ void fill_random(DataType dtype, int rank, uint64_t salt, uint64_t elems, void* 
 // avg's is that over the rank count; the other ops' the exact value. So 0.5 is one correct
 // rounding, and a sum rounded once per pass can reach about half an ulp per pass. 0 for integer
 // types and collectives that only move data (their results are exact or wrong: count_wrong);
-// infinity for a NaN or an infinity.
+// infinity for a NaN or an infinity. A fused allreduce's (`epilogue`: the residual, and the
+// norm's weight) is against the residual added to the exact sum, then the norm computed in
+// double, at the sum's scale through the norm's factors.
 double max_ulp_error(const CollectiveCall& call, int nranks, int rank, std::span<const void* const> inputs,
-                     const void* output);
+                     const void* output, const RankEpilogue& epilogue = {});
 
 // Every rank's host buffers for one collective call of `shape`. In place, send and recv share
 // one allocation the way NCCL's in-place calls lay them out (reduce_scatter: recv is the rank's

@@ -84,6 +84,8 @@ struct RankStep {
   std::vector<int> resources;  // every resource its reads cross
   int64_t moved = 0;           // chunk windows read, remote ones twice under ll (lines are half flag)
   int64_t reduced = 0;         // chunk windows reduced
+  int64_t completed = 0;       // chunk windows whose output this step completes (its last write
+                               // there is a reduce): an epilogue reads the residual for them
   std::vector<Wait> waits;     // from the sync plan
   bool active() const { return moved > 0 || alpha > 0; }
 };
@@ -147,6 +149,16 @@ CostModel::CostModel(const StepProgram& p, const SyncPlan* sync, const Topology&
     m->launch = std::max(m->launch, t.gpus[r].launch);
     m->channel_bandwidth.push_back(t.gpus[r].channel_bandwidth);
     m->reduce_bandwidth.push_back(t.gpus[r].reduce_bandwidth);
+    // The completing writes, as lowering marks them (DataPass::completes) for a proved
+    // allreduce: a chunk's last write into the rank's output, where that is a reduce.
+    std::vector<int> last_write(static_cast<size_t>(p.nchunks), -1);
+    for (int k = 0; k < p.nsteps(); ++k)
+      for (const Op& op : p.ops[r][k])
+        if (op.dst == Buffer::Output)
+          for (int64_t c = op.chunks.begin; c < op.chunks.begin + op.chunks.count; ++c)
+            last_write[static_cast<size_t>(c)] = op.kind == OpKind::Reduce ? k : -1;
+    for (int k : last_write)
+      if (k >= 0) ++simple.steps[static_cast<size_t>(k)][static_cast<size_t>(r)].completed;
     std::set<int> met = {r};  // the ranks whose mailboxes the launch has read (PeerTable::load_peers)
     for (int k = 0; k < p.nsteps(); ++k) {
       RankStep& rs = simple.steps[k][r];
@@ -268,8 +280,13 @@ Estimate CostModel::estimate(int64_t bytes, const CostParams& params) const {
   // Every channel of every rank runs the same traffic, so a resource serves each channel with
   // 1/channels of its bandwidth.
   const double line_factor = params.protocol == Protocol::Ll ? 2.0 : 1.0;
+  // An epilogue's residual, read at the completing writes through the rank's memory (resource
+  // r: rank r runs on GPU r); protocol ll's reads of local buffers are not priced.
+  const bool residual = params.epilogue.kind != Epilogue::None && params.protocol == Protocol::Simple;
   auto drain = [&](size_t k, int id) {
-    return m.load[k][id] * (id >= m.first_fabric ? line_factor : 1.0) * piece * channels / m.bandwidth[id];
+    int64_t windows = m.load[k][id];
+    if (residual && static_cast<size_t>(id) < nranks) windows += form.steps[k][static_cast<size_t>(id)].completed;
+    return windows * (id >= m.first_fabric ? line_factor : 1.0) * piece * channels / m.bandwidth[id];
   };
   // tau: the first window's cost of each step; period_tau: a later window's (no entry waits).
   std::vector<std::vector<double>> tau(nsteps, std::vector<double>(nranks, 0.0)), period_tau = tau;
@@ -279,6 +296,7 @@ Estimate CostModel::estimate(int64_t bytes, const CostParams& params) const {
       if (!rs.active()) continue;
       double transfer = rs.moved * piece / m.channel_bandwidth[r];
       for (int id : rs.resources) transfer = std::max(transfer, drain(k, id));
+      if (residual && rs.completed > 0) transfer = std::max(transfer, drain(k, static_cast<int>(r)));
       const double work = transfer + rs.reduced * piece * channels / m.reduce_bandwidth[r];
       tau[k][r] = rs.alpha + work;
       period_tau[k][r] = rs.period_alpha + work;
@@ -340,11 +358,41 @@ Estimate CostModel::estimate(int64_t bytes, const CostParams& params) const {
   e.time = e.fill + (e.windows > 1 ? static_cast<double>(e.windows - 1) * e.period : 0.0);  // no 0 * inf
   e.serial_latencies = fill.latencies + (e.windows - 1) * period_latencies;
   if (e.time == 0) return e;  // nothing to do (one rank): no meaningful bandwidth
+  e.epilogue = norm_seconds(bytes, params);
   e.launch = m.launch;
-  e.time += e.launch;
+  e.time += e.epilogue + e.launch;
   e.algbw = static_cast<double>(bytes) / e.time;
   e.busbw = e.algbw * bus_factor(m.collective, m.nranks);
   return e;
+}
+
+// The norm after the exit waits (PeerTable::rmsnorm_own_rows): channel c of C norms the c-th of C
+// runs of whole rows, so the busiest channel takes ceil(rows / C) of them through its block,
+// while every channel's bytes cross the GPU's memory. The channels' meeting before it (a few
+// local stores and polls) is not priced.
+double CostModel::norm_seconds(int64_t bytes, const CostParams& params) const {
+  const EpilogueShape& e = params.epilogue;
+  if (e.kind != Epilogue::ResidualRmsNorm || e.row_bytes <= 0) return 0;
+  const Prepared& m = *prepared_;
+  const int64_t rows = bytes / e.row_bytes;
+  const double busiest = static_cast<double>(ceil_div(rows, params.channels) * e.row_bytes) * e.norm_accesses();
+  double slowest = 0;
+  for (int r = 0; r < m.nranks; ++r)
+    slowest = std::max({slowest, busiest / 2 / m.channel_bandwidth[static_cast<size_t>(r)],
+                        static_cast<double>(rows * e.row_bytes) * e.norm_accesses() / m.bandwidth[static_cast<size_t>(r)]});
+  return slowest;
+}
+
+double separate_epilogue_seconds(const Topology& t, int nranks, int64_t bytes, const EpilogueShape& e) {
+  if (e.kind == Epilogue::None || bytes <= 0) return 0;
+  // The sum and the residual read, the output written; the norm's extra outputs.
+  double accessed = 3.0 * static_cast<double>(bytes);
+  if (e.kind == Epilogue::ResidualRmsNorm)
+    accessed += static_cast<double>(bytes) * ((e.residual_out ? 1.0 : 0.0) + (e.quant_out ? 1.0 / e.elem_size : 0.0));
+  double slowest = 0;
+  for (int r = 0; r < nranks && r < t.ngpus(); ++r)
+    slowest = std::max(slowest, t.gpus[static_cast<size_t>(r)].launch + accessed / t.gpus[static_cast<size_t>(r)].memory_bandwidth);
+  return slowest;
 }
 
 Estimate estimate_cost(const StepProgram& p, const SyncPlan* sync, const Topology& t, int64_t bytes,

@@ -32,6 +32,20 @@ namespace ccc {
 // Chunks, channel slices and tiles are cut on multiples of this many bytes.
 inline constexpr int64_t kCutGranule = 64;
 
+// A fused epilogue as the model prices it (docs/epilogue.md, "Cost"), the simulator's way: the
+// completing write reads the rank's residual too (through the GPU's memory), and after the exit
+// waits each channel norms its share of the rank's rows, at the block's rate.
+struct EpilogueShape {
+  Epilogue kind = Epilogue::None;
+  int64_t row_bytes = 0;      // ResidualRmsNorm: one row, hidden x the element size
+  int elem_size = 1;          // bytes per element (the fp8 output has one byte per element)
+  bool residual_out = false;  // the norm writes the pre-norm sums too
+  bool quant_out = false;     // and an fp8 copy of its output
+  // Bytes the norm reads and writes per byte of the rows: each row read twice and written
+  // once, then residual_out's and the fp8 output's writes.
+  double norm_accesses() const { return (residual_out ? 4.0 : 3.0) + (quant_out ? 1.0 / elem_size : 0.0); }
+};
+
 // The kernel parameters the model prices (KernelOptions' channels, tile_bytes and pipeline).
 struct CostParams {
   int channels = 1;
@@ -41,6 +55,7 @@ struct CostParams {
   int pipeline = 1;        // tiles per window (per progress update)
   Protocol protocol = Protocol::Simple;  // ll: pushed lines (a read is one latency, remote
                                          // bytes cost twice, no exit waits)
+  EpilogueShape epilogue = {};           // fused into the kernel (allreduce only)
 };
 
 struct Estimate {
@@ -51,6 +66,8 @@ struct Estimate {
   double fill = 0;      // s: the first window through every step
   double period = 0;    // s: each further window
   double launch = 0;    // s: the kernel launch, part of time
+  double epilogue = 0;  // s: the norm's pass after the exit waits, part of time (the residual's
+                        // reads are in fill and period)
   // Cross-GPU latencies one after another on the critical path: each wait (the flight of the
   // producer's pushed flag) and each step's reads; the floor a small message cannot beat.
   int64_t serial_latencies = 0;
@@ -78,9 +95,17 @@ class CostModel {
   Estimate estimate(int64_t bytes, const CostParams& params) const;
 
  private:
+  double norm_seconds(int64_t bytes, const CostParams& params) const;
   struct Prepared;
   std::unique_ptr<const Prepared> prepared_;
 };
+
+// The same epilogue as a kernel of its own after the plain collective (what an unfused stack
+// launches: vLLM's fused_add_rms_norm after its allreduce), at its best: one more launch, and
+// every buffer read or written once at the GPU's memory bandwidth, its whole grid streaming (the
+// allreduce's output and the residual read; the output, residual_out and the fp8 output
+// written). The comparison docs/epilogue.md makes: fused against plain + this.
+double separate_epilogue_seconds(const Topology& topo, int nranks, int64_t bytes, const EpilogueShape& epilogue);
 
 // CostModel(program, sync, topo).estimate(bytes, params).
 Estimate estimate_cost(const StepProgram& program, const SyncPlan* sync, const Topology& topo, int64_t bytes,

@@ -35,8 +35,23 @@ std::string default_schedule(Collective collective) {
   return first;
 }
 
+// What the model prices a fused call by (EpilogueShape): its epilogue, rows and outputs.
+EpilogueShape epilogue_shape(const CollectiveCall& call) {
+  EpilogueShape e;
+  e.kind = call.epilogue;
+  e.elem_size = static_cast<int>(data_type_size(call.dtype));
+  if (call.epilogue != Epilogue::ResidualRmsNorm) return e;
+  e.row_bytes = static_cast<int64_t>(call.hidden) * e.elem_size;
+  e.residual_out = std::any_of(call.residual_out.begin(), call.residual_out.end(), [](void* p) { return p != nullptr; });
+  e.quant_out = call.quant_scale.has_value();
+  return e;
+}
+
 std::string choice_key(const CollectiveCall& call) {
-  return fmt::format("{}/{}/{}/{}", collective_name(call.collective), call.count, data_type_name(call.dtype), call.root);
+  const EpilogueShape e = epilogue_shape(call);
+  return fmt::format("{}/{}/{}/{}/{}/{}/{}/{}", collective_name(call.collective), call.count,
+                     data_type_name(call.dtype), call.root, epilogue_name(e.kind), e.row_bytes, e.residual_out,
+                     e.quant_out);
 }
 
 std::string kernel_key(const KernelCatalogue::Choice& choice, const KernelShape& shape) {
@@ -73,6 +88,7 @@ void KernelCatalogue::select_for(const CollectiveCall& call, int64_t bytes, int 
     if (channels > 0) select.channels = {channels};
     if (options_.tile_bytes > 0) select.tiles = {options_.tile_bytes};
     if (options_.protocol) select.protocols = {*options_.protocol};
+    select.epilogue = epilogue_shape(call);
     try {
       const ccc::Choice best = select_schedule(call.collective, bytes, static_cast<int>(data_type_size(call.dtype)),
                                                *topology_, menu_for(call.collective, call.root).candidates(), select);

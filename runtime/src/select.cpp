@@ -31,7 +31,7 @@ Choice best_params(const CandidateSchedule& cand, int64_t bytes, const Topology&
   for (Protocol protocol : protocols)
     for (int c : channel_grid(t, cand.program->nranks, o))
       for (int64_t tile : o.tiles.empty() ? kDefaultTiles : o.tiles) {
-        CostParams params{c, tile, o.pipeline, protocol};
+        CostParams params{c, tile, o.pipeline, protocol, o.epilogue};
         tried.push_back(Choice{&cand, params, model.estimate(bytes, params), false});
       }
   if (tried.empty()) throw std::invalid_argument("empty channel or tile grid");
@@ -97,9 +97,17 @@ Choice select_schedule(Collective collective, int64_t bytes, int elem_size, cons
 std::vector<TuneRow> tune_table(Collective collective, int elem_size, const Topology& topo,
                                 const std::vector<CandidateSchedule>& candidates, const SelectOptions& options) {
   std::vector<TuneRow> rows;
-  for (int64_t bytes = 8; bytes <= (int64_t{1} << 30); bytes *= 2) {
+  SelectOptions plain = options;
+  plain.epilogue = {};
+  const EpilogueShape& epilogue = options.epilogue;
+  for (int64_t bytes = std::max<int64_t>(8, epilogue.row_bytes); bytes <= (int64_t{1} << 30); bytes *= 2) {
     TuneRow row{bytes, tune_candidates(collective, bytes, elem_size, topo, candidates, options), {}};
     row.choice = pick(row.per_schedule, collective, options);
+    if (epilogue.kind != Epilogue::None) {
+      const Choice unfused = select_schedule(collective, bytes, elem_size, topo, candidates, plain);
+      row.unfused = unfused.estimate.time +
+                    separate_epilogue_seconds(topo, unfused.candidate->program->nranks, bytes, epilogue);
+    }
     rows.push_back(std::move(row));
   }
   return rows;
@@ -114,12 +122,15 @@ std::string format_tune_table(const std::vector<TuneRow>& rows, const std::strin
     width.push_back(std::max<size_t>(10, c.name().size()));
     out += fmt::format(" {:>{}}", c.name(), width.back());
   }
+  const bool unfused = rows[0].unfused > 0;
+  if (unfused) out += fmt::format(" {:>10} {:>8}", "unfused", "speedup");
   out += "  choice\n";
   for (const TuneRow& row : rows) {
     out += fmt::format("{:>12}", row.bytes);
     for (size_t i = 0; i < row.per_schedule.size(); ++i)
       out += fmt::format(" {:>{}.2f}", row.per_schedule[i].estimate.time * 1e6, width[i]);
     const Choice& ch = row.choice;
+    if (unfused) out += fmt::format(" {:>10.2f} {:>7.2f}x", row.unfused * 1e6, row.unfused / ch.estimate.time);
     out += fmt::format("  {} channels={} tile={} {}busbw={:.1f}GB/s{}\n", ch.name(), ch.params.channels,
                        ch.params.tile_bytes ? fmt::format("{}", ch.params.tile_bytes) : "whole",
                        ch.params.protocol == Protocol::Ll ? "protocol=ll " : "", ch.estimate.busbw / 1e9,
@@ -129,13 +140,16 @@ std::string format_tune_table(const std::vector<TuneRow>& rows, const std::strin
 }
 
 std::string format_tune_tsv(const std::vector<TuneRow>& rows) {
-  std::string out = "bytes\tschedule\tprotocol\ttime_us\tbusbw_gbps\tserial_latencies\tchannels\ttile_bytes\tlaunch_us\n";
+  const bool unfused = !rows.empty() && rows[0].unfused > 0;
+  std::string out = "bytes\tschedule\tprotocol\ttime_us\tbusbw_gbps\tserial_latencies\tchannels\ttile_bytes\tlaunch_us";
+  out += unfused ? "\tepilogue_us\tunfused_us\n" : "\n";
   for (const TuneRow& row : rows) {
     const Choice& ch = row.choice;
-    out += fmt::format("{}\t{}\t{}\t{:.3f}\t{:.3f}\t{}\t{}\t{}\t{:.3f}\n", row.bytes, ch.name(),
+    out += fmt::format("{}\t{}\t{}\t{:.3f}\t{:.3f}\t{}\t{}\t{}\t{:.3f}", row.bytes, ch.name(),
                        protocol_name(ch.params.protocol), ch.estimate.time * 1e6,
                        ch.estimate.busbw / 1e9, ch.estimate.serial_latencies, ch.params.channels, ch.params.tile_bytes,
                        ch.estimate.launch * 1e6);
+    out += unfused ? fmt::format("\t{:.3f}\t{:.3f}\n", ch.estimate.epilogue * 1e6, row.unfused * 1e6) : "\n";
   }
   return out;
 }

@@ -36,6 +36,7 @@ struct SelectOptions {
   int pipeline = 2;               // tiles per progress update the kernels are built with
   std::vector<Protocol> protocols;  // to search; empty: simple, and ll up to kLlMaxBytes
   double tolerance = 0.01;        // prefer fewer channels, then fewer windows, within this of the best
+  EpilogueShape epilogue;         // a fused allreduce's epilogue, priced with each candidate
 };
 
 // Tile sizes the kernels are built with (KernelOptions::tile_bytes: multiples of 64).
@@ -55,12 +56,15 @@ std::vector<Choice> tune_candidates(Collective collective, int64_t bytes, int el
 Choice select_schedule(Collective collective, int64_t bytes, int elem_size, const Topology& topo,
                        const std::vector<CandidateSchedule>& candidates, const SelectOptions& options = {});
 
-// `ccc tune`: one row per size, 8 bytes to 1 GiB by doubling, every candidate's best predicted
-// time and the choice.
+// `ccc tune`: one row per size, 8 bytes (with a norm epilogue: one row) to 1 GiB by doubling,
+// every candidate's best predicted time and the choice; with an epilogue, also the unfused
+// alternative: the plain collective's choice, then the epilogue as a kernel of its own
+// (separate_epilogue_seconds).
 struct TuneRow {
   int64_t bytes = 0;
   std::vector<Choice> per_schedule;
   Choice choice;
+  double unfused = 0;  // s; 0 without an epilogue
 };
 std::vector<TuneRow> tune_table(Collective collective, int elem_size, const Topology& topo,
                                 const std::vector<CandidateSchedule>& candidates, const SelectOptions& options = {});
@@ -68,7 +72,8 @@ std::string format_tune_table(const std::vector<TuneRow>& rows, const std::strin
 
 // The same rows for scripts and spreadsheets: a header line, then one tab-separated line per size
 // describing the choice: bytes, schedule, protocol, time_us, busbw_gbps, serial_latencies,
-// channels, tile_bytes (0: the whole slice), launch_us. The protocol is the choice's: "simple"
+// channels, tile_bytes (0: the whole slice), launch_us, and with an epilogue epilogue_us (the
+// norm's pass, part of time_us) and unfused_us. The protocol is the choice's: "simple"
 // (progress counters, then peer loads) or "ll" (pushed lines of data and flag).
 std::string format_tune_tsv(const std::vector<TuneRow>& rows);
 

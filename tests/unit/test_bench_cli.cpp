@@ -128,6 +128,13 @@ TEST(BenchCli, EpilogueResidualIsCheckedInBothPlacements) {
       << norm.output;
   EXPECT_TRUE(has(norm.output, " 1000          500 bfloat16")) << norm.output;  // 1 KiB: 5 rows
   EXPECT_TRUE(has(norm.output, "\n# Out of bounds values : 0 OK\n")) << norm.output;
+  // The error against the norm in double, on random inputs: two-shot rounds the sum once, then
+  // the norm rounds once more (and float's rsqrt and sums of squares in between).
+  const size_t at = norm.output.find("# Largest error against float64: ");
+  ASSERT_NE(at, std::string::npos) << norm.output;
+  const double ulp = std::stod(norm.output.substr(at + 34));
+  EXPECT_GT(ulp, 0) << norm.output;
+  EXPECT_LT(ulp, 2) << norm.output;
   EXPECT_TRUE(has(run_bench("--epilogue rmsnorm").output,
                   "--epilogue is none, residual, residual-rmsnorm or residual-rmsnorm-fp8, not 'rmsnorm'"));
   EXPECT_TRUE(has(run_bench("--epilogue residual-rmsnorm").output, "--epilogue residual-rmsnorm needs --hidden H"));

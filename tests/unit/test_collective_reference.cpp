@@ -162,6 +162,56 @@ void expect_ulp_errors(DataType t, double rounded_per_step_above) {
   EXPECT_EQ(max_ulp_error(call, n, 0, p, once.data()), INFINITY) << data_type_name(t);
 }
 
+// A fused allreduce's error: against the residual added to the exact sum, then the norm in
+// double. bf16 outputs computed in double and rounded once are within half an ulp; one that
+// leaves the residual out, or norms with the weight of the next element, is far off.
+TEST(CollectiveReference, UlpErrorOfTheFusedEpilogueIsAgainstTheNormInDouble) {
+  const int n = 4;
+  const uint64_t hidden = 64, count = 3 * hidden;
+  std::vector<std::vector<bf16>> in(n, std::vector<bf16>(count));
+  for (int r = 0; r < n; ++r) fill_random(DataType::BF16, r, 3, count, in[r].data());
+  std::vector<bf16> residual(count), weight(hidden);
+  fill_random(DataType::BF16, n, 3, count, residual.data());
+  fill_random(DataType::BF16, n + 1, 3, hidden, weight.data());
+  auto fused = [&](bool with_residual, int weight_shift) {
+    std::vector<bf16> out(count);
+    for (uint64_t row = 0; row < count; row += hidden) {
+      std::vector<double> s(hidden);
+      double squares = 0;
+      for (uint64_t j = 0; j < hidden; ++j) {
+        for (int r = 0; r < n; ++r) s[j] += Num<bf16>::to(in[r][row + j]);
+        if (with_residual) s[j] += Num<bf16>::to(residual[row + j]);
+        squares += s[j] * s[j];
+      }
+      const double factor = 1 / std::sqrt(squares / hidden + 1e-6);
+      for (uint64_t j = 0; j < hidden; ++j)
+        out[row + j] = Num<bf16>::from(static_cast<float>(s[j] * factor * Num<bf16>::to(weight[(j + weight_shift) % hidden])));
+    }
+    return out;
+  };
+  CollectiveCall call;
+  call.collective = Collective::AllReduce;
+  call.count = count;
+  call.dtype = DataType::BF16;
+  call.epilogue = Epilogue::ResidualRmsNorm;
+  call.hidden = hidden;
+  call.eps = 1e-6f;
+  const RankEpilogue e{residual.data(), weight.data()};
+  const auto p = pointers(in);
+  EXPECT_LE(max_ulp_error(call, n, 0, p, fused(true, 0).data(), e), 0.5);
+  EXPECT_GT(max_ulp_error(call, n, 0, p, fused(false, 0).data(), e), 4);
+  EXPECT_GT(max_ulp_error(call, n, 0, p, fused(true, 1).data(), e), 4);
+  call.epilogue = Epilogue::Residual;  // no norm: the sum plus the residual
+  std::vector<bf16> added(count);
+  for (uint64_t i = 0; i < count; ++i) {
+    float v = Num<bf16>::to(residual[i]);
+    for (int r = 0; r < n; ++r) v += Num<bf16>::to(in[r][i]);
+    added[i] = Num<bf16>::from(v);
+  }
+  EXPECT_LE(max_ulp_error(call, n, 0, p, added.data(), e), 0.5);
+  EXPECT_GT(max_ulp_error(call, n, 0, p, in[0].data(), e), 4);
+}
+
 TEST(CollectiveReference, UlpErrorAgainstDouble) {
   expect_ulp_errors<bf16>(DataType::BF16, 1.0);
   expect_ulp_errors<f16>(DataType::F16, 0.5);

@@ -227,3 +227,54 @@ TEST(CostModel, NothingToMoveCostsNothing) {
 }
 
 }  // namespace
+
+// An epilogue's residual is read at each completing write (the chunk's last write into the
+// rank's output, a reduce), through the rank's memory: one-shot completes all 8 chunks on every
+// rank, two-shot one of them. On a fabric where memory is the only limit, that is 8 chunks' more
+// bytes against one.
+TEST(CostModel, TheResidualIsReadWhereEachChunkIsCompleted) {
+  Topology slow = uniform_switch(8, 1e15, 0, 1e30);
+  for (Gpu& g : slow.gpus) g.memory_bandwidth = 1e9, g.channel_bandwidth = 1e15;
+  CostParams plain, fused;
+  fused.epilogue.kind = Epilogue::Residual;
+  auto extra = [&](const char* algo) {
+    const StepProgram p = shipped_program(algo, 8);
+    return estimate_cost(p, nullptr, slow, 8 << 20, fused).time - estimate_cost(p, nullptr, slow, 8 << 20, plain).time;
+  };
+  EXPECT_NEAR(extra("oneshot"), double(8 << 20) / 1e9, 1e-6);  // the other bytes, at 1e15 B/s, overlap
+  EXPECT_NEAR(extra("twoshot"), double(1 << 20) / 1e9, 1e-6);
+  fused.protocol = plain.protocol = Protocol::Ll;  // ll's local reads are not priced (as in the simulator)
+  EXPECT_EQ(extra("oneshot"), 0);
+}
+
+// The norm after the exit waits: the busiest channel norms ceil(rows / C) rows through its
+// block, reading each twice and writing it, plus residual_out and the fp8 output, as moves (a
+// read and a write each), unless the GPU's memory is the slower; none without the norm.
+TEST(CostModel, TheNormRunsOnTheRanksChannelsAfterTheExit) {
+  Topology sw = uniform_switch(8, kBand, kAlpha, kReduce);
+  for (Gpu& g : sw.gpus) g.channel_bandwidth = 10e9, g.memory_bandwidth = 1e12;
+  const StepProgram p = shipped_program("twoshot", 8);
+  CostParams params{4, 0, 1, Protocol::Simple};
+  params.epilogue = {Epilogue::ResidualRmsNorm, 1000 * 2, 2, true, false};
+  const int64_t bytes = 10 * 2000;  // 10 rows: the busiest of 4 channels norms 3
+  const Estimate e = estimate_cost(p, nullptr, sw, bytes, params);
+  EXPECT_NEAR(e.epilogue, 3 * 2000 * 4.0 / 2 / 10e9, 1e-15);
+  params.epilogue.quant_out = true;  // one more byte per 2-byte element
+  EXPECT_NEAR(estimate_cost(p, nullptr, sw, bytes, params).epilogue, 3 * 2000 * 4.5 / 2 / 10e9, 1e-15);
+  for (Gpu& g : sw.gpus) g.memory_bandwidth = 1e9;  // every channel's bytes through a slow memory
+  EXPECT_NEAR(estimate_cost(p, nullptr, sw, bytes, params).epilogue, 10 * 2000 * 4.5 / 1e9, 1e-15);
+  params.epilogue.kind = Epilogue::Residual;
+  const Estimate residual = estimate_cost(p, nullptr, sw, bytes, params);
+  EXPECT_EQ(residual.epilogue, 0);
+  EXPECT_NEAR(e.time - e.epilogue, estimate_cost(p, nullptr, sw, bytes, {4, 0, 1, Protocol::Simple}).time, 1e-12);
+}
+
+// The unfused alternative's second kernel: a launch, and each buffer once at the memory's rate.
+TEST(CostModel, ASeparateEpilogueKernelStreamsEachBufferOnce) {
+  Topology sw = uniform_switch(4, kBand, kAlpha, kReduce);
+  for (Gpu& g : sw.gpus) g.memory_bandwidth = 1e12, g.launch = 2e-6;
+  EXPECT_EQ(separate_epilogue_seconds(sw, 4, 1 << 20, {}), 0);
+  EXPECT_NEAR(separate_epilogue_seconds(sw, 4, 1 << 20, {Epilogue::Residual}), 2e-6 + 3.0 * (1 << 20) / 1e12, 1e-15);
+  EXPECT_NEAR(separate_epilogue_seconds(sw, 4, 1 << 20, {Epilogue::ResidualRmsNorm, 8192, 2, true, true}),
+              2e-6 + 4.5 * (1 << 20) / 1e12, 1e-15);
+}

@@ -2,6 +2,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
 
 #include "kernel_plan.h"
 #include "cli_util.h"
@@ -119,6 +120,23 @@ TEST(TuneCommand, UsageErrors) {
   auto none = run_cli({"tune", "--topo", topo, "--schedules", empty});
   EXPECT_EQ(none.code, cli::kExitScheduleError);
   EXPECT_NE(none.err.find("no candidate schedule implements allreduce"), std::string::npos) << none.err;
+}
+
+TEST(TuneCommand, EpilogueUsageErrorsNameTheOption) {
+  const std::string topo = kTopologies + "dgx-h100.topo";
+  for (auto [args, says] :
+       {std::pair<std::vector<std::string>, std::string>{{"--epilogue", "residual-rmsnorm"}, "needs --hidden H"},
+        {{"--hidden", "64"}, "--hidden is for --epilogue residual-rmsnorm"},
+        {{"--epilogue", "residual", "--hidden", "64"}, "--hidden is for --epilogue residual-rmsnorm"},
+        {{"--epilogue", "rmsnorm"}, "residual-rmsnorm-fp8"},
+        {{"--epilogue", "residual-rmsnorm", "--hidden", "0"}, "--hidden expects a row length"},
+        {{"--epilogue", "residual", "--collective", "reduce_scatter"}, "only allreduce has one"}}) {
+    std::vector<std::string> argv = {"tune", "--topo", topo};
+    argv.insert(argv.end(), args.begin(), args.end());
+    auto r = run_cli(argv);
+    EXPECT_EQ(r.code, cli::kExitUsage) << args[0];
+    EXPECT_NE(r.err.find(says), std::string::npos) << r.err;
+  }
 }
 
 std::vector<std::string> fields(const std::string& line) {
@@ -290,4 +308,42 @@ TEST(TuneCommand, DgxH100MeetsTheLargerTargetsAndVllmsAnchor) {
     ++small;
   }
   EXPECT_GT(small, 0);
+}
+
+// A fused allreduce is priced with its epilogue, one row at a time from one row up, beside the
+// unfused alternative: the plain allreduce's choice plus a kernel of its own, whose launch a
+// small fused call saves and whose full grid a large one lacks (the norm runs on the
+// collective's channels). The TSV's epilogue_us is the norm's pass: one row on one block at the
+// channel rate, 4 accesses (read twice, write, residual_out) per byte, as moves (halved).
+TEST(TuneCommand, EpiloguePricesTheFusedCallBesideTheUnfusedOne) {
+  const std::string topo = kTopologies + "dgx-h100.topo";
+  auto table = run_cli({"tune", "--topo", topo, "--dtype", "bf16", "--epilogue", "residual-rmsnorm", "--hidden", "4096"});
+  ASSERT_EQ(table.code, cli::kExitOk) << table.err;
+  EXPECT_NE(table.out.find("# fused with epilogue residual-rmsnorm over rows of 4096 elements"), std::string::npos)
+      << table.out;
+  EXPECT_NE(table.out.find("unfused  speedup"), std::string::npos) << table.out;
+  auto tsv = run_cli({"tune", "--topo", topo, "--dtype", "bf16", "--epilogue", "residual-rmsnorm", "--hidden", "4096",
+                      "--format", "tsv"});
+  ASSERT_EQ(tsv.code, cli::kExitOk) << tsv.err;
+  auto plain = run_cli({"tune", "--topo", topo, "--dtype", "bf16", "--format", "tsv"});
+  ASSERT_EQ(plain.code, cli::kExitOk) << plain.err;
+  std::map<std::string, double> plain_us;
+  for (const std::string& line : lines(plain.out))
+    if (!line.empty() && line[0] != 'b') plain_us[fields(line)[0]] = std::stod(fields(line)[3]);
+  const std::vector<std::string> rows = lines(tsv.out);
+  ASSERT_EQ(fields(rows[0]).back(), "unfused_us");
+  const std::vector<std::string> one = fields(rows[1]);
+  ASSERT_EQ(one[0], "8192");  // one row of 4096 bf16
+  const double epilogue = std::stod(one[9]), unfused = std::stod(one[10]), fused = std::stod(one[3]);
+  EXPECT_NEAR(epilogue, 8192.0 * 4 / 2 / 25e9 * 1e6, 1e-3);
+  // Unfused: the plain choice, a launch (2.5 us) and 4 x 8 KiB at 3350 GB/s.
+  EXPECT_NEAR(unfused, plain_us["8192"] + 2.5 + 4 * 8192 / 3350e9 * 1e6, 2e-3);
+  EXPECT_LT(fused, unfused);  // one launch saved
+  EXPECT_GT(fused, plain_us["8192"]);
+  // 64 MiB: the norm on 32 blocks at 25 GB/s each is slower than a full grid at 3350 GB/s.
+  for (const std::string& line : rows) {
+    if (!line.empty() && fields(line)[0] == "67108864") {
+      EXPECT_GT(std::stod(fields(line)[3]), std::stod(fields(line)[10]));
+    }
+  }
 }

@@ -239,3 +239,24 @@ TEST(Sim, APeerWithAnotherCountFailsEveryRank) {
   double seconds = 0;
   EXPECT_EQ(run_checked(comm, all_reduce(64), false, seconds), 0u);  // the next call runs
 }
+
+// A fused call is chosen and priced with its epilogue (the norm after the exit, on the rank's
+// channels), under a choice of its own: asked after the plain call of the same size, it is not
+// given the plain call's choice and price.
+TEST(Sim, AFusedCallIsChosenAndPricedWithItsEpilogue) {
+  Communicator comm = Communicator::sim(8, options(""));
+  const CollectiveCall plain = all_reduce(64 * 4096, DataType::BF16);
+  CollectiveCall fused = plain;
+  fused.epilogue = Epilogue::ResidualRmsNorm;
+  fused.hidden = 4096;
+  float somewhere = 0;
+  const std::vector<void*> outs(8, &somewhere);  // predict looks at which outputs there are, not at them
+  fused.residual_out = outs;
+  const double plain_seconds = comm.predict(plain).ccc_seconds;
+  const double fused_seconds = comm.predict(fused).ccc_seconds;
+  ASSERT_GT(plain_seconds, 0);
+  // 64 rows of 8 KiB on at most 32 channels: at least 2 rows, 4 accesses a byte, as moves, at 25 GB/s.
+  EXPECT_GE(fused_seconds - plain_seconds, 2 * 8192 * 4.0 / 2 / 25e9 * 0.999);
+  fused.residual_out = {};  // no residual_out: a price of its own, lower
+  EXPECT_LT(comm.predict(fused).ccc_seconds, fused_seconds);
+}
