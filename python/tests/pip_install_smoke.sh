@@ -20,5 +20,9 @@ assert any(r.split(";")[0].strip() == "numpy" for r in metadata.requires("ccc") 
 xs = [np.full(10, r, dtype=np.float32) for r in range(2)]
 ccc.Communicator(2).all_reduce(xs)
 assert (xs[0] == 1).all() and (xs[1] == 1).all()
+# The wheel carries libccc-nccl, and nccl_env finds it there (docs/nccl.md).
+from ccc import nccl_env
+shim, _ = nccl_env.find_shim()
+assert shim is not None and str(shim).startswith(os.path.realpath(sys.argv[2])), shim
 print("installed ccc works:", ccc.__file__)
 PY
