@@ -10,10 +10,11 @@
 #ifndef CCC_ABI_H
 #define CCC_ABI_H
 
-#define CCC_ABI_VERSION 12
+#define CCC_ABI_VERSION 13
 
 /* The most channels (thread blocks per rank) a kernel may have: the size of the per-rank
- * progress and mailbox arrays, and of each peer's row of the inbox. */
+ * progress and mailbox arrays, and of each peer's row of the inbox; also the most blocks a
+ * rank's launch may have, its norm blocks included (ccc_launch_args::rank_blocks). */
 #define CCC_MAX_CHANNELS 64
 
 /* The words of a rank's ccc_rank_state::progress. */
@@ -137,14 +138,19 @@ typedef struct ccc_launch_args {
   const ccc_buffers* virtual_own;/* [N] each virtual rank's buffers (rank == -1), else null */
   unsigned long long count;
   int rank;                      /* this launch's rank; -1: all N ranks in one grid, block b runs
-                                    rank b / channels, channel b % channels (virtual ranks) */
+                                    rank b / rank_blocks, block b % rank_blocks (virtual ranks) */
   unsigned long long timeout_ns; /* a wait longer than this records CCC_ERR_TIMEOUT and returns;
                                     ~0ull waits for ever */
-  ccc_trace_channel* trace;      /* indexed by the block index (see ccc_device.h): [channels], or
-                                    [N * channels] for virtual ranks; read only by traced kernels,
-                                    which also accept null (nothing recorded) */
+  ccc_trace_channel* trace;      /* per channel (norm blocks record nothing): [channels], or
+                                    [N * channels] for virtual ranks, rank * channels + channel;
+                                    read only by traced kernels, which also accept null */
   ccc_epilogue_args epilogue;                /* epilogue kernels (rank >= 0): the rank's operands */
   const ccc_epilogue_args* virtual_epilogue; /* [N] each virtual rank's (rank == -1), else null */
+  int rank_blocks;               /* blocks per rank, at most CCC_MAX_CHANNELS: the kernel's
+                                    channels, and in an RMSNorm kernel more blocks that only norm
+                                    rows once the channels meet (Progress::meet_own_channels);
+                                    block b of a rank is channel b below the channels. 0: the
+                                    channels. Virtual ranks: block b runs rank b / rank_blocks */
 } ccc_launch_args;
 
 /* Host emulation only (ccc_device_host.h): one emulated GPU thread of a thread block. The host

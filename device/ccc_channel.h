@@ -42,7 +42,10 @@ class Channel : public ProtocolFor<Cfg_>::type {
 
   CCC_FN Channel(const ccc_launch_args& args, int block) : Base(args, block) {
 #ifdef CCC_TRACE_ENABLED
-    trace_ = args.trace != nullptr && thread_index() == 0 ? args.trace + block : nullptr;
+    // Norm blocks (past the channels) record nothing: the records are per channel.
+    trace_ = args.trace != nullptr && thread_index() == 0 && channel_ < Cfg::channels
+                 ? args.trace + (args.rank >= 0 ? channel_ : rank_ * Cfg::channels + channel_)
+                 : nullptr;
 #endif
   }
 
@@ -75,7 +78,10 @@ class Channel : public ProtocolFor<Cfg_>::type {
     // parked grid holds SM resources while this one runs; ranks that share a device (processes
     // under MPS) need room for both (docs/runtime.md, "Programmatic dependent launch").
     allow_dependent_launch();
-    if (rank_ >= Cfg::ranks || channel_ >= Cfg::channels) return false;
+    if (rank_ >= Cfg::ranks || channel_ >= this->rank_blocks_) return false;
+    // A norm block (an RMSNorm kernel's blocks past its channels) takes no part in the
+    // collective: it only meets the channels once they are done, in run.
+    if (channel_ >= Cfg::channels) return HasRmsNorm<typename Cfg::Op>::value;
     consumers_ = consumers[Map::shared ? 0 : rank_];  // a shared list is relabelled in done()
     CCC_ROLLED
     for (int p = static_cast<int>(thread_index()); p < Cfg::ranks; p += static_cast<int>(block_threads())) {
@@ -110,6 +116,9 @@ class Channel : public ProtocolFor<Cfg_>::type {
    * other arguments, or the program names a pass the kernel lacks. */
   template <class PassList, int Length, int S, class Map = Unmapped>
   CCC_NOINLINE bool run(const Instr<S>* table, Map map = Map()) {
+    if constexpr (HasRmsNorm<typename Cfg::Op>::value) {
+      if (channel_ >= Cfg::channels) return norm_block();
+    }
     const Instr<S>* const program = shared_program<Length, SharedBudget<Cfg::ranks>::program>(table);
     for (long long w = 0; w < windows_; ++w) {
       for (const Instr<S>* i = program; i->code != instr_end; ++i) {
@@ -144,8 +153,8 @@ class Channel : public ProtocolFor<Cfg_>::type {
     while (end->code != instr_end) ++end;
     if (!wait_all(program, end, -1, map)) return false;
     if constexpr (HasRmsNorm<typename Cfg::Op>::value) {
-      // One channel: the exit waits' barrier already ordered the block.
-      if (Cfg::channels > 1 && !this->meet_own_channels()) return false;
+      // One block: the exit waits' barrier already ordered it.
+      if (this->rank_blocks_ > 1 && !this->meet_own_channels()) return false;
       this->rmsnorm_own_rows();
     }
 #ifdef CCC_TRACE_ENABLED
@@ -155,6 +164,16 @@ class Channel : public ProtocolFor<Cfg_>::type {
   }
 
  private:
+  /* A norm block's launch: it meets the rank's channels once they have passed their exit waits
+   * (every write of the rank's output done, every peer done reading it), then norms its share
+   * of the rows, as each channel does. Its blocks idle until then: the price of norming at the
+   * rate of every block of the rank rather than of its channels alone. */
+  CCC_NOINLINE bool norm_block() {
+    if (!this->meet_own_channels()) return false;
+    this->rmsnorm_own_rows();
+    return true;
+  }
+
   /* Waits for every wait instruction in [begin, end): the step waits of window w (w >= 0), or
    * the exit waits (w < 0). The k-th wait is polled by thread k % block_threads(), so the waits
    * for several peers' pushes overlap instead of adding up; then one barrier. Correct because an

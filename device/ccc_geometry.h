@@ -20,9 +20,13 @@ class ChannelGeometry {
   CCC_FN int rank() const { return rank_; }
 
  protected:
-  CCC_FN ChannelGeometry(const ccc_launch_args& args, int block) : count_(static_cast<long long>(args.count)) {
-    rank_ = args.rank >= 0 ? args.rank : block / Cfg::channels;
-    channel_ = args.rank >= 0 ? block : block % Cfg::channels;
+  /* static_cast: Cfg::channels as a value (an lvalue in ?: would odr-use the member, which
+   * NVRTC then warns has no definition). */
+  CCC_FN ChannelGeometry(const ccc_launch_args& args, int block)
+      : count_(static_cast<long long>(args.count)),
+        rank_blocks_(args.rank_blocks > 0 ? args.rank_blocks : static_cast<int>(Cfg::channels)) {
+    rank_ = args.rank >= 0 ? args.rank : block / rank_blocks_;
+    channel_ = args.rank >= 0 ? block : block % rank_blocks_;
     const Range last = piece(Cfg::chunks - 1);
     windows_ = (last.end - last.begin + Cfg::window - 1) / Cfg::window;
   }
@@ -70,8 +74,9 @@ class ChannelGeometry {
   }
 
   long long count_;
+  int rank_blocks_;  // the rank's blocks: its channels, then (an RMSNorm kernel) blocks that only norm
   int rank_ = 0;
-  int channel_ = 0;
+  int channel_ = 0;  // the block of the rank: a channel below Cfg::channels, else a norm block
   long long windows_ = 0;  // windows of the longest slice: every slice of the channel runs this many
 };
 

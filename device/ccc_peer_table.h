@@ -43,14 +43,15 @@ class PeerTable : public Progress<Cfg> {
 
   /* An RMSNorm epilogue's last phase, once every channel of this rank has passed its exit waits
    * (meet_own_channels: every write of this rank's output is done, and every peer is done
-   * reading it): channel c of C norms the c-th of C runs of whole rows, wherever the schedule's
-   * cuts put them. One row takes one block, so one token's row is one block's work (thousands of
+   * reading it): block b of the rank's B (its channels, then its norm blocks) norms the b-th of
+   * B runs of whole rows, wherever the schedule's cuts put them. One row takes one block, so one token's row is one block's work (thousands of
    * elements: a few passes of 512 threads on the GPU). */
   CCC_FN void rmsnorm_own_rows() {
     if constexpr (HasRmsNorm<typename Cfg::Op>::value) {
       const long long hidden = static_cast<long long>(epilogue_.hidden);
       const long long rows = hidden > 0 ? this->count_ / hidden : 0;
-      const long long first = rows * channel_ / Cfg::channels, last = rows * (channel_ + 1) / Cfg::channels;
+      const long long blocks = this->rank_blocks_;  // the channels, then the norm blocks
+      const long long first = rows * channel_ / blocks, last = rows * (channel_ + 1) / blocks;
       if (first >= last) return;
       const long long elements = (last - first) * hidden;
       // The simulator's price, as the cost model's (cost_model.cpp, norm_seconds): the bytes the

@@ -82,8 +82,9 @@ class Progress : public ChannelGeometry<Cfg> {
     }
   }
 
-  /* The rank's channels meet (an RMSNorm epilogue's rows cross the channels' slices): returns
-   * once every channel of this rank has called it in this launch, every write each made before
+  /* The rank's blocks meet (an RMSNorm epilogue's rows cross the channels' slices; its norm
+   * blocks, past the channels, wait here from their start): returns once every block of this
+   * rank (rank_blocks_, channels first) has called it in this launch, every write each made before
    * the call visible to every thread of this block; false (error recorded) on a timeout or a
    * failure. A generation barrier in the rank's own memory, past its channels' epochs
    * (ccc_abi.h, ccc_rank_state::progress): arrive[c], one writer each, and the generation,
@@ -112,7 +113,7 @@ class Progress : public ChannelGeometry<Cfg> {
     unsigned long long start = 0;
     if (channel_ == 0) {
       CCC_ROLLED
-      for (int c = static_cast<int>(thread_index()); ok && c < Cfg::channels; c += static_cast<int>(block_threads()))
+      for (int c = static_cast<int>(thread_index()); ok && c < this->rank_blocks_; c += static_cast<int>(block_threads()))
         for (unsigned polls = 0; ok && load_acquire(arrive + c) != g + 1; ++polls) {
           ok = keep_waiting(rank_, polls, start);
           relax();

@@ -24,6 +24,7 @@
 #include "ccc_abi.h"  // CCC_MAX_DEVICE_RANKS
 #include "cuda_arena.h"
 #include "cuda_backend.h"
+#include "cost_model.h"  // rmsnorm_rank_blocks
 #include "cuda_topology.h"
 #include "nccl_model.h"
 #include "debug_log.h"
@@ -36,6 +37,8 @@
 #include "sim_engine.h"
 
 namespace ccc {
+
+static_assert(kMaxRankBlocks == CCC_MAX_CHANNELS, "a rank's blocks are its channels' slots");
 
 static_assert(Communicator::kMaxChannels == CCC_MAX_CHANNELS, "the ABI sizes the per-rank state arrays");
 
@@ -222,7 +225,12 @@ struct Communicator::Impl {
                               call.hidden,
                               call.eps,
                               call.quant_scale ? 1.0f / *call.quant_scale : 0.0f};
-    return {p.loaded->handle, k.channels, k.block_threads, placed.own, e, call.count, timeout_ns, stream, nullptr,
+    // An RMSNorm kernel's norm blocks, where ranks have devices of their own (virtual ranks'
+    // blocks must all be co-resident on one device already).
+    const int blocks = call.epilogue == Epilogue::ResidualRmsNorm && call.hidden > 0 && !backend->one_device()
+                           ? rmsnorm_rank_blocks(k.channels, static_cast<int64_t>(call.count / call.hidden))
+                           : k.channels;
+    return {p.loaded->handle, blocks, k.block_threads, placed.own, e, call.count, timeout_ns, stream, nullptr,
             placed.before ? &*placed.before : nullptr, placed.after ? &*placed.after : nullptr};
   }
 

@@ -366,16 +366,18 @@ Estimate CostModel::estimate(int64_t bytes, const CostParams& params) const {
   return e;
 }
 
-// The norm after the exit waits (PeerTable::rmsnorm_own_rows): channel c of C norms the c-th of C
-// runs of whole rows, so the busiest channel takes ceil(rows / C) of them through its block,
-// while every channel's bytes cross the GPU's memory. The channels' meeting before it (a few
-// local stores and polls) is not priced.
+// The norm after the exit waits (PeerTable::rmsnorm_own_rows): block b of the rank's B (its
+// channels, then its norm blocks: rmsnorm_rank_blocks) norms the b-th of B runs of whole rows, so
+// the busiest block takes ceil(rows / B) of them at the block's rate, while every block's bytes
+// cross the GPU's memory. The blocks' meeting before it (a few local stores and polls) is not
+// priced.
 double CostModel::norm_seconds(int64_t bytes, const CostParams& params) const {
   const EpilogueShape& e = params.epilogue;
   if (e.kind != Epilogue::ResidualRmsNorm || e.row_bytes <= 0) return 0;
   const Prepared& m = *prepared_;
   const int64_t rows = bytes / e.row_bytes;
-  const double busiest = static_cast<double>(ceil_div(rows, params.channels) * e.row_bytes) * e.norm_accesses();
+  const int blocks = e.norm_blocks ? rmsnorm_rank_blocks(params.channels, rows) : params.channels;
+  const double busiest = static_cast<double>(ceil_div(rows, blocks) * e.row_bytes) * e.norm_accesses();
   double slowest = 0;
   for (int r = 0; r < m.nranks; ++r)
     slowest = std::max({slowest, busiest / 2 / m.channel_bandwidth[static_cast<size_t>(r)],

@@ -392,15 +392,17 @@ void CudaRanks::launch(int rank, const RankLaunch& l) {
   const Device& d = devices_[ranks_.at(rank).device];
   use(d);
   ccc_launch_args args{reinterpret_cast<const ccc_rank_state*>(d.state), l.own, nullptr, l.count, rank, l.timeout_ns,
-                       l.trace, l.epilogue, nullptr};
+                       l.trace, l.epilogue, nullptr, channels};
   const CudaLaunchShape shape = cuda_launch_shape(rank, nranks(), channels, l.block_threads);
-  // An RMSNorm kernel's channels wait for each other (Progress::meet_own_channels), so they must
-  // all be resident at once: on a GPU that holds them they are, once other work leaves room
-  // (nothing they wait for waits for them); more than it holds could never meet.
+  // An RMSNorm kernel's blocks (its channels, then its norm blocks) wait for each other
+  // (Progress::meet_own_channels), so they must all be resident at once: on a GPU that holds
+  // them they are, once other work leaves room (nothing they wait for waits for them); more than
+  // it holds could never meet.
   if (l.epilogue.weight != nullptr) {
     const Occupancy o = occupancy(l.kernel, shape.block);
     if (channels > o.blocks())
-      invalid(fmt::format("an allreduce + RMSNorm kernel's {} channels must be co-resident; device {} holds {} ({} per "
+      invalid(fmt::format("an allreduce + RMSNorm kernel's {} blocks (its channels, then its norm blocks) must be "
+                          "co-resident; device {} holds {} ({} per "
                           "SM x {} SMs)",
                           channels, d.ordinal, o.blocks(), o.per_sm, o.sms));
   }
@@ -497,7 +499,8 @@ void CudaRanks::launch_all(std::span<const RankLaunch> launches) {
                        first.count, -1, first.timeout_ns, first.trace, {},
                        epilogue ? reinterpret_cast<const ccc_epilogue_args*>(virtual_table(
                                       'e', epilogues.data(), epilogues.size() * sizeof(ccc_epilogue_args), stream))
-                                : nullptr};
+                                : nullptr,
+                       channels};
   const CudaLaunchShape shape = cuda_launch_shape(-1, n, channels, threads);
   std::vector<void*> params = cuda_kernel_params(args);
   driver_.check(driver_.cuLaunchCooperativeKernel(f, shape.grid, 1, 1, shape.block, 1, 1, 0,

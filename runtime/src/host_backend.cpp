@@ -269,7 +269,7 @@ void HostRanks::launch(int rank, const HostKernel& kernel, int channels, const c
   if (channels < 1 || channels > CCC_MAX_CHANNELS)
     throw Error(ErrorKind::Internal, fmt::format("a kernel with {} channels; the launch ABI allows "
                                                  "at most {}", channels, CCC_MAX_CHANNELS));
-  const ccc_launch_args args{table_.data(), own, nullptr, count, rank, timeout_ns, trace, epilogue, nullptr};
+  const ccc_launch_args args{table_.data(), own, nullptr, count, rank, timeout_ns, trace, epilogue, nullptr, channels};
   std::lock_guard lock(mutex_);  // not while a reset zeroes the counters
   Rank& r = *ranks_.at(rank);
   r.reported_early = false;  // if the error word is still set, this launch fails too: report it

@@ -212,9 +212,10 @@ TEST_F(CudaCallPath, EachRankIsEnqueuedOnItsDeviceAndStreamWhenItCalls) {
   for (cccComm_t c : comms) EXPECT_EQ(cccCommDestroy(c), cccSuccess);
 }
 
-// An allreduce + RMSNorm kernel's channels wait for each other (Progress::meet_own_channels), so a
-// rank's own grid must fit the device at once: checked against the driver's occupancy for the
-// kernel before anything is queued, as virtual ranks' cooperative grids are.
+// An allreduce + RMSNorm kernel's blocks (its channels, then its norm blocks) wait for each other
+// (Progress::meet_own_channels), so a rank's own grid must fit the device at once: checked
+// against the driver's occupancy for the kernel before anything is queued, as virtual ranks'
+// cooperative grids are.
 TEST_F(CudaCallPath, ARanksRmsNormGridMustFitTheDeviceAtOnce) {
   const int devlist[2] = {0, 1};
   cccComm_t comms[2];
@@ -228,10 +229,14 @@ TEST_F(CudaCallPath, ARanksRmsNormGridMustFitTheDeviceAtOnce) {
                                        hidden, 1e-6f, cccFloat32, cccSum, comms[r], stream(r));
   };
   for (int r = 0; r < 2; ++r) ASSERT_EQ(call(r), cccSuccess) << cccGetLastError(nullptr);
-  EXPECT_EQ(kernel_launches(take_log()).size(), 2u);
+  // 64 rows: the channels, then a norm block for each further row (rmsnorm_rank_blocks), 64 in all.
+  const std::vector<std::string> launches = kernel_launches(take_log());
+  ASSERT_EQ(launches.size(), 2u);
+  for (const std::string& l : launches) EXPECT_NE(l.find(" grid=64 "), std::string::npos) << l;
   fake().set_blocks_per_sm(0);
   EXPECT_EQ(call(0), cccInvalidArgument);
-  EXPECT_NE(std::string(cccGetLastError(comms[0])).find("channels must be co-resident; device 0 holds 0"),
+  EXPECT_NE(std::string(cccGetLastError(comms[0])).find("64 blocks (its channels, then its norm blocks) must be "
+                                                        "co-resident; device 0 holds 0"),
             std::string::npos)
       << cccGetLastError(comms[0]);
   EXPECT_TRUE(kernel_launches(take_log()).empty());

@@ -69,7 +69,7 @@ double launch_host(HostEntry entry, HostBuffers& b, int channels, uint64_t count
   for (int r = 0; r < nranks; ++r) {
     if (std::find(skip.begin(), skip.end(), r) != skip.end()) continue;
     const ccc_launch_args args{b.state.data(), b.own[r], nullptr, count, r, timeout_ns, nullptr,
-                               b.epilogue.empty() ? ccc_epilogue_args{} : b.epilogue[r], nullptr};
+                               b.epilogue.empty() ? ccc_epilogue_args{} : b.epilogue[r], nullptr, channels};
     for (int c = 0; c < channels; ++c)
       blocks.emplace_back(run_host_block, entry, args, c, channels, tsan_block_threads(threads));
   }

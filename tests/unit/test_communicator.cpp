@@ -180,7 +180,9 @@ TEST(CommunicatorEpilogue, ResidualRmsNormOnEveryShippedAllreduce) {
 // A rank's channels meet before the norm (Progress::meet_own_channels): each channel norms a run
 // of whole rows that every channel's slices cut across, so a channel that went ahead would norm
 // rows its siblings (or the peers' copies) had not written yet: poisoned NaN, or a race under
-// ThreadSanitizer (make test-tsan runs this test). Several calls, four channels, two to a core.
+// ThreadSanitizer (make test-tsan runs this test). Several calls, four channels, two to a core;
+// the rank's other 20 blocks are norm blocks (a row each: rmsnorm_rank_blocks), which wait from
+// their start and must not norm before every channel has arrived.
 TEST(CommunicatorEpilogue, ChannelsMeetBeforeTheyNormRowsTheirSiblingsWrote) {
   CommOptions o = options("twoshot");
   o.channels = 4;

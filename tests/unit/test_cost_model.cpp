@@ -247,18 +247,25 @@ TEST(CostModel, TheResidualIsReadWhereEachChunkIsCompleted) {
   EXPECT_EQ(extra("oneshot"), 0);
 }
 
-// The norm after the exit waits: the busiest channel norms ceil(rows / C) rows through its
-// block, reading each twice and writing it, plus residual_out and the fp8 output, as moves (a
-// read and a write each), unless the GPU's memory is the slower; none without the norm.
-TEST(CostModel, TheNormRunsOnTheRanksChannelsAfterTheExit) {
+// The norm after the exit waits: the busiest of the rank's blocks norms ceil(rows / B) rows,
+// reading each twice and writing it, plus residual_out and the fp8 output, as moves (a read and
+// a write each) at the block's rate, unless the GPU's memory is the slower; none without the
+// norm. B is the channels and a norm block per further row, up to 64 (rmsnorm_rank_blocks);
+// virtual ranks add none.
+TEST(CostModel, TheNormRunsOnTheRanksBlocksAfterTheExit) {
   Topology sw = uniform_switch(8, kBand, kAlpha, kReduce);
   for (Gpu& g : sw.gpus) g.channel_bandwidth = 10e9, g.memory_bandwidth = 1e12;
   const StepProgram p = shipped_program("twoshot", 8);
   CostParams params{4, 0, 1, Protocol::Simple};
-  params.epilogue = {Epilogue::ResidualRmsNorm, 1000 * 2, 2, true, false};
-  const int64_t bytes = 10 * 2000;  // 10 rows: the busiest of 4 channels norms 3
+  params.epilogue = {Epilogue::ResidualRmsNorm, 1000 * 2, 2, true, false, true};
+  const int64_t bytes = 10 * 2000;  // 10 rows: 10 blocks, one row each
   const Estimate e = estimate_cost(p, nullptr, sw, bytes, params);
-  EXPECT_NEAR(e.epilogue, 3 * 2000 * 4.0 / 2 / 10e9, 1e-15);
+  EXPECT_NEAR(e.epilogue, 2000 * 4.0 / 2 / 10e9, 1e-15);
+  EXPECT_EQ(rmsnorm_rank_blocks(4, 10), 10);
+  EXPECT_EQ(rmsnorm_rank_blocks(4, 3), 4);
+  EXPECT_EQ(rmsnorm_rank_blocks(4, 1000), 64);
+  params.epilogue.norm_blocks = false;  // the 4 channels alone: the busiest norms 3 rows
+  EXPECT_NEAR(estimate_cost(p, nullptr, sw, bytes, params).epilogue, 3 * 2000 * 4.0 / 2 / 10e9, 1e-15);
   params.epilogue.quant_out = true;  // one more byte per 2-byte element
   EXPECT_NEAR(estimate_cost(p, nullptr, sw, bytes, params).epilogue, 3 * 2000 * 4.5 / 2 / 10e9, 1e-15);
   for (Gpu& g : sw.gpus) g.memory_bandwidth = 1e9;  // every channel's bytes through a slow memory
@@ -275,6 +282,6 @@ TEST(CostModel, ASeparateEpilogueKernelStreamsEachBufferOnce) {
   for (Gpu& g : sw.gpus) g.memory_bandwidth = 1e12, g.launch = 2e-6;
   EXPECT_EQ(separate_epilogue_seconds(sw, 4, 1 << 20, {}), 0);
   EXPECT_NEAR(separate_epilogue_seconds(sw, 4, 1 << 20, {Epilogue::Residual}), 2e-6 + 3.0 * (1 << 20) / 1e12, 1e-15);
-  EXPECT_NEAR(separate_epilogue_seconds(sw, 4, 1 << 20, {Epilogue::ResidualRmsNorm, 8192, 2, true, true}),
+  EXPECT_NEAR(separate_epilogue_seconds(sw, 4, 1 << 20, {Epilogue::ResidualRmsNorm, 8192, 2, true, true, true}),
               2e-6 + 4.5 * (1 << 20) / 1e12, 1e-15);
 }

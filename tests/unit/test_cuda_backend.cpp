@@ -17,7 +17,7 @@ TEST(CudaBackend, LaunchShapeIsChannelsPerRankOrOneGridOfVirtualRanks) {
 TEST(CudaBackend, KernelParamsPointAtTheArgsStruct) {
   ccc_rank_state table[2] = {};
   ccc_buffers own[2] = {};
-  ccc_launch_args args{table, {}, own, 1000, -1, 5'000'000'000ULL, nullptr, {}, nullptr};
+  ccc_launch_args args{table, {}, own, 1000, -1, 5'000'000'000ULL, nullptr, {}, nullptr, 0};
   const std::vector<void*> params = cuda_kernel_params(args);
   ASSERT_EQ(params.size(), 1u);
   const auto* seen = static_cast<const ccc_launch_args*>(params[0]);

@@ -686,7 +686,7 @@ TEST(HostRunVirtualRanks, OneGridRunsEveryRank) {
     for (int r = 0; r < n; ++r)
       for (uint64_t i = 0; i < count; ++i) reinterpret_cast<int*>(b.input(r))[i] = static_cast<int>(i) * (r + 1);
     std::vector<std::thread> blocks;
-    const ccc_launch_args args{b.state.data(), {}, b.own.data(), count, -1, kTimeoutNs, nullptr, {}, nullptr};
+    const ccc_launch_args args{b.state.data(), {}, b.own.data(), count, -1, kTimeoutNs, nullptr, {}, nullptr, 0};
     for (int block = 0; block < n * k.channels; ++block)
       blocks.emplace_back(run_host_block, lib.entry(k.kernel_name), args, block, k.channels,
                           testing::tsan_block_threads(testing::kTestBlockThreads));
