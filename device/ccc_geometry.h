@@ -20,11 +20,14 @@ class ChannelGeometry {
   CCC_FN int rank() const { return rank_; }
 
  protected:
-  /* static_cast: Cfg::channels as a value (an lvalue in ?: would odr-use the member, which
-   * NVRTC then warns has no definition). */
+  /* rank_blocks_: the launch's, kept within [channels, CCC_MAX_CHANNELS] (the meeting's slots);
+   * static_cast: Cfg::channels as a value (an lvalue in ?: would odr-use the member, which NVRTC
+   * then warns has no definition). */
   CCC_FN ChannelGeometry(const ccc_launch_args& args, int block)
       : count_(static_cast<long long>(args.count)),
-        rank_blocks_(args.rank_blocks > 0 ? args.rank_blocks : static_cast<int>(Cfg::channels)) {
+        rank_blocks_(args.rank_blocks < static_cast<int>(Cfg::channels) ? static_cast<int>(Cfg::channels)
+                     : args.rank_blocks > CCC_MAX_CHANNELS              ? CCC_MAX_CHANNELS
+                                                                        : args.rank_blocks) {
     rank_ = args.rank >= 0 ? args.rank : block / rank_blocks_;
     channel_ = args.rank >= 0 ? block : block % rank_blocks_;
     const Range last = piece(Cfg::chunks - 1);

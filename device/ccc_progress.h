@@ -121,9 +121,12 @@ class Progress : public ChannelGeometry<Cfg> {
       ok = barrier_and(ok);
       if (ok && thread_index() == 0) store_release(generation, g + 1);
     } else {
+      // A norm block waits from its start, through the whole collective: not by the clock (a long
+      // call is no failure), but for the error a failed or timed-out channel records.
+      const bool timed = channel_ < Cfg::channels;
       if (thread_index() == 0)
         for (unsigned polls = 0; ok && load_acquire(generation) == g; ++polls) {
-          ok = keep_waiting(rank_, polls, start);
+          ok = keep_waiting(rank_, polls, start, timed);
           relax();
         }
       ok = barrier_and(ok);
@@ -132,9 +135,9 @@ class Progress : public ChannelGeometry<Cfg> {
   }
 
   /* The checks of a wait on `peer` that has polled `polls` times, every 64 polls: the peer's
-   * error word (in its memory: a round trip), this rank's and the clock (`start`: when the
-   * first check ran). False, with the error recorded, when the wait must give up. */
-  CCC_FN bool keep_waiting(int peer, unsigned polls, unsigned long long& start) {
+   * error word (in its memory: a round trip), this rank's and, if `timed`, the clock (`start`:
+   * when the first check ran). False, with the error recorded, when the wait must give up. */
+  CCC_FN bool keep_waiting(int peer, unsigned polls, unsigned long long& start, bool timed = true) {
     if (polls % 64 != 63) return true;
     unsigned* mine = state_[rank_].error;
     if (load_relaxed(state_[peer].error) != 0) {
@@ -142,6 +145,7 @@ class Progress : public ChannelGeometry<Cfg> {
       return false;
     }
     if (load_relaxed(mine) != 0) return false;  // another channel or thread of this rank gave up
+    if (!timed) return true;
     const unsigned long long now = now_ns();
     if (start == 0) start = now;
     if (now - start > timeout_ns_) {

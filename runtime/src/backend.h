@@ -32,7 +32,7 @@ struct StagingCopy {
 // One rank's launch of a loaded kernel.
 struct RankLaunch {
   int kernel = -1;         // what Backend::load returned
-  int channels = 0;        // blocks of the rank
+  int channels = 0;        // the kernel's channels: blocks of the rank (and norm_blocks)
   int block_threads = 0;   // threads per block
   ccc_buffers own;         // the rank's buffers, scratch and LL slots
   ccc_epilogue_args epilogue{};  // an epilogue kernel's operands (ccc_launch_args::epilogue), else zeros
@@ -42,6 +42,7 @@ struct RankLaunch {
   ccc_trace_channel* trace = nullptr;  // records a traced kernel fills in (Backend::trace_alloc), or null
   const StagingCopy* before = nullptr;  // copies queued just before and after the kernel, or null
   const StagingCopy* after = nullptr;
+  int norm_blocks = 0;     // an RMSNorm kernel's blocks past its channels (ccc_launch_args::rank_blocks)
 };
 
 // Buffers that peers in other processes open where they are (a multi-process CUDA communicator:
@@ -77,6 +78,10 @@ class Backend {
   virtual int default_channels() const = 0;
   // Every rank is on one device in this process (KernelOptions::one_device: .gpu scope).
   virtual bool one_device() const = 0;
+  // The most blocks a rank's launch of an RMSNorm kernel may take, its channels and then norm
+  // blocks (rmsnorm_rank_blocks); 0: the channels alone, where norm blocks would not fit beside
+  // other ranks' blocks on one device.
+  virtual int max_rank_blocks() const = 0;
   // A kernel build() compiled and loaded, not yet in the backend's table; destroyed untaken, it
   // unloads what it loaded.
   struct BuiltKernel {

@@ -225,13 +225,14 @@ struct Communicator::Impl {
                               call.hidden,
                               call.eps,
                               call.quant_scale ? 1.0f / *call.quant_scale : 0.0f};
-    // An RMSNorm kernel's norm blocks, where ranks have devices of their own (virtual ranks'
-    // blocks must all be co-resident on one device already).
-    const int blocks = call.epilogue == Epilogue::ResidualRmsNorm && call.hidden > 0 && !backend->one_device()
-                           ? rmsnorm_rank_blocks(k.channels, static_cast<int64_t>(call.count / call.hidden))
-                           : k.channels;
-    return {p.loaded->handle, blocks, k.block_threads, placed.own, e, call.count, timeout_ns, stream, nullptr,
-            placed.before ? &*placed.before : nullptr, placed.after ? &*placed.after : nullptr};
+    RankLaunch launch{p.loaded->handle, k.channels, k.block_threads, placed.own, e, call.count, timeout_ns, stream,
+                      nullptr, placed.before ? &*placed.before : nullptr, placed.after ? &*placed.after : nullptr};
+    // An RMSNorm kernel's norm blocks, as many as the backend allows (Backend::max_rank_blocks).
+    if (call.epilogue == Epilogue::ResidualRmsNorm && call.hidden > 0)
+      launch.norm_blocks = rmsnorm_rank_blocks(k.channels, static_cast<int64_t>(call.count / call.hidden),
+                                               backend->max_rank_blocks()) -
+                           k.channels;
+    return launch;
   }
 
   void launch_rank(const Prepared& p, const CollectiveCall& call, int rank, const void* send, void* recv,

@@ -376,7 +376,7 @@ double CostModel::norm_seconds(int64_t bytes, const CostParams& params) const {
   if (e.kind != Epilogue::ResidualRmsNorm || e.row_bytes <= 0) return 0;
   const Prepared& m = *prepared_;
   const int64_t rows = bytes / e.row_bytes;
-  const int blocks = e.norm_blocks ? rmsnorm_rank_blocks(params.channels, rows) : params.channels;
+  const int blocks = rmsnorm_rank_blocks(params.channels, rows, e.max_rank_blocks);
   const double busiest = static_cast<double>(ceil_div(rows, blocks) * e.row_bytes) * e.norm_accesses();
   double slowest = 0;
   for (int r = 0; r < m.nranks; ++r)

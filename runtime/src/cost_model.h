@@ -33,6 +33,15 @@ namespace ccc {
 // Chunks, channel slices and tiles are cut on multiples of this many bytes.
 inline constexpr int64_t kCutGranule = 64;
 
+// The blocks of a rank's launch of an RMSNorm kernel (ccc_launch_args::rank_blocks): its
+// channels, and then norm blocks, up to one block per row and kMaxRankBlocks in all, so that the
+// norm after the exit runs at the rate of that many blocks rather than of the channels alone.
+inline constexpr int kMaxRankBlocks = 64;  // CCC_MAX_CHANNELS
+// `most`: what the backend allows (Backend::max_rank_blocks; 0: the channels alone).
+inline int rmsnorm_rank_blocks(int channels, int64_t rows, int most = kMaxRankBlocks) {
+  return static_cast<int>(std::max<int64_t>(channels, std::min<int64_t>(rows, most)));
+}
+
 // A fused epilogue as the model prices it (docs/epilogue.md, "Cost"), the simulator's way: the
 // completing write reads the rank's residual too (through the GPU's memory), and after the exit
 // waits each channel norms its share of the rank's rows, at the block's rate.
@@ -42,19 +51,11 @@ struct EpilogueShape {
   int elem_size = 1;          // bytes per element (the fp8 output has one byte per element)
   bool residual_out = false;  // the norm writes the pre-norm sums too
   bool quant_out = false;     // and an fp8 copy of its output
-  bool norm_blocks = true;    // the launch adds norm blocks (rmsnorm_rank_blocks; not virtual ranks)
+  int max_rank_blocks = kMaxRankBlocks;  // norm blocks up to this (Backend::max_rank_blocks)
   // Bytes the norm reads and writes per byte of the rows: each row read twice and written
   // once, then residual_out's and the fp8 output's writes.
   double norm_accesses() const { return (residual_out ? 4.0 : 3.0) + (quant_out ? 1.0 / elem_size : 0.0); }
 };
-
-// The blocks of a rank's launch of an RMSNorm kernel (ccc_launch_args::rank_blocks): its
-// channels, and then norm blocks, up to one block per row and kMaxRankBlocks in all, so that the
-// norm after the exit runs at the rate of that many blocks rather than of the channels alone.
-inline constexpr int kMaxRankBlocks = 64;  // CCC_MAX_CHANNELS
-inline int rmsnorm_rank_blocks(int channels, int64_t rows) {
-  return static_cast<int>(std::max<int64_t>(channels, std::min<int64_t>(rows, kMaxRankBlocks)));
-}
 
 // The kernel parameters the model prices (KernelOptions' channels, tile_bytes and pipeline).
 struct CostParams {

@@ -383,29 +383,36 @@ void CudaRanks::trace_read(int rank, void* records, void* host, uint64_t bytes) 
   driver_.check(copied, "cuMemcpyDtoH");
 }
 
+int CudaRanks::max_rank_blocks() const {
+  return one_device() || (arena_ != nullptr && arena_->device_shared()) ? 0 : CCC_MAX_CHANNELS;
+}
+
 void CudaRanks::launch(int rank, const RankLaunch& l) {
   const int channels = l.channels;
-  if (channels < 1 || channels > CCC_MAX_CHANNELS)
-    throw Error(ErrorKind::Internal, fmt::format("a kernel with {} channels; the launch ABI allows at most {}",
-                                                 channels, CCC_MAX_CHANNELS));
+  if (channels < 1 || channels + l.norm_blocks > CCC_MAX_CHANNELS)
+    throw Error(ErrorKind::Internal, fmt::format("a kernel with {} channels and {} norm blocks; the launch ABI "
+                                                 "allows at most {} blocks",
+                                                 channels, l.norm_blocks, CCC_MAX_CHANNELS));
   CudaContextGuard guard(driver_);
   const Device& d = devices_[ranks_.at(rank).device];
   use(d);
-  ccc_launch_args args{reinterpret_cast<const ccc_rank_state*>(d.state), l.own, nullptr, l.count, rank, l.timeout_ns,
-                       l.trace, l.epilogue, nullptr, channels};
-  const CudaLaunchShape shape = cuda_launch_shape(rank, nranks(), channels, l.block_threads);
+  int blocks = channels + l.norm_blocks;
   // An RMSNorm kernel's blocks (its channels, then its norm blocks) wait for each other
   // (Progress::meet_own_channels), so they must all be resident at once: on a GPU that holds
   // them they are, once other work leaves room (nothing they wait for waits for them); more than
-  // it holds could never meet.
+  // it holds could never meet. So the channels must fit, and the norm blocks, which only speed
+  // the norm up, take no more than what is left.
   if (l.epilogue.weight != nullptr) {
-    const Occupancy o = occupancy(l.kernel, shape.block);
+    const Occupancy o = occupancy(l.kernel, cuda_launch_shape(rank, nranks(), channels, l.block_threads).block);
     if (channels > o.blocks())
-      invalid(fmt::format("an allreduce + RMSNorm kernel's {} blocks (its channels, then its norm blocks) must be "
-                          "co-resident; device {} holds {} ({} per "
+      invalid(fmt::format("an allreduce + RMSNorm kernel's {} channels must be co-resident; device {} holds {} ({} per "
                           "SM x {} SMs)",
                           channels, d.ordinal, o.blocks(), o.per_sm, o.sms));
+    blocks = static_cast<int>(std::min<int64_t>(blocks, o.blocks()));
   }
+  ccc_launch_args args{reinterpret_cast<const ccc_rank_state*>(d.state), l.own, nullptr, l.count, rank, l.timeout_ns,
+                       l.trace, l.epilogue, nullptr, blocks};
+  const CudaLaunchShape shape = cuda_launch_shape(rank, nranks(), blocks, l.block_threads);
   std::vector<void*> params = cuda_kernel_params(args);
   const auto s = static_cast<CUstream>(l.stream);
   auto copy = [&](const StagingCopy* c, const char* what) {
@@ -500,7 +507,7 @@ void CudaRanks::launch_all(std::span<const RankLaunch> launches) {
                        epilogue ? reinterpret_cast<const ccc_epilogue_args*>(virtual_table(
                                       'e', epilogues.data(), epilogues.size() * sizeof(ccc_epilogue_args), stream))
                                 : nullptr,
-                       channels};
+                       channels};  // no norm blocks (max_rank_blocks)
   const CudaLaunchShape shape = cuda_launch_shape(-1, n, channels, threads);
   std::vector<void*> params = cuda_kernel_params(args);
   driver_.check(driver_.cuLaunchCooperativeKernel(f, shape.grid, 1, 1, shape.block, 1, 1, 0,

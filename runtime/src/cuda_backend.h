@@ -83,6 +83,10 @@ class CudaRanks : public Backend, public PeerRegistry {
   // other processes (an arena) keep .sys even on one device: the runtime writes their error
   // words from the host while kernels run (abort).
   bool one_device() const override { return arena_ == nullptr && devices_.size() == 1; }
+  // Norm blocks where a rank has its device to itself: not for virtual ranks, nor for ranks of
+  // several processes on one device (MPS), whose blocks must all be resident together. A launch
+  // also takes no more than the device holds at once (CudaRanks::launch).
+  int max_rank_blocks() const override;
   const std::string& arch() const { return arch_; }  // of devices[0]; all must match
 
   // Builds the kernel with NVRTC for arch() (through `cache`) and loads it on every device.

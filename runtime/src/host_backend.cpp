@@ -121,6 +121,9 @@ void HostStream::work(int block) {
     // A launch with more blocks than this one's index cannot finish without it, so no launch
     // this worker must run is ever skipped; one with fewer blocks is not its business.
     seen = started_;
+    // A worker the launch did not need (one with fewer blocks) may wake only once that launch is
+    // done and gone: then there is nothing to look at.
+    if (queue_.empty()) continue;
     const Launch& launch = queue_.front();
     if (block >= launch.channels) continue;
     const HostEntry entry = launch.kernel.entry;
@@ -369,8 +372,8 @@ void HostRanks::launch(int rank, const RankLaunch& l) {
     if (c == nullptr) return {};
     return [c = *c] { std::memcpy(c.to, c.from, c.bytes); };
   };
-  launch(rank, kernels_.at(static_cast<size_t>(l.kernel)), l.channels, l.own, l.count, l.timeout_ns, l.trace,
-         task(l.before), task(l.after), l.epilogue);
+  launch(rank, kernels_.at(static_cast<size_t>(l.kernel)), l.channels + l.norm_blocks, l.own, l.count, l.timeout_ns,
+         l.trace, task(l.before), task(l.after), l.epilogue);
 }
 
 void HostRanks::synchronize(int rank) {

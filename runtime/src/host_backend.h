@@ -173,6 +173,9 @@ class HostRanks : public Backend {
   // model picks for its GPUs.
   int default_channels() const override { return sim_ != nullptr ? 0 : 1; }
   bool one_device() const override { return false; }
+  // The simulator adds norm blocks as a GPU would; plain host emulation a few (they buy nothing
+  // on a CPU, each being a thread, but the emulation runs their code).
+  int max_rank_blocks() const override { return sim_ != nullptr ? CCC_MAX_CHANNELS : 8; }
   std::unique_ptr<BuiltKernel> build(JitCache& cache, const std::string& source,
                                      const EmittedKernel& kernel) const override;
   int install(std::unique_ptr<BuiltKernel> kernel) override;

@@ -36,9 +36,9 @@ std::string default_schedule(Collective collective) {
 }
 
 // What the model prices a fused call by (EpilogueShape): its epilogue, rows and outputs.
-EpilogueShape epilogue_shape(const CollectiveCall& call, bool one_device) {
+EpilogueShape epilogue_shape(const CollectiveCall& call, int max_rank_blocks) {
   EpilogueShape e;
-  e.norm_blocks = !one_device;  // as Communicator's rank_launch adds them
+  e.max_rank_blocks = max_rank_blocks;  // as Communicator's rank_launch adds them
   e.kind = call.epilogue;
   e.elem_size = static_cast<int>(data_type_size(call.dtype));
   if (call.epilogue != Epilogue::ResidualRmsNorm) return e;
@@ -49,7 +49,7 @@ EpilogueShape epilogue_shape(const CollectiveCall& call, bool one_device) {
 }
 
 std::string choice_key(const CollectiveCall& call) {
-  const EpilogueShape e = epilogue_shape(call, false);  // the same on every backend
+  const EpilogueShape e = epilogue_shape(call, 0);  // one catalogue per backend
   return fmt::format("{}/{}/{}/{}/{}/{}/{}/{}", collective_name(call.collective), call.count,
                      data_type_name(call.dtype), call.root, epilogue_name(e.kind), e.row_bytes, e.residual_out,
                      e.quant_out);
@@ -89,7 +89,7 @@ void KernelCatalogue::select_for(const CollectiveCall& call, int64_t bytes, int 
     if (channels > 0) select.channels = {channels};
     if (options_.tile_bytes > 0) select.tiles = {options_.tile_bytes};
     if (options_.protocol) select.protocols = {*options_.protocol};
-    select.epilogue = epilogue_shape(call, backend_.one_device());
+    select.epilogue = epilogue_shape(call, backend_.max_rank_blocks());
     try {
       const ccc::Choice best = select_schedule(call.collective, bytes, static_cast<int>(data_type_size(call.dtype)),
                                                *topology_, menu_for(call.collective, call.root).candidates(), select);

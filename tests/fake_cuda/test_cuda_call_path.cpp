@@ -213,9 +213,9 @@ TEST_F(CudaCallPath, EachRankIsEnqueuedOnItsDeviceAndStreamWhenItCalls) {
 }
 
 // An allreduce + RMSNorm kernel's blocks (its channels, then its norm blocks) wait for each other
-// (Progress::meet_own_channels), so a rank's own grid must fit the device at once: checked
-// against the driver's occupancy for the kernel before anything is queued, as virtual ranks'
-// cooperative grids are.
+// (Progress::meet_own_channels), so a rank's own grid must fit the device at once: its channels
+// are checked against the driver's occupancy for the kernel before anything is queued, as
+// virtual ranks' cooperative grids are, and its norm blocks take at most what is left.
 TEST_F(CudaCallPath, ARanksRmsNormGridMustFitTheDeviceAtOnce) {
   const int devlist[2] = {0, 1};
   cccComm_t comms[2];
@@ -235,8 +235,7 @@ TEST_F(CudaCallPath, ARanksRmsNormGridMustFitTheDeviceAtOnce) {
   for (const std::string& l : launches) EXPECT_NE(l.find(" grid=64 "), std::string::npos) << l;
   fake().set_blocks_per_sm(0);
   EXPECT_EQ(call(0), cccInvalidArgument);
-  EXPECT_NE(std::string(cccGetLastError(comms[0])).find("64 blocks (its channels, then its norm blocks) must be "
-                                                        "co-resident; device 0 holds 0"),
+  EXPECT_NE(std::string(cccGetLastError(comms[0])).find("channels must be co-resident; device 0 holds 0"),
             std::string::npos)
       << cccGetLastError(comms[0]);
   EXPECT_TRUE(kernel_launches(take_log()).empty());
@@ -1114,6 +1113,24 @@ TEST(CudaRegister, Rank) {
   // Every rank here is on the fake's device 0: a shared device, so no programmatic launch.
   EXPECT_EQ(calls_named(log, "cuLaunchKernel").size(), 1u) << testing::PrintToString(log);
   EXPECT_TRUE(calls_named(log, "cuLaunchKernelEx").empty()) << testing::PrintToString(log);
+  {
+    // Nor norm blocks for an RMSNorm call (64 rows): its grid is the plain call's, its channels.
+    const std::string plain = kernel_launches(log).at(0);
+    CUdeviceptr residual = 0, weight = 0;
+    ASSERT_EQ(d.cuMemAlloc(&residual, kCount * 4), CUDA_SUCCESS);
+    ASSERT_EQ(d.cuMemAlloc(&weight, 64 * 4), CUDA_SUCCESS);
+    ASSERT_EQ(cccAllReduceResidualRmsNorm(buf, reinterpret_cast<void*>(residual), reinterpret_cast<void*>(weight), buf,
+                                          nullptr, kCount, 64, 1e-6f, cccFloat32, cccSum, comm, s),
+              cccSuccess)
+        << cccGetLastError(comm);
+    const std::vector<std::string> fused = kernel_launches(take_log());
+    ASSERT_EQ(fused.size(), 1u);
+    auto grid = [](const std::string& l) { return l.substr(l.find(" grid="), l.find(' ', l.find(" grid=") + 1) - l.find(" grid=")); };
+    EXPECT_EQ(grid(fused[0]), grid(plain)) << fused[0] << " against " << plain;
+    ASSERT_EQ(cccCommSynchronize(comm), cccSuccess) << cccGetLastError(comm);
+    d.cuMemFree(residual);
+    d.cuMemFree(weight);
+  }
   EXPECT_EQ(last_launch().own.input, buf);
   const ccc_registry* registry = launched_registry();
   ASSERT_NE(registry, nullptr);

@@ -257,14 +257,16 @@ TEST(CostModel, TheNormRunsOnTheRanksBlocksAfterTheExit) {
   for (Gpu& g : sw.gpus) g.channel_bandwidth = 10e9, g.memory_bandwidth = 1e12;
   const StepProgram p = shipped_program("twoshot", 8);
   CostParams params{4, 0, 1, Protocol::Simple};
-  params.epilogue = {Epilogue::ResidualRmsNorm, 1000 * 2, 2, true, false, true};
+  params.epilogue = {Epilogue::ResidualRmsNorm, 1000 * 2, 2, true, false, kMaxRankBlocks};
   const int64_t bytes = 10 * 2000;  // 10 rows: 10 blocks, one row each
   const Estimate e = estimate_cost(p, nullptr, sw, bytes, params);
   EXPECT_NEAR(e.epilogue, 2000 * 4.0 / 2 / 10e9, 1e-15);
   EXPECT_EQ(rmsnorm_rank_blocks(4, 10), 10);
   EXPECT_EQ(rmsnorm_rank_blocks(4, 3), 4);
   EXPECT_EQ(rmsnorm_rank_blocks(4, 1000), 64);
-  params.epilogue.norm_blocks = false;  // the 4 channels alone: the busiest norms 3 rows
+  EXPECT_EQ(rmsnorm_rank_blocks(4, 1000, 8), 8);
+  EXPECT_EQ(rmsnorm_rank_blocks(4, 1000, 0), 4);
+  params.epilogue.max_rank_blocks = 0;  // the 4 channels alone: the busiest norms 3 rows
   EXPECT_NEAR(estimate_cost(p, nullptr, sw, bytes, params).epilogue, 3 * 2000 * 4.0 / 2 / 10e9, 1e-15);
   params.epilogue.quant_out = true;  // one more byte per 2-byte element
   EXPECT_NEAR(estimate_cost(p, nullptr, sw, bytes, params).epilogue, 3 * 2000 * 4.5 / 2 / 10e9, 1e-15);
@@ -282,6 +284,6 @@ TEST(CostModel, ASeparateEpilogueKernelStreamsEachBufferOnce) {
   for (Gpu& g : sw.gpus) g.memory_bandwidth = 1e12, g.launch = 2e-6;
   EXPECT_EQ(separate_epilogue_seconds(sw, 4, 1 << 20, {}), 0);
   EXPECT_NEAR(separate_epilogue_seconds(sw, 4, 1 << 20, {Epilogue::Residual}), 2e-6 + 3.0 * (1 << 20) / 1e12, 1e-15);
-  EXPECT_NEAR(separate_epilogue_seconds(sw, 4, 1 << 20, {Epilogue::ResidualRmsNorm, 8192, 2, true, true, true}),
+  EXPECT_NEAR(separate_epilogue_seconds(sw, 4, 1 << 20, {Epilogue::ResidualRmsNorm, 8192, 2, true, true, kMaxRankBlocks}),
               2e-6 + 4.5 * (1 << 20) / 1e12, 1e-15);
 }

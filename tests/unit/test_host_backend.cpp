@@ -2,6 +2,7 @@
 // through the communicator).
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cstring>
 #include <vector>
 
@@ -57,6 +58,25 @@ TEST(HostBackend, StreamsRunTheirLaunchesInOrderWithEveryChannel) {
   ranks.synchronize(0);
   EXPECT_EQ(out[0][0], 3u);
   EXPECT_EQ(out[0][1], 2u) << "channel 1 does not run a one-channel launch";
+}
+
+// A stream's workers that a launch does not need (those past its blocks) may wake for it only
+// once it is done and the queue is empty: they must look at nothing then. Many one-block host
+// tasks after an eight-block launch (an RMSNorm kernel's norm blocks leave a stream that many
+// workers) used to have a late worker read the front of an empty queue and crash.
+TEST(HostBackend, IdleWorkersWakingLateFindNothingToRun) {
+  const HostKernel nothing =
+      load_host_kernel(memory_cache(), "#include \"ccc_abi.h\"\nextern \"C\" void nothing(ccc_launch_args, int, "
+                                       "const ccc_host_thread*) {}\n",
+                       "nothing");
+  HostStream stream;
+  std::atomic<int> ran{0};
+  for (int round = 0; round < 200; ++round) {
+    stream.enqueue(nothing, ccc_launch_args{}, 8, 1);
+    for (int t = 0; t < 10; ++t) stream.enqueue([&ran] { ran.fetch_add(1, std::memory_order_relaxed); });
+    stream.wait_idle();
+  }
+  EXPECT_EQ(ran.load(), 2000);
 }
 
 TEST(HostBackend, ReportsPeerErrorsToEveryFailedRankAndResetsCounters) {
