@@ -5,8 +5,20 @@ set -euo pipefail
 python=$1 source_dir=$2 target=$3
 shift 3
 rm -rf "$target"
+marker=$(mktemp)
+trap 'rm -f "$marker"' EXIT
 # No build isolation: the venv already has scikit-build-core and nanobind (and CI may be offline).
 "$python" -m pip install --quiet --no-build-isolation --no-deps --target "$target" "$@" "$source_dir"
+# The install writes nothing into the source tree (a read-only checkout installs): no file but
+# in the build folders, the tools' own (.venv, .git, .cache) and the suite's __pycache__ is newer
+# than the install's start.
+written=$(cd "$source_dir" && find . \( -path './build*' -o -path ./.venv -o -path ./.git -o -path ./.cache \
+  -o -path ./gpu-bundle -o -name __pycache__ \) -prune -o -type f -newer "$marker" -print)
+if [ -n "$written" ]; then
+  echo "pip install wrote into the source tree:" >&2
+  echo "$written" >&2
+  exit 1
+fi
 cd "$target"  # not the source tree: the import must find the installed package
 PYTHONPATH="$target" "$python" - "$source_dir" "$target" <<'PY'
 import os
