@@ -117,6 +117,11 @@ int run_compile(const ParsedArgs& args, std::ostream& out, std::ostream& err) {
   if (topo_path && !cost) return usage_error(cmd, "--topo is for --emit cost", err);
   if (args.has("--graph") && !cost) return usage_error(cmd, "--graph is for --emit cost", err);
   if (cost && !topo_path) return usage_error(cmd, "--emit cost needs --topo F (topologies/ has examples)", err);
+  std::optional<std::string> hidden = args.get("--hidden");
+  if (hidden && !(cost && codegen->kernel.epilogue == Epilogue::ResidualRmsNorm))
+    return usage_error(cmd, "--hidden is for --emit cost with --epilogue residual-rmsnorm", err);
+  if (cost && codegen->kernel.epilogue == Epilogue::ResidualRmsNorm && !hidden)
+    return usage_error(cmd, "--emit cost --epilogue residual-rmsnorm needs --hidden H (the row length it prices)", err);
   std::optional<Topology> topo;
   if (topo_path) {
     std::string errors;
@@ -133,6 +138,15 @@ int run_compile(const ParsedArgs& args, std::ostream& out, std::ostream& err) {
   if (args.has("--tile-bytes")) cost_grid.tiles = {codegen->kernel.tile_bytes};
   if (args.has("--protocol")) cost_grid.protocols = {codegen->kernel.protocol};
   cost_grid.pipeline = codegen->kernel.pipeline;
+  // The epilogue priced with the kernel (docs/epilogue.md, "Cost"); the norm writes residual_out.
+  cost_grid.epilogue.kind = codegen->kernel.epilogue;
+  cost_grid.epilogue.elem_size = static_cast<int>(data_type_size(codegen->kernel.dtype));
+  if (hidden) {
+    const std::optional<int> h = parse_int(*hidden, 1, 1 << 24);
+    if (!h) return usage_error(cmd, fmt::format("--hidden expects a row length of 1 .. 2^24 elements, not '{}'", *hidden), err);
+    cost_grid.epilogue.row_bytes = static_cast<int64_t>(*h) * cost_grid.epilogue.elem_size;
+    cost_grid.epilogue.residual_out = true;
+  }
 
   DumpHook dump;
   if (std::optional<std::string> pass = args.get("--dump-after")) {
@@ -202,6 +216,8 @@ std::vector<OptionSpec> compile_options() {
   opts.push_back({"--time-passes", "", "print each pass's wall time and the peak memory after it to standard error"});
   opts.push_back({"--topo", "F", "cost: the topology file to price the schedule on"});
   opts.push_back({"--graph", "", "cost: price each call replayed from a CUDA graph (graph_launch=)"});
+  opts.push_back({"--hidden", "H", "cost with --epilogue residual-rmsnorm: the row length the norm is priced over "
+                                   "(sizes start at one row; residual_out written)"});
   opts.push_back({"-o", "OUT", "write the result to OUT instead of standard output"});
   opts.push_back({"--dump-after", "PASS", fmt::format("also print that pass's result to standard error: {}", fmt::join(pass_names(), ", "))});
   return opts;
@@ -213,7 +229,7 @@ const Command& compile_command() {
   static const Command cmd{"compile", "compile a schedule for N ranks",
                            "ccc compile FILE --ranks N --emit TARGET [--root R] [--define NAME=V,...] [--in-place] [--Werror]\n"
                            "       [--dtype T] [--op OP] [--tile-bytes B] [--channels C] [--pipeline D] [--protocol P] [--epilogue E] [--arch ARCH]\n"
-                           "       [--show-syncs] [--topo F] [--graph] [-o OUT] [--dump-after=PASS] [--time-passes]",
+                           "       [--show-syncs] [--topo F] [--graph] [--hidden H] [-o OUT] [--dump-after=PASS] [--time-passes]",
                            compile_options(), &run_compile};
   return cmd;
 }

@@ -21,7 +21,9 @@ std::vector<OptionSpec> codegen_options() {
       {"--arch", "ARCH", "GPU architecture for ptx and cubin (default sm_90)"},
       {"--protocol", "P", fmt::format("simple (peer loads) or ll (data and flag pushed in 8-byte lines, at most {} KiB of "
                                       "vector per launch) (default {})", kLlMaxBytes / 1024, protocol_name(d.protocol))},
-      {"--epilogue", "E", "allreduce: none, or residual (the completing write adds the rank's residual) (default none)"},
+      {"--epilogue", "E", "allreduce: none, residual (the completing write adds the rank's residual) or "
+                          "residual-rmsnorm (then RMSNorm over rows after the exit waits; an fp8 output is a launch "
+                          "argument of the same kernel) (default none)"},
   };
 }
 

@@ -347,3 +347,31 @@ TEST(TuneCommand, EpiloguePricesTheFusedCallBesideTheUnfusedOne) {
     }
   }
 }
+
+// `ccc compile --emit cost --epilogue E` prices that one schedule with its epilogue, as `ccc
+// tune --epilogue` prices every schedule: the same rows where the tune's choice is this one.
+TEST(TuneCommand, CompileEmitCostPricesTheEpilogueToo) {
+  const std::string topo = kTopologies + "dgx-h100.topo";
+  auto cost = run_cli({"compile", kSchedules + "/twoshot.sched", "--ranks", "8", "--emit", "cost", "--topo", topo,
+                       "--dtype", "bf16", "--epilogue", "residual-rmsnorm", "--hidden", "4096"});
+  ASSERT_EQ(cost.code, cli::kExitOk) << cost.err;
+  auto tune = run_cli({"tune", "--topo", topo, "--dtype", "bf16", "--epilogue", "residual-rmsnorm", "--hidden", "4096",
+                       "--format", "tsv", "--algo", "twoshot"});
+  ASSERT_EQ(tune.code, cli::kExitOk) << tune.err;
+  const std::vector<std::string> rows = lines(cost.out), tuned = lines(tune.out);
+  ASSERT_EQ(fields(rows[0]).back(), "unfused_us");
+  ASSERT_EQ(fields(rows[1])[0], "8192");
+  for (size_t i = 1; i < rows.size() && i < tuned.size(); ++i) {
+    if (!rows[i].empty()) {
+      EXPECT_EQ(fields(rows[i])[9], fields(tuned[i])[9]) << rows[i] << "\n" << tuned[i];
+    }
+  }
+  auto no_rows = run_cli({"compile", kSchedules + "/twoshot.sched", "--ranks", "8", "--emit", "cost", "--topo", topo,
+                          "--epilogue", "residual-rmsnorm"});
+  EXPECT_EQ(no_rows.code, cli::kExitUsage);
+  EXPECT_NE(no_rows.err.find("needs --hidden H"), std::string::npos) << no_rows.err;
+  auto stray = run_cli({"compile", kSchedules + "/twoshot.sched", "--ranks", "8", "--emit", "cu", "--hidden", "64"});
+  EXPECT_EQ(stray.code, cli::kExitUsage);
+  EXPECT_NE(stray.err.find("--hidden is for --emit cost with --epilogue residual-rmsnorm"), std::string::npos)
+      << stray.err;
+}
