@@ -187,7 +187,8 @@ int run_compile(const ParsedArgs& args, std::ostream& out, std::ostream& err) {
   try {
     text = target->emit({program, result->planned ? &*result->planned : nullptr, result->plan ? &*result->plan : nullptr,
                          result->kernel ? &*result->kernel : nullptr, codegen->arch, args.has("--in-place"), args.has("--show-syncs"),
-                         topo ? &*topo : nullptr, static_cast<int>(data_type_size(codegen->kernel.dtype)), cost_grid});
+                         topo ? &*topo : nullptr, static_cast<int>(data_type_size(codegen->kernel.dtype)), cost_grid,
+                         codegen->kernel.epilogue});
   } catch (const std::runtime_error& e) {
     err << fmt::format("ccc: error: {}\n", e.what());
     return kExitScheduleError;

@@ -22,7 +22,11 @@ std::string print_op(const Op& op) {
   return s;
 }
 
-std::string print_steps(const StepProgram& p) {
+std::string print_steps(const StepProgram& p, Epilogue epilogue) {
+  const bool fused = epilogue != Epilogue::None && p.collective == Collective::AllReduce;
+  std::vector<std::vector<std::pair<int, int>>> completing;  // [rank][chunk]
+  if (fused)
+    for (int r = 0; r < p.nranks; ++r) completing.push_back(completing_reduces(p, r));
   std::string out = fmt::format("# {} {} ({}): N = {}", collective_name(p.collective), p.schedule, p.file, p.nranks);
   if (p.root >= 0) out += fmt::format(", root = {}", p.root);
   out += params_text(p.params);
@@ -42,10 +46,20 @@ std::string print_steps(const StepProgram& p) {
       const auto& ops = p.ops[static_cast<size_t>(r)][static_cast<size_t>(k)];
       out += fmt::format("    r{:<{}} ", r, width);
       if (ops.empty()) out += " -";
-      for (size_t i = 0; i < ops.size(); ++i) out += (i ? "; " : " ") + print_op(ops[i]);
+      for (size_t i = 0; i < ops.size(); ++i) {
+        out += (i ? "; " : " ") + print_op(ops[i]);
+        if (!fused) continue;
+        int64_t completed = 0;  // chunks of this op that it completes
+        for (int64_t c = ops[i].chunks.begin; c < ops[i].chunks.end(); ++c)
+          completed += completing[static_cast<size_t>(r)][static_cast<size_t>(c)] == std::pair{k, static_cast<int>(i)};
+        if (completed > 0) out += " + residual";
+      }
       out += "\n";
     }
   }
+  if (fused && epilogue == Epilogue::ResidualRmsNorm)
+    out += "after the exit waits\n  every rank: RMSNorm of its output's rows (the pre-norm sums to residual_out), on "
+           "its channels and norm blocks\n";
   return out;
 }
 

@@ -88,4 +88,17 @@ bool output_holds_result(const StepProgram& p, int rank, int64_t chunk) {
   }
 }
 
+std::vector<std::pair<int, int>> completing_reduces(const StepProgram& p, int rank) {
+  std::vector<std::pair<int, int>> last(static_cast<size_t>(p.nchunks), {-1, -1});
+  for (int k = 0; k < p.nsteps(); ++k) {
+    const auto& ops = p.ops[static_cast<size_t>(rank)][static_cast<size_t>(k)];
+    for (size_t i = 0; i < ops.size(); ++i) {
+      if (ops[i].dst != Buffer::Output) continue;
+      for (int64_t c = ops[i].chunks.begin; c < ops[i].chunks.end(); ++c)
+        last[static_cast<size_t>(c)] = ops[i].kind == OpKind::Reduce ? std::pair{k, static_cast<int>(i)} : std::pair{-1, -1};
+    }
+  }
+  return last;
+}
+
 }  // namespace ccc

@@ -138,4 +138,11 @@ bool input_holds(const StepProgram& p, int rank, int64_t chunk);
 // root's everything; otherwise all). The rest are working space the user does not see.
 bool output_holds_result(const StepProgram& p, int rank, int64_t chunk);
 
+// Where rank `rank`'s output chunks are completed, as a proved allreduce completes them: each
+// chunk's last write into the output, where that is a reduce (then the chunk holds every rank's
+// contribution: lowering's completing write, DataPass::completes, where a fused epilogue's
+// residual is added). [chunk] -> {step, index of the op in the step}, or {-1, -1}. A schedule
+// that completes a chunk in scratch and copies it into the output is not seen here.
+std::vector<std::pair<int, int>> completing_reduces(const StepProgram& p, int rank);
+
 }  // namespace ccc

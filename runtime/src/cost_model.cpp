@@ -149,16 +149,9 @@ CostModel::CostModel(const StepProgram& p, const SyncPlan* sync, const Topology&
     m->launch = std::max(m->launch, t.gpus[r].launch);
     m->channel_bandwidth.push_back(t.gpus[r].channel_bandwidth);
     m->reduce_bandwidth.push_back(t.gpus[r].reduce_bandwidth);
-    // The completing writes, as lowering marks them (DataPass::completes) for a proved
-    // allreduce: a chunk's last write into the rank's output, where that is a reduce.
-    std::vector<int> last_write(static_cast<size_t>(p.nchunks), -1);
-    for (int k = 0; k < p.nsteps(); ++k)
-      for (const Op& op : p.ops[r][k])
-        if (op.dst == Buffer::Output)
-          for (int64_t c = op.chunks.begin; c < op.chunks.begin + op.chunks.count; ++c)
-            last_write[static_cast<size_t>(c)] = op.kind == OpKind::Reduce ? k : -1;
-    for (int k : last_write)
-      if (k >= 0) ++simple.steps[static_cast<size_t>(k)][static_cast<size_t>(r)].completed;
+    // The completing writes, where an epilogue reads the residual.
+    for (const std::pair<int, int>& at : completing_reduces(p, r))
+      if (at.first >= 0) ++simple.steps[static_cast<size_t>(at.first)][static_cast<size_t>(r)].completed;
     std::set<int> met = {r};  // the ranks whose mailboxes the launch has read (PeerTable::load_peers)
     for (int k = 0; k < p.nsteps(); ++k) {
       RankStep& rs = simple.steps[k][r];

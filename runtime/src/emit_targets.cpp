@@ -17,7 +17,7 @@
 namespace ccc {
 namespace {
 
-std::string emit_steps(const EmitInput& in) { return print_steps(in.program); }
+std::string emit_steps(const EmitInput& in) { return print_steps(in.program, in.epilogue); }
 // The graphs show what verification and sync planning analyse: first reads resolved to the input.
 std::string emit_graph(const EmitInput& in) {
   const StepProgram p = resolve_first_reads(in.program);

@@ -28,6 +28,7 @@ struct EmitInput {
   const Topology* topo = nullptr;           // cost: the machine to price the schedule on
   int elem_size = 4;                        // cost: bytes per element (validates sizes)
   SelectOptions cost_grid;                  // cost: the channels and tiles to search
+  Epilogue epilogue = Epilogue::None;       // steps: where a fused allreduce epilogue runs
 };
 
 struct EmitTarget {
